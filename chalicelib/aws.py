@@ -1,0 +1,106 @@
+"""The one place that builds boto3 clients, and the bundle injected into domain code.
+
+Every client gets botocore's retry mode (adaptive or standard) with a bounded
+number of attempts, the region from the settings and, when set,
+AWS_ENDPOINT_URL (moto's server on the local stage).  Domain functions take a
+``Deps`` argument; tests build one from moto-backed clients, a fixed clock and
+a sleep that only moves that clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
+
+import boto3
+from botocore.config import Config
+
+from chalicelib.settings import Settings
+
+if TYPE_CHECKING:
+    from botocore.config import _RetryDict
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+    from mypy_boto3_sesv2 import SESV2Client
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
+
+Clock = Callable[[], datetime]
+Sleep = Callable[[float], None]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def client_config(settings: Settings) -> Config:
+    return Config(
+        region_name=settings.region,
+        retries=cast("_RetryDict", {"mode": settings.aws_retry_mode, "max_attempts": settings.aws_max_attempts}),
+        connect_timeout=5,
+        read_timeout=30,
+    )
+
+
+@dataclass
+class Clients:
+    """Lazily built boto3 clients, one per service, shared by a container's invocations."""
+
+    settings: Settings
+    session: boto3.session.Session = field(default_factory=boto3.session.Session)
+
+    def _make(self, service: str) -> Any:
+        kwargs: dict[str, Any] = {"config": client_config(self.settings)}
+        if self.settings.endpoint_url:
+            kwargs["endpoint_url"] = self.settings.endpoint_url
+        return self.session.client(service, **kwargs)  # type: ignore[call-overload]
+
+    @cached_property
+    def dynamodb(self) -> DynamoDBClient:
+        client: DynamoDBClient = self._make("dynamodb")
+        return client
+
+    @cached_property
+    def sqs(self) -> SQSClient:
+        client: SQSClient = self._make("sqs")
+        return client
+
+    @cached_property
+    def sns(self) -> SNSClient:
+        client: SNSClient = self._make("sns")
+        return client
+
+    @cached_property
+    def ses(self) -> SESV2Client:
+        client: SESV2Client = self._make("sesv2")
+        return client
+
+    @cached_property
+    def scheduler(self) -> EventBridgeSchedulerClient:
+        client: EventBridgeSchedulerClient = self._make("scheduler")
+        return client
+
+
+@dataclass
+class Deps:
+    """What a domain function needs from the outside world: settings, clients, time."""
+
+    settings: Settings
+    clients: Clients
+    clock: Clock = utc_now
+    sleep: Sleep = time.sleep
+    _queue_urls: dict[str, str] = field(default_factory=dict)
+
+    def queue_url(self, name: str) -> str:
+        """The URL of a queue by name, looked up once per container."""
+        if name not in self._queue_urls:
+            self._queue_urls[name] = self.clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        return self._queue_urls[name]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Deps:
+        return cls(settings=settings, clients=Clients(settings))

@@ -1,0 +1,1 @@
+"""Scheduled on-demand backups: trigger, monitor, retention."""

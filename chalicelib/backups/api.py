@@ -1,0 +1,64 @@
+"""The backup routes' domain side: start a run now, list runs, show one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import Deps
+from chalicelib.backups.store import RunStore
+from chalicelib.backups.trigger import start_run
+from chalicelib.throttle import error_code
+from chalicelib.web import ApiError, bad_request, not_found, reject_unknown
+
+RECENT_LIMIT_MAX = 100
+
+
+def _table_exists(deps: Deps, table: str) -> bool:
+    try:
+        deps.clients.dynamodb.describe_table(TableName=table)
+        return True
+    except ClientError as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return False
+        raise
+
+
+def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+    tables: list[str] | None = None
+    if body is not None:
+        reject_unknown(body, {"tables"})
+        if "tables" in body:
+            raw = body["tables"]
+            if not isinstance(raw, list) or not raw or not all(isinstance(t, str) and t for t in raw):
+                raise bad_request("tables", "tables must be a non-empty list of table names")
+            tables = list(dict.fromkeys(raw))
+            unknown = [t for t in tables if not _table_exists(deps, t)]
+            if unknown:
+                raise bad_request("tables", f"unknown tables: {', '.join(unknown)}")
+    run = start_run(deps, trigger="api", tables=tables)
+    return 202, {"run_id": run.run_id, "status": run.status,
+                 "tables": sorted(run.tables), "href": f"/backups/runs/{run.run_id}"}
+
+
+def recent(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any]]:
+    query = query or {}
+    reject_unknown(query, {"limit"})
+    limit = 20
+    if "limit" in query:
+        if not query["limit"].isdigit() or not 1 <= int(query["limit"]) <= RECENT_LIMIT_MAX:
+            raise bad_request("limit", f"limit must be a whole number from 1 to {RECENT_LIMIT_MAX}")
+        limit = int(query["limit"])
+    runs = RunStore(deps).recent(limit)
+    return 200, {"runs": [r.view() for r in runs]}
+
+
+def show(deps: Deps, run_id: str) -> tuple[int, dict[str, Any]]:
+    run = RunStore(deps).get(run_id)
+    if run is None:
+        raise not_found("backup run", run_id)
+    return 200, run.view()
+
+
+__all__ = ["ApiError", "recent", "show", "start"]

@@ -1,0 +1,208 @@
+"""Backup runs in the state table: one item per run, the tables' outcomes in a map.
+
+Item: PK="BACKUP_RUN", SK=<run id> (run ids start with the UTC start time, so a
+query in reverse order lists recent runs first).  Every state change is a
+conditional write, so duplicate deliveries find the work done and stop.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib import ddb
+from chalicelib.aws import Deps
+
+PARTITION = "BACKUP_RUN"
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9-]{1,40}$")
+
+STARTING, RUNNING, FINISHING, COMPLETE = "STARTING", "RUNNING", "FINISHING", "COMPLETE"
+
+
+@dataclass
+class TableResult:
+    table: str
+    status: str                 # PENDING | AVAILABLE | FAILED | STUCK
+    backup_arn: str = ""
+    backup_name: str = ""
+    error: str = ""
+    alerted: bool = False
+
+    def to_item(self) -> dict[str, Any]:
+        return {"status": self.status, "backup_arn": self.backup_arn, "backup_name": self.backup_name,
+                "error": self.error, "alerted": self.alerted}
+
+    @classmethod
+    def from_item(cls, table: str, item: dict[str, Any]) -> TableResult:
+        return cls(table=table, status=item["status"], backup_arn=item.get("backup_arn", ""),
+                   backup_name=item.get("backup_name", ""), error=item.get("error", ""),
+                   alerted=bool(item.get("alerted", False)))
+
+
+@dataclass
+class Run:
+    run_id: str
+    started_at: datetime
+    trigger: str
+    status: str = STARTING
+    tables: dict[str, TableResult] = field(default_factory=dict)
+    poll: int = 0
+    monitor_queued: bool = False
+    claimed_at: datetime | None = None
+    finished_at: datetime | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def to_item(self) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "PK": PARTITION, "SK": self.run_id, "run_id": self.run_id,
+            "started_at": self.started_at.isoformat(), "trigger": self.trigger, "status": self.status,
+            "tables": {t: r.to_item() for t, r in self.tables.items()}, "poll": self.poll,
+            "monitor_queued": self.monitor_queued, "summary": self.summary,
+        }
+        if self.claimed_at:
+            item["claimed_at"] = self.claimed_at.isoformat()
+        if self.finished_at:
+            item["finished_at"] = self.finished_at.isoformat()
+        return item
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Run:
+        return cls(
+            run_id=item["run_id"],
+            started_at=datetime.fromisoformat(item["started_at"]),
+            trigger=item.get("trigger", ""),
+            status=item["status"],
+            tables={t: TableResult.from_item(t, r) for t, r in item.get("tables", {}).items()},
+            poll=int(item.get("poll", 0)),
+            monitor_queued=bool(item.get("monitor_queued", False)),
+            claimed_at=datetime.fromisoformat(item["claimed_at"]) if item.get("claimed_at") else None,
+            finished_at=datetime.fromisoformat(item["finished_at"]) if item.get("finished_at") else None,
+            summary=item.get("summary", {}),
+        )
+
+    def view(self) -> dict[str, Any]:
+        """What the API shows of a run."""
+        return {
+            "run_id": self.run_id, "status": self.status, "trigger": self.trigger,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "tables": [
+                {"table": r.table, "status": r.status, "backup_arn": r.backup_arn or None,
+                 "backup_name": r.backup_name or None, "error": r.error or None}
+                for r in self.tables.values()
+            ],
+            "summary": self.summary,
+        }
+
+
+def _conditional_failed(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+class RunStore:
+    def __init__(self, deps: Deps) -> None:
+        self._ddb = deps.clients.dynamodb
+        self._table = deps.settings.state_table
+
+    def _key(self, run_id: str) -> dict[str, Any]:
+        return {"PK": {"S": PARTITION}, "SK": {"S": run_id}}
+
+    def create(self, run: Run) -> bool:
+        """Store a new run; False when a run with this id exists already (a duplicate trigger)."""
+        try:
+            self._ddb.put_item(TableName=self._table, Item=ddb.serialize(run.to_item()),
+                               ConditionExpression="attribute_not_exists(PK)")
+            return True
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+
+    def get(self, run_id: str) -> Run | None:
+        if not RUN_ID.match(run_id):
+            return None
+        response = self._ddb.get_item(TableName=self._table, Key=self._key(run_id), ConsistentRead=True)
+        item = response.get("Item")
+        return Run.from_item(ddb.deserialize(item)) if item else None
+
+    def recent(self, limit: int) -> list[Run]:
+        response = self._ddb.query(
+            TableName=self._table, KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": PARTITION}}, ScanIndexForward=False, Limit=limit)
+        return [Run.from_item(ddb.deserialize(i)) for i in response.get("Items", [])]
+
+    def _update(self, run_id: str, update: str, condition: str,
+                names: dict[str, str] | None = None, values: dict[str, Any] | None = None) -> bool:
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "Key": self._key(run_id),
+            "UpdateExpression": update, "ConditionExpression": condition,
+        }
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        if values:
+            kwargs["ExpressionAttributeValues"] = {k: ddb.value(v) for k, v in values.items()}
+        try:
+            self._ddb.update_item(**kwargs)
+            return True
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+
+    def reclaim_start(self, run_id: str, claimed_before: datetime, now: datetime) -> bool:
+        """Take over a run whose starter died while STARTING (claimed before ``claimed_before``)."""
+        return self._update(
+            run_id, "SET claimed_at = :now", "#s = :starting AND claimed_at < :stale",
+            names={"#s": "status"},
+            values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat()})
+
+    def started(self, run: Run) -> bool:
+        """Record the tables' first results and move STARTING -> RUNNING."""
+        return self._update(
+            run.run_id, "SET #s = :running, tables = :tables, poll = :zero",
+            "#s = :starting", names={"#s": "status"},
+            values={":running": RUNNING, ":starting": STARTING, ":zero": 0,
+                    ":tables": {t: r.to_item() for t, r in run.tables.items()}})
+
+    def mark_monitor_queued(self, run_id: str) -> None:
+        self._update(run_id, "SET monitor_queued = :t", "attribute_exists(PK)", values={":t": True})
+
+    def settle_table(self, run_id: str, result: TableResult) -> bool:
+        """PENDING -> a final outcome for one table; False if another delivery got there first."""
+        return self._update(
+            run_id, "SET tables.#t.#s = :status, tables.#t.#e = :error, tables.#t.alerted = :alerted",
+            "tables.#t.#s = :pending",
+            names={"#t": result.table, "#s": "status", "#e": "error"},
+            values={":status": result.status, ":error": result.error, ":alerted": result.alerted,
+                    ":pending": "PENDING"})
+
+    def unsettle_table(self, run_id: str, table: str) -> None:
+        """Undo ``settle_table`` when its alert could not be sent, so a redelivery retries it."""
+        self._update(run_id, "SET tables.#t.#s = :pending, tables.#t.alerted = :f",
+                     "attribute_exists(PK)", names={"#t": table, "#s": "status"},
+                     values={":pending": "PENDING", ":f": False})
+
+    def advance_poll(self, run_id: str, poll: int) -> bool:
+        return self._update(run_id, "SET poll = :next", "poll = :poll AND #s = :running",
+                            names={"#s": "status"},
+                            values={":next": poll + 1, ":poll": poll, ":running": RUNNING})
+
+    def claim_finish(self, run_id: str, poll: int, now: datetime, stale_before: datetime) -> bool:
+        """RUNNING (at this poll) -> FINISHING, or take over a FINISHING claim gone stale."""
+        return self._update(
+            run_id, "SET #s = :finishing, claimed_at = :now",
+            "(#s = :running AND poll = :poll) OR (#s = :finishing AND claimed_at < :stale)",
+            names={"#s": "status"},
+            values={":finishing": FINISHING, ":running": RUNNING, ":poll": poll,
+                    ":now": now.isoformat(), ":stale": stale_before.isoformat()})
+
+    def complete(self, run_id: str, now: datetime, summary: dict[str, Any]) -> bool:
+        return self._update(
+            run_id, "SET #s = :complete, finished_at = :now, summary = :summary",
+            "#s IN (:finishing, :starting)", names={"#s": "status"},
+            values={":complete": COMPLETE, ":now": now.isoformat(), ":summary": summary,
+                    ":finishing": FINISHING, ":starting": STARTING})

@@ -1,0 +1,148 @@
+"""Start a backup run: select tables, CreateBackup each (paced, retried), record, queue the monitor."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from botocore.exceptions import ClientError
+
+from chalicelib import alerts
+from chalicelib.aws import Deps
+from chalicelib.backups import rules
+from chalicelib.backups.store import RUNNING, STARTING, Run, RunStore, TableResult
+from chalicelib.log import logger
+from chalicelib.throttle import Pacer, error_code, with_backoff
+
+# CreateBackup errors that concern one table; the run goes on with the others.
+TABLE_ERRORS = {
+    "TableNotFoundException": "table not found",
+    "ResourceNotFoundException": "table not found",
+    "TableInUseException": "table is being created, updated or deleted",
+    "ResourceInUseException": "table is being created, updated or deleted",
+    "ContinuousBackupsUnavailableException": "backups are being enabled on the table",
+    "BackupInUseException": "another backup of the table is in progress",
+    "LimitExceededException": "backup quota exceeded",
+}
+
+
+def new_run_id(now: datetime, suffix: str | None = None) -> str:
+    return f"{now:%Y%m%dT%H%M%SZ}-{suffix or uuid.uuid4().hex[:8]}"
+
+
+def list_table_names(deps: Deps) -> list[str]:
+    names: list[str] = []
+    for page in deps.clients.dynamodb.get_paginator("list_tables").paginate():
+        names.extend(page.get("TableNames", []))
+    return names
+
+
+def tagged_tables(deps: Deps, tables: Sequence[str], key: str, value: str) -> list[str]:
+    """The tables carrying tag ``key=value`` (ListTagsOfResource per table)."""
+    client = deps.clients.dynamodb
+    if not tables:
+        return []
+    # One DescribeTable gives the ARN layout; the others are derived from it.
+    first_arn = client.describe_table(TableName=tables[0])["Table"]["TableArn"]
+    arn_prefix = first_arn[: first_arn.index(":table/") + len(":table/")]
+    found: list[str] = []
+    for table in tables:
+        tags: dict[str, str] = {}
+        for page in client.get_paginator("list_tags_of_resource").paginate(ResourceArn=arn_prefix + table):
+            tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+        if tags.get(key) == value:
+            found.append(table)
+    return found
+
+
+def selected_tables(deps: Deps) -> list[str]:
+    """BACKUP_TABLES + BACKUP_TABLE_PATTERN matches + BACKUP_TABLE_TAG matches, deduplicated."""
+    s = deps.settings
+    all_tables = list_table_names(deps) if (s.backup_table_pattern or s.backup_table_tag) else None
+    tagged = tagged_tables(deps, all_tables or [], *s.backup_table_tag) if s.backup_table_tag else []
+    return rules.select_tables(all_tables, s.backup_tables, s.backup_table_pattern, tagged)
+
+
+def _create_backup(deps: Deps, pacer: Pacer, run_id: str, table: str, now: datetime) -> TableResult:
+    name = rules.backup_name(deps.settings.backup_name_prefix, table, now)
+
+    def call() -> str:
+        pacer.wait()
+        details = deps.clients.dynamodb.create_backup(TableName=table, BackupName=name)["BackupDetails"]
+        return details["BackupArn"]
+
+    try:
+        arn = with_backoff(call, deps.sleep)
+    except ClientError as exc:
+        code = error_code(exc)
+        reason = f"{TABLE_ERRORS.get(code, 'CreateBackup failed')}: {code}: {exc.response['Error'].get('Message', '')}"
+        logger.error("backup not started", extra={"run_id": run_id, "table": table, "reason": reason})
+        return TableResult(table=table, status="FAILED", backup_name=name, error=reason)
+    logger.info("backup started", extra={"run_id": run_id, "table": table, "backup_arn": arn})
+    return TableResult(table=table, status="PENDING", backup_arn=arn, backup_name=name)
+
+
+def _queue_monitor(deps: Deps, run: Run, store: RunStore) -> None:
+    deps.clients.sqs.send_message(
+        QueueUrl=deps.queue_url(deps.settings.backup_monitor_queue),
+        MessageBody=json.dumps({"run_id": run.run_id, "poll": 0}),
+        DelaySeconds=deps.settings.backup_monitor_delay_seconds,
+    )
+    store.mark_monitor_queued(run.run_id)
+    logger.info("monitor queued", extra={"run_id": run.run_id,
+                                         "delay_seconds": deps.settings.backup_monitor_delay_seconds})
+
+
+def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
+              run_id: str | None = None) -> Run:
+    """Back up ``tables`` (default: the configured selection) and queue the run's monitor.
+
+    ``run_id`` makes a trigger idempotent: a scheduled event delivered twice
+    names the same run, and the second delivery finds it and stops (or, if the
+    first died before queueing the monitor, finishes that step).
+    """
+    now = deps.clock()
+    store = RunStore(deps)
+    run = Run(run_id=run_id or new_run_id(now), started_at=now, trigger=trigger, claimed_at=now)
+    if not store.create(run):
+        existing = store.get(run.run_id)
+        assert existing is not None
+        lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
+        if existing.status == RUNNING and not existing.monitor_queued:
+            _queue_monitor(deps, existing, store)
+            return existing
+        if existing.status != STARTING or not store.reclaim_start(run.run_id, now - lease, now):
+            logger.info("duplicate trigger ignored", extra={"run_id": run.run_id, "status": existing.status})
+            return existing
+        run.started_at = existing.started_at
+
+    chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps)
+    logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
+    if not chosen:
+        alerts.publish(deps, "timekeeper: no tables selected for backup",
+                       {"run_id": run.run_id, "reason": "no table matched BACKUP_TABLES, "
+                        "BACKUP_TABLE_PATTERN or BACKUP_TABLE_TAG"})
+        store.complete(run.run_id, now, {"backed_up": 0, "failed": 0, "stuck": 0, "deleted": 0,
+                                         "note": "no tables selected"})
+        return store.get(run.run_id) or run
+
+    pacer = Pacer(deps.settings.backup_create_rate, deps.clock, deps.sleep)
+    for table in chosen:
+        result = _create_backup(deps, pacer, run.run_id, table, now)
+        run.tables[table] = result
+    for result in run.tables.values():
+        if result.status == "FAILED":
+            result.alerted = True
+    run.status = RUNNING
+    if not store.started(run):
+        logger.info("run started elsewhere", extra={"run_id": run.run_id})
+        return store.get(run.run_id) or run
+    for result in run.tables.values():
+        if result.status == "FAILED":
+            alerts.publish(deps, f"timekeeper: backup of {result.table} failed", {
+                "run_id": run.run_id, "table": result.table, "backup_arn": None, "reason": result.error})
+    _queue_monitor(deps, run, store)
+    run.monitor_queued = True
+    return run

@@ -1,0 +1,191 @@
+"""EventBridge schedule expressions: ``rate(...)``, ``cron(...)`` and ``at(...)``.
+
+Pure parsing and validation, shared by the settings (which reject a bad
+expression at import), task recurrence and the offline runtime (which fires
+them).  The grammar is EventBridge's: cron has six fields
+``minutes hours day-of-month month day-of-week year``; exactly one of
+day-of-month and day-of-week is ``?``; times are UTC unless a time zone is
+given.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+_RATE = re.compile(r"^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$")
+_CRON = re.compile(r"^cron\((.+)\)$")
+_AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
+
+_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+_MONTHS = {m: i + 1 for i, m in enumerate(
+    ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"])}
+_DAYS = {d: i + 1 for i, d in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
+
+
+class InvalidScheduleExpression(ValueError):
+    """The expression is not a valid EventBridge rate(), cron() or at() expression."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    every: timedelta
+
+
+@dataclass(frozen=True)
+class CronField:
+    """One cron field: the set of allowed values, or a special (L, W, #) spec."""
+
+    values: frozenset[int]
+    any: bool            # '*' or '?'
+    special: str = ""    # raw text for L / W / # forms, evaluated per month
+
+
+@dataclass(frozen=True)
+class Cron:
+    minutes: CronField
+    hours: CronField
+    day_of_month: CronField
+    month: CronField
+    day_of_week: CronField
+    year: CronField
+
+
+@dataclass(frozen=True)
+class At:
+    when: datetime  # naive: interpreted in the schedule's time zone (UTC by default)
+
+
+Expression = Rate | Cron | At
+
+
+def parse_rate(text: str) -> Rate:
+    m = _RATE.match(text.strip())
+    if not m:
+        raise InvalidScheduleExpression(
+            f"{text!r} is not a rate expression like 'rate(5 minutes)'")
+    value, unit = int(m.group(1)), m.group(2)
+    if value <= 0:
+        raise InvalidScheduleExpression(f"{text!r}: the rate must be a positive number")
+    singular = unit.rstrip("s")
+    if (value == 1) != (unit == singular):
+        raise InvalidScheduleExpression(
+            f"{text!r}: use '{singular}' for a value of 1 and '{singular}s' otherwise")
+    return Rate(timedelta(seconds=value * _UNIT_SECONDS[singular]))
+
+
+def _parse_values(text: str, lo: int, hi: int, names: dict[str, int], what: str) -> frozenset[int]:
+    values: set[int] = set()
+    for part in text.split(","):
+        step = 1
+        if "/" in part:
+            part, step_text = part.split("/", 1)
+            if not step_text.isdigit() or int(step_text) == 0:
+                raise InvalidScheduleExpression(f"bad step {step_text!r} in the {what} field")
+            step = int(step_text)
+        if part == "*":
+            start, end = lo, hi
+        elif "-" in part:
+            a, b = part.split("-", 1)
+            start, end = _value(a, lo, hi, names, what), _value(b, lo, hi, names, what)
+        else:
+            start = _value(part, lo, hi, names, what)
+            end = hi if step > 1 else start
+        if start <= end:
+            values.update(range(start, end + 1, step))
+        else:  # a wrapping range like FRI-MON or 22-2
+            span = list(range(start, hi + 1)) + list(range(lo, end + 1))
+            values.update(span[::step])
+    return frozenset(values)
+
+
+def _value(text: str, lo: int, hi: int, names: dict[str, int], what: str) -> int:
+    upper = text.upper()
+    if upper in names:
+        return names[upper]
+    if not text.isdigit():
+        raise InvalidScheduleExpression(f"{text!r} is not a valid value in the {what} field")
+    value = int(text)
+    if not lo <= value <= hi:
+        raise InvalidScheduleExpression(
+            f"{value} is out of range {lo}-{hi} in the {what} field")
+    return value
+
+
+def _field(text: str, lo: int, hi: int, what: str, names: dict[str, int] | None = None,
+           allow_question: bool = False) -> CronField:
+    if text == "?":
+        if not allow_question:
+            raise InvalidScheduleExpression(f"'?' is not allowed in the {what} field")
+        return CronField(frozenset(range(lo, hi + 1)), any=True, special="?")
+    if text == "*":
+        return CronField(frozenset(range(lo, hi + 1)), any=True)
+    return CronField(_parse_values(text, lo, hi, names or {}, what), any=False)
+
+
+def parse_cron(text: str) -> Cron:
+    m = _CRON.match(text.strip())
+    if not m:
+        raise InvalidScheduleExpression(
+            f"{text!r} is not a cron expression like 'cron(0 12 * * ? *)'")
+    fields = m.group(1).split()
+    if len(fields) != 6:
+        raise InvalidScheduleExpression(
+            f"{text!r}: cron needs 6 fields (minutes hours day-of-month month day-of-week year),"
+            f" got {len(fields)}")
+    minute, hour, dom, month, dow, year = fields
+    if (dom == "?") == (dow == "?"):
+        raise InvalidScheduleExpression(
+            f"{text!r}: exactly one of day-of-month and day-of-week must be '?'")
+    dom_field = _special_dom(dom) or _field(dom, 1, 31, "day-of-month", allow_question=True)
+    dow_field = _special_dow(dow) or _field(dow, 1, 7, "day-of-week", _DAYS, allow_question=True)
+    return Cron(
+        minutes=_field(minute, 0, 59, "minutes"),
+        hours=_field(hour, 0, 23, "hours"),
+        day_of_month=dom_field,
+        month=_field(month, 1, 12, "month", _MONTHS),
+        day_of_week=dow_field,
+        year=_field(year, 1970, 2199, "year"),
+    )
+
+
+def _special_dom(text: str) -> CronField | None:
+    if text == "L" or re.fullmatch(r"L-\d{1,2}", text) or re.fullmatch(r"\d{1,2}W|LW", text):
+        if text.endswith("W") and text != "LW" and not 1 <= int(text[:-1]) <= 31:
+            raise InvalidScheduleExpression(f"{text!r} is not a valid day-of-month")
+        return CronField(frozenset(), any=False, special=text)
+    return None
+
+
+def _special_dow(text: str) -> CronField | None:
+    m = re.fullmatch(r"([1-7A-Za-z]{1,3})(L|#[1-5])", text)
+    if not m:
+        return None
+    _value(m.group(1), 1, 7, _DAYS, "day-of-week")
+    return CronField(frozenset(), any=False, special=text)
+
+
+def parse_at(text: str) -> At:
+    m = _AT.match(text.strip())
+    if not m:
+        raise InvalidScheduleExpression(
+            f"{text!r} is not an at() expression like 'at(2030-01-31T12:00:00)'")
+    try:
+        return At(datetime.fromisoformat(m.group(1)))
+    except ValueError as exc:
+        raise InvalidScheduleExpression(f"{text!r}: {exc}") from exc
+
+
+def parse(text: str, allow_at: bool = False) -> Expression:
+    """Parse any supported expression; ``at()`` only where one-time schedules are allowed."""
+    stripped = text.strip()
+    if stripped.startswith("rate("):
+        return parse_rate(stripped)
+    if stripped.startswith("cron("):
+        return parse_cron(stripped)
+    if allow_at and stripped.startswith("at("):
+        return parse_at(stripped)
+    kinds = "rate(...), cron(...) or at(...)" if allow_at else "rate(...) or cron(...)"
+    raise InvalidScheduleExpression(f"{text!r} is not a {kinds} expression")

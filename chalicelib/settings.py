@@ -1,0 +1,307 @@
+"""One typed settings object, read from the stage's environment variables.
+
+Chalice applies a stage's ``environment_variables`` (.chalice/config.json)
+before it imports app.py, so ``Settings.from_env()`` at import sees them; the
+tests set the same variables in conftest.py.  Every bad value fails fast with a
+``SettingsError`` naming the variable and the value.
+
+The table below is the single source of the names, defaults and meanings; the
+README's configuration table is checked against it by a test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from chalicelib import schedule_expr
+
+T = TypeVar("T")
+
+
+class SettingsError(ValueError):
+    """A configuration variable has a value the app cannot use."""
+
+    def __init__(self, name: str, value: str, expected: str) -> None:
+        super().__init__(f"{name}={value!r} is invalid: {expected}")
+        self.name = name
+        self.value = value
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    default: str
+    meaning: str
+
+
+# name, default, meaning: every configuration variable the app reads.
+VARIABLES: tuple[Variable, ...] = (
+    Variable("STAGE", "local", "Stage name: local, dev or prod."),
+    Variable("AWS_REGION", "us-east-1", "Region of every AWS client (AWS_DEFAULT_REGION also read)."),
+    Variable("AWS_ENDPOINT_URL", "", "Endpoint for every AWS client; the local stage points it at moto's server."),
+    Variable("AWS_MAX_ATTEMPTS", "8", "botocore retry attempts per call (retry mode below)."),
+    Variable("AWS_RETRY_MODE", "adaptive", "botocore retry mode: standard or adaptive."),
+    Variable("LOG_LEVEL", "INFO", "Log level of the structured JSON logs."),
+    Variable("STATE_TABLE", "timekeeper-state", "The app's state table: backup runs, claims, processor progress."),
+    Variable("ALERT_TOPIC_ARN", "", "SNS topic for alerts and run summaries (empty: alerts are only logged)."),
+    # backups
+    Variable("BACKUP_SCHEDULE", "rate(1 day)", "When backup runs start: an EventBridge rate() or cron() expression."),
+    Variable("BACKUP_TABLES", "", "Comma-separated table names to back up."),
+    Variable("BACKUP_TABLE_PATTERN", "", "Regular expression; every table whose whole name matches is backed up."),
+    Variable("BACKUP_TABLE_TAG", "", "key=value; every table with that tag is backed up."),
+    Variable("BACKUP_NAME_PREFIX", "timekeeper", "Prefix of this app's backup names; retention only touches these."),
+    Variable("BACKUP_MONITOR_QUEUE", "timekeeper-backup-monitor", "SQS queue (name) of backup-run monitor messages."),
+    Variable("BACKUP_MONITOR_DLQ", "timekeeper-backup-monitor-dlq", "SQS queue (name) for monitor messages that cannot be processed."),
+    Variable("BACKUP_MONITOR_DELAY_SECONDS", "300", "Delay before each monitor poll, 0-900 seconds."),
+    Variable("BACKUP_DEADLINE_MINUTES", "360", "A backup still CREATING this long after its run started is stuck."),
+    Variable("BACKUP_RETENTION_DAYS", "3", "This app's backups older than this are deleted when a run finishes."),
+    Variable("BACKUP_MIN_KEEP", "2", "Retention never leaves a table with fewer AVAILABLE backups than this."),
+    Variable("BACKUP_CREATE_RATE", "25", "CreateBackup calls per second at most (AWS allows 50)."),
+    Variable("BACKUP_DELETE_RATE", "8", "DeleteBackup calls per second at most (AWS allows 10)."),
+    Variable("BACKUP_RUN_LEASE_SECONDS", "900", "A run being finished by a worker that died is taken over after this."),
+    # tasks
+    Variable("TASKS_TABLE", "timekeeper-tasks", "Table of task items (string keys PK and SK)."),
+    Variable("TASKS_STREAM_ARN", "", "Stream ARN of the tasks table (NEW_AND_OLD_IMAGES)."),
+    Variable("TTL_ATTRIBUTE", "expires_at", "The tasks table's TTL attribute (epoch seconds); lazy tasks' due time."),
+    Variable("DUE_ATTRIBUTE", "run_at", "Item attribute holding the due time (ISO-8601 or epoch seconds)."),
+    Variable("BUCKET_ATTRIBUTE", "due_bucket", "Item attribute holding the sharded due bucket of interval tasks."),
+    Variable("BUCKET_INDEX", "due-bucket-index", "GSI on BUCKET_ATTRIBUTE with the due epoch as sort key."),
+    Variable("BUCKET_MINUTES", "1", "Width of one due bucket in minutes."),
+    Variable("BUCKET_SHARDS", "4", "Shards per due bucket, to spread writes over GSI partitions."),
+    Variable("DEFAULT_STRATEGY", "exact", "Strategy of an item that names none: exact, interval or lazy."),
+    Variable("DEFAULT_EMAIL_SUBJECT", "Reminder", "Subject of the default action's email."),
+    Variable("DEFAULT_EMAIL_BODY", "This is your reminder.", "Body of the default action's email."),
+    Variable("SENDER_EMAIL", "noreply@example.com", "Verified SES sender of every email."),
+    Variable("SCHEDULE_GROUP", "timekeeper", "EventBridge Scheduler group of the exact strategy's schedules."),
+    Variable("SCHEDULER_ROLE_ARN", "", "Role EventBridge Scheduler assumes to send to the due queue."),
+    Variable("SCHEDULER_DLQ_ARN", "", "Dead-letter queue (ARN) of EventBridge Scheduler deliveries."),
+    Variable("DUE_QUEUE", "timekeeper-due", "SQS queue (name) of due tasks, consumed by the executor."),
+    Variable("TASK_DLQ", "timekeeper-task-dlq", "SQS queue (name) for task records and messages that cannot be processed."),
+    Variable("PROCESSOR_SCHEDULE", "rate(1 minute)", "When the interval processor runs: rate() or cron()."),
+    Variable("TASK_MAX_ATTEMPTS", "3", "Attempts of a failing action before the task is FAILED."),
+    Variable("TASK_CLAIM_LEASE_SECONDS", "300", "A claimed execution whose worker died is taken over after this."),
+    Variable("DIRECT_QUEUE_HORIZON_SECONDS", "900", "Exact tasks due sooner skip Scheduler: due queue with a delay."),
+    Variable("SCHEDULE_LEAD_SECONDS", "60", "Exact tasks' schedules fire this early; the executor waits out the rest."),
+    Variable("PAST_DUE_GRACE_SECONDS", "60", "The API accepts a due time this far in the past."),
+    Variable("STREAM_CONCURRENCY", "8", "Records of one stream batch processed at once (different keys)."),
+    # API
+    Variable("API_AUTH", "none", "API authorization: none, token, iam, api_key or cognito."),
+    Variable("API_TOKEN", "", "Bearer token the API requires when API_AUTH=token (local stage)."),
+)
+
+# Sort key of the due-bucket GSI: the due time as epoch seconds (a number), written
+# next to the bucket by the API or the stream step whatever form DUE_ATTRIBUTE has.
+DUE_EPOCH_ATTRIBUTE = "due_epoch"
+
+_DEFAULTS = {v.name: v.default for v in VARIABLES}
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{12}:.+$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    stage: str
+    region: str
+    endpoint_url: str | None
+    aws_max_attempts: int
+    aws_retry_mode: str
+    log_level: str
+    state_table: str
+    alert_topic_arn: str
+    backup_schedule: str
+    backup_tables: tuple[str, ...]
+    backup_table_pattern: re.Pattern[str] | None
+    backup_table_tag: tuple[str, str] | None
+    backup_name_prefix: str
+    backup_monitor_queue: str
+    backup_monitor_dlq: str
+    backup_monitor_delay_seconds: int
+    backup_deadline_minutes: int
+    backup_retention_days: int
+    backup_min_keep: int
+    backup_create_rate: float
+    backup_delete_rate: float
+    backup_run_lease_seconds: int
+    tasks_table: str
+    tasks_stream_arn: str
+    ttl_attribute: str
+    due_attribute: str
+    bucket_attribute: str
+    bucket_index: str
+    bucket_minutes: int
+    bucket_shards: int
+    default_strategy: str
+    default_email_subject: str
+    default_email_body: str
+    sender_email: str
+    schedule_group: str
+    scheduler_role_arn: str
+    scheduler_dlq_arn: str
+    due_queue: str
+    task_dlq: str
+    processor_schedule: str
+    task_max_attempts: int
+    task_claim_lease_seconds: int
+    direct_queue_horizon_seconds: int
+    schedule_lead_seconds: int
+    past_due_grace_seconds: int
+    stream_concurrency: int
+    api_auth: str
+    api_token: str = field(repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = _Reader(os.environ if environ is None else environ)
+        region = env.raw("AWS_REGION") or env.environ.get("AWS_DEFAULT_REGION", "") or _DEFAULTS["AWS_REGION"]
+        api_auth = env.choice("API_AUTH", ("none", "token", "iam", "api_key", "cognito"))
+        api_token = env.text("API_TOKEN")
+        if api_auth == "token" and not api_token:
+            raise SettingsError("API_TOKEN", "", "required when API_AUTH=token")
+        return cls(
+            stage=env.text("STAGE"),
+            region=region,
+            endpoint_url=env.text("AWS_ENDPOINT_URL") or None,
+            aws_max_attempts=env.integer("AWS_MAX_ATTEMPTS", 1, 20),
+            aws_retry_mode=env.choice("AWS_RETRY_MODE", ("standard", "adaptive")),
+            log_level=env.choice("LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR")),
+            state_table=env.matching("STATE_TABLE", _TABLE_NAME, "a DynamoDB table name"),
+            alert_topic_arn=env.optional_arn("ALERT_TOPIC_ARN"),
+            backup_schedule=env.schedule("BACKUP_SCHEDULE"),
+            backup_tables=env.table_list("BACKUP_TABLES"),
+            backup_table_pattern=env.regex("BACKUP_TABLE_PATTERN"),
+            backup_table_tag=env.tag("BACKUP_TABLE_TAG"),
+            backup_name_prefix=env.matching(
+                "BACKUP_NAME_PREFIX", re.compile(r"^[A-Za-z0-9_.-]{1,100}$"),
+                "1-100 characters of [A-Za-z0-9_.-]"),
+            backup_monitor_queue=env.matching("BACKUP_MONITOR_QUEUE", _QUEUE_NAME, "an SQS queue name"),
+            backup_monitor_dlq=env.matching("BACKUP_MONITOR_DLQ", _QUEUE_NAME, "an SQS queue name"),
+            backup_monitor_delay_seconds=env.integer("BACKUP_MONITOR_DELAY_SECONDS", 0, 900),
+            backup_deadline_minutes=env.integer("BACKUP_DEADLINE_MINUTES", 1, 7 * 24 * 60),
+            backup_retention_days=env.integer("BACKUP_RETENTION_DAYS", 0, 36500),
+            backup_min_keep=env.integer("BACKUP_MIN_KEEP", 1, 1000),
+            backup_create_rate=env.number("BACKUP_CREATE_RATE", 0.1, 50),
+            backup_delete_rate=env.number("BACKUP_DELETE_RATE", 0.1, 10),
+            backup_run_lease_seconds=env.integer("BACKUP_RUN_LEASE_SECONDS", 30, 86400),
+            tasks_table=env.matching("TASKS_TABLE", _TABLE_NAME, "a DynamoDB table name"),
+            tasks_stream_arn=env.optional_arn("TASKS_STREAM_ARN"),
+            ttl_attribute=env.attribute("TTL_ATTRIBUTE"),
+            due_attribute=env.attribute("DUE_ATTRIBUTE"),
+            bucket_attribute=env.attribute("BUCKET_ATTRIBUTE"),
+            bucket_index=env.matching("BUCKET_INDEX", _TABLE_NAME, "a DynamoDB index name"),
+            bucket_minutes=env.integer("BUCKET_MINUTES", 1, 1440),
+            bucket_shards=env.integer("BUCKET_SHARDS", 1, 100),
+            default_strategy=env.choice("DEFAULT_STRATEGY", ("exact", "interval", "lazy")),
+            default_email_subject=env.text("DEFAULT_EMAIL_SUBJECT"),
+            default_email_body=env.text("DEFAULT_EMAIL_BODY"),
+            sender_email=env.matching(
+                "SENDER_EMAIL", re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$"), "an email address"),
+            schedule_group=env.matching(
+                "SCHEDULE_GROUP", re.compile(r"^[0-9a-zA-Z_.-]{1,64}$"), "a Scheduler group name"),
+            scheduler_role_arn=env.optional_arn("SCHEDULER_ROLE_ARN"),
+            scheduler_dlq_arn=env.optional_arn("SCHEDULER_DLQ_ARN"),
+            due_queue=env.matching("DUE_QUEUE", _QUEUE_NAME, "an SQS queue name"),
+            task_dlq=env.matching("TASK_DLQ", _QUEUE_NAME, "an SQS queue name"),
+            processor_schedule=env.schedule("PROCESSOR_SCHEDULE"),
+            task_max_attempts=env.integer("TASK_MAX_ATTEMPTS", 1, 100),
+            task_claim_lease_seconds=env.integer("TASK_CLAIM_LEASE_SECONDS", 5, 86400),
+            direct_queue_horizon_seconds=env.integer("DIRECT_QUEUE_HORIZON_SECONDS", 0, 900),
+            schedule_lead_seconds=env.integer("SCHEDULE_LEAD_SECONDS", 0, 900),
+            past_due_grace_seconds=env.integer("PAST_DUE_GRACE_SECONDS", 0, 86400),
+            stream_concurrency=env.integer("STREAM_CONCURRENCY", 1, 64),
+            api_auth=api_auth,
+            api_token=api_token,
+        )
+
+
+@dataclass(frozen=True)
+class _Reader:
+    environ: Mapping[str, str]
+
+    def raw(self, name: str) -> str:
+        return self.environ.get(name, "").strip()
+
+    def text(self, name: str) -> str:
+        value = self.environ.get(name)
+        return _DEFAULTS[name] if value is None else value.strip()
+
+    def _convert(self, name: str, convert: Callable[[str], T], expected: str) -> T:
+        value = self.text(name)
+        try:
+            return convert(value)
+        except (ValueError, re.error) as exc:
+            detail = f" ({exc})" if str(exc) and expected not in str(exc) else ""
+            raise SettingsError(name, value, expected + detail) from exc
+
+    def integer(self, name: str, lo: int, hi: int) -> int:
+        def convert(value: str) -> int:
+            number = int(value)
+            if not lo <= number <= hi:
+                raise ValueError("")
+            return number
+        return self._convert(name, convert, f"expected a whole number from {lo} to {hi}")
+
+    def number(self, name: str, lo: float, hi: float) -> float:
+        def convert(value: str) -> float:
+            number = float(value)
+            if not lo <= number <= hi:
+                raise ValueError("")
+            return number
+        return self._convert(name, convert, f"expected a number from {lo} to {hi}")
+
+    def choice(self, name: str, options: tuple[str, ...]) -> str:
+        def convert(value: str) -> str:
+            if value not in options:
+                raise ValueError("")
+            return value
+        return self._convert(name, convert, "expected one of " + ", ".join(options))
+
+    def matching(self, name: str, pattern: re.Pattern[str], expected: str) -> str:
+        def convert(value: str) -> str:
+            if not pattern.match(value):
+                raise ValueError("")
+            return value
+        return self._convert(name, convert, f"expected {expected}")
+
+    def attribute(self, name: str) -> str:
+        return self.matching(name, re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,254}$"), "an attribute name")
+
+    def optional_arn(self, name: str) -> str:
+        def convert(value: str) -> str:
+            if value and not _ARN.match(value):
+                raise ValueError("")
+            return value
+        return self._convert(name, convert, "expected an ARN (arn:aws:...) or nothing")
+
+    def schedule(self, name: str) -> str:
+        def convert(value: str) -> str:
+            schedule_expr.parse(value)
+            return value
+        return self._convert(name, convert, "expected an EventBridge rate() or cron() expression")
+
+    def table_list(self, name: str) -> tuple[str, ...]:
+        def convert(value: str) -> tuple[str, ...]:
+            names = [n.strip() for n in value.split(",") if n.strip()]
+            for table in names:
+                if not _TABLE_NAME.match(table):
+                    raise ValueError(f"{table!r} is not a table name")
+            return tuple(dict.fromkeys(names))
+        return self._convert(name, convert, "expected comma-separated table names")
+
+    def regex(self, name: str) -> re.Pattern[str] | None:
+        return self._convert(name, lambda v: re.compile(v) if v else None,
+                             "expected a regular expression")
+
+    def tag(self, name: str) -> tuple[str, str] | None:
+        def convert(value: str) -> tuple[str, str] | None:
+            if not value:
+                return None
+            key, sep, tag_value = value.partition("=")
+            if not sep or not key.strip():
+                raise ValueError("")
+            return key.strip(), tag_value.strip()
+        return self._convert(name, convert, "expected key=value")

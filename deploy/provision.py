@@ -1,0 +1,177 @@
+"""Create every resource a stage needs, idempotently; return the environment that names them.
+
+``provision(session, settings)`` looks each resource up first and creates only
+what is missing, so a second run changes nothing.  It is used by the tests
+(against moto in-process), by the offline runtime (against moto's server) and
+by ``make deploy`` (against AWS).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import Clients
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+
+MAX_RECEIVE_COUNT = 5  # deliveries before SQS moves a message to its dead-letter queue
+
+
+@dataclass
+class Provisioned:
+    """What provisioning made or found: environment values and a log of changes."""
+
+    environment: dict[str, str] = field(default_factory=dict)
+    changes: list[str] = field(default_factory=list)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def ensure_table(clients: Clients, name: str, result: Provisioned, *,
+                 stream: bool = False, ttl_attribute: str | None = None,
+                 gsi: tuple[str, str, str] | None = None) -> dict[str, Any]:
+    """A PAY_PER_REQUEST table with string keys PK/SK (+ stream, TTL, GSI as asked)."""
+    ddb = clients.dynamodb
+    try:
+        table = ddb.describe_table(TableName=name)["Table"]
+    except ClientError as exc:
+        if _code(exc) != "ResourceNotFoundException":
+            raise
+        attributes = [{"AttributeName": "PK", "AttributeType": "S"},
+                      {"AttributeName": "SK", "AttributeType": "S"}]
+        kwargs: dict[str, Any] = {
+            "TableName": name, "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"},
+                          {"AttributeName": "SK", "KeyType": "RANGE"}],
+        }
+        if stream:
+            kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        if gsi:
+            index, hash_attr, range_attr = gsi
+            attributes += [{"AttributeName": hash_attr, "AttributeType": "S"},
+                           {"AttributeName": range_attr, "AttributeType": "N"}]
+            kwargs["GlobalSecondaryIndexes"] = [{
+                "IndexName": index,
+                "KeySchema": [{"AttributeName": hash_attr, "KeyType": "HASH"},
+                              {"AttributeName": range_attr, "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }]
+        kwargs["AttributeDefinitions"] = attributes
+        table = ddb.create_table(**kwargs)["TableDescription"]
+        ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        table = ddb.describe_table(TableName=name)["Table"]
+        result.changes.append(f"created table {name}")
+    if ttl_attribute:
+        current = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        if current.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING") or \
+                current.get("AttributeName") != ttl_attribute:
+            ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={
+                "Enabled": True, "AttributeName": ttl_attribute})
+            result.changes.append(f"enabled TTL on {name}.{ttl_attribute}")
+    return cast(dict[str, Any], table)
+
+
+def ensure_queue(clients: Clients, name: str, result: Provisioned, *,
+                 dlq_arn: str | None = None, visibility_timeout: int = 60,
+                 retention_seconds: int = 1209600) -> tuple[str, str]:
+    """A standard queue (with a redrive policy to ``dlq_arn``); returns (url, arn)."""
+    sqs = clients.sqs
+    attributes: dict[Any, str] = {"VisibilityTimeout": str(visibility_timeout),
+                  "MessageRetentionPeriod": str(retention_seconds)}
+    if dlq_arn:
+        attributes["RedrivePolicy"] = json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT})
+    try:
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    except ClientError as exc:
+        if _code(exc) not in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+            raise
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        result.changes.append(f"created queue {name}")
+    current: dict[Any, str] = dict(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"])
+    drift = {k: v for k, v in attributes.items()
+             if (json.loads(current.get(k, "{}")) if k == "RedrivePolicy" else current.get(k))
+             != (json.loads(v) if k == "RedrivePolicy" else v)}
+    if drift:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes=drift)
+        result.changes.append(f"updated queue {name}: {', '.join(sorted(drift))}")
+    return url, current["QueueArn"]
+
+
+def ensure_topic(clients: Clients, name: str, result: Provisioned) -> str:
+    sns = clients.sns
+    for page in sns.get_paginator("list_topics").paginate():
+        for topic in page.get("Topics", []):
+            if topic["TopicArn"].rsplit(":", 1)[-1] == name:
+                return topic["TopicArn"]
+    arn = sns.create_topic(Name=name)["TopicArn"]  # create_topic is idempotent too
+    result.changes.append(f"created topic {name}")
+    return arn
+
+
+def ensure_schedule_group(clients: Clients, name: str, result: Provisioned) -> None:
+    try:
+        clients.scheduler.get_schedule_group(Name=name)
+    except ClientError as exc:
+        if _code(exc) != "ResourceNotFoundException":
+            raise
+        clients.scheduler.create_schedule_group(Name=name)
+        result.changes.append(f"created schedule group {name}")
+
+
+def ensure_sender(clients: Clients, email: str, result: Provisioned) -> None:
+    try:
+        clients.ses.get_email_identity(EmailIdentity=email)
+    except ClientError as exc:
+        if _code(exc) != "NotFoundException":
+            raise
+        clients.ses.create_email_identity(EmailIdentity=email)
+        result.changes.append(f"created SES identity {email}")
+
+
+def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = "") -> Provisioned:
+    """Every resource the app needs; returns the stage environment naming them."""
+    result = Provisioned()
+    ensure_table(clients, settings.state_table, result)
+    tasks = ensure_table(
+        clients, settings.tasks_table, result, stream=True, ttl_attribute=settings.ttl_attribute,
+        gsi=(settings.bucket_index, settings.bucket_attribute, DUE_EPOCH_ATTRIBUTE))
+    _, monitor_dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, result)
+    ensure_queue(clients, settings.backup_monitor_queue, result, dlq_arn=monitor_dlq_arn,
+                 visibility_timeout=300)
+    _, task_dlq_arn = ensure_queue(clients, settings.task_dlq, result)
+    ensure_queue(clients, settings.due_queue, result, dlq_arn=task_dlq_arn, visibility_timeout=120)
+    _, scheduler_dlq_arn = ensure_queue(clients, f"{settings.due_queue}-scheduler-dlq", result)
+    topic_name = (settings.alert_topic_arn.rsplit(":", 1)[-1] if settings.alert_topic_arn
+                  else f"timekeeper-{settings.stage}-alerts")
+    topic_arn = ensure_topic(clients, topic_name, result)
+    ensure_schedule_group(clients, settings.schedule_group, result)
+    ensure_sender(clients, settings.sender_email, result)
+    result.environment.update({
+        "STATE_TABLE": settings.state_table,
+        "TASKS_TABLE": settings.tasks_table,
+        "TASKS_STREAM_ARN": tasks["LatestStreamArn"],
+        "ALERT_TOPIC_ARN": topic_arn,
+        "SCHEDULER_DLQ_ARN": scheduler_dlq_arn,
+        "BACKUP_MONITOR_QUEUE": settings.backup_monitor_queue,
+        "BACKUP_MONITOR_DLQ": settings.backup_monitor_dlq,
+        "DUE_QUEUE": settings.due_queue,
+        "TASK_DLQ": settings.task_dlq,
+    })
+    if scheduler_role_arn:
+        result.environment["SCHEDULER_ROLE_ARN"] = scheduler_role_arn
+    return result
+
+
+def create_sample_tables(clients: Clients, names: list[str], rows: int, result: Provisioned) -> None:
+    """A few tables with data, to back up on the local stage."""
+    for name in names:
+        ensure_table(clients, name, result)
+        for i in range(rows):
+            clients.dynamodb.put_item(TableName=name, Item={
+                "PK": {"S": f"sample#{i}"}, "SK": {"S": "row"}, "value": {"N": str(i)}})

@@ -1,0 +1,125 @@
+"""Shared fixtures: moto, provisioned resources, an injected clock, the Chalice test client."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from chalice.test import Client
+from moto import mock_aws
+
+import app as app_module
+from chalicelib.aws import Clients, Deps
+from chalicelib.settings import Settings
+from deploy.provision import provision
+
+ACCOUNT = "123456789012"  # moto's default account
+
+
+@dataclass
+class FakeClock:
+    """A clock tests move by hand; ``sleep`` advances it instead of waiting."""
+
+    now: datetime = field(default_factory=lambda: datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC))
+    slept: float = 0.0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> None:
+        self.now += timedelta(**kwargs)
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += seconds
+        self.now += timedelta(seconds=seconds)
+
+
+@dataclass
+class Aws:
+    """moto-backed clients plus helpers to read what the app did."""
+
+    clients: Clients
+    settings: Settings
+    alert_queue_url: str
+
+    def queue_url(self, name: str) -> str:
+        return self.clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+
+    def drain(self, queue_name_or_url: str) -> list[dict[str, Any]]:
+        """Every message now in the queue (delays ignored by reading moto's backend via receive)."""
+        url = queue_name_or_url if queue_name_or_url.startswith("http") else self.queue_url(queue_name_or_url)
+        messages: list[Any] = []
+        while True:
+            batch = self.clients.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"],
+                MessageAttributeNames=["All"]).get("Messages", [])
+            if not batch:
+                return messages
+            messages.extend(batch)
+            self.clients.sqs.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)])
+
+    def sent(self, queue_name: str) -> list[tuple[str, int]]:
+        """(body, delay seconds) of every message now in the queue, delayed ones included; empties it.
+
+        Read from moto's backend, since a delayed message cannot be received before its time.
+        """
+        from moto.sqs.models import sqs_backends
+
+        queue = sqs_backends[ACCOUNT][self.settings.region].queues[queue_name]
+        out = [(m.body, round((m.delayed_until - (m.sent_timestamp or 0)) / 1000) if m.delayed_until else 0)
+               for m in queue._messages]
+        queue._messages.clear()
+        return out
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Alerts published to the alert topic, as {subject, message} (read once)."""
+        out = []
+        for m in self.drain(self.alert_queue_url):
+            envelope = json.loads(m["Body"])
+            out.append({"subject": envelope.get("Subject", ""), "message": json.loads(envelope["Message"])})
+        return out
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def aws() -> Iterator[Aws]:
+    with mock_aws():
+        settings = Settings.from_env()
+        clients = Clients(settings)
+        provisioned = provision(clients, settings)
+        settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
+                           tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"])
+        capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
+        capture_arn = clients.sqs.get_queue_attributes(
+            QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        clients.sns.subscribe(TopicArn=settings.alert_topic_arn, Protocol="sqs", Endpoint=capture_arn)
+        yield Aws(clients=clients, settings=settings, alert_queue_url=capture)
+
+
+@pytest.fixture
+def deps(aws: Aws, clock: FakeClock) -> Iterator[Deps]:
+    bundle = Deps(settings=aws.settings, clients=aws.clients, clock=clock, sleep=clock.sleep)
+    app_module.container.use(bundle)
+    yield bundle
+    app_module.container.use(None)
+
+
+def use_settings(deps: Deps, **changes: Any) -> Deps:
+    """Re-point the injected bundle at settings with ``changes`` (same clients and clock)."""
+    deps.settings = replace(deps.settings, **changes)
+    return deps
+
+
+@pytest.fixture
+def client(deps: Deps) -> Iterator[Client]:
+    with Client(app_module.app) as test_client:
+        yield test_client
