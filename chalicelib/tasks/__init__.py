@@ -1,0 +1,1 @@
+"""Future actions from DynamoDB items: model, API, stream scheduler, interval processor, executor."""

@@ -1,0 +1,288 @@
+"""The task item contract: what an item in the tasks table means, validated. Pure, no I/O.
+
+Any program may write a task item (string keys PK and SK). What the app reads:
+
+- ``DUE_ATTRIBUTE`` (default ``run_at``; ``REMINDER_TIMESTAMP`` for the seed's
+  items): ISO-8601 (no zone means UTC) or epoch seconds.
+- ``strategy``: exact | interval | lazy (default DEFAULT_STRATEGY).
+- ``action``: {"type": "email", "to", "subject", "body"} |
+  {"type": "sqs", "queue_url", "message"} | {"type": "sns", "topic_arn", "message"};
+  absent: an email to the item's ``email`` with the stage's default subject and body.
+- ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
+- Written by the app: ``status``, ``attempts``, ``due_epoch``, the bucket, the TTL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from chalicelib import schedule_expr
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+
+API_PK_PREFIX = "TASK#"
+API_SK = "TASK"
+TASK_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
+SQS_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/\d{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$")
+MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
+
+
+class Strategy(StrEnum):
+    EXACT = "exact"
+    INTERVAL = "interval"
+    LAZY = "lazy"
+
+
+class Status(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"      # claimed by an executor
+    DONE = "DONE"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Status.DONE, Status.FAILED, Status.CANCELLED)
+
+
+class InvalidTask(ValueError):
+    """A task (item or API body) that cannot be used; ``field`` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, order=True)
+class TaskKey:
+    pk: str
+    sk: str
+
+    @property
+    def task_id(self) -> str:
+        """API tasks are known by id; other items by their key."""
+        if self.pk.startswith(API_PK_PREFIX) and self.sk == API_SK:
+            return self.pk[len(API_PK_PREFIX):]
+        return f"{self.pk}|{self.sk}"
+
+    def dynamo(self) -> dict[str, Any]:
+        return {"PK": {"S": self.pk}, "SK": {"S": self.sk}}
+
+    @classmethod
+    def for_id(cls, task_id: str) -> TaskKey:
+        return cls(API_PK_PREFIX + task_id, API_SK)
+
+
+@dataclass(frozen=True)
+class Task:
+    key: TaskKey
+    due: datetime                      # aware, UTC
+    strategy: Strategy
+    action: dict[str, Any]             # validated action spec
+    status: Status = Status.PENDING
+    attempts: int = 0
+    recurrence: str | None = None
+    timezone: str | None = None
+    action_is_default: bool = False
+    item: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.key.task_id
+
+    @property
+    def due_epoch(self) -> int:
+        return int(self.due.timestamp())
+
+    def fingerprint(self) -> str:
+        """What a schedule depends on: due time, strategy and action (not status or attempts)."""
+        return json.dumps([self.due_epoch, self.strategy.value, self.action], sort_keys=True)
+
+
+def parse_due(value: Any, field_name: str = "run_at") -> datetime:
+    """ISO-8601 (no zone: UTC) or epoch seconds (number or digit string) -> aware UTC datetime."""
+    if isinstance(value, bool):
+        raise InvalidTask(field_name, f"{field_name} must be an ISO-8601 time or epoch seconds, got {value!r}")
+    if isinstance(value, int | float) or (isinstance(value, str) and re.fullmatch(r"\d{9,12}(\.\d+)?", value.strip())):
+        seconds = float(value)
+        if not 0 < seconds <= MAX_EPOCH:
+            raise InvalidTask(field_name, f"{field_name} epoch seconds out of range: {value!r}")
+        return datetime.fromtimestamp(seconds, UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    raise InvalidTask(field_name, f"{field_name} must be an ISO-8601 time or epoch seconds, got {value!r}")
+
+
+def iso(at: datetime) -> str:
+    """UTC ISO-8601 with a Z, seconds precision (milliseconds when present)."""
+    at = at.astimezone(UTC)
+    text = at.isoformat(timespec="milliseconds" if at.microsecond else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def _text(spec: dict[str, Any], name: str, where: str, limit: int = 256 * 1024) -> str:
+    value = spec.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidTask(f"{where}.{name}", f"{where}.{name} is required and must be a non-empty string")
+    if len(value.encode()) > limit:
+        raise InvalidTask(f"{where}.{name}", f"{where}.{name} is longer than {limit} bytes")
+    return value
+
+
+ACTION_FIELDS = {
+    "email": ("to", "subject", "body"),
+    "sqs": ("queue_url", "message"),
+    "sns": ("topic_arn", "message"),
+}
+
+
+def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
+    """Validate an action spec; returns a clean copy with only the known fields."""
+    if not isinstance(spec, dict):
+        raise InvalidTask(where, f"{where} must be an object with a 'type'")
+    kind = spec.get("type")
+    if kind not in ACTION_FIELDS:
+        raise InvalidTask(f"{where}.type", f"{where}.type must be one of {', '.join(ACTION_FIELDS)}, got {kind!r}")
+    allowed = {"type", *ACTION_FIELDS[kind]}
+    for name in sorted(spec):
+        if name not in allowed:
+            raise InvalidTask(f"{where}.{name}", f"unknown field {where}.{name} for a {kind} action")
+    clean: dict[str, Any] = {"type": kind}
+    for name in ACTION_FIELDS[kind]:
+        clean[name] = _text(spec, name, where)
+    if kind == "email" and not EMAIL.match(clean["to"]):
+        raise InvalidTask(f"{where}.to", f"{where}.to is not an email address: {clean['to']!r}")
+    if kind == "email" and ("\n" in clean["subject"] or len(clean["subject"]) > 998):
+        raise InvalidTask(f"{where}.subject", f"{where}.subject must be one line")
+    if kind == "sns" and not SNS_ARN.match(clean["topic_arn"]):
+        raise InvalidTask(f"{where}.topic_arn", f"{where}.topic_arn is not an SNS topic ARN: {clean['topic_arn']!r}")
+    if kind == "sqs" and not SQS_URL.match(clean["queue_url"]):
+        raise InvalidTask(f"{where}.queue_url", f"{where}.queue_url is not an SQS queue URL: {clean['queue_url']!r}")
+    return clean
+
+
+def default_action(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """The stage's default action: an email to the item's ``email`` attribute."""
+    to = item.get("email")
+    if not isinstance(to, str) or not EMAIL.match(to):
+        raise InvalidTask("action", "the item has no action and no valid 'email' attribute for the default action")
+    return {"type": "email", "to": to, "subject": settings.default_email_subject,
+            "body": settings.default_email_body}
+
+
+def parse_recurrence(value: Any, tz: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidTask("recurrence", "recurrence must be a rate(...) or cron(...) expression")
+    try:
+        schedule_expr.parse(value)
+    except schedule_expr.InvalidScheduleExpression as exc:
+        raise InvalidTask("recurrence", f"recurrence: {exc}") from exc
+    return value.strip()
+
+
+def parse_timezone(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidTask("timezone", "timezone must be an IANA time zone name like 'Europe/Paris'")
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidTask("timezone", f"timezone {value!r} is not an IANA time zone name") from exc
+    return value
+
+
+def task_from_item(item: dict[str, Any], settings: Settings) -> Task:
+    """Read a task from a plain item (see chalicelib.ddb.deserialize); InvalidTask if it is not one."""
+    pk, sk = item.get("PK"), item.get("SK")
+    if not isinstance(pk, str) or not isinstance(sk, str):
+        raise InvalidTask("PK", "a task item needs string keys PK and SK")
+    strategy_text = item.get("strategy")
+    if not strategy_text:
+        # The lazy seed's items carry only a TTL: their expiry is their due time.
+        lazy_shaped = settings.due_attribute not in item and settings.ttl_attribute in item
+        strategy_text = Strategy.LAZY.value if lazy_shaped else settings.default_strategy
+    try:
+        strategy = Strategy(strategy_text)
+    except ValueError as exc:
+        raise InvalidTask("strategy", f"strategy must be exact, interval or lazy, got {strategy_text!r}") from exc
+    due_value = item.get(settings.due_attribute)
+    if due_value is None and strategy is Strategy.LAZY and settings.ttl_attribute in item:
+        due_value = item[settings.ttl_attribute]
+    if due_value is None:
+        raise InvalidTask(settings.due_attribute, f"the item has no {settings.due_attribute} (due time)")
+    due = parse_due(due_value, settings.due_attribute)
+    if "action" in item and item["action"] is not None:
+        action, is_default = parse_action(item["action"]), False
+    else:
+        action, is_default = default_action(item, settings), True
+    status_text = item.get("status") or Status.PENDING.value
+    try:
+        status = Status(status_text)
+    except ValueError as exc:
+        raise InvalidTask("status", f"unknown status {status_text!r}") from exc
+    attempts = item.get("attempts", 0)
+    timezone = parse_timezone(item.get("timezone"))
+    return Task(
+        key=TaskKey(pk, sk), due=due, strategy=strategy, action=action, status=status,
+        attempts=int(attempts) if isinstance(attempts, int | float) else 0,
+        recurrence=parse_recurrence(item.get("recurrence"), timezone), timezone=timezone,
+        action_is_default=is_default, item=item)
+
+
+@dataclass(frozen=True)
+class DueMessage:
+    """What the due queue carries: the task's key and the due time it was sent for.
+
+    ``snapshot`` is the item itself when the item is gone (a lazy task's TTL
+    REMOVE), so the executor can run it from the message alone.
+    """
+
+    key: TaskKey
+    due: datetime
+    snapshot: dict[str, Any] | None = None
+    hops: int = 0  # times re-queued for being early
+
+    def to_json(self) -> str:
+        body: dict[str, Any] = {"pk": self.key.pk, "sk": self.key.sk, "due": iso(self.due), "hops": self.hops}
+        if self.snapshot is not None:
+            body["snapshot"] = self.snapshot
+        return json.dumps(body, sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, body: str) -> DueMessage:
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise InvalidTask("body", f"message body is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise InvalidTask("body", "message body must be a JSON object")
+        pk, sk = data.get("pk"), data.get("sk")
+        if not isinstance(pk, str) or not isinstance(sk, str) or not pk or not sk:
+            raise InvalidTask("pk", "message needs string pk and sk")
+        snapshot = data.get("snapshot")
+        if snapshot is not None and not isinstance(snapshot, dict):
+            raise InvalidTask("snapshot", "snapshot must be an object")
+        hops = data.get("hops", 0)
+        return cls(TaskKey(pk, sk), parse_due(data.get("due"), "due"), snapshot,
+                   hops if isinstance(hops, int) else 0)
+
+
+__all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "Status", "Strategy", "Task", "TaskKey",
+           "default_action", "iso", "parse_action", "parse_due", "task_from_item"]
