@@ -1,0 +1,89 @@
+"""Arrange helpers for the backup tests: tables, and moto backups in states moto never produces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import Deps
+from tests.fixtures import ACCOUNT
+
+
+def create_tables(deps: Deps, names: Iterable[str], tags: dict[str, dict[str, str]] | None = None) -> None:
+    for name in names:
+        kwargs: dict[str, Any] = {}
+        if tags and name in tags:
+            kwargs["Tags"] = [{"Key": k, "Value": v} for k, v in tags[name].items()]
+        deps.clients.dynamodb.create_table(
+            TableName=name, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}], **kwargs)
+
+
+def moto_backups(deps: Deps) -> dict[str, Any]:
+    """moto's backups by ARN (its own objects: status, type, creation_date_time are writable)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    backups: dict[str, Any] = dynamodb_backends[ACCOUNT][deps.settings.region].backups
+    return backups
+
+
+def set_status(deps: Deps, arn: str, status: str) -> None:
+    moto_backups(deps)[arn].status = status
+
+
+def vanish(deps: Deps, arn: str) -> None:
+    del moto_backups(deps)[arn]
+
+
+def make_backup(deps: Deps, table: str, name: str, created: datetime, type_: str = "USER",
+                status: str = "AVAILABLE") -> str:
+    """A backup as if made at ``created`` (moto stamps the real time; this rewrites it)."""
+    arn = deps.clients.dynamodb.create_backup(TableName=table, BackupName=name)["BackupDetails"]["BackupArn"]
+    backup = moto_backups(deps)[arn]
+    backup.creation_date_time = created.replace(tzinfo=None)
+    backup.type = type_
+    backup.status = status
+    return arn
+
+
+class CallCounter:
+    """Counts AWS operations made through clients, via botocore's before-call event."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, model: Any, **_: Any) -> None:
+        self.calls.append(f"{model.service_model.service_name}:{model.name}")
+
+    def watch(self, *clients: Any) -> CallCounter:
+        for client in clients:
+            client.meta.events.register("before-call.*.*", self)
+        return self
+
+    def count(self, prefix: str = "") -> int:
+        return sum(1 for c in self.calls if c.startswith(prefix))
+
+
+class FlakyDynamoDB:
+    """A DynamoDB client whose CreateBackup is throttled on the calls ``throttle(n)`` picks."""
+
+    def __init__(self, client: Any, throttle: Callable[[int], bool]) -> None:
+        self._client = client
+        self._throttle = throttle
+        self.create_calls = 0
+        self.throttled = 0
+
+    def create_backup(self, **kwargs: Any) -> Any:
+        self.create_calls += 1
+        if self._throttle(self.create_calls):
+            self.throttled += 1
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}},
+                              "CreateBackup")
+        return self._client.create_backup(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)

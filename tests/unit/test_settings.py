@@ -1,0 +1,71 @@
+"""Settings: defaults, and bad values fail fast naming the variable and the value."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from chalicelib.settings import VARIABLES, Settings, SettingsError
+
+
+def test_defaults() -> None:
+    s = Settings.from_env({})
+    assert s.backup_schedule == "rate(1 day)"
+    assert s.backup_monitor_delay_seconds == 300
+    assert s.backup_deadline_minutes == 360
+    assert s.backup_retention_days == 3 and s.backup_min_keep == 2
+    assert s.backup_name_prefix == "timekeeper"
+    assert s.due_attribute == "run_at" and s.ttl_attribute == "expires_at"
+    assert s.default_strategy == "exact"
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("BACKUP_SCHEDULE", "every day"),
+    ("BACKUP_SCHEDULE", "rate(0 days)"),
+    ("BACKUP_SCHEDULE", "rate(1 days)"),
+    ("BACKUP_SCHEDULE", "cron(0 12 * * * *)"),
+    ("BACKUP_SCHEDULE", "cron(61 12 * * ? *)"),
+    ("PROCESSOR_SCHEDULE", "cron(0 12 * *)"),
+    ("BACKUP_MONITOR_DELAY_SECONDS", "901"),
+    ("BACKUP_MONITOR_DELAY_SECONDS", "five"),
+    ("BACKUP_MIN_KEEP", "0"),
+    ("BACKUP_TABLE_PATTERN", "(unclosed"),
+    ("BACKUP_TABLE_TAG", "novalue"),
+    ("BACKUP_TABLES", "ok,x"),
+    ("ALERT_TOPIC_ARN", "my-topic"),
+    ("DEFAULT_STRATEGY", "sometimes"),
+    ("AWS_RETRY_MODE", "legacy"),
+    ("API_AUTH", "basic"),
+])
+def test_a_bad_value_names_the_variable_and_the_value(name: str, value: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        Settings.from_env({name: value})
+    assert error.value.name == name
+    assert name in str(error.value) and repr(value) in str(error.value)
+
+
+@pytest.mark.parametrize("expression", [
+    "rate(1 day)", "rate(5 minutes)", "rate(1 hour)", "rate(12 hours)",
+    "cron(0 12 * * ? *)", "cron(15 10 ? * MON-FRI *)", "cron(0/15 * * * ? *)", "cron(0 18 L * ? *)",
+    "cron(0 9 ? * 2#1 *)", "cron(0 8 1W * ? 2026-2030)", "cron(0 0 ? * 6L *)", "cron(5,35 14 * JAN,MAR ? *)",
+])
+def test_valid_schedules_are_accepted(expression: str) -> None:
+    assert Settings.from_env({"BACKUP_SCHEDULE": expression}).backup_schedule == expression
+
+
+def test_token_auth_needs_a_token() -> None:
+    with pytest.raises(SettingsError) as error:
+        Settings.from_env({"API_AUTH": "token"})
+    assert error.value.name == "API_TOKEN"
+
+
+def test_table_lists_are_deduplicated() -> None:
+    assert Settings.from_env({"BACKUP_TABLES": "aaa, bbb,aaa,,"}).backup_tables == ("aaa", "bbb")
+
+
+def test_the_readme_documents_every_variable() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", readme, flags=re.MULTILINE))
+    assert {v.name for v in VARIABLES} <= documented
