@@ -19,14 +19,14 @@ run: $(STAMP)
 ## test: lint, types and the whole suite
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy app.py chalicelib deploy local tests
+	$(BIN)/mypy app.py chalicelib deploy local tests bench
 	$(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy app.py chalicelib deploy local tests
+	$(BIN)/mypy app.py chalicelib deploy local tests bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
