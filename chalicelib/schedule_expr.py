@@ -10,9 +10,12 @@ given.
 
 from __future__ import annotations
 
+import calendar
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 _RATE = re.compile(r"^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$")
 _CRON = re.compile(r"^cron\((.+)\)$")
@@ -189,3 +192,139 @@ def parse(text: str, allow_at: bool = False) -> Expression:
         return parse_at(stripped)
     kinds = "rate(...), cron(...) or at(...)" if allow_at else "rate(...) or cron(...)"
     raise InvalidScheduleExpression(f"{text!r} is not a {kinds} expression")
+
+
+# --- when an expression fires -------------------------------------------------
+
+# The largest shift of a wall clock at a time-zone transition (DST is 1 h; a few
+# historic changes were 2 h); wall-clock candidates this far around ``after`` are
+# compared in UTC, so a time moved by a transition is never skipped or repeated.
+_MAX_TRANSITION = timedelta(hours=3)
+
+
+def next_fire(expr: Expression | str, after: datetime, tz: str = "UTC", *,
+              start: datetime | None = None) -> datetime | None:
+    """The first time strictly after ``after`` at which ``expr`` fires (aware, UTC); None: never again.
+
+    * ``rate(...)`` has no phase of its own: it fires at ``start + k * every`` (k >= 1),
+      the first such time after ``after``; without ``start``, at ``after + every``
+      (pass the previous firing).
+    * ``cron(...)`` fields are wall-clock time in ``tz`` (an IANA name).  A local time
+      skipped by a DST change fires as if the clock had not moved (one gap later), a
+      repeated one fires once, at its first occurrence, as EventBridge Scheduler does.
+    * ``at(...)`` fires once, at its time read in ``tz``.
+
+    A naive ``after`` or ``start`` is taken as UTC.  Pure: no clock, no I/O.
+    """
+    parsed = parse(expr, allow_at=True) if isinstance(expr, str) else expr
+    after_utc = _as_utc(after)
+    if isinstance(parsed, Rate):
+        if start is None:
+            return after_utc + parsed.every
+        origin = _as_utc(start)
+        periods = max(1, (after_utc - origin) // parsed.every + 1)
+        return origin + periods * parsed.every
+    zone = _zone(tz)
+    if isinstance(parsed, At):
+        when = parsed.when.replace(tzinfo=zone).astimezone(UTC)
+        return when if when > after_utc else None
+    return _next_cron(parsed, after_utc, zone)
+
+
+def _as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _zone(tz: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(tz)
+    except (ValueError, KeyError) as exc:  # ZoneInfoNotFoundError is a KeyError
+        raise InvalidScheduleExpression(f"{tz!r} is not an IANA time zone like 'Europe/Paris'") from exc
+
+
+def _next_cron(cron: Cron, after: datetime, zone: ZoneInfo) -> datetime | None:
+    wall_after = after.astimezone(zone).replace(tzinfo=None)
+    best: datetime | None = None
+    horizon: datetime | None = None
+    for wall in _wall_times(cron, wall_after - _MAX_TRANSITION):
+        if horizon is not None and wall > horizon:
+            break
+        moment = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: first occurrence; a gap shifts later
+        if moment <= after:
+            continue
+        if best is None or moment < best:
+            best = moment
+        if horizon is None:
+            horizon = wall + _MAX_TRANSITION
+    return best
+
+
+def _wall_times(cron: Cron, begin: datetime) -> Iterator[datetime]:
+    """Every wall-clock minute matching ``cron`` from ``begin`` on, in order."""
+    begin = begin.replace(second=0, microsecond=0)
+    hours, minutes = sorted(cron.hours.values), sorted(cron.minutes.values)
+    for year in sorted(y for y in cron.year.values if y >= begin.year):
+        for month in sorted(cron.month.values):
+            if (year, month) < (begin.year, begin.month):
+                continue
+            for day in _days(cron, year, month):
+                if date(year, month, day) < begin.date():
+                    continue
+                for hour in hours:
+                    for minute in minutes:
+                        wall = datetime(year, month, day, hour, minute)
+                        if wall >= begin:
+                            yield wall
+
+
+def _eventbridge_weekday(year: int, month: int, day: int) -> int:
+    """1 = Sunday ... 7 = Saturday, as in EventBridge's day-of-week field."""
+    return (date(year, month, day).weekday() + 1) % 7 + 1
+
+
+def _days(cron: Cron, year: int, month: int) -> list[int]:
+    """The days of ``month`` on which ``cron`` fires, in order."""
+    last = calendar.monthrange(year, month)[1]
+    dom, dow = cron.day_of_month, cron.day_of_week
+    if dom.special == "?":
+        if dow.special and dow.special != "?":
+            return _special_weekdays(dow.special, year, month, last)
+        return [d for d in range(1, last + 1) if _eventbridge_weekday(year, month, d) in dow.values]
+    if dom.special and dom.special != "?":
+        return _special_days(dom.special, year, month, last)
+    return [d for d in sorted(dom.values) if d <= last]
+
+
+def _special_days(spec: str, year: int, month: int, last: int) -> list[int]:
+    """L (last day), L-n (n days before it), nW (weekday nearest day n), LW (last weekday)."""
+    if spec == "L":
+        return [last]
+    if spec.startswith("L-"):
+        day = last - int(spec[2:])
+        return [day] if day >= 1 else []
+    if spec == "LW":
+        day = last
+        while _eventbridge_weekday(year, month, day) in (1, 7):
+            day -= 1
+        return [day]
+    target = int(spec[:-1])  # nW
+    if target > last:
+        return []
+    weekday = _eventbridge_weekday(year, month, target)
+    if weekday == 7:  # Saturday: the Friday before, or Monday the 3rd if the 1st is a Saturday
+        return [target - 1 if target > 1 else target + 2]
+    if weekday == 1:  # Sunday: the Monday after, or the Friday before if the month ends first
+        return [target + 1 if target < last else target - 2]
+    return [target]
+
+
+def _special_weekdays(spec: str, year: int, month: int, last: int) -> list[int]:
+    """xL (the last weekday x of the month) and x#n (the n-th weekday x), x in 1-7 or SUN-SAT."""
+    name, _, nth = spec.partition("#")
+    name = name[:-1] if not nth else name  # strip the trailing L
+    weekday = _DAYS.get(name.upper()) or int(name)
+    matching = [d for d in range(1, last + 1) if _eventbridge_weekday(year, month, d) == weekday]
+    if not nth:
+        return matching[-1:]
+    index = int(nth) - 1
+    return [matching[index]] if index < len(matching) else []

@@ -1,37 +1,43 @@
-"""Builders of the Lambda events the handlers receive, shaped as Lambda delivers them."""
+"""Builders of the Lambda events the handlers receive, shaped as Lambda delivers them.
+
+One implementation, in local/events.py, shared with the offline runtime, so the
+events the unit and functional tests build are the events ``make run`` delivers.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import uuid
-from datetime import datetime
-from typing import Any
+from local.events import (
+    ACCOUNT,
+    REGION,
+    TTL_USER_IDENTITY,
+    batch_item_failures,
+    item_key,
+    queue_arn,
+    scheduled_event,
+    sqs_event,
+    sqs_record,
+    sqs_record_from_message,
+    stream_arn,
+    stream_event,
+    stream_record,
+    stream_record_from_api,
+    table_of_stream,
+)
 
-
-def scheduled_event(at: datetime, rule_arn: str = "arn:aws:events:us-east-1:123456789012:rule/timekeeper-dev")\
-        -> dict[str, Any]:
-    return {
-        "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
-        "account": "123456789012", "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "us-east-1",
-        "resources": [rule_arn], "detail": {},
-    }
-
-
-def sqs_record(body: str, queue_name: str, message_id: str | None = None, receive_count: int = 1)\
-        -> dict[str, Any]:
-    return {
-        "messageId": message_id or str(uuid.uuid4()),
-        "receiptHandle": "handle-" + (message_id or uuid.uuid4().hex),
-        "body": body,
-        "attributes": {"ApproximateReceiveCount": str(receive_count), "SentTimestamp": "1767225600000",
-                       "SenderId": "AIDAEXAMPLE", "ApproximateFirstReceiveTimestamp": "1767225600000"},
-        "messageAttributes": {},
-        "md5OfBody": hashlib.md5(body.encode()).hexdigest(),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:{queue_name}",
-        "awsRegion": "us-east-1",
-    }
-
-
-def sqs_event(*records: dict[str, Any]) -> dict[str, Any]:
-    return {"Records": list(records)}
+__all__ = [
+    "ACCOUNT",
+    "REGION",
+    "TTL_USER_IDENTITY",
+    "batch_item_failures",
+    "item_key",
+    "queue_arn",
+    "scheduled_event",
+    "sqs_event",
+    "sqs_record",
+    "sqs_record_from_message",
+    "stream_arn",
+    "stream_event",
+    "stream_record",
+    "stream_record_from_api",
+    "table_of_stream",
+]
