@@ -91,11 +91,15 @@ VARIABLES: tuple[Variable, ...] = (
     # API
     Variable("API_AUTH", "none", "API authorization: none, token, iam, api_key or cognito."),
     Variable("API_TOKEN", "", "Bearer token the API requires when API_AUTH=token (local stage)."),
+    Variable("COGNITO_USER_POOL_ARN", "", "User pool whose JWTs the API accepts when API_AUTH=cognito."),
 )
 
 # Sort key of the due-bucket GSI: the due time as epoch seconds (a number), written
 # next to the bucket by the API or the stream step whatever form DUE_ATTRIBUTE has.
 DUE_EPOCH_ATTRIBUTE = "due_epoch"
+
+# TTL attribute of the state table: short-lived records (execution claims) expire by it.
+STATE_TTL_ATTRIBUTE = "expires_at"
 
 _DEFAULTS = {v.name: v.default for v in VARIABLES}
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -153,6 +157,7 @@ class Settings:
     stream_concurrency: int
     api_auth: str
     api_token: str = field(repr=False)
+    cognito_user_pool_arn: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -162,6 +167,9 @@ class Settings:
         api_token = env.text("API_TOKEN")
         if api_auth == "token" and not api_token:
             raise SettingsError("API_TOKEN", "", "required when API_AUTH=token")
+        cognito_user_pool_arn = env.optional_arn("COGNITO_USER_POOL_ARN")
+        if api_auth == "cognito" and not cognito_user_pool_arn:
+            raise SettingsError("COGNITO_USER_POOL_ARN", "", "required when API_AUTH=cognito")
         return cls(
             stage=env.text("STAGE"),
             region=region,
@@ -215,6 +223,7 @@ class Settings:
             stream_concurrency=env.integer("STREAM_CONCURRENCY", 1, 64),
             api_auth=api_auth,
             api_token=api_token,
+            cognito_user_pool_arn=cognito_user_pool_arn,
         )
 
 

@@ -4,7 +4,10 @@ Any program may write a task item (string keys PK and SK). What the app reads:
 
 - ``DUE_ATTRIBUTE`` (default ``run_at``; ``REMINDER_TIMESTAMP`` for the seed's
   items): ISO-8601 (no zone means UTC) or epoch seconds.
-- ``strategy``: exact | interval | lazy (default DEFAULT_STRATEGY).
+- ``strategy``: exact | interval | lazy (default DEFAULT_STRATEGY).  Without
+  a strategy and a due attribute, an item with a TTL is lazy (due at its TTL)
+  and one with a bucket like the interval seed's ``taskDateTime``
+  (``2021-12-31#12:00``) is interval (due at the bucket's minute).
 - ``action``: {"type": "email", "to", "subject", "body"} |
   {"type": "sqs", "queue_url", "message"} | {"type": "sns", "topic_arn", "message"};
   absent: an email to the item's ``email`` with the stage's default subject and body.
@@ -32,6 +35,8 @@ EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
 SQS_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/\d{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$")
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
+# A due bucket (chalicelib.tasks.buckets), or the interval seed's taskDateTime without a shard.
+BUCKET_LABEL = re.compile(r"^(\d{4}-\d{2}-\d{2})#(\d{2}:\d{2})(?:#\d{1,3})?$")
 
 
 class Strategy(StrEnum):
@@ -208,6 +213,17 @@ def parse_timezone(value: Any) -> str | None:
     return value
 
 
+def _bucket_due(value: Any) -> int | None:
+    """The start (epoch seconds) of a bucket value like '2021-12-31#12:00' or '2021-12-31#12:00#3'."""
+    match = BUCKET_LABEL.match(value) if isinstance(value, str) else None
+    if not match:
+        return None
+    try:
+        return int(datetime.fromisoformat(f"{match.group(1)}T{match.group(2)}:00+00:00").timestamp())
+    except ValueError:
+        return None
+
+
 def task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     """Read a task from a plain item (see chalicelib.ddb.deserialize); InvalidTask if it is not one."""
     pk, sk = item.get("PK"), item.get("SK")
@@ -217,7 +233,10 @@ def task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     if not strategy_text:
         # The lazy seed's items carry only a TTL: their expiry is their due time.
         lazy_shaped = settings.due_attribute not in item and settings.ttl_attribute in item
-        strategy_text = Strategy.LAZY.value if lazy_shaped else settings.default_strategy
+        # The interval seed's items may carry only a bucket (taskDateTime "2021-12-31#12:00"): their due minute.
+        bucket_shaped = settings.due_attribute not in item and _bucket_due(item.get(settings.bucket_attribute)) is not None
+        strategy_text = (Strategy.LAZY.value if lazy_shaped
+                         else Strategy.INTERVAL.value if bucket_shaped else settings.default_strategy)
     try:
         strategy = Strategy(strategy_text)
     except ValueError as exc:
@@ -225,6 +244,8 @@ def task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     due_value = item.get(settings.due_attribute)
     if due_value is None and strategy is Strategy.LAZY and settings.ttl_attribute in item:
         due_value = item[settings.ttl_attribute]
+    if due_value is None and strategy is Strategy.INTERVAL:
+        due_value = _bucket_due(item.get(settings.bucket_attribute))
     if due_value is None:
         raise InvalidTask(settings.due_attribute, f"the item has no {settings.due_attribute} (due time)")
     due = parse_due(due_value, settings.due_attribute)

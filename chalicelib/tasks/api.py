@@ -1,0 +1,252 @@
+"""The task routes' domain side: create, show, list, cancel and reschedule tasks.
+
+Each function returns (HTTP status, body) or raises ``ApiError``; an
+``InvalidTask`` from the model becomes a 400 naming its field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import unquote
+
+from chalicelib.aws import Deps
+from chalicelib.log import logger
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
+from chalicelib.tasks import items
+from chalicelib.tasks.items import LISTED_STATUSES
+from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Strategy, Task, TaskKey, iso, task_from_item
+from chalicelib.tasks.store import TaskStore, delete, put, set_attributes, update
+from chalicelib.web import ApiError, bad_request, not_found, reject_unknown
+
+T = TypeVar("T")
+
+LIST_LIMIT_DEFAULT = 20
+LIST_LIMIT_MAX = 50
+
+
+def _valid(call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except InvalidTask as exc:
+        raise bad_request(exc.field, exc.message) from exc
+
+
+def conflict(message: str, field: str = "id") -> ApiError:
+    return ApiError(409, message, field)
+
+
+def _key_of(task_id: str) -> TaskKey | None:
+    """The item key of a task id: ``<id>`` for API tasks, ``<PK>|<SK>`` for items written by other programs.
+
+    The id is URL-decoded once more: depending on the front end a path parameter arrives encoded or not,
+    and an API id never contains ``%``."""
+    task_id = unquote(task_id)
+    if TASK_ID.match(task_id):
+        return TaskKey.for_id(task_id)
+    pk, sep, sk = task_id.partition("|")
+    return TaskKey(pk, sk) if sep and pk and sk else None
+
+
+def _view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
+    if record is not None and (item is None or record.get("status") == Status.CANCELLED.value):
+        return items.view_of_record(record)
+    assert item is not None
+    created_at = record.get("created_at") if record else None
+    try:
+        return items.view_of_task(task_from_item(item, deps.settings), created_at)
+    except InvalidTask as exc:
+        return {"id": task_id, "status": item.get("status"), "created_at": created_at,
+                "error": f"the item is not a valid task: {exc.message}", "field": exc.field}
+
+
+def create(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+    if body is None:
+        raise bad_request("body", "a JSON object body is required")
+    reject_unknown(body, set(items.CREATE_FIELDS))
+    settings, store = deps.settings, TaskStore(deps)
+    request = _valid(lambda: items.parse_request(body, settings))
+    fingerprint = request.fingerprint()
+    if request.id is not None:
+        replay = _replay(deps, store, request.id, fingerprint)
+        if replay is not None:
+            return replay
+    now = deps.clock()
+    _valid(lambda: items.check_not_past(request.due, now, settings.past_due_grace_seconds))
+    task_id = request.id or items.new_task_id()
+    item = items.new_item(task_id, request, settings, now)
+    task = task_from_item(item, settings)
+    record = items.record_of(task, item["created_at"], fingerprint)
+    index = {**items.index_key(Status.PENDING, item["created_at"], task_id), "id": task_id}
+    new = "attribute_not_exists(PK)"
+    if store.transact([put(store.tasks_table, item, new), put(store.state_table, record, new),
+                       put(store.state_table, index, new)]):
+        logger.info("task created", extra={"task_id": task_id, "strategy": task.strategy.value,
+                                            "run_at": iso(task.due)})
+        return 201, items.view_of_task(task, item["created_at"])
+    replay = _replay(deps, store, task_id, fingerprint)
+    if replay is not None:
+        return replay
+    raise conflict(f"an item with key {TaskKey.for_id(task_id).pk!r} exists already and was not created by the API")
+
+
+def _replay(deps: Deps, store: TaskStore, task_id: str, fingerprint: str) -> tuple[int, dict[str, Any]] | None:
+    """200 and the task for a repeated POST; 409 if the id is taken by another body; None if it is free."""
+    record = store.get_record(task_id)
+    if record is None:
+        return None
+    if record.get("fingerprint") != fingerprint:
+        raise conflict(f"task {task_id!r} exists with a different body")
+    return 200, _view(deps, task_id, store.get_item(TaskKey.for_id(task_id)), record)
+
+
+def show(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
+    key = _key_of(task_id)
+    if key is None:
+        raise not_found("task", task_id)
+    store = TaskStore(deps)
+    item, record = store.get_item(key), store.get_record(key.task_id)
+    if item is None and record is None:
+        raise not_found("task", task_id)
+    return 200, _view(deps, key.task_id, item, record)
+
+
+def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any]]:
+    query = query or {}
+    reject_unknown(query, {"status", "limit", "next_token"})
+    statuses: tuple[Status, ...] = LISTED_STATUSES
+    if "status" in query:
+        wanted = query["status"].upper()
+        if wanted not in {s.value for s in LISTED_STATUSES}:
+            raise bad_request("status", "status must be one of " + ", ".join(s.value for s in LISTED_STATUSES)
+                              + " (running tasks are listed as PENDING)")
+        statuses = (Status(wanted),)
+    limit = LIST_LIMIT_DEFAULT
+    if "limit" in query:
+        if not query["limit"].isdigit() or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
+            raise bad_request("limit", f"limit must be a whole number from 1 to {LIST_LIMIT_MAX}")
+        limit = int(query["limit"])
+    partition, start_key = 0, None
+    if query.get("next_token"):
+        partition, start_key = _valid(lambda: items.decode_token(query["next_token"], len(statuses)))
+        if start_key is not None and start_key["PK"] != items.INDEX_PREFIX + statuses[partition].value:
+            raise bad_request("next_token", "next_token belongs to a listing with another status")
+    store = TaskStore(deps)
+    ids: list[str] = []
+    next_token: str | None = None
+    while partition < len(statuses) and len(ids) < limit:
+        page, last = store.query_index(statuses[partition], start_key, limit - len(ids))
+        ids.extend(page)
+        if last is not None:
+            start_key = last
+            if len(ids) >= limit:
+                next_token = items.encode_token(partition, last)
+        else:
+            partition, start_key = partition + 1, None
+            if len(ids) >= limit and partition < len(statuses):
+                next_token = items.encode_token(partition, None)
+    found_items, found_records = store.get_many(ids)
+    tasks = [_view(deps, i, found_items.get(i), found_records.get(i))
+             for i in ids if i in found_items or i in found_records]
+    return 200, {"tasks": tasks, "next_token": next_token}
+
+
+def _current(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, dict[str, Any] | None, Task | None]:
+    key = _key_of(task_id)
+    if key is None:
+        raise not_found("task", task_id)
+    store = TaskStore(deps)
+    item, record = store.get_item(key), store.get_record(key.task_id)
+    if item is None and record is None:
+        raise not_found("task", task_id)
+    task = None
+    if item is not None:
+        try:
+            task = task_from_item(item, deps.settings)
+        except InvalidTask:
+            task = None
+    return key, item, record, task
+
+
+def _status(record: dict[str, Any] | None, task: Task | None) -> str:
+    if record is not None and Status(record.get("status", "PENDING")).finished:
+        return str(record["status"])
+    return task.status.value if task is not None else str((record or {}).get("status", Status.PENDING.value))
+
+
+def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
+    """Delete the item (the stream deletes its schedule) and record the task as CANCELLED."""
+    key, item, record, task = _current(deps, task_id)
+    status = _status(record, task)
+    if status == Status.CANCELLED.value:
+        return 200, _view(deps, key.task_id, item, record)
+    if status in (Status.DONE.value, Status.FAILED.value):
+        raise conflict(f"task {key.task_id!r} is {status} and can no longer be cancelled")
+    if status == Status.RUNNING.value:
+        raise conflict(f"task {key.task_id!r} is running; try again when it has finished")
+    store, now = TaskStore(deps), deps.clock()
+    if task is not None:
+        new_record = items.record_of(task, (record or {}).get("created_at") or task.item.get("created_at"),
+                                     (record or {}).get("fingerprint"))
+    else:
+        new_record = dict(record or {})
+    new_record.update(status=Status.CANCELLED.value, finished_at=iso(now))
+    ops = [
+        delete(store.tasks_table, {"PK": key.pk, "SK": key.sk},
+               "attribute_not_exists(PK) OR attribute_not_exists(#s) OR #s = :pending",
+               {"#s": "status"}, {":pending": Status.PENDING.value}),
+        put(store.state_table, new_record, "attribute_not_exists(PK) OR #s = :pending",
+            {"#s": "status"}, {":pending": Status.PENDING.value}),
+    ]
+    created_at = new_record.get("created_at")
+    if created_at and record is not None:
+        ops.append(delete(store.state_table, items.index_key(Status.PENDING, created_at, key.task_id)))
+        ops.append(put(store.state_table, {**items.index_key(Status.CANCELLED, created_at, key.task_id),
+                                           "id": key.task_id}))
+    if not store.transact(ops):
+        raise conflict(f"task {key.task_id!r} changed while being cancelled; read it and try again")
+    logger.info("task cancelled", extra={"task_id": key.task_id})
+    return 200, items.view_of_record(new_record)
+
+
+def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+    """Move the due time and/or replace the action of a pending task (the stream re-schedules it)."""
+    if body is None:
+        raise bad_request("body", "a JSON object body is required: {run_at?, action?}")
+    reject_unknown(body, set(items.PATCH_FIELDS))
+    due, action = _valid(lambda: items.parse_patch(body))
+    key, item, record, task = _current(deps, task_id)
+    status = _status(record, task)
+    if status != Status.PENDING.value:
+        raise conflict(f"task {key.task_id!r} is {status}; only a PENDING task can be changed", "status")
+    if item is None or task is None:
+        raise conflict(f"task {key.task_id!r} is due and being run; it can no longer be changed", "status")
+    settings, store, now = deps.settings, TaskStore(deps), deps.clock()
+    changes: dict[str, Any] = {}
+    if due is not None:
+        _valid(lambda: items.check_not_past(due, now, settings.past_due_grace_seconds))
+        has_due = settings.due_attribute in item or task.strategy is not Strategy.LAZY
+        changes.update(items.due_attributes(key, task.strategy, due, settings,
+                                            item.get(settings.due_attribute), has_due))
+    if action is not None:
+        changes["action"] = action
+    old_due = item.get(settings.due_attribute, item.get(settings.ttl_attribute))
+    due_name = settings.due_attribute if settings.due_attribute in item else settings.ttl_attribute
+    expression, names, values = set_attributes(changes)
+    ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression,
+                  "attribute_exists(PK) AND (attribute_not_exists(#s) OR #s = :pending) AND #due = :old_due",
+                  {**names, "#s": "status", "#due": due_name},
+                  {**values, ":pending": Status.PENDING.value, ":old_due": old_due})]
+    updated = task_from_item({**item, **changes}, settings)
+    if record is not None:
+        view_changes = {"run_at": iso(updated.due), "action": updated.action}
+        expression, names, values = set_attributes(view_changes)
+        ops.append(update(store.state_table, items.record_key(key.task_id), expression, None, names, values))
+    if not store.transact(ops):
+        raise conflict(f"task {key.task_id!r} changed while being rescheduled; read it and try again")
+    logger.info("task rescheduled", extra={"task_id": key.task_id, "run_at": iso(updated.due),
+                                            DUE_EPOCH_ATTRIBUTE: updated.due_epoch})
+    return 200, items.view_of_task(updated, (record or {}).get("created_at"))
+
+
+__all__ = ["cancel", "create", "list_tasks", "reschedule", "show"]

@@ -1,0 +1,221 @@
+"""What the task API and the executor write: items, records and views. Pure, no I/O.
+
+The tasks table holds the task item (the contract in ``model``).  The state
+table holds, per task, a *record* (``TASK#<id>`` / ``RECORD``) that outlives
+the item: it answers GET after a lazy task's item expired or a task was
+cancelled, and keeps the request fingerprint for idempotent POSTs.  API tasks
+are also filed in a *status index* (``TASKS#<STATUS>`` / ``<created_at>#<id>``)
+that GET /tasks pages through; an entry moves only when a task's life ends
+(DONE, FAILED, CANCELLED), so its cost is one extra write at creation and two
+at the end.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from chalicelib.tasks import buckets
+from chalicelib.tasks.model import (
+    TASK_ID,
+    InvalidTask,
+    Status,
+    Strategy,
+    Task,
+    TaskKey,
+    iso,
+    parse_action,
+    parse_due,
+    parse_recurrence,
+    parse_timezone,
+)
+
+RECORD_PREFIX = "TASK#"
+RECORD_SK = "RECORD"
+INDEX_PREFIX = "TASKS#"
+CLAIM_PREFIX = "CLAIM#"
+LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED)
+CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone"})
+PATCH_FIELDS = frozenset({"run_at", "action"})
+CLAIM_RETENTION = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """A validated POST /tasks body."""
+
+    id: str | None
+    due: datetime
+    strategy: Strategy
+    action: dict[str, Any]
+    recurrence: str | None
+    timezone: str | None
+
+    def fingerprint(self) -> str:
+        """Same request, same fingerprint: whatever spelling the due time had."""
+        canonical = json.dumps([iso(self.due), self.strategy.value, self.action, self.recurrence, self.timezone],
+                               sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parse_request(body: dict[str, Any], settings: Settings) -> TaskRequest:
+    """Validate a POST body (unknown fields are rejected by the caller); InvalidTask names the field."""
+    task_id = body.get("id")
+    if task_id is not None and (not isinstance(task_id, str) or not TASK_ID.match(task_id)):
+        raise InvalidTask("id", "id must be 1-128 characters of letters, digits and _ . : -")
+    if "run_at" not in body:
+        raise InvalidTask("run_at", "run_at is required: an ISO-8601 time or epoch seconds")
+    due = parse_due(body["run_at"], "run_at")
+    strategy_text = body.get("strategy") or settings.default_strategy
+    try:
+        strategy = Strategy(strategy_text)
+    except ValueError as exc:
+        raise InvalidTask("strategy", f"strategy must be exact, interval or lazy, got {strategy_text!r}") from exc
+    if "action" not in body:
+        raise InvalidTask("action", "action is required: {\"type\": \"email\" | \"sqs\" | \"sns\", ...}")
+    action = parse_action(body["action"])
+    timezone = parse_timezone(body.get("timezone"))
+    recurrence = parse_recurrence(body.get("recurrence"), timezone)
+    return TaskRequest(task_id, due, strategy, action, recurrence, timezone)
+
+
+def parse_patch(body: dict[str, Any]) -> tuple[datetime | None, dict[str, Any] | None]:
+    """(new due time, new action) of a PATCH body; at least one is required."""
+    if not body:
+        raise InvalidTask("body", "give run_at, action or both")
+    due = parse_due(body["run_at"], "run_at") if "run_at" in body else None
+    action = parse_action(body["action"]) if "action" in body else None
+    return due, action
+
+
+def check_not_past(due: datetime, now: datetime, grace_seconds: int, field: str = "run_at") -> None:
+    if due < now - timedelta(seconds=grace_seconds):
+        raise InvalidTask(field, f"{field} {iso(due)} is in the past (now {iso(now)}; "
+                                 f"at most {grace_seconds} s ago is accepted)")
+
+
+def new_task_id() -> str:
+    return uuid.uuid4().hex
+
+
+def format_due(previous: Any, due: datetime) -> Any:
+    """The due time written in the form the item already used: epoch number, epoch string or ISO-8601."""
+    if isinstance(previous, int | float) and not isinstance(previous, bool):
+        return int(due.timestamp()) if due.microsecond == 0 else due.timestamp()
+    if isinstance(previous, str) and re.fullmatch(r"\d{9,12}(\.\d+)?", previous.strip()):
+        return str(int(due.timestamp()))
+    return iso(due)
+
+
+def due_attributes(key: TaskKey, strategy: Strategy, due: datetime, settings: Settings,
+                   previous: Any = None, has_due_attribute: bool = True) -> dict[str, Any]:
+    """The attributes that say when a task is due: the due attribute, due_epoch, the bucket or the TTL."""
+    attributes: dict[str, Any] = {DUE_EPOCH_ATTRIBUTE: int(due.timestamp())}
+    if has_due_attribute:
+        attributes[settings.due_attribute] = format_due(previous, due)
+    if strategy is Strategy.INTERVAL:
+        attributes[settings.bucket_attribute] = buckets.due_bucket(
+            due, settings.bucket_minutes, settings.bucket_shards, key)
+    if strategy is Strategy.LAZY:
+        attributes[settings.ttl_attribute] = int(due.timestamp())
+    return attributes
+
+
+def new_item(task_id: str, request: TaskRequest, settings: Settings, now: datetime) -> dict[str, Any]:
+    """The tasks-table item of a new API task."""
+    key = TaskKey.for_id(task_id)
+    item: dict[str, Any] = {
+        "PK": key.pk, "SK": key.sk, "strategy": request.strategy.value, "action": request.action,
+        "status": Status.PENDING.value, "attempts": 0, "created_at": iso(now),
+        **due_attributes(key, request.strategy, request.due, settings),
+    }
+    if request.recurrence:
+        item["recurrence"] = request.recurrence
+    if request.timezone:
+        item["timezone"] = request.timezone
+    return item
+
+
+# --- the state table: records, the status index, claims ----------------------
+
+def record_key(task_id: str) -> dict[str, str]:
+    return {"PK": RECORD_PREFIX + task_id, "SK": RECORD_SK}
+
+
+def index_key(status: Status | str, created_at: str, task_id: str) -> dict[str, str]:
+    return {"PK": INDEX_PREFIX + str(status), "SK": f"{created_at}#{task_id}"}
+
+
+def claim_key(task_id: str, due: datetime) -> dict[str, str]:
+    return {"PK": CLAIM_PREFIX + task_id, "SK": iso(due)}
+
+
+def record_of(task: Task, created_at: str | None, fingerprint: str | None = None,
+              **extra: Any) -> dict[str, Any]:
+    """The state-table record of a task: enough to show it when its item is gone."""
+    record: dict[str, Any] = {
+        **record_key(task.id), "id": task.id, "task_pk": task.key.pk, "task_sk": task.key.sk,
+        "status": task.status.value, "run_at": iso(task.due), "strategy": task.strategy.value,
+        "action": task.action, "attempts": task.attempts,
+        "recurrence": task.recurrence, "timezone": task.timezone,
+    }
+    if created_at:
+        record["created_at"] = created_at
+    if fingerprint:
+        record["fingerprint"] = fingerprint
+    record.update(extra)
+    return record
+
+
+def view_of_task(task: Task, created_at: str | None) -> dict[str, Any]:
+    """What the API shows of a task read from its item."""
+    item = task.item
+    return {
+        "id": task.id, "run_at": iso(task.due), "strategy": task.strategy.value, "status": task.status.value,
+        "attempts": task.attempts, "created_at": created_at or item.get("created_at"),
+        "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,
+        "last_result": item.get("last_result"), "last_error": item.get("last_error"),
+        "finished_at": item.get("finished_at"),
+    }
+
+
+def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What the API shows of a task whose item is gone (lazy after expiry, cancelled)."""
+    return {
+        "id": record["id"], "run_at": record.get("run_at"), "strategy": record.get("strategy"),
+        "status": record.get("status"), "attempts": int(record.get("attempts", 0)),
+        "created_at": record.get("created_at"), "action": record.get("action"),
+        "recurrence": record.get("recurrence"), "timezone": record.get("timezone"),
+        "last_result": record.get("last_result"), "last_error": record.get("last_error"),
+        "finished_at": record.get("finished_at"),
+    }
+
+
+def encode_token(partition: int, last_key: dict[str, str] | None) -> str:
+    raw = json.dumps({"p": partition, "k": last_key}, sort_keys=True, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token: str, partitions: int) -> tuple[int, dict[str, str] | None]:
+    """(partition index, exclusive start key) of a next_token; InvalidTask if it is not one of ours."""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidTask("next_token", "next_token is not a token from a previous page") from exc
+    if not isinstance(data, dict):
+        raise InvalidTask("next_token", "next_token is not a token from a previous page")
+    partition, key = data.get("p"), data.get("k")
+    valid_key = key is None or (isinstance(key, dict) and set(key) == {"PK", "SK"}
+                                and all(isinstance(v, str) and v.startswith(INDEX_PREFIX) is (k == "PK")
+                                        for k, v in key.items()))
+    if not isinstance(partition, int) or not 0 <= partition < partitions or not valid_key:
+        raise InvalidTask("next_token", "next_token is not a token from a previous page (or the status changed)")
+    return partition, key

@@ -1,0 +1,322 @@
+"""What the stream scheduler does for one task-table stream record. Pure, no I/O.
+
+``change_from_record`` reads a raw DynamoDB stream record (as Lambda delivers
+it); ``plan`` decides the steps for it; ``schedule_request`` builds the
+EventBridge Scheduler parameters of an exact task.  ``chalicelib.tasks.stream``
+fetches nothing and only carries the steps out.
+
+The rules, per strategy (see docs/strategies.md):
+
+- exact: due within DIRECT_QUEUE_HORIZON_SECONDS (or its schedule would fire
+  in the past) -> straight to the due queue with DelaySeconds; later -> a
+  one-time schedule ``at(due - SCHEDULE_LEAD_SECONDS)`` in UTC.  A MODIFY that
+  changes the fingerprint (due time, strategy, action) updates it; one that
+  only changes status or attempts does nothing.  A REMOVE (a cancel) or a
+  move to CANCELLED or to another strategy deletes the schedule.
+- interval: the item gets its due bucket and ``due_epoch`` (conditional
+  write) so the interval processor finds it; one due within
+  INTERVAL_DIRECT_SECONDS (or already past) when written goes straight to the
+  due queue instead, since the processor may already have passed its time.
+- lazy: the item gets a TTL equal to its due time (conditional write);
+  DynamoDB's TTL REMOVE (by the service) sends it, with the old image as the
+  snapshot, to the due queue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from chalicelib import ddb
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from chalicelib.tasks.buckets import due_bucket
+from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, task_from_item
+
+# An interval task due sooner than this when its record is processed (or already
+# past due) is sent to the due queue directly: the interval processor may have
+# moved past its due time already, and a GSI write is visible to its queries only
+# after a short propagation delay.  Must exceed that delay (normally < 1 s).
+INTERVAL_DIRECT_SECONDS = 30
+
+MAX_DELAY_SECONDS = 900  # SQS DelaySeconds limit
+
+# Scheduler's own retries when the due queue cannot be reached (AWS's maximum).
+RETRY_POLICY = {"MaximumEventAgeInSeconds": 86400, "MaximumRetryAttempts": 185}
+
+TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+
+_NAME_UNSAFE = re.compile(r"[^0-9a-zA-Z_.-]")
+_NAME_READABLE = 30  # 30 readable characters + "-" + 32 hex digits = 63 <= 64
+
+
+class InvalidRecord(ValueError):
+    """A stream record that is not shaped like a DynamoDB stream record of the tasks table."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One stream record, read: the key, both images as plain dicts, and who made it."""
+
+    event_id: str
+    event_name: str                      # INSERT | MODIFY | REMOVE
+    sequence: str
+    key: TaskKey
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+    by_ttl: bool                         # a REMOVE made by DynamoDB's TTL process
+    source_arn: str = ""
+
+    @property
+    def sequence_number(self) -> int:
+        return int(self.sequence) if self.sequence.isdigit() else 0
+
+
+# --- steps -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PutSchedule:
+    """Create (INSERT) or update (MODIFY) the task's one-time schedule; each falls back to the other."""
+
+    task: Task
+    fire_at: datetime
+    create: bool
+
+
+@dataclass(frozen=True)
+class DeleteSchedule:
+    key: TaskKey
+
+
+@dataclass(frozen=True)
+class SendDue:
+    message: DueMessage
+    delay_seconds: int
+
+
+@dataclass(frozen=True)
+class SetBucket:
+    """Write the bucket and due_epoch, only if the due time and the bucket are still as seen."""
+
+    key: TaskKey
+    bucket: str
+    due_epoch: int
+    seen_due: Any                        # the due attribute's value in the image (None: absent)
+    seen_bucket: Any                     # the bucket attribute's value in the image (None: absent)
+
+
+@dataclass(frozen=True)
+class SetTtl:
+    """Write the TTL (epoch seconds), only if the due time and the TTL are still as seen."""
+
+    key: TaskKey
+    ttl: int
+    seen_due: Any
+    seen_ttl: Any
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    reason: str
+
+
+Step = PutSchedule | DeleteSchedule | SendDue | SetBucket | SetTtl | DeadLetter
+
+
+# --- reading records -----------------------------------------------------------
+
+def record_key(record: Any) -> TaskKey | None:
+    """The item key of a raw record, or None if it has none (such a record is dead-lettered)."""
+    try:
+        keys = record["dynamodb"]["Keys"]
+        return TaskKey(keys["PK"]["S"], keys["SK"]["S"])
+    except (KeyError, TypeError):
+        return None
+
+
+def record_id(record: Any) -> str:
+    if isinstance(record, dict):
+        dynamodb = record.get("dynamodb")
+        sequence = dynamodb.get("SequenceNumber") if isinstance(dynamodb, dict) else None
+        return str(record.get("eventID") or sequence or "?")
+    return "?"
+
+
+def change_from_record(record: Any) -> Change:
+    """Read a raw stream record; InvalidRecord when it is not one of the tasks table's."""
+    if not isinstance(record, dict) or not isinstance(record.get("dynamodb"), dict):
+        raise InvalidRecord("the record has no 'dynamodb' object")
+    dynamodb = record["dynamodb"]
+    name = record.get("eventName")
+    if name not in ("INSERT", "MODIFY", "REMOVE"):
+        raise InvalidRecord(f"eventName must be INSERT, MODIFY or REMOVE, got {name!r}")
+    sequence = dynamodb.get("SequenceNumber")
+    if not isinstance(sequence, str) or not sequence:
+        raise InvalidRecord("the record has no dynamodb.SequenceNumber")
+    key = record_key(record)
+    if key is None:
+        raise InvalidRecord("the record's dynamodb.Keys has no string PK and SK")
+    try:
+        old = ddb.deserialize(dynamodb["OldImage"]) if "OldImage" in dynamodb else None
+        new = ddb.deserialize(dynamodb["NewImage"]) if "NewImage" in dynamodb else None
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise InvalidRecord(f"an image is not DynamoDB JSON: {exc}") from exc
+    if name in ("INSERT", "MODIFY") and new is None:
+        raise InvalidRecord(f"a {name} record needs a NewImage (stream view NEW_AND_OLD_IMAGES)")
+    if name == "REMOVE" and old is None:
+        raise InvalidRecord("a REMOVE record needs an OldImage (stream view NEW_AND_OLD_IMAGES)")
+    identity = record.get("userIdentity")
+    by_ttl = (isinstance(identity, dict) and identity.get("type") == "Service"
+              and identity.get("principalId") == TTL_PRINCIPAL)
+    return Change(event_id=str(record.get("eventID") or sequence), event_name=name, sequence=sequence,
+                  key=key, old=old, new=new, by_ttl=by_ttl and name == "REMOVE",
+                  source_arn=str(record.get("eventSourceARN") or ""))
+
+
+# --- names and requests --------------------------------------------------------
+
+def schedule_name(key: TaskKey) -> str:
+    """The task's schedule name: readable prefix + a hash of the key; <= 64 chars of [0-9a-zA-Z_.-]."""
+    readable = _NAME_UNSAFE.sub("_", key.task_id)[:_NAME_READABLE].strip("_.-") or "task"
+    digest = hashlib.sha256(f"{key.pk}\x00{key.sk}".encode()).hexdigest()[:32]
+    return f"{readable}-{digest}"
+
+
+def client_token(change: Change) -> str:
+    """Scheduler's ClientToken for this record: the same on a replay of the same record."""
+    return hashlib.sha256(f"{change.source_arn}|{change.sequence}|{change.event_id}".encode()).hexdigest()
+
+
+def at_expression(fire_at: datetime) -> str:
+    """``at(yyyy-mm-ddThh:mm:ss)`` in UTC, truncated to the second (never later than ``fire_at``)."""
+    return "at(" + fire_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") + ")"
+
+
+def schedule_request(task: Task, fire_at: datetime, settings: Settings, queue_arn: str) -> dict[str, Any]:
+    """The CreateSchedule / UpdateSchedule parameters (without ClientToken) of an exact task."""
+    target: dict[str, Any] = {
+        "Arn": queue_arn,
+        "RoleArn": settings.scheduler_role_arn,
+        "Input": DueMessage(task.key, task.due).to_json(),
+        "RetryPolicy": dict(RETRY_POLICY),
+    }
+    if settings.scheduler_dlq_arn:
+        target["DeadLetterConfig"] = {"Arn": settings.scheduler_dlq_arn}
+    return {
+        "Name": schedule_name(task.key),
+        "GroupName": settings.schedule_group,
+        "ScheduleExpression": at_expression(fire_at),
+        "ScheduleExpressionTimezone": "UTC",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "ActionAfterCompletion": "DELETE",
+        "State": "ENABLED",
+        "Description": f"timekeeper task {task.id}"[:512],
+        "Target": target,
+    }
+
+
+def schedule_matches(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """True when an existing schedule (GetSchedule) already fires as ``wanted`` would."""
+    cur_target, want_target = current.get("Target", {}), wanted["Target"]
+    return bool(current.get("ScheduleExpression") == wanted["ScheduleExpression"]
+            and current.get("ScheduleExpressionTimezone", "UTC") == wanted["ScheduleExpressionTimezone"]
+            and cur_target.get("Arn") == want_target["Arn"]
+            and cur_target.get("Input") == want_target["Input"]
+            and cur_target.get("RoleArn") == want_target["RoleArn"])
+
+
+def delay_seconds(due: datetime, now: datetime) -> int:
+    """SQS DelaySeconds for a message due at ``due``: whole seconds, never late, 0-900."""
+    return max(0, min(MAX_DELAY_SECONDS, math.floor((due - now).total_seconds())))
+
+
+# --- the decision --------------------------------------------------------------
+
+def _task(image: dict[str, Any] | None, settings: Settings) -> Task | None:
+    return task_from_item(image, settings) if image is not None else None
+
+
+def _old_task(change: Change, settings: Settings) -> Task | None:
+    """The old image's task; None when there is none or it was not a valid task then."""
+    try:
+        return _task(change.old, settings)
+    except InvalidTask:
+        return None
+
+
+def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
+    """The steps for one record, in order. A record whose image is not a task -> [DeadLetter]."""
+    try:
+        if change.event_name == "REMOVE":
+            return _plan_remove(change, settings)
+        new = task_from_item(change.new or {}, settings)
+    except InvalidTask as exc:
+        image = "OldImage" if change.event_name == "REMOVE" else "NewImage"
+        return [DeadLetter(f"{image} is not a valid task: {exc.message} (field {exc.field})")]
+    old = _old_task(change, settings) if change.event_name == "MODIFY" else None
+
+    steps: list[Step] = []
+    if old is not None and old.strategy is Strategy.EXACT and not old.status.finished and (
+            new.strategy is not Strategy.EXACT or new.status is Status.CANCELLED):
+        steps.append(DeleteSchedule(change.key))
+    if new.status.finished:
+        return steps
+    revived = old is not None and old.status.finished
+    changed = old is None or revived or old.fingerprint() != new.fingerprint()
+    if new.strategy is Strategy.EXACT:
+        steps += _plan_exact(change, old, new, changed, revived, settings, now)
+    elif new.strategy is Strategy.INTERVAL:
+        steps += _plan_interval(new, changed, settings, now)
+    else:
+        steps += _plan_lazy(new, settings)
+    return steps
+
+
+def _plan_remove(change: Change, settings: Settings) -> list[Step]:
+    old = task_from_item(change.old or {}, settings)
+    if change.by_ttl:
+        if old.strategy is Strategy.LAZY and not old.status.finished:
+            return [SendDue(DueMessage(change.key, old.due, snapshot=change.old), 0)]
+        return []  # a TTL REMOVE of an exact or interval task (housekeeping) is not a due signal
+    if old.strategy is Strategy.EXACT and not old.status.finished:
+        return [DeleteSchedule(change.key)]
+    return []
+
+
+def _plan_exact(change: Change, old: Task | None, new: Task, changed: bool, revived: bool,
+                settings: Settings, now: datetime) -> list[Step]:
+    if not changed:
+        return []
+    fire_at = new.due - timedelta(seconds=settings.schedule_lead_seconds)
+    direct = (new.due - now).total_seconds() <= settings.direct_queue_horizon_seconds or fire_at <= now
+    if not direct:
+        return [PutSchedule(new, fire_at, create=change.event_name == "INSERT" or old is None)]
+    due_moved = old is None or revived or old.due_epoch != new.due_epoch or old.strategy is not Strategy.EXACT
+    steps: list[Step] = []
+    if old is not None and old.strategy is Strategy.EXACT and not old.status.finished and due_moved:
+        steps.append(DeleteSchedule(new.key))  # it may have had a schedule for its old, later time
+    if due_moved:
+        steps.append(SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now)))
+    return steps  # only the action changed: the queued message carries the key; the executor reads the item
+
+
+def _plan_interval(new: Task, changed: bool, settings: Settings, now: datetime) -> list[Step]:
+    if new.due_epoch <= now.timestamp() + INTERVAL_DIRECT_SECONDS:
+        return [SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now))] if changed else []
+    bucket = due_bucket(new.due, settings.bucket_minutes, settings.bucket_shards, new.key)
+    item = new.item
+    if item.get(settings.bucket_attribute) == bucket and item.get(DUE_EPOCH_ATTRIBUTE) == new.due_epoch:
+        return []
+    return [SetBucket(new.key, bucket, new.due_epoch, seen_due=item.get(settings.due_attribute),
+                      seen_bucket=item.get(settings.bucket_attribute))]
+
+
+def _plan_lazy(new: Task, settings: Settings) -> list[Step]:
+    item = new.item
+    current = item.get(settings.ttl_attribute)
+    if isinstance(current, int) and not isinstance(current, bool) and current == new.due_epoch:
+        return []
+    return [SetTtl(new.key, new.due_epoch, seen_due=item.get(settings.due_attribute), seen_ttl=current)]

@@ -1,0 +1,205 @@
+"""Task items (tasks table) and task records, status index and claims (state table).
+
+Writes that must agree go in one ``TransactWriteItems`` (both tables are in
+the same account and region): creating a task writes its item, record and
+index entry; cancelling deletes the item and moves the record and the index
+entry; finishing updates item, record and index together.  A transaction whose
+condition fails returns False: another request or delivery got there first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from botocore.exceptions import ClientError
+
+from chalicelib import ddb
+from chalicelib.aws import Deps
+from chalicelib.settings import STATE_TTL_ATTRIBUTE
+from chalicelib.tasks import items
+from chalicelib.tasks.model import Status, TaskKey
+from chalicelib.throttle import error_code
+
+BATCH_GET_LIMIT = 100
+
+
+def _expression_args(names: Mapping[str, str] | None, values: Mapping[str, Any] | None) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    if names:
+        args["ExpressionAttributeNames"] = dict(names)
+    if values:
+        args["ExpressionAttributeValues"] = {k: ddb.value(v) for k, v in values.items()}
+    return args
+
+
+def put(table: str, item: Mapping[str, Any], condition: str | None = None,
+        names: Mapping[str, str] | None = None, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A TransactWriteItems Put."""
+    op: dict[str, Any] = {"TableName": table, "Item": ddb.serialize(item), **_expression_args(names, values)}
+    if condition:
+        op["ConditionExpression"] = condition
+    return {"Put": op}
+
+
+def update(table: str, key: Mapping[str, str], expression: str, condition: str | None = None,
+           names: Mapping[str, str] | None = None, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A TransactWriteItems Update."""
+    op: dict[str, Any] = {"TableName": table, "Key": ddb.serialize(key), "UpdateExpression": expression,
+                          **_expression_args(names, values)}
+    if condition:
+        op["ConditionExpression"] = condition
+    return {"Update": op}
+
+
+def delete(table: str, key: Mapping[str, str], condition: str | None = None,
+           names: Mapping[str, str] | None = None, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A TransactWriteItems Delete."""
+    op: dict[str, Any] = {"TableName": table, "Key": ddb.serialize(key), **_expression_args(names, values)}
+    if condition:
+        op["ConditionExpression"] = condition
+    return {"Delete": op}
+
+
+def set_attributes(attributes: Mapping[str, Any], remove: Iterable[str] = ()) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """An UpdateExpression that sets ``attributes`` and removes ``remove``, with its names and values."""
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    sets: list[str] = []
+    for i, (name, value) in enumerate(attributes.items()):
+        names[f"#a{i}"] = name
+        values[f":a{i}"] = value
+        sets.append(f"#a{i} = :a{i}")
+    removes: list[str] = []
+    for i, name in enumerate(n for n in remove if n not in attributes):
+        names[f"#r{i}"] = name
+        removes.append(f"#r{i}")
+    expression = ("SET " + ", ".join(sets)) if sets else ""
+    if removes:
+        expression += (" " if expression else "") + "REMOVE " + ", ".join(removes)
+    return expression, names, values
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of claiming one execution: ``won``, or held by another worker, or already settled."""
+
+    won: bool
+    state: str = ""            # the claim's state when not won: RUNNING | DONE | FAILED | SKIPPED
+    claimed_at: float = 0.0
+
+
+class TaskStore:
+    def __init__(self, deps: Deps) -> None:
+        self._ddb = deps.clients.dynamodb
+        self.tasks_table = deps.settings.tasks_table
+        self.state_table = deps.settings.state_table
+
+    # --- reads ---------------------------------------------------------------
+
+    def _get(self, table: str, key: Mapping[str, str]) -> dict[str, Any] | None:
+        response = self._ddb.get_item(TableName=table, Key=ddb.serialize(key), ConsistentRead=True)
+        item = response.get("Item")
+        return ddb.deserialize(item) if item else None
+
+    def get_item(self, key: TaskKey) -> dict[str, Any] | None:
+        return self._get(self.tasks_table, {"PK": key.pk, "SK": key.sk})
+
+    def get_record(self, task_id: str) -> dict[str, Any] | None:
+        return self._get(self.state_table, items.record_key(task_id))
+
+    def get_many(self, task_ids: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """(items by task id, records by task id) of API tasks, in BatchGetItem calls of 100 keys."""
+        wanted: list[tuple[str, dict[str, str]]] = []
+        for task_id in task_ids:
+            task_key = TaskKey.for_id(task_id)
+            wanted.append((self.tasks_table, {"PK": task_key.pk, "SK": task_key.sk}))
+            wanted.append((self.state_table, items.record_key(task_id)))
+        found_items: dict[str, dict[str, Any]] = {}
+        found_records: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(wanted), BATCH_GET_LIMIT):
+            request: dict[str, Any] = {}
+            for table, key in wanted[start:start + BATCH_GET_LIMIT]:
+                request.setdefault(table, {"Keys": [], "ConsistentRead": True})["Keys"].append(ddb.serialize(key))
+            while request:
+                response = self._ddb.batch_get_item(RequestItems=request)
+                for table, rows in response.get("Responses", {}).items():
+                    for row in rows:
+                        plain = ddb.deserialize(row)
+                        if table == self.tasks_table:
+                            found_items[TaskKey(plain["PK"], plain["SK"]).task_id] = plain
+                        else:
+                            found_records[plain["PK"][len(items.RECORD_PREFIX):]] = plain
+                request = dict(response.get("UnprocessedKeys", {}))
+        return found_items, found_records
+
+    def query_index(self, status: Status, start_key: dict[str, str] | None,
+                    limit: int) -> tuple[list[str], dict[str, str] | None]:
+        """(task ids, key to continue from) of one page of the status index, oldest first."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.state_table, "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": items.INDEX_PREFIX + status.value}}, "Limit": limit,
+        }
+        if start_key:
+            kwargs["ExclusiveStartKey"] = ddb.serialize(start_key)
+        response = self._ddb.query(**kwargs)
+        ids = [str(ddb.deserialize(row)["id"]) for row in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return ids, ({k: str(v) for k, v in ddb.deserialize(last).items()} if last else None)
+
+    # --- writes --------------------------------------------------------------
+
+    def transact(self, operations: list[dict[str, Any]]) -> bool:
+        """Write all or nothing; False when a condition failed (someone else changed the task first)."""
+        try:
+            self._ddb.transact_write_items(TransactItems=operations)  # type: ignore[arg-type]
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                reasons: list[dict[str, Any]] = cast(Any, exc.response).get("CancellationReasons", [])
+                if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons):
+                    return False
+            raise
+
+    def update_item(self, key: TaskKey, attributes: Mapping[str, Any], condition: str,
+                    names: Mapping[str, str], values: Mapping[str, Any], remove: Iterable[str] = ()) -> bool:
+        expression, set_names, set_values = set_attributes(attributes, remove)
+        try:
+            self._ddb.update_item(
+                TableName=self.tasks_table, Key=ddb.serialize({"PK": key.pk, "SK": key.sk}),
+                UpdateExpression=expression, ConditionExpression=condition,
+                **_expression_args({**set_names, **names}, {**set_values, **values}))
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    # --- claims --------------------------------------------------------------
+
+    def claim(self, task_id: str, due: datetime, now: datetime, lease_seconds: int) -> Claim:
+        """Claim the execution of ``task_id`` at ``due``: new, or taken over from a worker whose lease ran out."""
+        key = items.claim_key(task_id, due)
+        stamp = now.timestamp()
+        try:
+            self._ddb.update_item(
+                TableName=self.state_table, Key=ddb.serialize(key),
+                UpdateExpression=f"SET #s = :running, claimed_at = :now, {STATE_TTL_ATTRIBUTE} = :expires",
+                ConditionExpression="attribute_not_exists(PK) OR (#s = :running AND claimed_at < :stale)",
+                **_expression_args({"#s": "state"}, {
+                    ":running": Status.RUNNING.value, ":now": stamp, ":stale": stamp - lease_seconds,
+                    ":expires": int((now + items.CLAIM_RETENTION).timestamp())}))
+            return Claim(True)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+        held = self._get(self.state_table, key) or {}
+        return Claim(False, str(held.get("state", "")), float(held.get("claimed_at", 0)))
+
+    def settle_claim(self, task_id: str, due: datetime, state: str, attempts: int) -> None:
+        self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
+            UpdateExpression="SET #s = :state, attempts = :attempts",
+            **_expression_args({"#s": "state"}, {":state": state, ":attempts": attempts}))

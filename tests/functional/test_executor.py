@@ -1,0 +1,261 @@
+"""The executor under moto: once, on time, retried, dead-lettered, recurring, from a snapshot."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from chalice.test import Client
+
+from chalicelib import ddb
+from chalicelib.aws import Deps
+from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
+from tests.fixtures import Aws, FakeClock, use_settings
+from tests.functional.stream_support import Table, stream
+from tests.functional.task_support import (
+    EMAIL_ACTION,
+    BrokenReads,
+    FlakySes,
+    deliver,
+    due_body,
+    emails_sent,
+    get_item,
+    lazy_seed_item,
+    post_task,
+    put_item,
+    seed_item,
+    use_client,
+)
+
+SEED_KEY = TaskKey("USER#ada", "REMINDER#standup")
+DUE = "2026-11-22T12:03:00"  # the seed's sample: three minutes after the FakeClock's now, no zone (UTC)
+
+
+def arrange_seed(deps: Deps, due: str = DUE, **extra: Any) -> datetime:
+    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
+    put_item(deps, seed_item(due, **extra))
+    return parse_due(due)
+
+
+def test_the_seeds_sample_item_ends_in_one_email_even_when_delivered_twice(
+        client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    body = due_body(SEED_KEY, due)
+    assert deliver(client, body) == set()
+    assert deliver(client, body) == set()
+    sent = emails_sent()
+    assert len(sent) == 1
+    assert sent[0].destinations["ToAddresses"] == ["ada@example.com"]
+    assert sent[0].subject == "Reminder"
+    assert sent[0].source == "reminders@example.com"
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert (item["status"], item["attempts"]) == ("DONE", 1)
+    assert item["REMINDER_TIMESTAMP"] == DUE  # the program's own attributes are left as they were
+
+
+def test_a_duplicate_in_the_same_batch_runs_once(client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    assert deliver(client, due_body(SEED_KEY, due), due_body(SEED_KEY, due)) == set()
+    assert len(emails_sent()) == 1
+
+
+def test_an_early_message_goes_back_with_the_remaining_delay(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(seconds=59.6)  # a schedule fired SCHEDULE_LEAD_SECONDS early, plus some
+    assert deliver(client, due_body(SEED_KEY, due)) == set()
+    assert emails_sent() == []
+    [(body, delay)] = aws.sent(deps.settings.due_queue)
+    assert delay == 120  # 120.4 s left: whole seconds, rounded down; the rest is waited out on arrival
+    back = DueMessage.from_json(body)
+    assert (back.key, back.due, back.hops) == (SEED_KEY, due, 1)
+
+
+def test_a_far_message_hops_at_most_900_seconds(client: Client, aws: Aws, deps: Deps) -> None:
+    due = arrange_seed(deps, "2026-11-22T15:00:00")
+    deliver(client, due_body(SEED_KEY, due))
+    assert [delay for _, delay in aws.sent(deps.settings.due_queue)] == [900]
+
+
+def test_under_a_second_early_the_executor_waits_it_out(client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.now = due - timedelta(milliseconds=400)
+    deliver(client, due_body(SEED_KEY, due))
+    assert abs(clock.slept - 0.4) < 1e-6
+    assert clock.now >= due
+    assert len(emails_sent()) == 1
+
+
+def test_a_failing_action_is_retried_with_backoff_until_it_succeeds(
+        client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    flaky = FlakySes(deps.clients.ses, failures=2)
+    use_client(deps, "ses", flaky)
+    assert deliver(client, due_body(SEED_KEY, due)) == set()
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert (item["status"], item["attempts"]) == ("DONE", 3)
+    assert len(emails_sent()) == 1
+    assert clock.slept == 1 + 2
+
+
+def test_an_action_that_always_fails_is_failed_dead_lettered_and_alerted(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    use_client(deps, "ses", FlakySes(deps.clients.ses, failures=99))
+    body = due_body(SEED_KEY, due)
+    assert deliver(client, body, ids=["m-1"]) == set()
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert (item["status"], item["attempts"]) == ("FAILED", 3)
+    assert "ServiceUnavailable" in item["last_error"]
+    [dead] = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
+    assert (dead["event_id"], dead["payload"]) == ("m-1", json.loads(body))
+    [alert] = aws.alerts()
+    assert alert["message"]["task_id"] == SEED_KEY.task_id
+    assert alert["message"]["attempts"] == 3
+    assert deliver(client, body) == set()  # a redelivery does not try again
+    assert emails_sent() == []
+
+
+def test_a_recurring_task_gets_its_next_due_time(client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps, recurrence="rate(1 day)", strategy="interval")
+    clock.advance(minutes=3)
+    deliver(client, due_body(SEED_KEY, due))
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert item["REMINDER_TIMESTAMP"] == "2026-11-23T12:03:00Z"
+    assert item["due_epoch"] == int((due + timedelta(days=1)).timestamp())
+    assert item["due_bucket"].startswith("2026-11-23#12:03#")
+    assert (item["status"], item["attempts"]) == ("PENDING", 0)
+    assert len(emails_sent()) == 1
+
+
+def test_a_recurring_cron_task_follows_its_time_zone(client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps, "2026-11-22T08:00:00Z", recurrence="cron(0 9 * * ? *)", timezone="Europe/Paris")
+    clock.now = due
+    deliver(client, due_body(SEED_KEY, due))
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert item["REMINDER_TIMESTAMP"] == "2026-11-23T08:00:00Z"  # 09:00 in Paris
+
+
+def test_a_rescheduled_tasks_old_message_is_skipped(client: Client, deps: Deps, clock: FakeClock) -> None:
+    old = arrange_seed(deps)
+    put_item(deps, seed_item("2026-11-22T13:00:00"))  # the program moved it
+    clock.advance(minutes=3)
+    assert deliver(client, due_body(SEED_KEY, old)) == set()
+    assert emails_sent() == []
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert "status" not in item
+
+
+def test_a_lazy_snapshot_message_runs_once(client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    expires = int(clock.now.timestamp()) + 180
+    snapshot = lazy_seed_item(expires)  # TTL deleted the item; the stream sent its OldImage
+    clock.advance(minutes=5)
+    key = TaskKey("grace@example.com", "reminder")
+    body = due_body(key, datetime.fromtimestamp(expires, clock.now.tzinfo), snapshot)
+    assert deliver(client, body) == set()
+    assert deliver(client, body) == set()
+    assert [m.destinations["ToAddresses"] for m in emails_sent()] == [["grace@example.com"]]
+    assert get_item(deps, key) is None  # a one-off lazy task is not put back
+    record = ddb.deserialize(aws.clients.dynamodb.get_item(
+        TableName=deps.settings.state_table, Key={"PK": {"S": "TASK#grace@example.com|reminder"},
+                                                  "SK": {"S": "RECORD"}})["Item"])
+    assert (record["status"], record["attempts"]) == ("DONE", 1)
+
+
+def test_a_recurring_lazy_task_is_put_back_with_its_next_expiry(
+        client: Client, deps: Deps, clock: FakeClock) -> None:
+    expires = int(clock.now.timestamp())
+    snapshot = {**lazy_seed_item(expires), "recurrence": "rate(1 hour)"}
+    key = TaskKey("grace@example.com", "reminder")
+    deliver(client, due_body(key, datetime.fromtimestamp(expires, clock.now.tzinfo), snapshot))
+    item = get_item(deps, key)
+    assert item is not None
+    assert item["expires_at"] == expires + 3600
+    assert item["status"] == "PENDING"
+    assert "run_at" not in item  # the seed's shape is kept: its TTL is its due time
+
+
+def test_an_unreadable_message_is_dead_lettered_not_failed(client: Client, aws: Aws, deps: Deps) -> None:
+    assert deliver(client, "not json", '{"pk": "x"}', ids=["bad-1", "bad-2"]) == set()
+    dead = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
+    assert sorted(d["event_id"] for d in dead) == ["bad-1", "bad-2"]
+
+
+def test_only_the_message_that_failed_is_redelivered(client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    put_item(deps, {**seed_item(DUE), "PK": "USER#bob", "email": "bob@example.com"})
+    clock.advance(minutes=3)
+    use_client(deps, "dynamodb", BrokenReads(deps.clients.dynamodb, "USER#bob"))
+    failed = deliver(client, due_body(SEED_KEY, due), due_body(TaskKey("USER#bob", SEED_KEY.sk), due),
+                     ids=["ada", "bob"])
+    assert failed == {"bob"}
+    assert len(emails_sent()) == 1
+
+
+def test_a_claim_held_by_a_live_worker_sends_the_message_back_until_its_lease_ends(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    body = due_body(SEED_KEY, due)
+    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
+        "PK": f"CLAIM#{SEED_KEY.task_id}", "SK": "2026-11-22T12:03:00Z", "state": "RUNNING",
+        "claimed_at": clock.now.timestamp() - 100}))
+    assert deliver(client, body) == set()
+    assert [delay for _, delay in aws.sent(deps.settings.due_queue)] == [201]
+    clock.advance(seconds=201)  # the worker died: its lease ran out
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 1
+
+
+def test_a_message_rounded_down_to_the_second_waits_for_the_exact_time(
+        client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps, "2026-11-22T12:03:00.500Z", strategy="interval")
+    clock.now = due.replace(microsecond=0)  # the interval processor sends due_epoch, whole seconds
+    assert deliver(client, due_body(SEED_KEY, due.replace(microsecond=0))) == set()
+    assert clock.now == due
+    assert len(emails_sent()) == 1
+
+
+# --- with the stream scheduler: the item written, the message it sends, the run ---
+
+def test_the_seeds_sample_write_ends_in_one_email_through_the_stream(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
+    table = Table(deps)
+    assert stream(client, table.put(seed_item(DUE))) == []
+    [(body, delay)] = aws.sent(deps.settings.due_queue)
+    clock.advance(seconds=delay)
+    before = table.get(SEED_KEY)
+    assert deliver(client, body) == set()
+    after = table.get(SEED_KEY)
+    assert stream(client, table.record("MODIFY", SEED_KEY, new=after, old=before)) == []
+    assert aws.sent(deps.settings.due_queue) == []  # recording the outcome schedules nothing
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 1
+
+
+def test_an_api_lazy_task_runs_when_its_ttl_expires(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    created = post_task(client, {"id": "water", "run_at": "2026-11-22T12:05:00Z", "strategy": "lazy",
+                                 "action": EMAIL_ACTION})
+    assert created.status_code == 201
+    table = Table(deps)
+    clock.advance(minutes=7)  # TTL deletes some time after the expiry
+    assert stream(client, table.delete(TaskKey.for_id("water"), by_ttl=True)) == []
+    [(body, _)] = aws.sent(deps.settings.due_queue)
+    assert deliver(client, body) == set()
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 1
+    shown = client.http.get("/tasks/water").json_body
+    assert (shown["status"], shown["attempts"]) == ("DONE", 1)

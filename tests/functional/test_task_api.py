@@ -1,0 +1,318 @@
+"""The task API: create (idempotent), show, list, cancel, reschedule, and every rejection."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from chalice.test import Client
+
+from chalicelib import ddb
+from chalicelib.aws import Deps
+from chalicelib.tasks.model import TaskKey, parse_due
+from tests.fixtures import Aws, FakeClock, use_settings
+from tests.functional.task_support import (
+    EMAIL_ACTION,
+    delete_item,
+    deliver,
+    due_body,
+    emails_sent,
+    get_item,
+    patch_task,
+    post_task,
+    put_item,
+    seed_item,
+)
+
+RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
+
+
+def body(**changes: Any) -> dict[str, Any]:
+    return {"id": "standup", "run_at": RUN_AT, "action": EMAIL_ACTION, **changes}
+
+
+# --- create ------------------------------------------------------------------
+
+def test_a_new_task_answers_201_and_writes_the_item_any_program_could_have_written(
+        client: Client, deps: Deps) -> None:
+    response = post_task(client, body(run_at="2026-11-22T13:10:00+01:00"))
+    assert response.status_code == 201, response.body
+    task = response.json_body
+    assert task["id"] == "standup"
+    assert task["run_at"] == RUN_AT
+    assert (task["strategy"], task["status"], task["attempts"]) == ("exact", "PENDING", 0)
+    assert task["created_at"] == "2026-11-22T12:00:00Z"
+    item = get_item(deps, TaskKey.for_id("standup"))
+    assert item is not None
+    assert (item["PK"], item["SK"], item["run_at"], item["due_epoch"]) == (
+        "TASK#standup", "TASK", RUN_AT, int(parse_due(RUN_AT).timestamp()))
+    assert item["action"] == EMAIL_ACTION
+
+
+def test_without_an_id_the_api_picks_one(client: Client) -> None:
+    response = post_task(client, {"run_at": RUN_AT, "action": EMAIL_ACTION})
+    assert response.status_code == 201
+    assert client.http.get(f"/tasks/{response.json_body['id']}").status_code == 200
+
+
+def test_the_due_time_goes_under_due_attribute_so_seed_items_and_api_items_agree(
+        client: Client, deps: Deps) -> None:
+    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
+    assert post_task(client, body()).status_code == 201
+    item = get_item(deps, TaskKey.for_id("standup"))
+    assert item is not None
+    assert item["REMINDER_TIMESTAMP"] == RUN_AT
+    assert "run_at" not in item
+
+
+def test_an_interval_task_is_filed_under_its_due_bucket(client: Client, deps: Deps) -> None:
+    assert post_task(client, body(strategy="interval")).status_code == 201
+    item = get_item(deps, TaskKey.for_id("standup"))
+    assert item is not None
+    assert item["due_bucket"].startswith("2026-11-22#12:10#")
+
+
+def test_a_lazy_task_expires_at_its_due_time(client: Client, deps: Deps) -> None:
+    assert post_task(client, body(strategy="lazy")).status_code == 201
+    item = get_item(deps, TaskKey.for_id("standup"))
+    assert item is not None
+    assert item["expires_at"] == item["due_epoch"] == int(parse_due(RUN_AT).timestamp())
+
+
+def test_epoch_seconds_are_accepted_and_shown_in_utc(client: Client) -> None:
+    response = post_task(client, body(run_at=int(parse_due(RUN_AT).timestamp())))
+    assert response.status_code == 201
+    assert response.json_body["run_at"] == RUN_AT
+
+
+def test_a_repeated_post_answers_200_with_the_same_task(client: Client) -> None:
+    first = post_task(client, body(recurrence="rate(1 day)"))
+    again = post_task(client, body(recurrence="rate(1 day)", run_at="2026-11-22T12:10:00+00:00"))
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json_body == first.json_body
+
+
+def test_a_repeated_post_still_answers_200_after_the_due_time(client: Client, clock: FakeClock) -> None:
+    assert post_task(client, body()).status_code == 201
+    clock.advance(hours=2)
+    assert post_task(client, body()).status_code == 200
+
+
+def test_the_same_id_with_another_body_is_a_conflict(client: Client) -> None:
+    assert post_task(client, body()).status_code == 201
+    response = post_task(client, body(run_at="2026-11-22T12:20:00Z"))
+    assert response.status_code == 409
+    assert response.json_body["field"] == "id"
+
+
+def test_an_id_taken_by_an_item_from_another_program_is_a_conflict(client: Client, deps: Deps) -> None:
+    put_item(deps, {"PK": "TASK#standup", "SK": "TASK", "run_at": RUN_AT, "email": "x@example.com"})
+    assert post_task(client, body()).status_code == 409
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"run_at": "tomorrow"}, "run_at"),
+    ({"run_at": "2026-11-22T11:58:59Z"}, "run_at"),          # beyond the 60 s grace
+    ({"run_at": None}, "run_at"),
+    ({"strategy": "soon"}, "strategy"),
+    ({"action": {"type": "fax", "to": "123"}}, "action.type"),
+    ({"action": {"type": "email", "to": "ada@example.com", "subject": "hi"}}, "action.body"),
+    ({"action": {"type": "email", "to": "not-an-address", "subject": "s", "body": "b"}}, "action.to"),
+    ({"action": {"type": "sns", "topic_arn": "arn:aws:sqs:nope", "message": "m"}}, "action.topic_arn"),
+    ({"action": {"type": "sqs", "queue_url": "ftp://q", "message": "m"}}, "action.queue_url"),
+    ({"action": {**EMAIL_ACTION, "cc": "x@example.com"}}, "action.cc"),
+    ({"action": "email"}, "action"),
+    ({"recurrence": "every tuesday"}, "recurrence"),
+    ({"timezone": "Mars/Olympus"}, "timezone"),
+    ({"id": "has spaces"}, "id"),
+    ({"priority": "high"}, "priority"),
+])
+def test_a_bad_body_is_rejected_naming_the_field(client: Client, changes: dict[str, Any], field: str) -> None:
+    response = post_task(client, body(**changes))
+    assert response.status_code == 400, response.body
+    assert response.json_body["field"] == field
+    assert response.json_body["error"]
+
+
+def test_missing_run_at_and_action_are_named(client: Client) -> None:
+    assert post_task(client, {"action": EMAIL_ACTION}).json_body["field"] == "run_at"
+    assert post_task(client, {"run_at": RUN_AT}).json_body["field"] == "action"
+
+
+def test_a_body_that_is_not_a_json_object_is_rejected(client: Client) -> None:
+    for raw in ("", "[1]", "{nope"):
+        response = post_task(client, raw)
+        assert response.status_code == 400
+        assert response.json_body["field"] == "body"
+
+
+def test_a_body_over_64_kb_is_too_large(client: Client) -> None:
+    response = post_task(client, body(action={**EMAIL_ACTION, "body": "x" * 70_000}))
+    assert response.status_code == 413
+    assert response.json_body["field"] == "body"
+
+
+# --- show --------------------------------------------------------------------
+
+def test_an_unknown_id_is_404(client: Client) -> None:
+    for path in ("/tasks/nope", "/tasks/no%20such"):
+        response = client.http.get(path)
+        assert response.status_code == 404
+        assert response.json_body["field"] == "id"
+
+
+def test_a_lazy_task_still_answers_after_its_item_expired(client: Client, deps: Deps, clock: FakeClock) -> None:
+    assert post_task(client, body(strategy="lazy")).status_code == 201
+    key = TaskKey.for_id("standup")
+    snapshot = get_item(deps, key)
+    delete_item(deps, key)  # TTL
+    shown = client.http.get("/tasks/standup")
+    assert shown.status_code == 200
+    assert (shown.json_body["status"], shown.json_body["run_at"]) == ("PENDING", RUN_AT)
+    clock.advance(minutes=10)
+    assert deliver(client, due_body(key, parse_due(RUN_AT), snapshot)) == set()
+    shown = client.http.get("/tasks/standup")
+    assert (shown.json_body["status"], shown.json_body["attempts"]) == ("DONE", 1)
+    assert len(emails_sent()) == 1
+
+
+def test_an_item_written_by_another_program_is_shown_by_its_keys(client: Client, deps: Deps) -> None:
+    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
+    put_item(deps, seed_item("2026-11-22T12:03:00"))
+    response = client.http.get("/tasks/USER%23ada%7CREMINDER%23standup")
+    assert response.status_code == 200, response.body
+    assert response.json_body["run_at"] == "2026-11-22T12:03:00Z"
+    assert response.json_body["action"]["to"] == "ada@example.com"
+
+
+# --- list --------------------------------------------------------------------
+
+def test_the_list_pages_through_every_task_once(client: Client, clock: FakeClock) -> None:
+    for i in range(5):
+        assert post_task(client, body(id=f"t{i}")).status_code == 201
+        clock.advance(seconds=1)
+    seen: list[str] = []
+    token: str | None = None
+    pages = 0
+    while True:
+        query = "/tasks?limit=2" + (f"&next_token={token}" if token else "")
+        response = client.http.get(query)
+        assert response.status_code == 200, response.body
+        seen += [t["id"] for t in response.json_body["tasks"]]
+        token = response.json_body["next_token"]
+        pages += 1
+        if not token:
+            break
+    assert seen == ["t0", "t1", "t2", "t3", "t4"]
+    assert pages <= 4
+
+
+def test_the_list_filters_by_status(client: Client) -> None:
+    for i in range(3):
+        post_task(client, body(id=f"t{i}"))
+    assert client.http.delete("/tasks/t1").status_code == 200
+    cancelled = client.http.get("/tasks?status=CANCELLED").json_body["tasks"]
+    pending = client.http.get("/tasks?status=pending").json_body["tasks"]
+    assert [t["id"] for t in cancelled] == ["t1"]
+    assert [t["id"] for t in pending] == ["t0", "t2"]
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ("status=SOON", "status"), ("limit=0", "limit"), ("limit=500", "limit"), ("limit=x", "limit"),
+    ("next_token=garbage", "next_token"), ("sort=asc", "sort"),
+])
+def test_bad_list_parameters_are_rejected(client: Client, query: str, field: str) -> None:
+    response = client.http.get(f"/tasks?{query}")
+    assert response.status_code == 400
+    assert response.json_body["field"] == field
+
+
+# --- cancel ------------------------------------------------------------------
+
+def test_cancel_deletes_the_item_and_the_task_shows_cancelled(client: Client, deps: Deps) -> None:
+    post_task(client, body())
+    response = client.http.delete("/tasks/standup")
+    assert response.status_code == 200
+    assert response.json_body["status"] == "CANCELLED"
+    assert get_item(deps, TaskKey.for_id("standup")) is None
+    assert client.http.get("/tasks/standup").json_body["status"] == "CANCELLED"
+    assert client.http.delete("/tasks/standup").status_code == 200  # a repeated DELETE
+
+
+def test_a_cancelled_tasks_message_does_not_run(client: Client, clock: FakeClock) -> None:
+    post_task(client, body())
+    client.http.delete("/tasks/standup")
+    clock.advance(minutes=10)
+    assert deliver(client, due_body(TaskKey.for_id("standup"), parse_due(RUN_AT))) == set()
+    assert emails_sent() == []
+
+
+def test_a_finished_task_cannot_be_cancelled(client: Client, clock: FakeClock) -> None:
+    post_task(client, body())
+    clock.advance(minutes=10)
+    deliver(client, due_body(TaskKey.for_id("standup"), parse_due(RUN_AT)))
+    response = client.http.delete("/tasks/standup")
+    assert response.status_code == 409
+    assert client.http.get("/tasks?status=DONE").json_body["tasks"][0]["id"] == "standup"
+
+
+def test_cancelling_an_unknown_task_is_404(client: Client) -> None:
+    assert client.http.delete("/tasks/nope").status_code == 404
+
+
+# --- reschedule --------------------------------------------------------------
+
+def test_patch_moves_the_due_time_on_the_item(client: Client, deps: Deps) -> None:
+    post_task(client, body(strategy="interval"))
+    response = patch_task(client, "standup", {"run_at": "2026-11-22T15:00:00Z"})
+    assert response.status_code == 200, response.body
+    assert response.json_body["run_at"] == "2026-11-22T15:00:00Z"
+    item = get_item(deps, TaskKey.for_id("standup"))
+    assert item is not None
+    assert item["run_at"] == "2026-11-22T15:00:00Z"
+    assert item["due_epoch"] == int(parse_due("2026-11-22T15:00:00Z").timestamp())
+    assert item["due_bucket"].startswith("2026-11-22#15:00#")
+    assert client.http.get("/tasks/standup").json_body["run_at"] == "2026-11-22T15:00:00Z"
+
+
+def test_patch_replaces_the_action(client: Client, deps: Deps) -> None:
+    post_task(client, body())
+    sns = {"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:123456789012:people", "message": "hi"}
+    assert patch_task(client, "standup", {"action": sns}).json_body["action"] == sns
+
+
+def test_the_old_message_of_a_rescheduled_task_is_skipped(client: Client, clock: FakeClock) -> None:
+    post_task(client, body())
+    patch_task(client, "standup", {"run_at": "2026-11-22T15:00:00Z"})
+    clock.advance(minutes=10)
+    deliver(client, due_body(TaskKey.for_id("standup"), parse_due(RUN_AT)))
+    assert emails_sent() == []
+    assert client.http.get("/tasks/standup").json_body["status"] == "PENDING"
+
+
+@pytest.mark.parametrize(("patch", "field"), [
+    ({"run_at": "2020-01-01T00:00:00Z"}, "run_at"), ({"run_at": "later"}, "run_at"),
+    ({"action": {"type": "fax"}}, "action.type"), ({"strategy": "lazy"}, "strategy"), ({}, "body"),
+])
+def test_a_bad_patch_is_rejected_naming_the_field(client: Client, patch: dict[str, Any], field: str) -> None:
+    post_task(client, body())
+    response = patch_task(client, "standup", patch)
+    assert response.status_code == 400
+    assert response.json_body["field"] == field
+
+
+def test_patching_an_unknown_task_is_404_and_a_finished_one_409(client: Client, clock: FakeClock) -> None:
+    assert patch_task(client, "nope", {"run_at": RUN_AT}).status_code == 404
+    post_task(client, body())
+    clock.advance(minutes=10)
+    deliver(client, due_body(TaskKey.for_id("standup"), parse_due(RUN_AT)))
+    assert patch_task(client, "standup", {"run_at": "2026-11-23T00:00:00Z"}).status_code == 409
+
+
+def test_the_state_table_keeps_a_record_and_a_status_index_entry(client: Client, aws: Aws, deps: Deps) -> None:
+    post_task(client, body())
+    rows = [ddb.deserialize(i) for i in aws.clients.dynamodb.scan(TableName=deps.settings.state_table)["Items"]]
+    assert sorted((r["PK"], r["SK"]) for r in rows) == [
+        ("TASK#standup", "RECORD"), ("TASKS#PENDING", "2026-11-22T12:00:00Z#standup")]
+    assert json.dumps(rows)  # plain JSON values only

@@ -1,0 +1,75 @@
+"""What the API writes: request validation, fingerprints, due attributes, list tokens."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from chalicelib.settings import Settings
+from chalicelib.tasks import items
+from chalicelib.tasks.model import InvalidTask, Strategy, TaskKey
+
+SETTINGS = Settings.from_env({})
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+ACTION = {"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:123456789012:people", "message": "hi"}
+
+
+def request(**body: Any) -> items.TaskRequest:
+    return items.parse_request({"run_at": "2026-11-22T12:10:00Z", "action": ACTION, **body}, SETTINGS)
+
+
+def test_the_strategy_defaults_to_the_stage_default() -> None:
+    assert request().strategy is Strategy.EXACT
+    lazy = Settings.from_env({"DEFAULT_STRATEGY": "lazy"})
+    assert items.parse_request({"run_at": 1795000000, "action": ACTION}, lazy).strategy is Strategy.LAZY
+
+
+def test_the_fingerprint_ignores_how_the_time_was_spelled_but_not_what_it_is() -> None:
+    assert request().fingerprint() == request(run_at="2026-11-22T13:10:00+01:00").fingerprint()
+    assert request().fingerprint() == request(run_at=1795349400).fingerprint()
+    assert request().fingerprint() != request(run_at="2026-11-22T12:10:01Z").fingerprint()
+    assert request().fingerprint() != request(recurrence="rate(1 day)").fingerprint()
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"run_at": "soon"}, "run_at"), ({"strategy": "eventually"}, "strategy"),
+    ({"action": {"type": "sms"}}, "action.type"), ({"id": ""}, "id"), ({"id": "a/b"}, "id"),
+    ({"recurrence": "rate(0 minutes)"}, "recurrence"), ({"timezone": 5}, "timezone"),
+])
+def test_an_invalid_request_names_its_field(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidTask) as caught:
+        request(**body)
+    assert caught.value.field == field
+
+
+def test_a_time_within_the_grace_is_accepted_and_one_before_it_is_not() -> None:
+    items.check_not_past(datetime(2026, 11, 22, 11, 59, 0, tzinfo=UTC), NOW, 60)
+    with pytest.raises(InvalidTask, match="in the past"):
+        items.check_not_past(datetime(2026, 11, 22, 11, 58, 59, tzinfo=UTC), NOW, 60)
+
+
+@pytest.mark.parametrize(("previous", "expected"), [
+    (1795349400, 1795349400), ("1795349400", "1795349400"), ("2026-11-22T12:10:00", "2026-11-22T12:10:00Z"),
+    (None, "2026-11-22T12:10:00Z"),
+])
+def test_a_new_due_time_keeps_the_form_the_item_used(previous: Any, expected: Any) -> None:
+    assert items.format_due(previous, datetime(2026, 11, 22, 12, 10, tzinfo=UTC)) == expected
+
+
+def test_each_strategy_writes_its_own_due_attributes() -> None:
+    due, key = datetime(2026, 11, 22, 12, 10, tzinfo=UTC), TaskKey("TASK#x", "TASK")
+    assert set(items.due_attributes(key, Strategy.EXACT, due, SETTINGS)) == {"run_at", "due_epoch"}
+    assert set(items.due_attributes(key, Strategy.INTERVAL, due, SETTINGS)) == {"run_at", "due_epoch", "due_bucket"}
+    lazy = items.due_attributes(key, Strategy.LAZY, due, SETTINGS)
+    assert lazy["expires_at"] == lazy["due_epoch"] == int(due.timestamp())
+
+
+def test_a_list_token_round_trips_and_a_forged_one_is_rejected() -> None:
+    key = {"PK": "TASKS#DONE", "SK": "2026-11-22T12:00:00Z#x"}
+    assert items.decode_token(items.encode_token(1, key), 4) == (1, key)
+    assert items.decode_token(items.encode_token(2, None), 4) == (2, None)
+    for forged in ("garbage", items.encode_token(9, None), items.encode_token(0, {"PK": "CLAIM#x", "SK": "y"})):
+        with pytest.raises(InvalidTask):
+            items.decode_token(forged, 4)

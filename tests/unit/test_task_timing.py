@@ -1,0 +1,61 @@
+"""When the executor runs, retries and re-arms a task: pure rules, table-driven."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from chalicelib.tasks.model import Strategy, Task, TaskKey
+from chalicelib.tasks.timing import Arrival, arrival, claim_held_delay, next_due, retry_delay
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("ahead", "expected"), [
+    (-5.0, Arrival("run")),
+    (0.0, Arrival("run")),
+    (0.25, Arrival("wait", 0.25)),
+    (0.999, Arrival("wait", 0.999)),
+    (1.0, Arrival("requeue", 1)),
+    (60.7, Arrival("requeue", 60)),
+    (900.0, Arrival("requeue", 900)),
+    (86400.0, Arrival("requeue", 900)),
+])
+def test_a_message_never_runs_before_its_due_time(ahead: float, expected: Arrival) -> None:
+    result = arrival(NOW + timedelta(seconds=ahead), NOW)
+    assert result.kind == expected.kind
+    assert result.seconds == pytest.approx(expected.seconds)
+
+
+@pytest.mark.parametrize(("failures", "delay"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (10, 8.0)])
+def test_retries_back_off_exponentially_up_to_a_cap(failures: int, delay: float) -> None:
+    assert retry_delay(failures) == delay
+
+
+def task(due: datetime, recurrence: str | None = None, timezone: str | None = None) -> Task:
+    return Task(TaskKey("PK", "SK"), due, Strategy.EXACT, {"type": "email"}, recurrence=recurrence,
+                timezone=timezone)
+
+
+def test_a_one_off_task_has_no_next_time() -> None:
+    assert next_due(task(NOW), NOW) is None
+
+
+def test_a_rate_keeps_its_phase_from_the_due_time() -> None:
+    assert next_due(task(NOW, "rate(1 hour)"), NOW + timedelta(seconds=3)) == NOW + timedelta(hours=1)
+
+
+def test_missed_occurrences_are_not_replayed() -> None:
+    late = NOW + timedelta(hours=5, minutes=30)
+    assert next_due(task(NOW, "rate(1 hour)"), late) == NOW + timedelta(hours=6)
+
+
+def test_cron_reads_wall_clock_time_in_the_task_time_zone() -> None:
+    due = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)  # 09:00 in Paris
+    assert next_due(task(due, "cron(0 9 * * ? *)", "Europe/Paris"), due) == datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("held_for", "delay"), [(0, 301), (100, 201), (299.5, 1), (1000, 1)])
+def test_a_held_claim_is_retried_when_its_lease_ends(held_for: float, delay: int) -> None:
+    assert claim_held_delay(NOW.timestamp() - held_for, 300, NOW) == delay
