@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck check clean
+.PHONY: run demo test lint typecheck check clean deploy destroy
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -12,9 +12,22 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
-## run: the app offline against moto's server (see README)
+## run: the app offline against moto's server (see docs/local.md)
 run: $(STAMP)
 	$(BIN)/python -m local.run
+
+## demo: a scripted scenario on the offline runtime; exits 0 only if all of it worked (docs/local.md)
+demo: $(STAMP)
+	$(BIN)/python -m local.demo
+
+## deploy: provision STAGE's resources on AWS, chalice deploy, event-source settings (docs/deploy.md)
+STAGE ?= dev
+deploy: $(STAMP)
+	$(BIN)/python -m deploy.cli deploy --stage $(STAGE)
+
+## destroy: chalice delete + STAGE's resources, after typing the stage name (or CONFIRM=<stage>; DELETE_DATA=1 drops tables)
+destroy: $(STAMP)
+	$(BIN)/python -m deploy.cli destroy --stage $(STAGE)
 
 ## test: lint, types and the whole suite
 test: $(STAMP)

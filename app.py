@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from chalice.app import Chalice, CloudWatchEvent, Response, SQSEvent
+from typing import Any
 
+from chalice.app import Chalice, CloudWatchEvent, DynamoDBEvent, Response, SQSEvent
+
+from chalicelib import auth
 from chalicelib.aws import Deps
 from chalicelib.backups import api as backup_api
 from chalicelib.backups import monitor, trigger
 from chalicelib.container import Container
 from chalicelib.events import scheduled_time
 from chalicelib.settings import Settings
+from chalicelib.tasks import api as task_api
+from chalicelib.tasks import executor, interval, stream
 from chalicelib.web import json_body, query, raw_body, respond
 
 settings = Settings.from_env()
@@ -19,6 +24,11 @@ container = Container(lambda: Deps.from_settings(settings))
 
 def deps() -> Deps:
     return container.get()
+
+
+# Every route but GET /health takes **protected: the authorizer API_AUTH chooses (chalicelib/auth.py).
+protected = auth.route_auth(app, settings, lambda: deps().settings)
+token_authorizer = auth.builtin_authorizer(protected)  # Lambda entry app.token_authorizer when API_AUTH=token
 
 
 # --- backups -----------------------------------------------------------------
@@ -37,19 +47,67 @@ def backup_monitor(event: SQSEvent) -> None:
         monitor.check_run(deps(), record.body, record.to_dict().get("messageId", ""))
 
 
-@app.route("/backups", methods=["POST"])
+@app.route("/backups", methods=["POST"], **protected)
 def start_backup_run() -> Response:
     return respond(lambda: backup_api.start(deps(), json_body(raw_body(app.current_request))))
 
 
-@app.route("/backups/runs", methods=["GET"])
+@app.route("/backups/runs", methods=["GET"], **protected)
 def list_backup_runs() -> Response:
     return respond(lambda: backup_api.recent(deps(), query(app.current_request)))
 
 
-@app.route("/backups/runs/{run_id}", methods=["GET"])
+@app.route("/backups/runs/{run_id}", methods=["GET"], **protected)
 def show_backup_run(run_id: str) -> Response:
     return respond(lambda: backup_api.show(deps(), run_id))
+
+
+# --- tasks: stream scheduler and interval processor --------------------------
+
+# Chalice cannot set ReportBatchItemFailures; deploy sets it on this mapping after deploy.
+@app.on_dynamodb_record(stream_arn=settings.tasks_stream_arn, name="task_stream", batch_size=100,
+                        starting_position="TRIM_HORIZON")
+def task_stream(event: DynamoDBEvent) -> dict[str, Any]:
+    return stream.process_records(deps(), event.to_dict()["Records"])
+
+
+@app.schedule(settings.processor_schedule, name="interval_processor",
+              description="Send the interval tasks that have come due to the due queue")
+def interval_processor(event: CloudWatchEvent) -> None:
+    interval.process_due(deps())
+
+
+# --- tasks: API and executor ------------------------------------------------
+
+@app.route("/tasks", methods=["POST"], **protected)
+def create_task() -> Response:
+    return respond(lambda: task_api.create(deps(), json_body(raw_body(app.current_request))))
+
+
+@app.route("/tasks", methods=["GET"], **protected)
+def list_tasks() -> Response:
+    return respond(lambda: task_api.list_tasks(deps(), query(app.current_request)))
+
+
+@app.route("/tasks/{task_id}", methods=["GET"], **protected)
+def show_task(task_id: str) -> Response:
+    return respond(lambda: task_api.show(deps(), task_id))
+
+
+@app.route("/tasks/{task_id}", methods=["DELETE"], **protected)
+def cancel_task(task_id: str) -> Response:
+    return respond(lambda: task_api.cancel(deps(), task_id))
+
+
+@app.route("/tasks/{task_id}", methods=["PATCH"], **protected)
+def reschedule_task(task_id: str) -> Response:
+    return respond(lambda: task_api.reschedule(deps(), task_id, json_body(raw_body(app.current_request))))
+
+
+# Chalice cannot set ReportBatchItemFailures; deploy must set it on this mapping too.
+@app.on_sqs_message(queue=settings.due_queue, batch_size=10, name="task_executor")
+def task_executor(event: SQSEvent) -> dict[str, Any]:
+    return executor.run_batch(deps(), event.to_dict()["Records"])
 
 
 # --- health ------------------------------------------------------------------

@@ -14,8 +14,9 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from chalicelib.aws import Clients
-from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from chalicelib.aws import Clients, client_config
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
+from deploy import iam
 
 MAX_RECEIVE_COUNT = 5  # deliveries before SQS moves a message to its dead-letter queue
 
@@ -78,11 +79,11 @@ def ensure_table(clients: Clients, name: str, result: Provisioned, *,
 
 def ensure_queue(clients: Clients, name: str, result: Provisioned, *,
                  dlq_arn: str | None = None, visibility_timeout: int = 60,
-                 retention_seconds: int = 1209600) -> tuple[str, str]:
+                 retention_seconds: int = 1209600, delay_seconds: int = 0) -> tuple[str, str]:
     """A standard queue (with a redrive policy to ``dlq_arn``); returns (url, arn)."""
     sqs = clients.sqs
     attributes: dict[Any, str] = {"VisibilityTimeout": str(visibility_timeout),
-                  "MessageRetentionPeriod": str(retention_seconds)}
+                  "MessageRetentionPeriod": str(retention_seconds), "DelaySeconds": str(delay_seconds)}
     if dlq_arn:
         attributes["RedrivePolicy"] = json.dumps(
             {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT})
@@ -134,21 +135,76 @@ def ensure_sender(clients: Clients, email: str, result: Provisioned) -> None:
         result.changes.append(f"created SES identity {email}")
 
 
+SCHEDULER_ROLE_POLICY = "send-due-tasks"
+
+
+def iam_client(clients: Clients) -> Any:
+    """IAM is only needed to provision (never in Lambda), so its client is built here."""
+    kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
+    if clients.settings.endpoint_url:
+        kwargs["endpoint_url"] = clients.settings.endpoint_url
+    return clients.session.client("iam", **kwargs)
+
+
+def ensure_scheduler_role(clients: Clients, name: str, due_queue_arn: str, scheduler_dlq_arn: str,
+                          result: Provisioned) -> str:
+    """A role EventBridge Scheduler (of this account only) assumes, allowed only sqs:SendMessage
+    to the due queue and its scheduler dead-letter queue; returns its ARN."""
+    client = iam_client(clients)
+    where = iam.Account.from_environment({"SCHEDULER_DLQ_ARN": scheduler_dlq_arn})
+    trust = iam.scheduler_trust_policy(where)
+    policy = iam.scheduler_role_policy(due_queue_arn, scheduler_dlq_arn)
+    try:
+        role = client.get_role(RoleName=name)["Role"]
+        if _as_document(role.get("AssumeRolePolicyDocument")) != trust:
+            client.update_assume_role_policy(RoleName=name, PolicyDocument=json.dumps(trust))
+            result.changes.append(f"updated trust policy of role {name}")
+    except ClientError as exc:
+        if _code(exc) != "NoSuchEntity":
+            raise
+        role = client.create_role(
+            RoleName=name, AssumeRolePolicyDocument=json.dumps(trust),
+            Description="EventBridge Scheduler delivers due timekeeper tasks to the due queue")["Role"]
+        result.changes.append(f"created role {name}")
+    try:
+        current = _as_document(client.get_role_policy(
+            RoleName=name, PolicyName=SCHEDULER_ROLE_POLICY)["PolicyDocument"])
+    except ClientError as exc:
+        if _code(exc) != "NoSuchEntity":
+            raise
+        current = None
+    if current != policy:
+        client.put_role_policy(RoleName=name, PolicyName=SCHEDULER_ROLE_POLICY, PolicyDocument=json.dumps(policy))
+        result.changes.append(f"{'updated' if current else 'attached'} policy {SCHEDULER_ROLE_POLICY} of role {name}")
+    return str(role["Arn"])
+
+
+def _as_document(value: Any) -> Any:
+    """IAM returns policy documents URL-decoded as dicts (boto3) or as JSON text (some emulators)."""
+    if isinstance(value, str):
+        from urllib.parse import unquote
+        return json.loads(unquote(value))
+    return value
+
+
 def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = "") -> Provisioned:
     """Every resource the app needs; returns the stage environment naming them."""
     result = Provisioned()
-    ensure_table(clients, settings.state_table, result)
+    ensure_table(clients, settings.state_table, result, ttl_attribute=STATE_TTL_ATTRIBUTE)
     tasks = ensure_table(
         clients, settings.tasks_table, result, stream=True, ttl_attribute=settings.ttl_attribute,
         gsi=(settings.bucket_index, settings.bucket_attribute, DUE_EPOCH_ATTRIBUTE))
     _, monitor_dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, result)
     ensure_queue(clients, settings.backup_monitor_queue, result, dlq_arn=monitor_dlq_arn,
-                 visibility_timeout=300)
+                 visibility_timeout=300, delay_seconds=settings.backup_monitor_delay_seconds)
     _, task_dlq_arn = ensure_queue(clients, settings.task_dlq, result)
-    ensure_queue(clients, settings.due_queue, result, dlq_arn=task_dlq_arn, visibility_timeout=120)
-    _, scheduler_dlq_arn = ensure_queue(clients, f"{settings.due_queue}-scheduler-dlq", result)
-    topic_name = (settings.alert_topic_arn.rsplit(":", 1)[-1] if settings.alert_topic_arn
-                  else f"timekeeper-{settings.stage}-alerts")
+    _, due_queue_arn = ensure_queue(clients, settings.due_queue, result, dlq_arn=task_dlq_arn,
+                                    visibility_timeout=120)
+    _, scheduler_dlq_arn = ensure_queue(clients, iam.scheduler_dlq_name(settings), result)
+    if not scheduler_role_arn:
+        scheduler_role_arn = ensure_scheduler_role(
+            clients, iam.scheduler_role_name(settings), due_queue_arn, scheduler_dlq_arn, result)
+    topic_name = iam.alert_topic_name(settings)
     topic_arn = ensure_topic(clients, topic_name, result)
     ensure_schedule_group(clients, settings.schedule_group, result)
     ensure_sender(clients, settings.sender_email, result)
@@ -162,9 +218,8 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
         "BACKUP_MONITOR_DLQ": settings.backup_monitor_dlq,
         "DUE_QUEUE": settings.due_queue,
         "TASK_DLQ": settings.task_dlq,
+        "SCHEDULER_ROLE_ARN": scheduler_role_arn,
     })
-    if scheduler_role_arn:
-        result.environment["SCHEDULER_ROLE_ARN"] = scheduler_role_arn
     return result
 
 

@@ -16,6 +16,7 @@ import app as app_module
 from chalicelib.aws import Clients, Deps
 from chalicelib.settings import Settings
 from deploy.provision import provision
+from tests.policy_recorder import RECORDER
 
 ACCOUNT = "123456789012"  # moto's default account
 
@@ -95,6 +96,7 @@ def aws() -> Iterator[Aws]:
     with mock_aws():
         settings = Settings.from_env()
         clients = Clients(settings)
+        RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy
         provisioned = provision(clients, settings)
         settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
                            tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"])
@@ -123,3 +125,12 @@ def use_settings(deps: Deps, **changes: Any) -> Deps:
 def client(deps: Deps) -> Iterator[Client]:
     with Client(app_module.app) as test_client:
         yield test_client
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``last`` (the IAM policy coverage check) run after all the others."""
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "last: runs after every other test (it checks what they did)")

@@ -1,0 +1,224 @@
+"""``make deploy`` / ``make destroy``: a stage on AWS, from the usual credential chain.
+
+    python -m deploy.cli deploy  --stage prod
+    python -m deploy.cli destroy --stage prod [--confirm prod] [--delete-data]
+    python -m deploy.cli policy  --stage prod            # render .chalice/policy-prod.json
+    python -m deploy.cli template                        # render deploy/resources.json (prod)
+    python -m deploy.cli package --stage prod OUT_DIR    # chalice package + merge template
+
+deploy: provision() the stage's resources (the same idempotent function the
+local runtime uses), write their names and ARNs into the stage's
+environment_variables, render the stage's policy file from them, run
+``chalice deploy``, then apply the event-source settings Chalice lacks. Every
+step only changes what differs, so a second run reports no changes.
+
+Credentials and region come from boto3's chain (AWS_PROFILE, AWS_REGION,
+...); nothing secret is written to the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from chalicelib.aws import Clients, client_config
+from chalicelib.settings import Settings
+from deploy import event_sources, iam, stage, template
+from deploy.provision import SCHEDULER_ROLE_POLICY, iam_client, provision
+
+DEPLOYABLE_AUTH = ("iam", "api_key", "cognito")
+RunChalice = Callable[[Sequence[str], Path], None]
+
+
+class DeployError(RuntimeError):
+    pass
+
+
+@dataclass
+class Report:
+    changes: list[str] = field(default_factory=list)
+
+
+def run_chalice(args: Sequence[str], project: Path) -> None:
+    chalice = Path(sys.executable).with_name("chalice")
+    subprocess.run([str(chalice), *args], cwd=project, check=True)
+
+
+def _region(session: boto3.session.Session) -> str:
+    region = session.region_name
+    if not region:
+        raise DeployError("no AWS region: set AWS_REGION (or a region in the AWS_PROFILE's config)")
+    return region
+
+
+def check_deployable(config: Mapping[str, Any], name: str) -> None:
+    if name == "local":
+        raise DeployError("the local stage runs offline (make run); deploy dev or prod")
+    api_auth = stage.environment(config, name).get("API_AUTH", "none")
+    if api_auth not in DEPLOYABLE_AUTH:
+        raise DeployError(f"stage {name} has API_AUTH={api_auth!r}; a deployed stage needs one of "
+                          f"{', '.join(DEPLOYABLE_AUTH)} (set it in .chalice/config.json)")
+
+
+def _queue_arn(clients: Clients, name: str) -> str:
+    url = clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    return clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def lambda_client(clients: Clients) -> Any:
+    kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
+    if clients.settings.endpoint_url:
+        kwargs["endpoint_url"] = clients.settings.endpoint_url
+    return clients.session.client("lambda", **kwargs)
+
+
+def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str],
+           project: Path = stage.PROJECT, chalice: RunChalice = run_chalice) -> Report:
+    """Provision, record, render the policy, chalice deploy, apply event-source settings."""
+    config = stage.load_config(project)
+    check_deployable(config, name)
+    options = event_sources.EventSourceOptions.from_env(environ)
+    targets = iam.action_targets_from(environ)
+    settings = stage.settings(config, name, _region(session))
+    clients = Clients(settings, session=session)
+    report = Report()
+
+    provisioned = provision(clients, settings)
+    report.changes += provisioned.changes
+    changed = stage.record_environment(name, provisioned.environment, project)
+    report.changes += [f"config.json: {name}.{variable}" for variable in changed]
+    env = stage.environment(stage.load_config(project), name)
+    if stage.render_policy(name, targets, iam.Account.from_environment(env), project):
+        report.changes.append(f"rendered .chalice/policy-{name}.json")
+
+    chalice(["deploy", "--stage", name], project)
+
+    deployed = project / ".chalice" / "deployed" / f"{name}.json"
+    mappings = event_sources.deployed_mappings(deployed) if deployed.exists() else []
+    on_failure = _queue_arn(clients, options.stream_on_failure_queue or settings.task_dlq)
+    report.changes += event_sources.apply(lambda_client(clients), mappings, options, on_failure)
+    return report
+
+
+def destroy_resources(clients: Clients, settings: Settings, delete_data: bool) -> list[str]:
+    """Delete what provision() made (tables only with ``delete_data``); missing ones are skipped."""
+    changes: list[str] = []
+
+    def gone(exc: ClientError) -> bool:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        return code in ("ResourceNotFoundException", "NoSuchEntity", "NotFoundException",
+                        "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+
+    def attempt(what: str, call: Callable[[], Any]) -> None:
+        try:
+            call()
+            changes.append(f"deleted {what}")
+        except ClientError as exc:
+            if not gone(exc):
+                raise
+
+    for queue in (settings.backup_monitor_queue, settings.backup_monitor_dlq, settings.due_queue,
+                  settings.task_dlq, iam.scheduler_dlq_name(settings)):
+        attempt(f"queue {queue}", lambda q=queue: clients.sqs.delete_queue(  # type: ignore[misc]
+            QueueUrl=clients.sqs.get_queue_url(QueueName=q)["QueueUrl"]))
+    topic = iam.alert_topic_name(settings)
+    for page in clients.sns.get_paginator("list_topics").paginate():
+        for arn in [t["TopicArn"] for t in page.get("Topics", []) if t["TopicArn"].rsplit(":", 1)[-1] == topic]:
+            attempt(f"topic {topic}", lambda a=arn: clients.sns.delete_topic(TopicArn=a))  # type: ignore[misc]
+    attempt(f"schedule group {settings.schedule_group}",
+            lambda: clients.scheduler.delete_schedule_group(Name=settings.schedule_group))
+    role = iam.scheduler_role_name(settings)
+    client = iam_client(clients)
+    attempt(f"policy of role {role}", lambda: client.delete_role_policy(RoleName=role, PolicyName=SCHEDULER_ROLE_POLICY))
+    attempt(f"role {role}", lambda: client.delete_role(RoleName=role))
+    if delete_data:
+        for table in (settings.state_table, settings.tasks_table):
+            attempt(f"table {table}", lambda t=table: clients.dynamodb.delete_table(TableName=t))  # type: ignore[misc]
+    return changes
+
+
+def destroy(name: str, session: boto3.session.Session, confirm: str | None, delete_data: bool,
+            project: Path = stage.PROJECT, chalice: RunChalice = run_chalice,
+            ask: Callable[[str], str] = input) -> Report:
+    config = stage.load_config(project)
+    check_deployable(config, name)
+    typed = confirm if confirm is not None else ask(
+        f"This deletes stage {name!r} ({'and its data tables' if delete_data else 'tables are kept'}). "
+        f"Type the stage name to go on: ")
+    if typed.strip() != name:
+        raise DeployError(f"not confirmed (typed {typed.strip()!r}, expected {name!r}); nothing deleted")
+    settings = stage.settings(config, name, _region(session))
+    clients = Clients(settings, session=session)
+    if (project / ".chalice" / "deployed" / f"{name}.json").exists():
+        chalice(["delete", "--stage", name], project)
+    return Report(destroy_resources(clients, settings, delete_data))
+
+
+def render_template(environ: Mapping[str, str], project: Path = stage.PROJECT, name: str = "prod") -> dict[str, Any]:
+    """The merge template of stage ``name``: its resources and app.py's event-source settings."""
+    import app as app_module
+
+    settings = stage.settings(stage.load_config(project), name)
+    return template.with_event_settings(template.resources(settings), app_module.app, settings,
+                                       event_sources.EventSourceOptions.from_env(environ))
+
+
+def package(name: str, out: Path, environ: Mapping[str, str], project: Path = stage.PROJECT,
+            chalice: RunChalice = run_chalice) -> None:
+    """``chalice package`` with the stage's merge template."""
+    merge = render_template(environ, project, name)
+    with tempfile.TemporaryDirectory() as tmp:
+        merge_file = Path(tmp) / "merge.json"
+        merge_file.write_text(json.dumps(merge, indent=2))
+        chalice(["package", "--stage", name, "--merge-template", str(merge_file), str(out)], project)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.cli", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command in ("deploy", "destroy", "policy", "package"):
+        sub = commands.add_parser(command)
+        sub.add_argument("--stage", required=True)
+        if command == "destroy":
+            sub.add_argument("--confirm", default=os.environ.get("CONFIRM") or None)
+            sub.add_argument("--delete-data", action="store_true", default=os.environ.get("DELETE_DATA") == "1")
+        if command == "package":
+            sub.add_argument("out", type=Path)
+    commands.add_parser("template")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "deploy":
+            report = deploy(args.stage, boto3.session.Session(), os.environ)
+        elif args.command == "destroy":
+            report = destroy(args.stage, boto3.session.Session(), args.confirm, args.delete_data)
+        elif args.command == "policy":
+            targets = iam.action_targets_from(os.environ)
+            report = Report([f"rendered policy-{args.stage}.json"] if stage.render_policy(args.stage, targets) else [])
+        elif args.command == "template":
+            changed = stage.write_json(stage.PROJECT / "deploy" / "resources.json", render_template(os.environ))
+            report = Report(["rendered deploy/resources.json"] if changed else [])
+        else:
+            package(args.stage, args.out, os.environ)
+            report = Report()
+    except (DeployError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for change in report.changes:
+        print(f"changed: {change}")
+    print(f"{len(report.changes)} change(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

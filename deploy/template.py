@@ -1,0 +1,101 @@
+"""The provisioned resources as a CloudFormation merge template for ``chalice package``.
+
+``provision()`` creates these resources with boto3 for ``make deploy``; this
+module says the same in CloudFormation, for a stack built from ``chalice
+package --merge-template``: tables (stream, TTL, GSI; kept on stack deletion),
+queues (delays, redrive), the alert topic, the schedule group, the Scheduler
+role; and the event-source settings of deploy/event_sources.py on the SAM
+events of app.py's handlers (the stream handler reading the TasksTable's
+stream). deploy/resources.json is the prod rendering with the settings'
+defaults (``python -m deploy.cli template``); the functions' policies come
+from .chalice/policy-prod.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalice.app import Chalice
+
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from deploy import event_sources, iam
+from deploy.provision import MAX_RECEIVE_COUNT
+
+RETENTION_SECONDS = 1209600
+MONITOR_VISIBILITY_SECONDS = 300
+DUE_VISIBILITY_SECONDS = 120
+DEFAULT_VISIBILITY_SECONDS = 60
+
+
+def _table(name: str, **extra: Any) -> dict[str, Any]:
+    attributes = [{"AttributeName": "PK", "AttributeType": "S"}, {"AttributeName": "SK", "AttributeType": "S"}]
+    gsi = extra.pop("gsi", None)
+    props: dict[str, Any] = {
+        "TableName": name, "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+    }
+    if gsi:
+        index, hash_attr, range_attr = gsi
+        attributes += [{"AttributeName": hash_attr, "AttributeType": "S"},
+                       {"AttributeName": range_attr, "AttributeType": "N"}]
+        props["GlobalSecondaryIndexes"] = [{
+            "IndexName": index,
+            "KeySchema": [{"AttributeName": hash_attr, "KeyType": "HASH"},
+                          {"AttributeName": range_attr, "KeyType": "RANGE"}],
+            "Projection": {"ProjectionType": "KEYS_ONLY"}}]
+    props["AttributeDefinitions"] = attributes
+    props.update(extra)
+    # Data outlives the stack, as `make destroy` keeps it unless DELETE_DATA=1.
+    return {"Type": "AWS::DynamoDB::Table", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+            "Properties": props}
+
+
+def _queue(name: str, visibility: int = DEFAULT_VISIBILITY_SECONDS, delay: int = 0,
+           dlq: str | None = None) -> dict[str, Any]:
+    props: dict[str, Any] = {"QueueName": name, "VisibilityTimeout": visibility,
+                             "MessageRetentionPeriod": RETENTION_SECONDS, "DelaySeconds": delay}
+    if dlq:
+        props["RedrivePolicy"] = {"deadLetterTargetArn": {"Fn::GetAtt": [dlq, "Arn"]},
+                                  "maxReceiveCount": MAX_RECEIVE_COUNT}
+    return {"Type": "AWS::SQS::Queue", "Properties": props}
+
+
+def resources(settings: Settings) -> dict[str, Any]:
+    """The merge template of the resources of the stage ``settings`` describes."""
+    trust = iam.scheduler_trust_policy(iam.Account(account="${AWS::AccountId}"))
+    send = iam.scheduler_role_policy("DUE", "DLQ")
+    send["Statement"][0]["Resource"] = [{"Fn::GetAtt": ["DueQueue", "Arn"]}, {"Fn::GetAtt": ["SchedulerDlq", "Arn"]}]
+    return {
+        "Resources": {
+            "StateTable": _table(settings.state_table),
+            "TasksTable": _table(
+                settings.tasks_table,
+                StreamSpecification={"StreamViewType": "NEW_AND_OLD_IMAGES"},
+                TimeToLiveSpecification={"AttributeName": settings.ttl_attribute, "Enabled": True},
+                gsi=(settings.bucket_index, settings.bucket_attribute, DUE_EPOCH_ATTRIBUTE)),
+            "BackupMonitorDlq": _queue(settings.backup_monitor_dlq),
+            "BackupMonitorQueue": _queue(settings.backup_monitor_queue, MONITOR_VISIBILITY_SECONDS,
+                                         settings.backup_monitor_delay_seconds, "BackupMonitorDlq"),
+            "TaskDlq": _queue(settings.task_dlq),
+            "DueQueue": _queue(settings.due_queue, DUE_VISIBILITY_SECONDS, dlq="TaskDlq"),
+            "SchedulerDlq": _queue(iam.scheduler_dlq_name(settings)),
+            "AlertTopic": {"Type": "AWS::SNS::Topic", "Properties": {"TopicName": iam.alert_topic_name(settings)}},
+            "ScheduleGroup": {"Type": "AWS::Scheduler::ScheduleGroup",
+                              "Properties": {"Name": settings.schedule_group}},
+            "SchedulerRole": {"Type": "AWS::IAM::Role", "Properties": {
+                "RoleName": iam.scheduler_role_name(settings),
+                "AssumeRolePolicyDocument": iam.cloudformation(trust),
+                "Policies": [{"PolicyName": "send-due-tasks", "PolicyDocument": send}]}},
+        },
+    }
+
+
+def with_event_settings(template: dict[str, Any], app: Chalice, settings: Settings,
+                        options: event_sources.EventSourceOptions) -> dict[str, Any]:
+    """``template`` plus the event-source settings on the SAM events of ``app``'s handlers."""
+    merged = {**template, "Resources": dict(template["Resources"])}
+    failure_queue = options.stream_on_failure_queue or settings.task_dlq
+    destination: Any = {"Fn::GetAtt": ["TaskDlq", "Arn"]} if failure_queue == settings.task_dlq else \
+        {"Fn::Sub": f"arn:${{AWS::Partition}}:sqs:${{AWS::Region}}:${{AWS::AccountId}}:{failure_queue}"}
+    merged["Resources"].update(event_sources.sam_event_overrides(app, options, destination, "TasksTable"))
+    return merged

@@ -1,0 +1,142 @@
+"""Every route but GET /health needs credentials, whichever API_AUTH a stage chooses.
+
+Chalice attaches a route's authorizer when app.py is imported, so each test
+imports a fresh copy of app.py with the API_AUTH it is about (the suite's own
+app runs with API_AUTH=none, for the other features' tests).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from chalice.app import ChaliceAuthorizer, CognitoUserPoolAuthorizer, IAMAuthorizer, RouteEntry
+from chalice.test import Client
+
+from chalicelib.auth import bearer_token
+from chalicelib.aws import Deps
+from tests.fixtures import use_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "s3cret-token-for-tests"
+PUBLIC = {("/health", "GET")}
+POOL_ARN = "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_example"
+
+
+def import_app(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
+    """A fresh copy of app.py, imported with ``env`` set (as Lambda imports it on a stage)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    spec = importlib.util.spec_from_file_location(f"app_{env.get('API_AUTH', 'none')}", ROOT / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def routes(module: ModuleType) -> list[tuple[str, str, RouteEntry]]:
+    return [(path, method, entry)
+            for path, methods in module.app.routes.items() for method, entry in methods.items()]
+
+
+def concrete(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "20260101T000000Z-example", path)
+
+
+@pytest.fixture
+def token_app(monkeypatch: pytest.MonkeyPatch, deps: Deps) -> Iterator[ModuleType]:
+    module = import_app(monkeypatch, API_AUTH="token", API_TOKEN=TOKEN)
+    use_settings(deps, api_auth="token", api_token=TOKEN)
+    module.container.use(deps)
+    yield module
+    module.container.use(None)
+
+
+@pytest.mark.parametrize("api_auth, extra, kind", [
+    ("iam", {}, IAMAuthorizer),
+    ("cognito", {"COGNITO_USER_POOL_ARN": POOL_ARN}, CognitoUserPoolAuthorizer),
+    ("token", {"API_TOKEN": TOKEN}, ChaliceAuthorizer),
+])
+def test_every_route_but_health_carries_the_chosen_authorizer(
+        monkeypatch: pytest.MonkeyPatch, api_auth: str, extra: dict[str, str], kind: type) -> None:
+    module = import_app(monkeypatch, API_AUTH=api_auth, **extra)
+    for path, method, entry in routes(module):
+        if (path, method) in PUBLIC:
+            assert entry.authorizer is None and not entry.api_key_required, (method, path)
+        else:
+            assert isinstance(entry.authorizer, kind), f"{method} {path} lacks **protected"
+
+
+def test_api_key_mode_requires_a_key_on_every_route_but_health(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = import_app(monkeypatch, API_AUTH="api_key")
+    for path, method, entry in routes(module):
+        assert bool(entry.api_key_required) is ((path, method) not in PUBLIC), (method, path)
+
+
+def test_the_token_authorizer_is_the_lambda_entry_point_chalice_deploys(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = import_app(monkeypatch, API_AUTH="token", API_TOKEN=TOKEN)
+    [config] = module.app.builtin_auth_handlers
+    assert config.handler_string == "app.token_authorizer"
+    assert isinstance(module.token_authorizer, ChaliceAuthorizer)
+
+
+def test_iam_mode_deploys_no_lambda_authorizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = import_app(monkeypatch, API_AUTH="iam")
+    assert module.app.builtin_auth_handlers == []
+    assert module.token_authorizer is None
+
+
+def test_requests_without_a_token_get_401_json_on_every_route_but_health(token_app: ModuleType) -> None:
+    with Client(token_app.app) as client:
+        for path, method, _ in routes(token_app):
+            if (path, method) in PUBLIC:
+                continue
+            response = client.http.request(method, concrete(path), headers={"Content-Type": "application/json"})
+            assert response.status_code == 401, (method, path, response.body)
+            assert response.json_body == {"message": "Unauthorized"}
+
+
+@pytest.mark.parametrize("header", [f"Bearer {TOKEN}x", "Bearer ", f"Basic {TOKEN}", TOKEN])
+def test_requests_with_a_wrong_token_get_403_json_on_every_route_but_health(
+        token_app: ModuleType, header: str) -> None:
+    with Client(token_app.app) as client:
+        for path, method, _ in routes(token_app):
+            if (path, method) in PUBLIC:
+                continue
+            response = client.http.request(method, concrete(path), headers={"Authorization": header})
+            assert response.status_code == 403, (method, path, response.body)
+            assert "not authorized" in response.json_body["Message"]
+
+
+def test_requests_with_the_token_reach_every_route(token_app: ModuleType) -> None:
+    with Client(token_app.app) as client:
+        for path, method, _ in routes(token_app):
+            response = client.http.request(method, concrete(path), body=b"{}", headers={
+                "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+            assert response.status_code not in (401, 403), (method, path, response.body)
+
+
+def test_health_needs_no_credentials(token_app: ModuleType) -> None:
+    with Client(token_app.app) as client:
+        assert client.http.get("/health").status_code == 200
+
+
+def test_a_token_changed_in_the_running_settings_takes_effect(token_app: ModuleType, deps: Deps) -> None:
+    use_settings(deps, api_token="rotated")
+    with Client(token_app.app) as client:
+        [path, method] = next((p, m) for p, m, _ in routes(token_app) if (p, m) not in PUBLIC)
+        old = client.http.request(method, concrete(path), headers={"Authorization": f"Bearer {TOKEN}"})
+        new = client.http.request(method, concrete(path), body=b"{}", headers={
+            "Authorization": "Bearer rotated", "Content-Type": "application/json"})
+    assert old.status_code == 403
+    assert new.status_code not in (401, 403)
+
+
+@pytest.mark.parametrize("header, token", [
+    ("Bearer abc", "abc"), ("bearer  abc ", "abc"), ("Bearer ", None), ("Basic abc", None), ("abc", None)])
+def test_bearer_token_reads_only_the_bearer_scheme(header: str, token: str | None) -> None:
+    assert bearer_token(header) == token

@@ -1,0 +1,102 @@
+"""provision() against moto: every resource with its stream, TTL, GSI, delays and redrive; idempotent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from moto import mock_aws
+
+from chalicelib.aws import Clients
+from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
+from deploy.provision import MAX_RECEIVE_COUNT, SCHEDULER_ROLE_POLICY, iam_client, provision
+
+STAGE_ENV = {"STAGE": "prod", "AWS_REGION": "us-east-1", "STATE_TABLE": "tk-prod-state", "TASKS_TABLE": "tk-prod-tasks",
+             "BACKUP_MONITOR_QUEUE": "tk-prod-monitor", "BACKUP_MONITOR_DLQ": "tk-prod-monitor-dlq",
+             "DUE_QUEUE": "tk-prod-due", "TASK_DLQ": "tk-prod-task-dlq", "SCHEDULE_GROUP": "tk-prod",
+             "BACKUP_MONITOR_DELAY_SECONDS": "120", "SENDER_EMAIL": "reminders@example.com"}
+
+
+@pytest.fixture
+def clients() -> Iterator[Clients]:
+    with mock_aws():
+        yield Clients(Settings.from_env(STAGE_ENV))
+
+
+def queue(clients: Clients, name: str) -> dict[str, str]:
+    url = clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    attributes = clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return {str(k): v for k, v in attributes.items()}
+
+
+def test_the_tasks_table_has_a_stream_ttl_and_the_due_bucket_index(clients: Clients) -> None:
+    settings = clients.settings
+    provision(clients, settings)
+    table = clients.dynamodb.describe_table(TableName="tk-prod-tasks")["Table"]
+    assert table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    [index] = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == settings.bucket_index
+    assert [k["AttributeName"] for k in index["KeySchema"]] == [settings.bucket_attribute, "due_epoch"]
+    ttl = clients.dynamodb.describe_time_to_live(TableName="tk-prod-tasks")["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": settings.ttl_attribute}
+    assert clients.dynamodb.describe_table(TableName="tk-prod-state")["Table"]["TableStatus"] == "ACTIVE"
+    state_ttl = clients.dynamodb.describe_time_to_live(TableName="tk-prod-state")["TimeToLiveDescription"]
+    assert state_ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": STATE_TTL_ATTRIBUTE}
+
+
+def test_queues_have_their_delays_visibility_and_redrive_to_their_dead_letter_queues(clients: Clients) -> None:
+    provision(clients, clients.settings)
+    monitor, due = queue(clients, "tk-prod-monitor"), queue(clients, "tk-prod-due")
+    assert (monitor["DelaySeconds"], monitor["VisibilityTimeout"]) == ("120", "300")
+    assert (due["DelaySeconds"], due["VisibilityTimeout"]) == ("0", "120")
+    assert json.loads(monitor["RedrivePolicy"]) == {
+        "deadLetterTargetArn": queue(clients, "tk-prod-monitor-dlq")["QueueArn"], "maxReceiveCount": MAX_RECEIVE_COUNT}
+    assert json.loads(due["RedrivePolicy"]) == {
+        "deadLetterTargetArn": queue(clients, "tk-prod-task-dlq")["QueueArn"], "maxReceiveCount": MAX_RECEIVE_COUNT}
+    assert queue(clients, "tk-prod-due-scheduler-dlq")["QueueArn"].endswith(":tk-prod-due-scheduler-dlq")
+
+
+def test_the_topic_schedule_group_and_scheduler_role_exist_and_are_named_in_the_environment(clients: Clients) -> None:
+    env = provision(clients, clients.settings).environment
+    assert env["ALERT_TOPIC_ARN"].endswith(":timekeeper-prod-alerts")
+    assert clients.scheduler.get_schedule_group(Name="tk-prod")["State"] == "ACTIVE"
+    assert env["SCHEDULER_ROLE_ARN"] == "arn:aws:iam::123456789012:role/timekeeper-prod-scheduler"
+    assert env["SCHEDULER_DLQ_ARN"] == "arn:aws:sqs:us-east-1:123456789012:tk-prod-due-scheduler-dlq"
+    assert env["TASKS_STREAM_ARN"].startswith("arn:aws:dynamodb:us-east-1:123456789012:table/tk-prod-tasks/stream/")
+
+
+def test_the_scheduler_role_is_trusted_by_scheduler_and_may_only_send_to_the_due_queue_and_its_dlq(
+        clients: Clients) -> None:
+    provision(clients, clients.settings)
+    client = iam_client(clients)
+    role = client.get_role(RoleName="timekeeper-prod-scheduler")["Role"]
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    policy = client.get_role_policy(RoleName="timekeeper-prod-scheduler", PolicyName=SCHEDULER_ROLE_POLICY)
+    [statement] = policy["PolicyDocument"]["Statement"]
+    assert statement["Action"] == ["sqs:SendMessage"]
+    assert statement["Resource"] == [queue(clients, "tk-prod-due")["QueueArn"],
+                                     queue(clients, "tk-prod-due-scheduler-dlq")["QueueArn"]]
+    assert client.list_role_policies(RoleName="timekeeper-prod-scheduler")["PolicyNames"] == [SCHEDULER_ROLE_POLICY]
+    assert client.list_attached_role_policies(RoleName="timekeeper-prod-scheduler")["AttachedPolicies"] == []
+
+
+def test_a_second_run_changes_nothing(clients: Clients) -> None:
+    first = provision(clients, clients.settings)
+    second = provision(clients, clients.settings)
+    assert first.changes
+    assert second.changes == []
+    assert second.environment == first.environment
+
+
+def test_drift_is_repaired_and_reported(clients: Clients) -> None:
+    provision(clients, clients.settings)
+    url = clients.sqs.get_queue_url(QueueName="tk-prod-monitor")["QueueUrl"]
+    clients.sqs.set_queue_attributes(QueueUrl=url, Attributes={"DelaySeconds": "0"})
+    iam_client(clients).delete_role_policy(RoleName="timekeeper-prod-scheduler", PolicyName=SCHEDULER_ROLE_POLICY)
+    changes = provision(clients, clients.settings).changes
+    assert changes == ["updated queue tk-prod-monitor: DelaySeconds",
+                       f"attached policy {SCHEDULER_ROLE_POLICY} of role timekeeper-prod-scheduler"]
+    assert queue(clients, "tk-prod-monitor")["DelaySeconds"] == "120"

@@ -1,0 +1,199 @@
+"""Record every AWS call the app's code makes during the suite; check each against the IAM policy.
+
+``RECORDER.attach(session)`` hooks botocore's ``before-parameter-build`` on the
+session the test clients come from. A call counts only when app code (app.py
+or chalicelib/) is on the stack, so test setup and provisioning through the
+same clients are not counted. tests/test_zz_policy_coverage.py, which runs
+last, maps each call to IAM actions and resource ARNs and evaluates them
+against the policy the functions run under.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import boto3
+
+from chalicelib.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+APP_CODE = (str(ROOT / "chalicelib") + "/", str(ROOT / "app.py"))
+ACTION_MODULE = str(ROOT / "chalicelib" / "tasks" / "actions.py")
+
+
+@dataclass(frozen=True)
+class Call:
+    service: str        # IAM prefix: dynamodb, sqs, sns, ses, scheduler
+    operation: str      # API operation: PutItem, SendMessage...
+    params: tuple[tuple[str, str], ...]  # the few parameters that name resources
+    origin: str         # innermost app-code file on the stack
+    test: str
+    settings: Settings | None = None  # what the app ran with: the policy is rendered from them
+
+
+@dataclass
+class Recorder:
+    calls: set[Call] = field(default_factory=set)
+
+    def attach(self, session: boto3.session.Session) -> None:
+        session.events.register("before-parameter-build", self._record)
+
+    def _record(self, params: Mapping[str, Any], model: Any, **_: Any) -> None:
+        frame = sys._getframe(1)
+        origin = ""
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(APP_CODE[0]) or filename == APP_CODE[1]:
+                origin = filename
+                break
+            frame = frame.f_back  # type: ignore[assignment]
+        if not origin:
+            return
+        service = model.service_model.signing_name
+        self.calls.add(Call(service, model.name, _naming_params(params), origin, _current_test(),
+                            _running_settings()))
+
+
+def _running_settings() -> Settings | None:
+    """The settings of the bundle the tests injected into app.py (None: the app's own)."""
+    app_module = sys.modules.get("app")
+    deps = getattr(getattr(app_module, "container", None), "_deps", None)
+    return deps.settings if deps is not None else None
+
+
+def _current_test() -> str:
+    import os
+    return os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+
+
+def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for key in ("TableName", "IndexName", "BackupArn", "ResourceArn", "QueueUrl", "QueueName", "TopicArn",
+                "TargetArn", "FromEmailAddress", "Name", "GroupName"):
+        if isinstance(params.get(key), str):
+            out.append((key, params[key]))
+    for key in ("RequestItems",):
+        if isinstance(params.get(key), dict):
+            out.extend(("TableName", t) for t in params[key])
+    for item in params.get("TransactItems", []) or []:
+        for kind, spec in item.items():
+            out.append((f"Transact{kind}", spec.get("TableName", "")))
+    target = params.get("Target")
+    if isinstance(target, dict) and isinstance(target.get("RoleArn"), str):
+        out.append(("RoleArn", target["RoleArn"]))
+    return tuple(sorted(set(out)))
+
+
+RECORDER = Recorder()
+
+
+# --- IAM evaluation ------------------------------------------------------------------------------
+
+BATCH_ACTIONS = {("sqs", "SendMessageBatch"): "SendMessage", ("sqs", "DeleteMessageBatch"): "DeleteMessage",
+                 ("sqs", "ChangeMessageVisibilityBatch"): "ChangeMessageVisibility"}
+TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                    "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One IAM authorization an API call needs: action, resource ARN, request context."""
+
+    action: str
+    resource: str
+    context: tuple[tuple[str, str], ...] = ()
+
+
+def requests_of(call: Call, partition: str, region: str, account: str) -> list[Request]:
+    """The IAM authorizations ``call`` needs (SESv2 SendEmail is ses:SendEmail, batches their item action)."""
+    params = dict(call.params)
+
+    def arn(service: str, resource: str) -> str:
+        return f"arn:{partition}:{service}:{region}:{account}:{resource}"
+
+    action = f"{call.service}:{BATCH_ACTIONS.get((call.service, call.operation), call.operation)}"
+    if call.service == "dynamodb":
+        transact = [(k[len("Transact"):], v) for k, v in call.params if k.startswith("Transact")]
+        if transact:
+            return [Request(f"dynamodb:{TRANSACT_ACTIONS[kind]}", arn("dynamodb", f"table/{table}"))
+                    for kind, table in transact]
+        tables = [v for k, v in call.params if k == "TableName"]
+        if "IndexName" in params and tables:
+            return [Request(action, arn("dynamodb", f"table/{tables[0]}/index/{params['IndexName']}"))]
+        if tables:
+            return [Request(action, arn("dynamodb", f"table/{t}")) for t in tables]
+        for key in ("BackupArn", "ResourceArn"):
+            if key in params:
+                return [Request(action, params[key])]
+        return [Request(action, "*")]
+    if call.service == "sqs":
+        name = params.get("QueueName") or urlparse(params.get("QueueUrl", "")).path.rsplit("/", 1)[-1]
+        return [Request(action, arn("sqs", name) if name else "*")]
+    if call.service == "sns":
+        return [Request(action, params.get("TopicArn") or params.get("TargetArn") or "*")]
+    if call.service == "ses":
+        sender = params.get("FromEmailAddress", "")
+        if not sender:
+            return [Request(action, "*")]
+        # SES authorizes the address's identity or, when only the domain is verified, the domain's.
+        return [Request(action, arn("ses", f"identity/{sender}"))]
+    if call.service == "scheduler" and "Name" in params:
+        group = params.get("GroupName", "default")
+        out = [Request(action, arn("scheduler", f"schedule/{group}/{params['Name']}"))]
+        if "RoleArn" in params:
+            out.append(Request("iam:PassRole", params["RoleArn"], (("iam:PassedToService", "scheduler.amazonaws.com"),)))
+        return out
+    return [Request(action, "*")]
+
+
+def _listify(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _conditions_hold(condition: Mapping[str, Any] | None, context: Mapping[str, str]) -> bool:
+    for operator, tests in (condition or {}).items():
+        for key, expected in tests.items():
+            if key not in context:
+                return False
+            if operator == "StringEquals" and context[key] not in _listify(expected):
+                return False
+            if operator in ("StringLike", "ArnLike") and \
+                    not any(fnmatch.fnmatchcase(context[key], p) for p in _listify(expected)):
+                return False
+            if operator not in ("StringEquals", "StringLike", "ArnLike"):
+                return False
+    return True
+
+
+def allowed(policy: Mapping[str, Any], request: Request) -> bool:
+    """True when an Allow statement names the action and a resource pattern matching the ARN."""
+    context = dict(request.context)
+    for statement in policy["Statement"]:
+        if statement.get("Effect") != "Allow":
+            continue
+        if request.action not in _listify(statement.get("Action", [])):
+            continue
+        if not any(fnmatch.fnmatchcase(request.resource, p) for p in _listify(statement.get("Resource", []))):
+            continue
+        if _conditions_hold(statement.get("Condition"), context):
+            return True
+    return False
+
+
+def denied(policy: Callable[[Call], Mapping[str, Any]] | Mapping[str, Any], calls: Iterable[Call],
+           partition: str, region: str, account: str,
+           action_policy: Callable[[Call], Mapping[str, Any]] | None = None) -> list[tuple[Call, Request]]:
+    """Every (call, authorization) its policy does not allow; calls from the task actions module
+    are checked against ``action_policy`` (which adds the actions' targets) when given."""
+    out: list[tuple[Call, Request]] = []
+    for call in sorted(calls, key=lambda c: (c.service, c.operation, c.params, c.test)):
+        chooser = action_policy if (action_policy is not None and call.origin == ACTION_MODULE) else policy
+        chosen = chooser(call) if callable(chooser) else chooser
+        out.extend((call, r) for r in requests_of(call, partition, region, account) if not allowed(chosen, r))
+    return out
