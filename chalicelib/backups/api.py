@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -13,6 +14,8 @@ from chalicelib.throttle import error_code
 from chalicelib.web import ApiError, bad_request, not_found, reject_unknown
 
 RECENT_LIMIT_MAX = 100
+MAX_TABLES = 100  # one request's run: CreateBackup at BACKUP_CREATE_RATE stays well inside API Gateway's 29 s
+TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 
 
 def _table_exists(deps: Deps, table: str) -> bool:
@@ -33,6 +36,11 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
             raw = body["tables"]
             if not isinstance(raw, list) or not raw or not all(isinstance(t, str) and t for t in raw):
                 raise bad_request("tables", "tables must be a non-empty list of table names")
+            if len(raw) > MAX_TABLES:
+                raise bad_request("tables", f"at most {MAX_TABLES} tables per request, got {len(raw)}")
+            invalid = [t for t in raw if not TABLE_NAME.match(t)]
+            if invalid:
+                raise bad_request("tables", f"not table names (3-255 of A-Z a-z 0-9 _ . -): {', '.join(invalid)}")
             tables = list(dict.fromkeys(raw))
             unknown = [t for t in tables if not _table_exists(deps, t)]
             if unknown:
@@ -47,7 +55,7 @@ def recent(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any
     reject_unknown(query, {"limit"})
     limit = 20
     if "limit" in query:
-        if not query["limit"].isdigit() or not 1 <= int(query["limit"]) <= RECENT_LIMIT_MAX:
+        if not re.fullmatch(r"[0-9]{1,4}", query["limit"]) or not 1 <= int(query["limit"]) <= RECENT_LIMIT_MAX:
             raise bad_request("limit", f"limit must be a whole number from 1 to {RECENT_LIMIT_MAX}")
         limit = int(query["limit"])
     runs = RunStore(deps).recent(limit)

@@ -18,16 +18,22 @@ from botocore.exceptions import ClientError
 from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import rules
-from chalicelib.backups.store import COMPLETE, FINISHING, RUNNING, Run, RunStore, TableResult
+from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
 from chalicelib.throttle import Pacer, error_code, with_backoff
 
 LISTING_SKEW = timedelta(minutes=5)  # backups are listed from a little before the run started
+# A worker that claimed a poll but has not sent the next message after this long has died.
+RESEND_AFTER = timedelta(seconds=60)
 
 
 class BadMessage(ValueError):
     pass
+
+
+class RetryLater(RuntimeError):
+    """Another worker holds the run; raising makes SQS deliver the message again later."""
 
 
 def parse_message(body: str) -> tuple[str, int]:
@@ -105,6 +111,12 @@ def _settle(deps: Deps, store: RunStore, run: Run, result: TableResult) -> None:
         raise
 
 
+def _first_delivery_died(run: Run, poll: int, now: datetime) -> bool:
+    """This message's first delivery claimed its poll but never sent the next message."""
+    return (run.status == RUNNING and poll == run.poll - 1 and not run.poll_queued
+            and run.advanced_at is not None and now - run.advanced_at > RESEND_AFTER)
+
+
 def check_run(deps: Deps, body: str, message_id: str = "") -> str:
     """Process one monitor message; returns what happened (for logs and tests)."""
     settings = deps.settings
@@ -121,16 +133,20 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
         return "dead-lettered"
     now = deps.clock()
     lease = timedelta(seconds=settings.backup_run_lease_seconds)
-    if run.status == COMPLETE or (run.status == RUNNING and poll != run.poll):
+    if run.status == FINISHING:
+        # The finisher may have died mid-retention: retry until its lease ends, then take over.
+        if not store.claim_finish(run_id, -1, now, now - lease):
+            raise RetryLater(f"run {run_id} is being finished by another worker")
+        return _finish(deps, store, run, now)
+    if run.status == STARTING:
+        raise RetryLater(f"run {run_id} is still starting")
+    if _first_delivery_died(run, poll, now) and store.claim_resend(run_id, run.poll, run.advanced_at, now):
+        _send_poll(deps, store, run_id, run.poll)
+        return "resent"
+    if run.status != RUNNING or poll != run.poll:
         logger.info("duplicate monitor message ignored", extra={"run_id": run_id, "poll": poll,
                                                                  "run_poll": run.poll, "status": run.status})
         return "duplicate"
-    if run.status == FINISHING:
-        if run.claimed_at and now - run.claimed_at < lease:
-            return "duplicate"
-        return _finish(deps, store, run, now)
-    if run.status != RUNNING:
-        raise RuntimeError(f"run {run_id} is {run.status}; the message will be retried")
 
     deadline = timedelta(minutes=settings.backup_deadline_minutes)
     statuses = current_statuses(deps, run)
@@ -151,16 +167,30 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
     pending = [r.table for r in run.tables.values() if r.status == "PENDING"]
     logger.info("backup run polled", extra={"run_id": run_id, "poll": poll, "pending": pending})
     if pending:
-        # Send first, then advance: a crash in between leaves a duplicate, never a gap.
-        deps.clients.sqs.send_message(
-            QueueUrl=deps.queue_url(settings.backup_monitor_queue),
-            MessageBody=json.dumps({"run_id": run_id, "poll": poll + 1}),
-            DelaySeconds=settings.backup_monitor_delay_seconds)
-        store.advance_poll(run_id, poll)
+        # Claim the poll first: of two deliveries of this message only one sends the next,
+        # so duplicates never start a second chain. A crash between claim and send is
+        # repaired by the redelivery of this message (see "resent" above).
+        if not store.advance_poll(run_id, poll, now):
+            return "duplicate"
+        _send_poll(deps, store, run_id, poll + 1)
         return "requeued"
     if not store.claim_finish(run_id, poll, now, now - lease):
         return "duplicate"
     return _finish(deps, store, run, now)
+
+
+def send_poll_message(deps: Deps, run_id: str, poll: int) -> None:
+    deps.clients.sqs.send_message(
+        QueueUrl=deps.queue_url(deps.settings.backup_monitor_queue),
+        MessageBody=json.dumps({"run_id": run_id, "poll": poll}),
+        DelaySeconds=deps.settings.backup_monitor_delay_seconds)
+
+
+def _send_poll(deps: Deps, store: RunStore, run_id: str, poll: int) -> None:
+    send_poll_message(deps, run_id, poll)
+    store.mark_queued(run_id, poll)
+    logger.info("monitor queued", extra={"run_id": run_id, "poll": poll,
+                                         "delay_seconds": deps.settings.backup_monitor_delay_seconds})
 
 
 def apply_retention(deps: Deps, tables: list[str], now: datetime) -> list[rules.Backup]:
@@ -203,6 +233,6 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
             f"timekeeper backup run {run.run_id}: {summary['backed_up']} ok, {summary['failed']} failed, "
             f"{summary['stuck']} stuck, {summary['deleted']} deleted",
             {"run_id": run.run_id, "kind": "summary", **{k.lower(): v for k, v in counts.items()},
-             "deleted": summary["deleted_backups"]})
+             "deleted": summary["deleted_backups"]}, kind="summary")
     logger.info("backup run complete", extra={"run_id": run.run_id, **summary})
     return "complete"

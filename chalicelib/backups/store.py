@@ -50,8 +50,9 @@ class Run:
     trigger: str
     status: str = STARTING
     tables: dict[str, TableResult] = field(default_factory=dict)
-    poll: int = 0
-    monitor_queued: bool = False
+    poll: int = 0                      # the monitor message number the run expects next
+    poll_queued: bool = False          # that message has been sent
+    advanced_at: datetime | None = None  # when ``poll`` last changed
     claimed_at: datetime | None = None
     finished_at: datetime | None = None
     summary: dict[str, Any] = field(default_factory=dict)
@@ -61,10 +62,12 @@ class Run:
             "PK": PARTITION, "SK": self.run_id, "run_id": self.run_id,
             "started_at": self.started_at.isoformat(), "trigger": self.trigger, "status": self.status,
             "tables": {t: r.to_item() for t, r in self.tables.items()}, "poll": self.poll,
-            "monitor_queued": self.monitor_queued, "summary": self.summary,
+            "poll_queued": self.poll_queued, "summary": self.summary,
         }
         if self.claimed_at:
             item["claimed_at"] = self.claimed_at.isoformat()
+        if self.advanced_at:
+            item["advanced_at"] = self.advanced_at.isoformat()
         if self.finished_at:
             item["finished_at"] = self.finished_at.isoformat()
         return item
@@ -78,7 +81,8 @@ class Run:
             status=item["status"],
             tables={t: TableResult.from_item(t, r) for t, r in item.get("tables", {}).items()},
             poll=int(item.get("poll", 0)),
-            monitor_queued=bool(item.get("monitor_queued", False)),
+            poll_queued=bool(item.get("poll_queued", False)),
+            advanced_at=datetime.fromisoformat(item["advanced_at"]) if item.get("advanced_at") else None,
             claimed_at=datetime.fromisoformat(item["claimed_at"]) if item.get("claimed_at") else None,
             finished_at=datetime.fromisoformat(item["finished_at"]) if item.get("finished_at") else None,
             summary=item.get("summary", {}),
@@ -160,16 +164,33 @@ class RunStore:
             names={"#s": "status"},
             values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat()})
 
-    def started(self, run: Run) -> bool:
-        """Record the tables' first results and move STARTING -> RUNNING."""
+    def started(self, run: Run, now: datetime) -> bool:
+        """Record the tables' first results and move STARTING -> RUNNING, expecting monitor message 0."""
         return self._update(
-            run.run_id, "SET #s = :running, tables = :tables, poll = :zero",
+            run.run_id, "SET #s = :running, tables = :tables, poll = :zero, poll_queued = :f, advanced_at = :now",
             "#s = :starting", names={"#s": "status"},
-            values={":running": RUNNING, ":starting": STARTING, ":zero": 0,
+            values={":running": RUNNING, ":starting": STARTING, ":zero": 0, ":f": False, ":now": now.isoformat(),
                     ":tables": {t: r.to_item() for t, r in run.tables.items()}})
 
-    def mark_monitor_queued(self, run_id: str) -> None:
-        self._update(run_id, "SET monitor_queued = :t", "attribute_exists(PK)", values={":t": True})
+    def abandon(self, run_id: str, claimed_at: datetime, now: datetime, note: str) -> bool:
+        """A run whose starter died while STARTING: close it (the next run backs up afresh)."""
+        return self._update(
+            run_id, "SET #s = :complete, finished_at = :now, summary = :summary",
+            "#s = :starting AND claimed_at = :claimed", names={"#s": "status"},
+            values={":complete": COMPLETE, ":now": now.isoformat(), ":starting": STARTING,
+                    ":claimed": claimed_at.isoformat(),
+                    ":summary": {"backed_up": 0, "failed": 0, "stuck": 0, "deleted": 0, "note": note}})
+
+    def mark_queued(self, run_id: str, poll: int) -> None:
+        """The message for ``poll`` is in the queue."""
+        self._update(run_id, "SET poll_queued = :t", "poll = :poll", values={":t": True, ":poll": poll})
+
+    def claim_resend(self, run_id: str, poll: int, advanced_at: datetime | None, now: datetime) -> bool:
+        """Take over sending the message for ``poll`` from a worker that advanced to it and died."""
+        seen = advanced_at.isoformat() if advanced_at else ""
+        return self._update(
+            run_id, "SET advanced_at = :now", "poll = :poll AND poll_queued = :f AND advanced_at = :seen",
+            values={":now": now.isoformat(), ":poll": poll, ":f": False, ":seen": seen})
 
     def settle_table(self, run_id: str, result: TableResult) -> bool:
         """PENDING -> a final outcome for one table; False if another delivery got there first."""
@@ -186,10 +207,12 @@ class RunStore:
                      "attribute_exists(PK)", names={"#t": table, "#s": "status"},
                      values={":pending": "PENDING", ":f": False})
 
-    def advance_poll(self, run_id: str, poll: int) -> bool:
-        return self._update(run_id, "SET poll = :next", "poll = :poll AND #s = :running",
-                            names={"#s": "status"},
-                            values={":next": poll + 1, ":poll": poll, ":running": RUNNING})
+    def advance_poll(self, run_id: str, poll: int, now: datetime) -> bool:
+        """Claim poll ``poll``: only one delivery of its message wins and sends the next one."""
+        return self._update(run_id, "SET poll = :next, poll_queued = :f, advanced_at = :now",
+                            "poll = :poll AND #s = :running", names={"#s": "status"},
+                            values={":next": poll + 1, ":poll": poll, ":running": RUNNING, ":f": False,
+                                    ":now": now.isoformat()})
 
     def claim_finish(self, run_id: str, poll: int, now: datetime, stale_before: datetime) -> bool:
         """RUNNING (at this poll) -> FINISHING, or take over a FINISHING claim gone stale."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -12,7 +11,8 @@ from botocore.exceptions import ClientError
 from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import rules
-from chalicelib.backups.store import RUNNING, STARTING, Run, RunStore, TableResult
+from chalicelib.backups.monitor import send_poll_message
+from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.log import logger
 from chalicelib.throttle import Pacer, error_code, with_backoff
 
@@ -26,6 +26,10 @@ TABLE_ERRORS = {
     "BackupInUseException": "another backup of the table is in progress",
     "LimitExceededException": "backup quota exceeded",
 }
+
+
+class StartInProgress(RuntimeError):
+    """A duplicate trigger while the first still holds the run; raising lets the async retry come back."""
 
 
 def new_run_id(now: datetime, suffix: str | None = None) -> str:
@@ -85,14 +89,39 @@ def _create_backup(deps: Deps, pacer: Pacer, run_id: str, table: str, now: datet
 
 
 def _queue_monitor(deps: Deps, run: Run, store: RunStore) -> None:
-    deps.clients.sqs.send_message(
-        QueueUrl=deps.queue_url(deps.settings.backup_monitor_queue),
-        MessageBody=json.dumps({"run_id": run.run_id, "poll": 0}),
-        DelaySeconds=deps.settings.backup_monitor_delay_seconds,
-    )
-    store.mark_monitor_queued(run.run_id)
-    logger.info("monitor queued", extra={"run_id": run.run_id,
+    send_poll_message(deps, run.run_id, run.poll)
+    store.mark_queued(run.run_id, run.poll)
+    run.poll_queued = True
+    logger.info("monitor queued", extra={"run_id": run.run_id, "poll": run.poll,
                                          "delay_seconds": deps.settings.backup_monitor_delay_seconds})
+
+
+def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 20) -> list[str]:
+    """Mend recent runs whose worker died; each trigger does this before it starts its own run.
+
+    - STARTING past the lease: closed and alerted (this trigger backs the tables up afresh);
+    - RUNNING without its monitor message queued past the lease: the message is sent;
+    - FINISHING past the lease: a monitor message is sent, and the monitor takes the finish over.
+    """
+    stale = now - timedelta(seconds=deps.settings.backup_run_lease_seconds)
+    mended: list[str] = []
+    for run in store.recent(recent):
+        if run.status == STARTING and run.claimed_at and run.claimed_at < stale:
+            if store.abandon(run.run_id, run.claimed_at, now, "abandoned: its starter stopped while starting"):
+                alerts.publish(deps, f"timekeeper: backup run {run.run_id} abandoned", {
+                    "run_id": run.run_id, "reason": "the run stopped while starting; its tables are "
+                    "backed up by the next run"})
+                mended.append(run.run_id)
+        elif run.status == RUNNING and not run.poll_queued and run.advanced_at and run.advanced_at < stale:
+            if store.claim_resend(run.run_id, run.poll, run.advanced_at, now):
+                _queue_monitor(deps, run, store)
+                mended.append(run.run_id)
+        elif run.status == FINISHING and run.claimed_at and run.claimed_at < stale:
+            send_poll_message(deps, run.run_id, run.poll)
+            mended.append(run.run_id)
+    if mended:
+        logger.warning("stale backup runs mended", extra={"run_ids": mended})
+    return mended
 
 
 def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
@@ -100,20 +129,26 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
     """Back up ``tables`` (default: the configured selection) and queue the run's monitor.
 
     ``run_id`` makes a trigger idempotent: a scheduled event delivered twice
-    names the same run, and the second delivery finds it and stops (or, if the
-    first died before queueing the monitor, finishes that step).
+    names the same run. The second delivery stops if the run is under way
+    (raising while the first still holds it, so an async retry comes back
+    later), finishes queueing the monitor if the first died before that, and
+    takes over a start whose worker died.
     """
     now = deps.clock()
     store = RunStore(deps)
+    repair_stale_runs(deps, store, now)
     run = Run(run_id=run_id or new_run_id(now), started_at=now, trigger=trigger, claimed_at=now)
     if not store.create(run):
         existing = store.get(run.run_id)
         assert existing is not None
         lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
-        if existing.status == RUNNING and not existing.monitor_queued:
-            _queue_monitor(deps, existing, store)
+        if existing.status == RUNNING and not existing.poll_queued and existing.poll == 0:
+            if store.claim_resend(existing.run_id, 0, existing.advanced_at, now):
+                _queue_monitor(deps, existing, store)
             return existing
-        if existing.status != STARTING or not store.reclaim_start(run.run_id, now - lease, now):
+        if existing.status == STARTING and not store.reclaim_start(run.run_id, now - lease, now):
+            raise StartInProgress(f"backup run {run.run_id} is being started by another invocation")
+        if existing.status != STARTING:
             logger.info("duplicate trigger ignored", extra={"run_id": run.run_id, "status": existing.status})
             return existing
         run.started_at = existing.started_at
@@ -136,13 +171,14 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
         if result.status == "FAILED":
             result.alerted = True
     run.status = RUNNING
-    if not store.started(run):
+    run.advanced_at = now
+    if not store.started(run, now):
         logger.info("run started elsewhere", extra={"run_id": run.run_id})
         return store.get(run.run_id) or run
+    # The monitor first: an alert that fails must not leave the run without one.
+    _queue_monitor(deps, run, store)
     for result in run.tables.values():
         if result.status == "FAILED":
             alerts.publish(deps, f"timekeeper: backup of {result.table} failed", {
                 "run_id": run.run_id, "table": result.table, "backup_arn": None, "reason": result.error})
-    _queue_monitor(deps, run, store)
-    run.monitor_queued = True
     return run

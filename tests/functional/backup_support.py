@@ -87,3 +87,27 @@ class FlakyDynamoDB:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
+
+
+class Intercept:
+    """A client whose ``method`` first calls ``before(**kwargs)`` (which may raise, to simulate a
+    crash, or run a concurrent twin); every other call goes straight to the real client."""
+
+    def __init__(self, client: Any, method: str, before: Callable[..., None]) -> None:
+        self._client = client
+        self._method = method
+        self._before = before
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._client, name)
+        if name != self._method:
+            return real
+
+        def wrapped(**kwargs: Any) -> Any:
+            self._before(**kwargs)
+            return real(**kwargs)
+        return wrapped
+
+
+def crash(code: str = "InternalServerError") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "simulated failure"}}, "Simulated")

@@ -62,6 +62,9 @@ def test_runs_are_listed_newest_first(aws: Aws, deps: Deps, clock: FakeClock, cl
     ('{"tables": [1]}', "tables"),
     ('{"tables": ["orders", "nope"]}', "tables"),
     ('{"tables": ["orders"], "extra": 1}', "extra"),
+    ('{"tables": ["a b"]}', "tables"),
+    ('{"tables": ["ab"]}', "tables"),
+    ('{"tables": [' + ", ".join(f'"t{i:03d}"' for i in range(101)) + "]}", "tables"),
 ])
 def test_bad_input_is_a_400_naming_the_field(
         aws: Aws, deps: Deps, client: Client, body: str, field: str) -> None:
@@ -75,7 +78,7 @@ def test_bad_input_is_a_400_naming_the_field(
     assert aws.sent(deps.settings.backup_monitor_queue) == []
 
 
-@pytest.mark.parametrize("query", ["limit=0", "limit=abc", "limit=101", "since=yesterday"])
+@pytest.mark.parametrize("query", ["limit=0", "limit=abc", "limit=101", "since=yesterday", "limit=%C2%B2", "limit=-1"])
 def test_bad_list_query_is_a_400(aws: Aws, deps: Deps, client: Client, query: str) -> None:
     response = client.http.get(f"/backups/runs?{query}")
     assert response.status_code == 400 and response.json_body["field"] in ("limit", "since")

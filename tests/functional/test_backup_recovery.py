@@ -1,0 +1,139 @@
+"""Backup runs survive duplicate deliveries racing each other and workers that die mid-step."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from chalicelib.aws import Deps
+from chalicelib.backups import monitor, trigger
+from chalicelib.backups.store import RunStore
+from tests.fixtures import Aws, FakeClock, use_settings
+from tests.functional.backup_support import Intercept, crash, create_tables, make_backup, set_status
+
+
+def _start(aws: Aws, deps: Deps, tables: list[str]) -> str:
+    create_tables(deps, tables)
+    use_settings(deps, backup_tables=tuple(tables))
+    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(deps.clock(), "scheduled"))
+    (body, _), = aws.sent(deps.settings.backup_monitor_queue)
+    return body
+
+
+def _polls(aws: Aws, deps: Deps) -> list[int]:
+    return [json.loads(body)["poll"] for body, _ in aws.sent(deps.settings.backup_monitor_queue)]
+
+
+def test_two_deliveries_racing_on_one_poll_send_one_next_message(aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders"])
+    run = RunStore(deps).get(json.loads(body)["run_id"])
+    assert run is not None
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    real = deps.clients.dynamodb
+    twin_ran: list[bool] = []
+
+    def twin_first(**kwargs: Any) -> None:
+        # The twin delivery reads the same run and claims the poll before this one's claim lands.
+        if kwargs.get("UpdateExpression", "").startswith("SET poll = :next") and not twin_ran:
+            twin_ran.append(True)
+            deps.clients.dynamodb = real
+            assert monitor.check_run(deps, body, "twin") == "requeued"
+            deps.clients.dynamodb = intercepted  # type: ignore[assignment]
+
+    intercepted = Intercept(real, "update_item", twin_first)
+    deps.clients.dynamodb = intercepted  # type: ignore[assignment]
+
+    assert monitor.check_run(deps, body, "first") == "duplicate"
+
+    assert twin_ran and _polls(aws, deps) == [1]
+
+
+def test_a_worker_dying_between_claiming_a_poll_and_sending_is_repaired_by_the_redelivery(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders"])
+    run = RunStore(deps).get(json.loads(body)["run_id"])
+    assert run is not None
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    real = deps.clients.sqs
+    deps.clients.sqs = Intercept(real, "send_message", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
+
+    with pytest.raises(Exception, match="simulated"):
+        monitor.check_run(deps, body, "m-1")
+    deps.clients.sqs = real
+    assert _polls(aws, deps) == []
+
+    assert monitor.check_run(deps, body, "m-1") == "duplicate"  # a racing twin: too soon to take over
+    clock.advance(seconds=300)  # SQS redelivers after the visibility timeout
+    assert monitor.check_run(deps, body, "m-1") == "resent"
+    assert monitor.check_run(deps, body, "m-1") == "duplicate"
+
+    assert _polls(aws, deps) == [1]
+
+
+def test_a_finisher_dying_mid_retention_is_taken_over_after_its_lease(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders"])
+    old = [make_backup(deps, "orders", f"timekeeper-orders-old{i}", clock.now - timedelta(days=5 + i))
+           for i in range(4)]
+    real = deps.clients.dynamodb
+    deps.clients.dynamodb = Intercept(  # type: ignore[assignment]
+        real, "delete_backup", lambda **kw: (_ for _ in ()).throw(crash()) if kw["BackupArn"] == old[2] else None)
+
+    with pytest.raises(Exception, match="simulated"):
+        monitor.check_run(deps, body, "m-1")
+    deps.clients.dynamodb = real
+    run_id = json.loads(body)["run_id"]
+    assert RunStore(deps).get(run_id).status == "FINISHING"  # type: ignore[union-attr]
+
+    clock.advance(seconds=300)
+    with pytest.raises(monitor.RetryLater):  # SQS will deliver it again
+        monitor.check_run(deps, body, "m-1")
+    clock.advance(seconds=deps.settings.backup_run_lease_seconds)
+    assert monitor.check_run(deps, body, "m-1") == "complete"
+
+    run = RunStore(deps).get(run_id)
+    assert run is not None and run.status == "COMPLETE" and run.summary["deleted"] >= 1
+    summaries = [a for a in aws.alerts() if a["message"].get("kind") == "summary"]
+    assert len(summaries) == 1
+
+
+def test_a_run_whose_starter_died_is_closed_and_alerted_by_the_next_trigger(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    create_tables(deps, ["orders"])
+    use_settings(deps, backup_tables=("orders",))
+    real = deps.clients.dynamodb
+    deps.clients.dynamodb = Intercept(  # type: ignore[assignment]
+        real, "update_item",
+        lambda **kw: (_ for _ in ()).throw(crash()) if "tables = :tables" in kw["UpdateExpression"] else None)
+    run_id = trigger.new_run_id(clock.now, "scheduled")
+
+    with pytest.raises(Exception, match="simulated"):
+        trigger.start_run(deps, "schedule", run_id=run_id)
+    deps.clients.dynamodb = real
+    with pytest.raises(trigger.StartInProgress):  # Lambda's async retry a minute later
+        clock.advance(seconds=60)
+        trigger.start_run(deps, "schedule", run_id=run_id)
+
+    clock.advance(days=1)
+    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+
+    stale = RunStore(deps).get(run_id)
+    assert stale is not None and stale.status == "COMPLETE" and "abandoned" in stale.summary["note"]
+    subjects = [a["subject"] for a in aws.alerts()]
+    assert subjects == [f"timekeeper: backup run {run_id} abandoned"]
+    assert len(_polls(aws, deps)) == 1  # the new run's monitor
+
+
+def test_a_failing_alert_does_not_leave_the_run_without_its_monitor(aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    create_tables(deps, ["orders"])
+    use_settings(deps, backup_tables=("orders", "missing"))
+    real = deps.clients.sns
+    deps.clients.sns = Intercept(real, "publish", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
+
+    with pytest.raises(Exception, match="simulated"):
+        trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+
+    assert _polls(aws, deps) == [0]
