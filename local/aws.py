@@ -1,0 +1,83 @@
+"""moto's server on 127.0.0.1 and the environment that points every boto3 client at it.
+
+Nothing offline ever reaches AWS: the environment carries an endpoint URL and
+dummy credentials, and botocore's account-ID endpoints (which moto does not
+serve, and which bypass AWS_ENDPOINT_URL for DynamoDB Streams) are disabled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from chalice.config import Config
+from moto.server import ThreadedMotoServer
+
+LOCAL_HOST = "127.0.0.1"
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "local",
+    "AWS_SECRET_ACCESS_KEY": "local",
+    "AWS_SESSION_TOKEN": "local",
+    "AWS_SECURITY_TOKEN": "local",
+}
+
+
+class MotoServer:
+    """moto's server in a thread of this process (port 0: a free port)."""
+
+    def __init__(self, host: str = LOCAL_HOST, port: int = 4566) -> None:
+        self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        self.host = host
+        self.port = port
+        self._running = False
+
+    def start(self) -> MotoServer:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per AWS call
+        self._server.start()
+        self.host, self.port = self._server.get_host_and_port()
+        self._running = True
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def stop(self) -> None:
+        if self._running:
+            self._running = False
+            self._server.stop()
+
+    def state(self) -> dict[str, Any]:
+        """moto's view of every resource (/moto-api/data.json): sent emails are under ses.Message."""
+        with urllib.request.urlopen(f"{self.endpoint}/moto-api/data.json", timeout=10) as response:
+            data: dict[str, Any] = json.load(response)
+        return data
+
+
+def aws_environment(endpoint: str, region: str) -> dict[str, str]:
+    """Environment variables that send every boto3 client to ``endpoint`` with dummy credentials."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        **DUMMY_CREDENTIALS,
+    }
+
+
+def load_chalice_config(project_dir: Path, stage: str) -> Config:
+    """The project's .chalice/config.json as Chalice reads it for ``stage``."""
+    config_path = project_dir / ".chalice" / "config.json"
+    disk = json.loads(config_path.read_text())
+    if stage not in disk.get("stages", {}):
+        raise ValueError(f"stage {stage!r} is not in {config_path} (stages: {', '.join(disk.get('stages', {}))})")
+    return Config(chalice_stage=stage, config_from_disk=disk,
+                  user_provided_params={"project_dir": str(project_dir)})
+
+
+def stage_environment(config: Config) -> dict[str, str]:
+    """The stage's environment: config.json's top-level variables overridden by the stage's."""
+    return {k: str(v) for k, v in config.environment_variables.items()}

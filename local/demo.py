@@ -1,0 +1,233 @@
+"""`make demo`: a scripted scenario on the offline runtime; exits 0 only if every step worked.
+
+1. backups: two runs over the sample tables, each monitored to COMPLETE; the
+   second applies retention (the demo keeps 0 days, at least 1 backup per
+   table), so the first run's backups are deleted and one per table remains;
+2. one task of each strategy (exact, interval, lazy) created with POST /tasks,
+   due in about 15 s: each sends its email once;
+3. the seed's sample write: ten items (PK, SK, REMINDER_TIMESTAMP a little ahead,
+   email) put with plain boto3 into the tasks table: ten emails;
+4. one task cancelled with DELETE /tasks/{id}: it never sends its email.
+
+Emails are read back from moto's SES (/moto-api/data.json).  Everything is
+driven from outside: HTTP to the API, boto3 to moto's endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+
+from local.client import ApiClient, TimedOut, emails_to, wait_until
+from local.stage import SAMPLE_TABLES, LocalSettings, LocalSettingsError, LocalStage, start_local_stage
+
+# The local stage as config.json has it, made quick for a two-minute demo.
+DEMO_ENVIRONMENT = {
+    "DUE_ATTRIBUTE": "REMINDER_TIMESTAMP",   # the seed's items say when they are due here
+    "BACKUP_RETENTION_DAYS": "0",            # so the second run's retention has something to delete
+    "BACKUP_MIN_KEEP": "1",
+    "PROCESSOR_SCHEDULE": "rate(1 minute)",
+    "LOG_LEVEL": "WARNING",
+}
+TASK_LEAD = timedelta(seconds=15)
+SEED_LEAD = timedelta(seconds=10)
+SEED_ITEMS = 10
+DEADLINE_SECONDS = 110.0
+
+
+@dataclass
+class Step:
+    name: str
+    ok: bool = False
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Demo:
+    stage: LocalStage
+    api: ApiClient
+    started: float = field(default_factory=time.monotonic)
+    steps: list[Step] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def endpoint(self) -> str:
+        return self.stage.aws_endpoint
+
+    def left(self) -> float:
+        return max(1.0, DEADLINE_SECONDS - (time.monotonic() - self.started))
+
+    def run_step(self, name: str, body: Callable[[], str]) -> Step:
+        step = Step(name)
+        began = time.monotonic()
+        try:
+            step.detail, step.ok = body(), True
+        except (AssertionError, TimedOut) as exc:
+            step.detail = str(exc) or type(exc).__name__
+        except Exception as exc:
+            step.detail = f"{type(exc).__name__}: {exc}"
+        step.seconds = time.monotonic() - began
+        with self._lock:
+            self.steps.append(step)
+        return step
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def backups(demo: Demo) -> str:
+    ddb = boto3.client("dynamodb", endpoint_url=demo.endpoint)
+
+    def run_to_completion() -> dict[str, Any]:
+        started = demo.api.post("/backups")
+        assert started.status == 202, f"POST /backups: {started.status} {started.body}"
+        run_id = started.body["run_id"]
+
+        def complete() -> dict[str, Any] | None:
+            shown = demo.api.get(f"/backups/runs/{run_id}")
+            return shown.body if shown.status == 200 and shown.body.get("status") == "COMPLETE" else None
+        return wait_until(complete, min(45.0, demo.left()), f"backup run {run_id} to complete", 0.5)
+
+    first = run_to_completion()
+    assert first["summary"]["backed_up"] == len(SAMPLE_TABLES), f"first run: {first['summary']}"
+    time.sleep(1.1)  # backup names carry the second they were taken
+    second = run_to_completion()
+    summary = second["summary"]
+    assert summary["backed_up"] == len(SAMPLE_TABLES), f"second run: {summary}"
+    assert summary["deleted"] == len(SAMPLE_TABLES), f"retention should delete the first run's backups: {summary}"
+    left = {t: len(ddb.list_backups(TableName=t, BackupType="USER")["BackupSummaries"]) for t in SAMPLE_TABLES}
+    assert all(n == 1 for n in left.values()), f"one backup per table should remain: {left}"
+    return (f"2 runs COMPLETE over {len(SAMPLE_TABLES)} tables; retention deleted {summary['deleted']}, "
+            f"1 backup left per table")
+
+
+def _create_task(demo: Demo, strategy: str, to: str, due: datetime) -> str:
+    created = demo.api.post("/tasks", {
+        "run_at": _iso(due), "strategy": strategy,
+        "action": {"type": "email", "to": to, "subject": f"demo {strategy}", "body": "from make demo"}})
+    assert created.status == 201, f"POST /tasks ({strategy}): {created.status} {created.body}"
+    return str(created.body["id"])
+
+
+def tasks(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:
+    due = datetime.now(UTC) + lead
+    ids = {s: _create_task(demo, s, f"{s}-{tag}@example.com", due) for s in ("exact", "interval", "lazy")}
+
+    def all_sent() -> bool:
+        return all(emails_to(demo.endpoint, f"{s}-{tag}@example.com") for s in ids)
+    wait_until(all_sent, demo.left(), "an email from each strategy's task", 0.5)
+    time.sleep(3)  # a duplicate would come now
+    counts = {s: len(emails_to(demo.endpoint, f"{s}-{tag}@example.com")) for s in ids}
+    assert all(n == 1 for n in counts.values()), f"each task should send exactly one email: {counts}"
+
+    def all_done() -> bool:
+        return all(demo.api.get(f"/tasks/{i}").body.get("status") == "DONE" for i in ids.values())
+    wait_until(all_done, 10, "the tasks to show DONE", 0.5)
+    return "exact, interval, lazy: one email each, status DONE"
+
+
+def seed(demo: Demo, tag: str, lead: timedelta = SEED_LEAD) -> str:
+    ddb = boto3.client("dynamodb", endpoint_url=demo.endpoint)
+    table = demo.stage.environment["TASKS_TABLE"]
+    due = int((datetime.now(UTC) + lead).timestamp())
+    for i in range(SEED_ITEMS):
+        ddb.put_item(TableName=table, Item={
+            "PK": {"S": f"USER#{tag}-{i}"}, "SK": {"S": f"REMINDER#{i}"},
+            "REMINDER_TIMESTAMP": {"N": str(due)}, "email": {"S": f"seed{i}-{tag}@example.com"}})
+
+    def delivered() -> int:
+        return sum(1 for i in range(SEED_ITEMS) if emails_to(demo.endpoint, f"seed{i}-{tag}@example.com"))
+    wait_until(lambda: delivered() == SEED_ITEMS, demo.left(), f"{SEED_ITEMS} seed emails", 0.5)
+    time.sleep(2)
+    total = sum(len(emails_to(demo.endpoint, f"seed{i}-{tag}@example.com")) for i in range(SEED_ITEMS))
+    assert total == SEED_ITEMS, f"expected {SEED_ITEMS} seed emails, got {total}"
+    return f"{SEED_ITEMS} items put with boto3: {SEED_ITEMS} emails"
+
+
+def cancelled(demo: Demo, tag: str, lead: timedelta = TASK_LEAD, margin: float = 10.0) -> str:
+    due = datetime.now(UTC) + lead
+    to = f"cancelled-{tag}@example.com"
+    task_id = _create_task(demo, "exact", to, due)
+    gone = demo.api.delete(f"/tasks/{task_id}")
+    assert gone.status in (200, 202, 204), f"DELETE /tasks/{task_id}: {gone.status} {gone.body}"
+    time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds()) + margin)  # well past its time
+    assert not emails_to(demo.endpoint, to), "the cancelled task sent its email"
+    status = demo.api.get(f"/tasks/{task_id}").body.get("status")
+    assert status == "CANCELLED", f"GET /tasks/{task_id} says {status}"
+    return f"DELETE /tasks/{{id}}: no email {margin:g} s after its time, status CANCELLED"
+
+
+def print_summary(demo: Demo, out: Callable[[str], None]) -> None:
+    width = max(len(s.name) for s in demo.steps)
+    out("")
+    out(f"{'step':<{width}}  result  seconds  detail")
+    out(f"{'-' * width}  ------  -------  {'-' * 40}")
+    for step in sorted(demo.steps, key=lambda s: s.name):
+        out(f"{step.name:<{width}}  {'ok' if step.ok else 'FAILED':<6}  {step.seconds:>7.1f}  {step.detail}")
+    total = time.monotonic() - demo.started
+    verdict = "all steps passed" if all(s.ok for s in demo.steps) else "SOME STEPS FAILED"
+    out(f"\n{verdict} in {total:.1f} s")
+
+
+def demo_for(stage: LocalStage) -> Demo:
+    """A demo driving ``stage`` (with the API token when the stage's API_AUTH is token)."""
+    token = stage.environment.get("API_TOKEN", "") if stage.environment.get("API_AUTH") == "token" else ""
+    return Demo(stage, ApiClient(stage.api_url, token))
+
+
+def run_demo(stage: LocalStage, out: Callable[[str], None] = print) -> bool:
+    demo = demo_for(stage)
+    tag = uuid.uuid4().hex[:6]
+    flows: list[tuple[str, Callable[[], str]]] = [
+        ("1 backups + retention", lambda: backups(demo)),
+        ("2 tasks: one per strategy", lambda: tasks(demo, tag)),
+        ("3 seed write (boto3)", lambda: seed(demo, tag)),
+        ("4 cancelled task", lambda: cancelled(demo, tag)),
+    ]
+    threads = [threading.Thread(target=demo.run_step, args=flow, name=flow[0]) for flow in flows]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print_summary(demo, out)
+    return len(demo.steps) == len(flows) and all(s.ok for s in demo.steps)
+
+
+def main() -> int:
+    environ = os.environ
+    try:
+        settings = LocalSettings.from_env(environ)
+    except LocalSettingsError as exc:
+        print(f"make demo: {exc}", file=sys.stderr)
+        return 2
+    # Free ports unless asked for: the demo may run next to `make run`.
+    settings = LocalSettings(
+        aws_port=settings.aws_port if environ.get("LOCAL_AWS_PORT") else 0,
+        api_port=settings.api_port if environ.get("LOCAL_API_PORT") else 0,
+        scheduler_jitter_seconds=settings.scheduler_jitter_seconds, ttl_lag_seconds=settings.ttl_lag_seconds)
+    try:
+        stage = start_local_stage(settings, overrides=DEMO_ENVIRONMENT)
+    except LocalSettingsError as exc:
+        print(f"make demo: {exc}", file=sys.stderr)
+        return 2
+    print(stage.banner(), flush=True)
+    try:
+        ok = run_demo(stage, lambda line: print(line, flush=True))
+    finally:
+        stage.stop()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Invoke a Chalice app's handlers as Lambda does, and print one line per invocation.
+
+A handler is the object Chalice registered in ``app.handler_map`` under the
+event source's name: it takes the raw event dict and a Lambda context, exactly
+as the Lambda runtime calls ``app.<handler>`` on AWS.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from chalice.app import Chalice
+from chalice.local import LambdaContext
+
+Clock = Callable[[], datetime]
+Out = Callable[[str], None]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def print_line(text: str) -> None:
+    print(text, flush=True)
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What one invocation did: for the printed line, and for the event source to act on."""
+
+    handler: str
+    source: str
+    records: int
+    seconds: float
+    result: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.timed_out
+
+
+class Reporter:
+    """Prints the runtime's lines (thread-safe): invocations, notes, problems."""
+
+    def __init__(self, out: Out = print_line, clock: Clock = utc_now) -> None:
+        self._out = out
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        stamp = self._clock().strftime("%H:%M:%S.%f")[:-3]
+        with self._lock:
+            self._out(f"{stamp}  {text}")
+
+    def invocation(self, call: Invocation, outcome: str = "") -> None:
+        if not outcome:
+            outcome = "ok" if call.ok else f"FAILED {describe_error(call)}"
+        unit = "record" if call.records == 1 else "records"
+        self.line(f"{call.handler:<24} {call.source:<9} {call.records:>3} {unit:<7} "
+                  f"{call.seconds * 1000:>7.0f} ms  {outcome}")
+
+
+def describe_error(call: Invocation) -> str:
+    if call.timed_out:
+        return "timed out"
+    error = call.error
+    return f"{type(error).__name__}: {error}" if error is not None else ""
+
+
+class Invoker:
+    """Calls the app's handlers by event-source name with a Lambda context; never raises."""
+
+    def __init__(self, app: Chalice, reporter: Reporter, *, stage: str = "local",
+                 timeout_seconds: int | Callable[[str], int] = 60, memory_size: int = 128) -> None:
+        self.app = app
+        self.reporter = reporter
+        self.stage = stage
+        self._timeout = timeout_seconds
+        self.memory_size = memory_size
+
+    def timeout_seconds(self, handler: str) -> int:
+        """The handler's Lambda timeout (config.json's lambda_timeout for it, else the default)."""
+        return self._timeout(handler) if callable(self._timeout) else self._timeout
+
+    def function_name(self, handler: str) -> str:
+        """The Lambda function Chalice deploys for ``handler``: <app>-<stage>-<handler>."""
+        return f"{self.app.app_name}-{self.stage}-{handler}"
+
+    def handler_for_function(self, function: str) -> str | None:
+        """The handler behind a Lambda function name or ARN (arn:aws:lambda:...:function:<name>[:alias])."""
+        name = function.split(":function:", 1)[1].split(":", 1)[0] if ":function:" in function else function
+        for handler in self.app.handler_map:
+            if name in (handler, self.function_name(handler)):
+                return handler
+        return None
+
+    def invoke(self, handler: str, source: str, event: Any, records: int = 1) -> Invocation:
+        """Run one invocation; the caller reports it (it knows what the outcome meant)."""
+        func = self.app.handler_map[handler]
+        timeout = self.timeout_seconds(handler)
+        context = LambdaContext(function_name=self.function_name(handler), memory_size=self.memory_size,
+                                max_runtime_ms=timeout * 1000)
+        started = time.monotonic()
+        try:
+            result = func(event, context)
+        except Exception as exc:  # a Lambda invocation error: reported, never propagated
+            seconds = time.monotonic() - started
+            traceback.print_exception(exc, file=sys.stderr)
+            return Invocation(handler, source, records, seconds, error=exc)
+        seconds = time.monotonic() - started
+        return Invocation(handler, source, records, seconds, result=result,
+                          timed_out=seconds > timeout)

@@ -1,0 +1,199 @@
+"""The offline runtime: any Chalice app's API and every event handler it registers, against moto's server.
+
+``Runtime(app, endpoint_url=...)`` serves the app's routes with Chalice's own
+local server (what ``chalice local`` runs) and, for each event source in
+``app.event_sources``, runs what Lambda and AWS would run:
+
+=====================  ====================================================
+ScheduledEventConfig   local/sources/schedules.py: rate()/cron() on time
+SQSEventConfig         local/sources/sqs.py: Lambda's SQS poller
+DynamoDBEventConfig    local/sources/streams.py: Lambda's stream poller
+(always)               local/sources/scheduler.py: EventBridge Scheduler
+(always)               local/sources/ttl.py: DynamoDB Time to Live
+=====================  ====================================================
+
+Other event sources (S3, SNS, Kinesis, event patterns, websockets) are listed
+in the banner as not emulated.  Every source is a thread that stops when the
+shared stop Event is set; ``stop()`` returns within a few seconds.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config as BotoConfig
+from chalice.app import Chalice, DynamoDBEventConfig, ScheduledEventConfig, SQSEventConfig
+from chalice.config import Config
+from chalice.local import LocalChalice, LocalDevServer, create_local_server
+
+from local.aws import LOCAL_HOST
+from local.events import ACCOUNT
+from local.invoker import Clock, Invoker, Out, Reporter, print_line, utc_now
+from local.sources import Source
+from local.sources.scheduler import SchedulerPoller
+from local.sources.schedules import ScheduledRule
+from local.sources.sqs import QueuePoller
+from local.sources.streams import StreamPoller
+from local.sources.ttl import TtlLedger, TtlSweeper
+
+STOP_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    api_host: str = LOCAL_HOST
+    api_port: int = 8000
+    stage: str = "local"
+    region: str = "us-east-1"
+    account: str = ACCOUNT
+    scheduler_jitter_seconds: float = 60.0
+    ttl_lag_seconds: float = 5.0
+    workers: int = 8
+
+
+class Runtime:
+    """Serve ``app`` and run its event handlers against the AWS endpoint ``endpoint_url``."""
+
+    def __init__(self, app: Chalice, endpoint_url: str, options: RuntimeOptions = RuntimeOptions(), *,
+                 config: Config | None = None, clock: Clock = utc_now, out: Out = print_line,
+                 rng: random.Random | None = None, session: boto3.session.Session | None = None) -> None:
+        self.app = app
+        self.endpoint_url = endpoint_url
+        self.options = options
+        self.config = config or Config(chalice_stage=options.stage,
+                                       user_provided_params={"app_name": app.app_name})
+        self.clock = clock
+        self.reporter = Reporter(out, clock)
+        self.invoker = Invoker(app, self.reporter, stage=options.stage, timeout_seconds=self.lambda_timeout,
+                               memory_size=self.config.lambda_memory_size or 128)
+        self.stop_event = threading.Event()
+        self.executor = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="invoke")
+        self.ledger = TtlLedger()
+        self._session = session or boto3.session.Session(region_name=options.region)
+        self._clients: dict[str, Any] = {}
+        self._rng = rng or random.Random()
+        self.sources: list[Source] = []
+        self.not_emulated: list[str] = []
+        self._threads: list[threading.Thread] = []
+        self._server: LocalDevServer | None = None
+        self._app_class: type | None = None
+        self._discover()
+
+    # --- wiring -----------------------------------------------------------------
+
+    def lambda_timeout(self, handler: str) -> int:
+        """config.json's lambda_timeout for ``handler`` (per function, per stage), else Chalice's 60 s."""
+        timeout = self.config.scope(self.options.stage, handler).lambda_timeout
+        return int(timeout) if timeout else 60
+
+    def client(self, service: str) -> Any:
+        """One client per service, built up front in this thread (boto3 sessions are not thread-safe)."""
+        if service not in self._clients:
+            self._clients[service] = self._session.client(  # type: ignore[call-overload]
+                service, endpoint_url=self.endpoint_url, region_name=self.options.region,
+                config=BotoConfig(retries={"mode": "standard", "max_attempts": 3},
+                                  connect_timeout=2, read_timeout=15))
+        return self._clients[service]
+
+    def _discover(self) -> None:
+        """One source per event source the app registered (never a fixed list), plus Scheduler and TTL."""
+        o = self.options
+        for config in self.app.event_sources:
+            if isinstance(config, ScheduledEventConfig):
+                self.sources.append(ScheduledRule(config, self.invoker, self.executor, self.clock,
+                                                  region=o.region, account=o.account))
+            elif isinstance(config, SQSEventConfig):
+                self.sources.append(QueuePoller(config, self.invoker, self.client("sqs"),
+                                                region=o.region, account=o.account))
+            elif isinstance(config, DynamoDBEventConfig) and not config.stream_arn.startswith("arn:"):
+                self.not_emulated.append(f"{config.name} (no stream ARN: {config.stream_arn!r})")
+            elif isinstance(config, DynamoDBEventConfig):
+                self.sources.append(StreamPoller(config, self.invoker, self.client("dynamodbstreams"),
+                                                 self.ledger, region=o.region))
+            else:
+                self.not_emulated.append(f"{config.name} ({type(config).__name__})")
+        self.sources.append(SchedulerPoller(
+            self.client("scheduler"), self.client("sqs"), self.client("sns"), self.invoker, self.executor,
+            self.clock, jitter_seconds=o.scheduler_jitter_seconds, rng=self._rng))
+        self.sources.append(TtlSweeper(self.client("dynamodb"), self.ledger, self.reporter, self.clock,
+                                       lag_seconds=o.ttl_lag_seconds))
+
+    def source(self, name: str) -> Source:
+        return next(s for s in self.sources if s.name == name)
+
+    # --- running ------------------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        host, port = self._server.server.server_address[:2] if self._server else (self.options.api_host,
+                                                                                  self.options.api_port)
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> Runtime:
+        self._server = self._api_server()
+        self._spawn("api", lambda: self._server.server.serve_forever(poll_interval=0.2) if self._server else None)
+        for source in self.sources:
+            self._spawn(source.name, lambda s=source: s.run(self.stop_event))  # type: ignore[misc]
+        return self
+
+    def _api_server(self) -> LocalDevServer:
+        """Chalice's local server (as ``chalice local`` builds it) on the API host and port."""
+        if isinstance(self.app, LocalChalice):  # already converted by an earlier runtime
+            return LocalDevServer(self.app, self.config, self.options.api_host, self.options.api_port)
+        self._app_class = type(self.app)
+        return create_local_server(self.app, self.config, self.options.api_host, self.options.api_port)
+
+    def _spawn(self, name: str, target: Callable[[], Any]) -> None:
+        def guarded() -> None:
+            try:
+                target()
+            except Exception as exc:  # a source that dies says so instead of vanishing
+                self.reporter.line(f"{name}: stopped by {type(exc).__name__}: {exc}")
+                raise
+        thread = threading.Thread(target=guarded, name=f"local-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        self.stop_event.set()
+        if self._server is not None:
+            self._server.server.shutdown()
+            self._server.server.server_close()
+        for thread in self._threads:
+            thread.join(timeout)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        if self._app_class is not None:
+            self.app.__class__ = self._app_class  # undo create_local_server's class swap
+            self._app_class = None
+
+    def __enter__(self) -> Runtime:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- banner ---------------------------------------------------------------------
+
+    def banner(self, aws_endpoint: str | None = None) -> str:
+        lines = [f"{self.app.app_name} offline, stage {self.options.stage}",
+                 f"  API        {self.api_url}/  (Chalice's local server, as `chalice local`)"]
+        endpoint = aws_endpoint or self.endpoint_url
+        lines.append(f"  AWS        {endpoint}  (moto; state: {endpoint}/moto-api/data.json)")
+        lines.append("  handlers")
+        for source in self.sources:
+            if isinstance(source, ScheduledRule | QueuePoller | StreamPoller):
+                lines.append(f"    {source.name:<24} {source.describe()}")
+        lines.append("  emulated")
+        for source in self.sources:
+            if not isinstance(source, ScheduledRule | QueuePoller | StreamPoller):
+                lines.append(f"    {source.describe()}")
+        if self.not_emulated:
+            lines.append("  not emulated: " + ", ".join(self.not_emulated))
+        lines.append("  one line per invocation: time, handler, source, records, duration, outcome. Ctrl-C stops.")
+        return "\n".join(lines)

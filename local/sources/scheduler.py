@@ -1,0 +1,363 @@
+"""EventBridge Scheduler, which moto stores but never fires: schedules fire at their time.
+
+Every second the poller lists the schedules of every group (ListSchedules) and
+reads new or changed ones (GetSchedule).  A schedule fires at its at(), rate()
+or cron() time in its ScheduleExpressionTimezone, within StartDate/EndDate, plus
+a random delay, as on AWS:
+
+* FlexibleTimeWindow OFF: up to LOCAL_SCHEDULER_JITTER_SECONDS (default 60: AWS
+  invokes somewhere in the minute);
+* FLEXIBLE: anywhere in its MaximumWindowInMinutes;
+* LOCAL_SCHEDULER_JITTER_SECONDS=0: every schedule fires exactly on time.
+
+Target.Input is delivered to an SQS queue (SendMessage), an SNS topic (Publish)
+or a Lambda function of the app (its handler is invoked with the parsed Input,
+asynchronously as Scheduler does: a handler error is retried twice, as Lambda
+retries async events, and never counts against the schedule).  A delivery
+that fails is retried with growing pauses (1 s, 2 s, 4 s ... at most 60 s:
+AWS's backoff, scaled down) while the RetryPolicy allows (MaximumRetryAttempts,
+MaximumEventAgeInSeconds), then sent to DeadLetterConfig's queue with the
+attributes AWS sets (ERROR_CODE, ERROR_MESSAGE, EXHAUSTED_RETRY_CONDITION, ...).
+After its last invocation a schedule with ActionAfterCompletion DELETE is deleted.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import random
+import threading
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from chalicelib import schedule_expr
+from local.invoker import Clock, Invoker, describe_error
+
+if TYPE_CHECKING:
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
+
+LIST_EVERY_SECONDS = 1.0
+OFF_WINDOW_SECONDS = 60.0
+DEFAULT_RETRY = {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
+LAMBDA_ASYNC_RETRIES = 2
+RETRY_MAX_SECONDS = 60.0
+
+
+class DeliveryError(Exception):
+    """A target could not be reached: counts against the schedule's retry policy."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _utc(moment: Any) -> datetime | None:
+    if moment is None or moment == "":
+        return None
+    if isinstance(moment, datetime):
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(float(moment), UTC)
+
+
+def next_due(schedule: dict[str, Any], after: datetime) -> datetime | None:
+    """The schedule's next nominal invocation strictly after ``after`` (None: it has completed).
+
+    A one-time at() schedule whose time has passed when first seen is due at once:
+    pass ``after`` just before its time (the poller passes its creation time).
+    """
+    expression = schedule_expr.parse(schedule["ScheduleExpression"], allow_at=True)
+    tz = schedule.get("ScheduleExpressionTimezone") or "UTC"
+    if isinstance(expression, schedule_expr.At):
+        return schedule_expr.next_fire(expression, after, tz)
+    start, end = _utc(schedule.get("StartDate")), _utc(schedule.get("EndDate"))
+    if start is not None and after < start:
+        after = start - timedelta(microseconds=1)
+    anchor = start or _utc(schedule.get("CreationDate")) or after
+    due = schedule_expr.next_fire(expression, after, tz, start=anchor)
+    if due is None or (end is not None and due > end):
+        return None
+    return due
+
+
+def spread_seconds(schedule: dict[str, Any], jitter_seconds: float) -> float:
+    """How late after its nominal time an invocation may come (0: exact)."""
+    if jitter_seconds <= 0:
+        return 0.0
+    window = schedule.get("FlexibleTimeWindow") or {}
+    if window.get("Mode") == "FLEXIBLE":
+        return float(window.get("MaximumWindowInMinutes", 1)) * 60.0
+    return min(float(jitter_seconds), OFF_WINDOW_SECONDS)
+
+
+@dataclass
+class Plan:
+    schedule: dict[str, Any]
+    modified: Any
+    due: datetime | None
+    fire_at: datetime | None
+
+
+@dataclass(order=True)
+class Delivery:
+    when: datetime
+    seq: int
+    schedule: dict[str, Any] = field(compare=False)
+    due: datetime = field(compare=False)
+    attempt: int = field(default=0, compare=False)
+    final: bool = field(default=False, compare=False)  # the schedule's last invocation
+
+
+class SchedulerPoller:
+    def __init__(self, scheduler: EventBridgeSchedulerClient, sqs: SQSClient, sns: SNSClient, invoker: Invoker,
+                 executor: Executor, clock: Clock, *, jitter_seconds: float,
+                 rng: random.Random | None = None) -> None:
+        self.scheduler = scheduler
+        self.sqs = sqs
+        self.sns = sns
+        self.invoker = invoker
+        self.reporter = invoker.reporter
+        self.executor = executor
+        self.clock = clock
+        self.jitter_seconds = jitter_seconds
+        self.rng = rng or random.Random()
+        self.plans: dict[str, Plan] = {}
+        self.deliveries: list[Delivery] = []
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.started = clock()
+
+    @property
+    def name(self) -> str:
+        return "scheduler"
+
+    def describe(self) -> str:
+        jitter = "exact" if self.jitter_seconds <= 0 else f"up to {self.jitter_seconds:g}s late (OFF window)"
+        return f"EventBridge Scheduler: every group, fired {jitter}"
+
+    def run(self, stop: threading.Event) -> None:
+        self._stop = stop
+        listed_at = -LIST_EVERY_SECONDS
+        while not stop.is_set():
+            if time.monotonic() - listed_at >= LIST_EVERY_SECONDS:
+                listed_at = time.monotonic()
+                try:
+                    self.refresh()
+                except (ClientError, BotoCoreError) as exc:
+                    self.reporter.line(f"scheduler: listing schedules failed: {exc}")
+            self.dispatch()
+            wake = LIST_EVERY_SECONDS - (time.monotonic() - listed_at)
+            upcoming = self._next_wake()
+            if upcoming is not None:
+                wake = min(wake, (upcoming - self.clock()).total_seconds())
+            stop.wait(max(0.01, wake))
+
+    def _next_wake(self) -> datetime | None:
+        times = [p.fire_at for p in self.plans.values() if p.fire_at is not None]
+        with self._lock:
+            if self.deliveries:
+                times.append(self.deliveries[0].when)
+        return min(times) if times else None
+
+    # --- which schedules exist, and when they fire ------------------------------
+
+    def _list(self) -> dict[str, dict[str, Any]]:
+        groups: list[str] = []
+        for group_page in self.scheduler.get_paginator("list_schedule_groups").paginate():
+            groups += [g["Name"] for g in group_page.get("ScheduleGroups", [])]
+        found: dict[str, dict[str, Any]] = {}
+        for group in groups:
+            for page in self.scheduler.get_paginator("list_schedules").paginate(GroupName=group):
+                for summary in page.get("Schedules", []):
+                    found[summary["Arn"]] = dict(summary)
+        return found
+
+    def refresh(self) -> None:
+        listed = self._list()
+        for arn in list(self.plans):
+            if arn not in listed:
+                del self.plans[arn]  # deleted (by the app, or after completion)
+        for arn, summary in listed.items():
+            plan = self.plans.get(arn)
+            if plan is not None and plan.modified == summary.get("LastModificationDate"):
+                continue
+            try:
+                schedule = dict(self.scheduler.get_schedule(
+                    Name=summary["Name"], GroupName=summary.get("GroupName") or "default"))
+            except ClientError:
+                continue  # deleted between the listing and now
+            self.plans[arn] = self._plan(schedule, summary.get("LastModificationDate"))
+
+    def _plan(self, schedule: dict[str, Any], modified: Any) -> Plan:
+        if schedule.get("State", "ENABLED") != "ENABLED":
+            return Plan(schedule, modified, None, None)
+        created = _utc(schedule.get("LastModificationDate")) or self.clock()
+        # at(): due even if its time passed before we saw it; recurring: from now on
+        after = created - timedelta(microseconds=1) if schedule["ScheduleExpression"].startswith("at(") \
+            else self.clock()
+        try:
+            due = next_due(schedule, min(after, self.clock()))
+        except ValueError as exc:  # moto stores any expression; AWS would have refused it
+            self.reporter.line(f"schedule {schedule.get('GroupName')}/{schedule.get('Name')}: never fires: {exc}")
+            due = None
+        return self._with_jitter(Plan(schedule, modified, due, None))
+
+    def _with_jitter(self, plan: Plan) -> Plan:
+        if plan.due is not None:
+            late = self.rng.uniform(0.0, spread_seconds(plan.schedule, self.jitter_seconds))
+            plan.fire_at = plan.due + timedelta(seconds=late)
+        else:
+            plan.fire_at = None
+        return plan
+
+    # --- firing and delivering --------------------------------------------------
+
+    def dispatch(self) -> None:
+        now = self.clock()
+        for arn, plan in list(self.plans.items()):
+            if plan.fire_at is None or plan.fire_at > now or plan.due is None:
+                continue
+            if not self._unchanged(plan):
+                del self.plans[arn]  # deleted or updated since it was listed: the next listing re-plans it
+                continue
+            following = next_due(plan.schedule, plan.due)
+            is_last = following is None
+            self._enqueue(Delivery(now, next(self._seq), plan.schedule, plan.due, final=is_last))
+            plan.due = following
+            self._with_jitter(plan)
+        while True:
+            with self._lock:
+                if not self.deliveries or self.deliveries[0].when > now:
+                    return
+                delivery = heapq.heappop(self.deliveries)
+            self.executor.submit(self.attempt, delivery)
+
+    def _unchanged(self, plan: Plan) -> bool:
+        """Whether the schedule still exists as planned (the app may have deleted it since the listing)."""
+        schedule = plan.schedule
+        try:
+            current = self.scheduler.get_schedule(Name=schedule["Name"],
+                                                  GroupName=schedule.get("GroupName") or "default")
+        except ClientError:
+            return False
+        except BotoCoreError:
+            return True  # cannot tell: fire as planned
+        return current.get("LastModificationDate") == schedule.get("LastModificationDate")
+
+    def _enqueue(self, delivery: Delivery) -> None:
+        with self._lock:
+            heapq.heappush(self.deliveries, delivery)
+
+    def attempt(self, delivery: Delivery) -> None:
+        schedule = delivery.schedule
+        target = schedule["Target"]
+        label = f"schedule {schedule.get('GroupName', 'default')}/{schedule['Name']}"
+        try:
+            outcome = self.send(target)
+        except DeliveryError as exc:
+            self._failed(delivery, exc, label)
+            return
+        self.reporter.line(f"{label} -> {target['Arn']}: {outcome}")
+        self._completed(delivery)
+
+    def _failed(self, delivery: Delivery, error: DeliveryError, label: str) -> None:
+        policy = {**DEFAULT_RETRY, **(delivery.schedule["Target"].get("RetryPolicy") or {})}
+        now = self.clock()
+        delivery.attempt += 1
+        age = (now - delivery.due).total_seconds()
+        exhausted = ("MaximumRetryAttempts" if delivery.attempt > int(policy["MaximumRetryAttempts"])
+                     else "MaximumEventAgeInSeconds" if age >= int(policy["MaximumEventAgeInSeconds"]) else "")
+        if not exhausted:
+            pause = min(RETRY_MAX_SECONDS, 2.0 ** (delivery.attempt - 1))
+            self.reporter.line(f"{label}: delivery failed ({error}); retry {delivery.attempt} in {pause:g}s")
+            delivery.when = now + timedelta(seconds=pause)
+            self._enqueue(delivery)
+            return
+        self.reporter.line(f"{label}: delivery failed ({error}); retries exhausted ({exhausted})")
+        self._dead_letter(delivery, error, exhausted)
+        self._completed(delivery)
+
+    def _dead_letter(self, delivery: Delivery, error: DeliveryError, exhausted: str) -> None:
+        target = delivery.schedule["Target"]
+        dlq = (target.get("DeadLetterConfig") or {}).get("Arn")
+        if not dlq:
+            return
+        attributes = {
+            "ERROR_CODE": error.code, "ERROR_MESSAGE": error.message[:256],
+            "EXHAUSTED_RETRY_CONDITION": exhausted, "RETRY_ATTEMPTS": str(delivery.attempt - 1),
+            "SCHEDULE_ARN": delivery.schedule["Arn"], "TARGET_ARN": target["Arn"],
+        }
+        try:
+            self.sqs.send_message(
+                QueueUrl=self._queue_url(dlq), MessageBody=target.get("Input") or "{}",
+                MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()})
+        except (ClientError, BotoCoreError) as exc:
+            self.reporter.line(f"scheduler: dead-letter queue {dlq} unreachable: {exc}")
+
+    def _completed(self, delivery: Delivery) -> None:
+        schedule = delivery.schedule
+        if not delivery.final or schedule.get("ActionAfterCompletion") != "DELETE":
+            return
+        try:
+            self.scheduler.delete_schedule(Name=schedule["Name"], GroupName=schedule.get("GroupName") or "default")
+            self.reporter.line(f"schedule {schedule.get('GroupName')}/{schedule['Name']}: completed, deleted")
+        except ClientError:
+            pass  # deleted already
+
+    def _queue_url(self, arn: str) -> str:
+        parts = arn.split(":")
+        return self.sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+
+    def send(self, target: dict[str, Any]) -> str:
+        """Deliver Target.Input; raises DeliveryError when the target cannot be reached."""
+        arn: str = target["Arn"]
+        payload = target.get("Input") or "{}"
+        service = arn.split(":")[2] if arn.count(":") >= 5 else ""
+        try:
+            if service == "sqs":
+                kwargs: dict[str, Any] = {"QueueUrl": self._queue_url(arn), "MessageBody": payload}
+                group = (target.get("SqsParameters") or {}).get("MessageGroupId")
+                if group:
+                    kwargs["MessageGroupId"] = group
+                message_id = self.sqs.send_message(**kwargs)["MessageId"]
+                return f"sent message {message_id}"
+            if service == "sns":
+                message_id = self.sns.publish(TopicArn=arn, Message=payload)["MessageId"]
+                return f"published {message_id}"
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise DeliveryError(str(error.get("Code", "ClientError")), str(error.get("Message", exc))) from exc
+        except BotoCoreError as exc:
+            raise DeliveryError(type(exc).__name__, str(exc)) from exc
+        if service == "lambda":
+            return self._invoke_lambda(arn, payload)
+        return "target type not emulated offline: nothing delivered"
+
+    def _invoke_lambda(self, arn: str, payload: str) -> str:
+        handler = self.invoker.handler_for_function(arn)
+        if handler is None:
+            raise DeliveryError("ResourceNotFoundException", f"no handler of the app behind {arn}")
+        try:
+            event: Any = json.loads(payload)
+        except json.JSONDecodeError:
+            event = payload
+        self.executor.submit(self._lambda_async, handler, event, 0)
+        return f"invoking {handler} (async)"
+
+    def _lambda_async(self, handler: str, event: Any, retry: int) -> None:
+        call = self.invoker.invoke(handler, "scheduler", event, 1)
+        if call.ok or retry >= LAMBDA_ASYNC_RETRIES:
+            self.reporter.invocation(call, "" if call.ok else f"FAILED {describe_error(call)}; async retries exhausted")
+            return
+        self.reporter.invocation(call, f"FAILED {describe_error(call)}; async retry {retry + 1} in {retry + 1}s")
+        if not self._stop.wait(retry + 1.0):
+            self._lambda_async(handler, event, retry + 1)

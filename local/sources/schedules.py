@@ -1,0 +1,64 @@
+"""EventBridge scheduled rules (``@app.schedule``): rate() and cron() fire on time, in UTC.
+
+A rate() rule fires one period after the runtime started, then every period; a
+cron() rule at each matching UTC minute.  The event is the one EventBridge
+sends (``time`` is the scheduled time).  Invocations run in the runtime's
+worker pool, so a slow handler never delays the next firing.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Executor
+from datetime import datetime
+
+from chalice.app import ScheduledEventConfig
+
+from chalicelib import schedule_expr
+from local import events
+from local.invoker import Clock, Invoker
+
+
+def expression_text(config: ScheduledEventConfig) -> str:
+    expression = config.schedule_expression
+    return expression if isinstance(expression, str) else expression.to_string()
+
+
+class ScheduledRule:
+    def __init__(self, config: ScheduledEventConfig, invoker: Invoker, executor: Executor, clock: Clock, *,
+                 region: str, account: str) -> None:
+        self.config = config
+        self.invoker = invoker
+        self.executor = executor
+        self.clock = clock
+        self.expression = schedule_expr.parse(expression_text(config))
+        self.rule_arn = (f"arn:aws:events:{region}:{account}:rule/"
+                         f"{invoker.app.app_name}-{invoker.stage}-{config.name}")
+        self.region = region
+        self.account = account
+        self.started = clock()
+        self.next_at: datetime | None = self.following(self.started)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def following(self, after: datetime) -> datetime | None:
+        return schedule_expr.next_fire(self.expression, after, start=self.started)
+
+    def describe(self) -> str:
+        upcoming = f", next {self.next_at:%H:%M:%S}Z" if self.next_at else ""
+        return f"schedule  {expression_text(self.config)}{upcoming}"
+
+    def run(self, stop: threading.Event) -> None:
+        while self.next_at is not None:
+            if stop.wait(max(0.0, (self.next_at - self.clock()).total_seconds())):
+                return
+            at = self.next_at
+            self.executor.submit(self.fire, at)
+            self.next_at = self.following(at)
+
+    def fire(self, at: datetime) -> None:
+        event = events.scheduled_event(at, self.rule_arn, region=self.region, account=self.account)
+        self.invoker.reporter.invocation(self.invoker.invoke(self.config.name, "schedule", event, 1))
+

@@ -1,0 +1,128 @@
+"""SQS event sources (``@app.on_sqs_message``): Lambda's poller against moto's SQS.
+
+* long polling (a second at a time, so a stop is noticed at once);
+* up to the handler's batch size, gathering for up to its batching window;
+* per-message delays and the queue's visibility timeout are SQS's own (moto's);
+* a message is deleted only after the handler succeeded; when it raises, nothing
+  is deleted and every message comes back after the visibility timeout (and to the
+  queue's dead-letter queue after maxReceiveCount receives, as SQS does);
+* a ``{"batchItemFailures": [{"itemIdentifier": <messageId>}]}`` response deletes
+  all but those, which come back (ReportBatchItemFailures).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from chalice.app import SQSEventConfig
+
+from local import events
+from local.invoker import Invoker
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+LONG_POLL_SECONDS = 1
+SQS_MAX_BATCH = 10  # ReceiveMessage returns at most 10 messages per call
+RETRY_SECONDS = 2.0
+
+
+def to_delete(messages: list[dict[str, Any]], failed_ids: set[str] | None) -> list[dict[str, Any]]:
+    """The messages to delete after a successful invocation that reported ``failed_ids`` (None: none failed).
+
+    An identifier that is not a message of the batch fails the whole batch, as on Lambda.
+    """
+    if failed_ids is None:
+        return list(messages)
+    if not failed_ids <= {m["MessageId"] for m in messages}:
+        return []
+    return [m for m in messages if m["MessageId"] not in failed_ids]
+
+
+class QueuePoller:
+    def __init__(self, config: SQSEventConfig, invoker: Invoker, sqs: SQSClient, *, region: str,
+                 account: str) -> None:
+        self.config = config
+        self.invoker = invoker
+        self.sqs = sqs
+        self.region = region
+        self.account = account
+        self.queue_name = config.queue or (config.queue_arn or "").rsplit(":", 1)[-1]
+        self.queue_url = ""
+        self.queue_arn = config.queue_arn or events.queue_arn(self.queue_name, region, account)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def describe(self) -> str:
+        return (f"sqs       {self.queue_name} (batch {self.config.batch_size}, "
+                f"window {self.config.maximum_batching_window_in_seconds}s)")
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set() and not self._resolve(stop):
+            pass
+        while not stop.is_set():
+            try:
+                batch = self.gather(stop)
+            except (ClientError, BotoCoreError) as exc:
+                self.invoker.reporter.line(f"{self.name}: receiving from {self.queue_name} failed: {exc}")
+                stop.wait(RETRY_SECONDS)
+                continue
+            if batch:
+                self.deliver(batch)
+
+    def _resolve(self, stop: threading.Event) -> bool:
+        try:
+            self.queue_url = self.sqs.get_queue_url(QueueName=self.queue_name)["QueueUrl"]
+            self.queue_arn = self.sqs.get_queue_attributes(
+                QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            return True
+        except (ClientError, BotoCoreError) as exc:
+            self.invoker.reporter.line(f"{self.name}: queue {self.queue_name} not found ({exc}); retrying")
+            stop.wait(RETRY_SECONDS * 2)
+            return False
+
+    def _receive(self, count: int, wait_seconds: int) -> list[dict[str, Any]]:
+        response = self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=max(1, min(SQS_MAX_BATCH, count)),
+            WaitTimeSeconds=wait_seconds, AttributeNames=["All"], MessageAttributeNames=["All"])
+        return [dict(m) for m in response.get("Messages", [])]
+
+    def gather(self, stop: threading.Event) -> list[dict[str, Any]]:
+        """One batch: what a long poll returns, topped up until the batch size or the window closes."""
+        size = self.config.batch_size
+        batch = self._receive(size, LONG_POLL_SECONDS)
+        window = self.config.maximum_batching_window_in_seconds
+        if not batch or window <= 0:
+            return batch
+        closes = time.monotonic() + window
+        while len(batch) < size and not stop.is_set():
+            left = closes - time.monotonic()
+            if left <= 0:
+                break
+            batch += self._receive(size - len(batch), min(LONG_POLL_SECONDS, max(0, int(left))))
+        return batch
+
+    def deliver(self, batch: list[dict[str, Any]]) -> None:
+        records = [events.sqs_record_from_message(m, self.queue_arn, self.region) for m in batch]
+        call = self.invoker.invoke(self.config.name, "sqs", events.sqs_event(*records), len(records))
+        if not call.ok:
+            self.invoker.reporter.invocation(call)  # nothing deleted: all come back after the visibility timeout
+            return
+        try:
+            failed = events.batch_item_failures(call.result)
+        except ValueError as exc:
+            self.invoker.reporter.invocation(call, f"FAILED bad batchItemFailures response: {exc}")
+            return
+        done = to_delete(batch, failed)
+        for start in range(0, len(done), SQS_MAX_BATCH):
+            chunk = done[start:start + SQS_MAX_BATCH]
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)])
+        kept = len(batch) - len(done)
+        outcome = "ok" if not kept else f"ok, {kept} of {len(batch)} reported failed (will come back)"
+        self.invoker.reporter.invocation(call, outcome)

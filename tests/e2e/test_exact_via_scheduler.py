@@ -1,0 +1,45 @@
+"""An exact task beyond the direct-queue horizon goes through EventBridge Scheduler, which the runtime fires."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from local.client import emails_to, wait_until
+from local.demo import DEMO_ENVIRONMENT, demo_for
+from local.stage import LocalSettings, LocalStage, start_local_stage
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stage() -> Iterator[LocalStage]:
+    local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
+    overrides = {**DEMO_ENVIRONMENT, "DIRECT_QUEUE_HORIZON_SECONDS": "0", "SCHEDULE_LEAD_SECONDS": "2"}
+    started = start_local_stage(local, overrides=overrides, out=lambda line: None)
+    yield started
+    started.stop()
+
+
+def test_an_exact_task_is_scheduled_fired_by_scheduler_and_runs_at_its_time(stage: LocalStage) -> None:
+    scheduler = boto3.client("scheduler", endpoint_url=stage.aws_endpoint)
+    group = stage.environment["SCHEDULE_GROUP"]
+    to = f"scheduled-{uuid.uuid4().hex[:6]}@example.com"
+    due = (datetime.now(UTC) + timedelta(seconds=6)).replace(microsecond=0)
+    created = demo_for(stage).api.post("/tasks", {
+        "run_at": due.strftime("%Y-%m-%dT%H:%M:%SZ"), "strategy": "exact",
+        "action": {"type": "email", "to": to, "subject": "via scheduler", "body": "b"}})
+    assert created.status == 201, created.body
+
+    def schedules() -> list[Any]:
+        return list(scheduler.list_schedules(GroupName=group)["Schedules"])
+    wait_until(schedules, 5, "the task's schedule")
+    email = wait_until(lambda: emails_to(stage.aws_endpoint, to), 15, "the task's email")
+    assert len(email) == 1
+    assert datetime.now(UTC) >= due
+    wait_until(lambda: not schedules(), 5, "the fired schedule to delete itself")

@@ -1,0 +1,300 @@
+"""The runtime with any Chalice app: redelivery, batch failures, Scheduler timing, TTL removals.
+
+A tiny app is built here whose handlers fail on purpose; the runtime runs it
+against moto's server on a free port, and the tests drive it only with boto3
+(send, put, create_schedule) and read what its handlers saw.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from chalice.app import Chalice, DynamoDBEvent, SQSEvent
+
+from local.aws import MotoServer
+from local.client import wait_until
+from local.events import TTL_USER_IDENTITY
+from local.runtime import Runtime, RuntimeOptions
+
+pytestmark = pytest.mark.e2e
+
+REGION = "us-east-1"
+
+
+@dataclass
+class Seen:
+    """What the tiny app's handlers received, and how they should behave next."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    sqs: list[list[dict[str, Any]]] = field(default_factory=list)
+    stream: list[list[dict[str, Any]]] = field(default_factory=list)
+    scheduled: list[tuple[datetime, Any]] = field(default_factory=list)
+    fail_bodies: set[str] = field(default_factory=set)      # raise once when a batch has one of these
+    report_bodies: set[str] = field(default_factory=set)    # report as batchItemFailures once
+    fail_keys: set[str] = field(default_factory=set)        # stream: raise once for a batch with this PK
+
+    def take(self, pool: set[str], candidates: list[str]) -> list[str]:
+        with self.lock:
+            hit = [c for c in candidates if c in pool]
+            pool.difference_update(hit)
+            return hit
+
+
+@dataclass
+class World:
+    runtime: Runtime
+    seen: Seen
+    endpoint: str
+    queue_url: str
+    queue_arn: str
+    table: str
+    ttl_table: str
+    stream_arn: str
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)  # type: ignore[call-overload]
+
+
+def build_app(seen: Seen, queue: str, stream_arn: str, ttl_stream_arn: str) -> Chalice:
+    app = Chalice(app_name="tiny")
+
+    @app.on_sqs_message(queue=queue, batch_size=5, maximum_batching_window_in_seconds=1, name="consume")
+    def consume(event: SQSEvent) -> dict[str, Any] | None:
+        records = [r.to_dict() for r in event]
+        with seen.lock:
+            seen.sqs.append(records)
+        bodies = [r["body"] for r in records]
+        if seen.take(seen.fail_bodies, bodies):
+            raise RuntimeError("failing once on purpose")
+        reported = set(seen.take(seen.report_bodies, bodies))
+        if reported:
+            return {"batchItemFailures": [{"itemIdentifier": r["messageId"]}
+                                          for r in records if r["body"] in reported]}
+        return None
+
+    @app.on_dynamodb_record(stream_arn=stream_arn, batch_size=10, starting_position="TRIM_HORIZON", name="changes")
+    def changes(event: DynamoDBEvent) -> None:
+        records = event.to_dict()["Records"]
+        with seen.lock:
+            seen.stream.append(records)
+        keys = [r["dynamodb"]["Keys"]["PK"]["S"] for r in records]
+        if seen.take(seen.fail_keys, keys):
+            raise RuntimeError("failing once on purpose")
+
+    @app.on_dynamodb_record(stream_arn=ttl_stream_arn, batch_size=10, starting_position="LATEST", name="expiries")
+    def expiries(event: DynamoDBEvent) -> None:
+        with seen.lock:
+            seen.stream.append(event.to_dict()["Records"])
+
+    @app.lambda_function(name="on_schedule")
+    def on_schedule(event: Any, context: Any) -> None:
+        with seen.lock:
+            seen.scheduled.append((datetime.now(UTC), event))
+
+    return app
+
+
+def _table(ddb: Any, name: str) -> str:
+    table = ddb.create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+    return str(table["TableDescription"]["LatestStreamArn"])
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    moto = MotoServer(port=0).start()
+    session = boto3.session.Session(region_name=REGION)
+    sqs = session.client("sqs", endpoint_url=moto.endpoint)
+    ddb = session.client("dynamodb", endpoint_url=moto.endpoint)
+    queue_url = sqs.create_queue(QueueName="tiny-work", Attributes={"VisibilityTimeout": "2"})["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    stream_arn = _table(ddb, "tiny-items")
+    ttl_stream_arn = _table(ddb, "tiny-expiring")
+    ddb.update_time_to_live(TableName="tiny-expiring",
+                            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires"})
+    session.client("scheduler", endpoint_url=moto.endpoint).create_schedule_group(Name="tiny")
+    seen = Seen()
+    app = build_app(seen, "tiny-work", stream_arn, ttl_stream_arn)
+    runtime = Runtime(app, moto.endpoint, RuntimeOptions(api_port=0, scheduler_jitter_seconds=0,
+                                                         ttl_lag_seconds=1), out=lambda line: None)
+    runtime.start()
+    try:
+        yield World(runtime, seen, moto.endpoint, queue_url, queue_arn, "tiny-items", "tiny-expiring", stream_arn)
+    finally:
+        runtime.stop()
+        moto.stop()
+
+
+def _sqs_deliveries(world: World, body: str) -> list[dict[str, Any]]:
+    with world.seen.lock:
+        return [r for batch in world.seen.sqs for r in batch if r["body"] == body]
+
+
+def _queue_is_empty(world: World) -> bool:
+    attributes = world.client("sqs").get_queue_attributes(QueueUrl=world.queue_url, AttributeNames=["All"])
+    counts: dict[str, str] = attributes["Attributes"]
+    return counts["ApproximateNumberOfMessages"] == "0" and counts["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_a_message_whose_handler_raises_comes_back_after_the_visibility_timeout_then_is_deleted(
+        world: World) -> None:
+    world.seen.fail_bodies.add("flaky")
+    world.client("sqs").send_message(QueueUrl=world.queue_url, MessageBody="flaky")
+    def redelivered() -> list[dict[str, Any]] | None:
+        deliveries = _sqs_deliveries(world, "flaky")
+        return deliveries if len(deliveries) >= 2 else None
+    deliveries = wait_until(redelivered, 10, "a second delivery")
+    first, second = deliveries[:2]
+    assert first["messageId"] == second["messageId"]
+    assert [d["attributes"]["ApproximateReceiveCount"] for d in (first, second)] == ["1", "2"]
+    assert first["eventSource"] == "aws:sqs" and first["eventSourceARN"] == world.queue_arn
+    assert first["awsRegion"] == REGION and first["md5OfBody"] and first["receiptHandle"]
+    wait_until(lambda: _queue_is_empty(world), 5, "the message to be deleted after success")
+    time.sleep(2.5)  # past another visibility timeout: no third delivery
+    assert len(_sqs_deliveries(world, "flaky")) == 2
+
+
+def test_only_the_messages_reported_in_batch_item_failures_come_back(world: World) -> None:
+    world.seen.report_bodies.add("partial-b")
+    sqs = world.client("sqs")
+    sqs.send_message_batch(QueueUrl=world.queue_url, Entries=[
+        {"Id": n, "MessageBody": f"partial-{n}"} for n in ("a", "b", "c")])
+    wait_until(lambda: len(_sqs_deliveries(world, "partial-b")) >= 2, 10, "the reported message to come back")
+    wait_until(lambda: _queue_is_empty(world), 5, "the queue to empty")
+    time.sleep(2.5)
+    assert [len(_sqs_deliveries(world, f"partial-{n}")) for n in ("a", "b", "c")] == [1, 2, 1]
+
+
+def test_a_message_with_a_delay_is_not_delivered_before_it(world: World) -> None:
+    world.client("sqs").send_message(QueueUrl=world.queue_url, MessageBody="later", DelaySeconds=2)
+    sent = time.monotonic()
+    wait_until(lambda: _sqs_deliveries(world, "later"), 6, "the delayed message")
+    assert time.monotonic() - sent >= 1.9
+
+
+def _stream_batches(world: World, prefix: str) -> list[list[dict[str, Any]]]:
+    with world.seen.lock:
+        return [b for b in world.seen.stream if any(r["dynamodb"]["Keys"]["PK"]["S"].startswith(prefix) for r in b)]
+
+
+def test_a_stream_batch_whose_handler_raises_is_delivered_again_in_order(world: World) -> None:
+    ddb = world.client("dynamodb")
+    world.seen.fail_keys.add("order-0")
+    for i in range(3):
+        ddb.put_item(TableName=world.table, Item={"PK": {"S": f"order-{i}"}, "n": {"N": str(i)}})
+    ddb.delete_item(TableName=world.table, Key={"PK": {"S": "order-2"}})
+
+    def delivered() -> list[dict[str, Any]] | None:
+        records = [r for b in _stream_batches(world, "order-") for r in b]
+        return records if len({r["eventID"] for r in records}) >= 4 and len(records) > 4 else None
+    wait_until(delivered, 10, "the failed batch again and every record")
+    batches = _stream_batches(world, "order-")
+    first_numbers = [r["dynamodb"]["SequenceNumber"] for r in batches[0]]
+    again = [r["dynamodb"]["SequenceNumber"] for r in batches[1]][:len(first_numbers)]
+    assert again == first_numbers                     # the same records, in the same order
+    everything = [r for b in batches[1:] for r in b]
+    assert [r["eventName"] for r in everything] == ["INSERT", "INSERT", "INSERT", "REMOVE"]
+    numbers = [int(r["dynamodb"]["SequenceNumber"]) for r in everything]
+    assert numbers == sorted(numbers)
+    record = everything[0]
+    assert record["eventVersion"] == "1.1" and record["eventSource"] == "aws:dynamodb"
+    assert record["eventSourceARN"] == world.stream_arn
+    assert record["dynamodb"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert record["dynamodb"]["NewImage"]["n"] == {"N": "0"} and "userIdentity" not in record
+    assert isinstance(record["dynamodb"]["ApproximateCreationDateTime"], float)
+    assert "OldImage" in everything[-1]["dynamodb"] and "userIdentity" not in everything[-1]
+
+
+def test_an_expired_item_is_removed_by_the_ttl_service_and_a_user_delete_is_not(world: World) -> None:
+    ddb = world.client("dynamodb")
+    now = int(time.time())
+    ddb.put_item(TableName=world.ttl_table, Item={"PK": {"S": "ttl-expired"}, "expires": {"N": str(now - 1)}})
+    ddb.put_item(TableName=world.ttl_table, Item={"PK": {"S": "ttl-future"}, "expires": {"N": str(now + 3600)}})
+    ddb.put_item(TableName=world.ttl_table, Item={"PK": {"S": "ttl-user"}, "expires": {"N": str(now + 3600)}})
+    ddb.delete_item(TableName=world.ttl_table, Key={"PK": {"S": "ttl-user"}})
+
+    def removals() -> dict[str, dict[str, Any]] | None:
+        found = {r["dynamodb"]["Keys"]["PK"]["S"]: r for b in _stream_batches(world, "ttl-") for r in b
+                 if r["eventName"] == "REMOVE"}
+        return found if {"ttl-expired", "ttl-user"} <= found.keys() else None
+    found = wait_until(removals, 8, "the TTL removal")
+    assert found["ttl-expired"]["userIdentity"] == TTL_USER_IDENTITY
+    assert found["ttl-expired"]["dynamodb"]["OldImage"]["expires"] == {"N": str(now - 1)}
+    assert "userIdentity" not in found["ttl-user"]
+    assert "ttl-future" not in found
+    assert "Item" in ddb.get_item(TableName=world.ttl_table, Key={"PK": {"S": "ttl-future"}})
+
+
+def _at(moment: datetime) -> str:
+    return f"at({moment.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
+
+
+def test_a_one_time_schedule_with_jitter_0_delivers_to_sqs_within_a_second_and_is_deleted(world: World) -> None:
+    scheduler = world.client("scheduler")
+    sqs = world.client("sqs")
+    target_url = sqs.create_queue(QueueName="tiny-scheduled")["QueueUrl"]
+    target_arn = sqs.get_queue_attributes(QueueUrl=target_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    when = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+    scheduler.create_schedule(
+        Name="once", GroupName="tiny", ScheduleExpression=_at(when), ScheduleExpressionTimezone="UTC",
+        FlexibleTimeWindow={"Mode": "OFF"}, ActionAfterCompletion="DELETE",
+        Target={"Arn": target_arn, "RoleArn": "arn:aws:iam::123456789012:role/tiny", "Input": '{"hello": 1}'})
+
+    def received() -> list[Any]:
+        return list(sqs.receive_message(QueueUrl=target_url, WaitTimeSeconds=1,
+                                        AttributeNames=["SentTimestamp"]).get("Messages", []))
+    message = wait_until(received, 8, "the scheduled message")[0]
+    sent = datetime.fromtimestamp(int(message["Attributes"]["SentTimestamp"]) / 1000, UTC)
+    assert json.loads(message["Body"]) == {"hello": 1}
+    assert abs((sent - when).total_seconds()) < 1.0, f"sent at {sent}, due at {when}"
+    wait_until(lambda: not scheduler.list_schedules(GroupName="tiny", NamePrefix="once")["Schedules"], 3,
+               "the completed schedule to be deleted")
+
+
+def test_a_schedule_with_a_lambda_target_invokes_the_apps_handler_with_its_input(world: World) -> None:
+    scheduler = world.client("scheduler")
+    when = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
+    scheduler.create_schedule(
+        Name="call", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:tiny-local-on_schedule",
+                "RoleArn": "arn:aws:iam::123456789012:role/tiny", "Input": '{"task": "t-1"}'})
+    at, event = wait_until(lambda: list(world.seen.scheduled), 6, "the handler to be invoked")[0]
+    assert event == {"task": "t-1"}
+    assert abs((at - when).total_seconds()) < 1.5
+    time.sleep(1.5)  # one-time: never again (the schedule stays: no ActionAfterCompletion)
+    assert len(world.seen.scheduled) == 1
+    assert scheduler.get_schedule(Name="call", GroupName="tiny")["Name"] == "call"
+
+
+def test_a_schedule_whose_target_is_missing_is_retried_then_dead_lettered(world: World) -> None:
+    scheduler = world.client("scheduler")
+    sqs = world.client("sqs")
+    dlq_url = sqs.create_queue(QueueName="tiny-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    when = (datetime.now(UTC) + timedelta(seconds=1)).replace(microsecond=0)
+    scheduler.create_schedule(
+        Name="lost", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:sqs:us-east-1:123456789012:no-such-queue", "RoleArn": "arn:aws:iam::1:role/x",
+                "Input": "lost", "RetryPolicy": {"MaximumRetryAttempts": 1, "MaximumEventAgeInSeconds": 60},
+                "DeadLetterConfig": {"Arn": dlq_arn}})
+
+    def dead() -> list[Any]:
+        return list(sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1,
+                                        MessageAttributeNames=["All"]).get("Messages", []))
+    message = wait_until(dead, 10, "the dead-lettered delivery")[0]
+    assert message["Body"] == "lost"
+    attributes = {k: v["StringValue"] for k, v in message["MessageAttributes"].items()}
+    assert attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
+    assert attributes["RETRY_ATTEMPTS"] == "1"
+    assert attributes["TARGET_ARN"].endswith(":no-such-queue")
