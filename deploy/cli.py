@@ -5,6 +5,7 @@
     python -m deploy.cli policy  --stage prod            # render .chalice/policy-prod.json
     python -m deploy.cli template                        # render deploy/resources.json (prod)
     python -m deploy.cli package --stage prod OUT_DIR    # chalice package + merge template
+    python -m deploy.cli replay-stream-failures --stage prod   # stream batches Lambda gave up on
 
 deploy: provision() the stage's resources (the same idempotent function the
 local runtime uses), write their names and ARNs into the stage's
@@ -32,9 +33,9 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from chalicelib.aws import Clients, client_config
+from chalicelib.aws import Clients, Deps, client_config
 from chalicelib.settings import Settings
-from deploy import event_sources, iam, stage, template
+from deploy import event_sources, iam, replay, stage, template
 from deploy.provision import SCHEDULER_ROLE_POLICY, iam_client, provision
 
 DEPLOYABLE_AUTH = ("iam", "api_key", "cognito")
@@ -48,6 +49,8 @@ class DeployError(RuntimeError):
 @dataclass
 class Report:
     changes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # printed; the command then exits 1
+    notes: list[str] = field(default_factory=list)     # printed only
 
 
 def run_chalice(args: Sequence[str], project: Path) -> None:
@@ -76,11 +79,19 @@ def _queue_arn(clients: Clients, name: str) -> str:
     return clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
 
-def lambda_client(clients: Clients) -> Any:
+def _client(clients: Clients, service: str) -> Any:
     kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
     if clients.settings.endpoint_url:
         kwargs["endpoint_url"] = clients.settings.endpoint_url
-    return clients.session.client("lambda", **kwargs)
+    return clients.session.client(service, **kwargs)  # type: ignore[call-overload]
+
+
+def lambda_client(clients: Clients) -> Any:
+    return _client(clients, "lambda")
+
+
+def streams_client(clients: Clients) -> Any:
+    return _client(clients, "dynamodbstreams")
 
 
 def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str],
@@ -165,6 +176,24 @@ def destroy(name: str, session: boto3.session.Session, confirm: str | None, dele
     return Report(destroy_resources(clients, settings, delete_data))
 
 
+def replay_stream_failures(name: str, session: boto3.session.Session, environ: Mapping[str, str],
+                           project: Path = stage.PROJECT) -> Report:
+    """Replay the stream batches whose positions Lambda sent to the stream's on-failure queue."""
+    config = stage.load_config(project)
+    options = event_sources.EventSourceOptions.from_env(environ)
+    settings = stage.settings(config, name, session.region_name or None)
+    missing = [v for v, value in (("TASKS_STREAM_ARN", settings.tasks_stream_arn),
+                                  ("SCHEDULER_ROLE_ARN", settings.scheduler_role_arn)) if not value]
+    if missing:
+        raise DeployError(f"stage {name} has no {' or '.join(missing)} in .chalice/config.json: deploy it first")
+    clients = Clients(settings, session=session)
+    result = replay.replay_stream_failures(Deps(settings=settings, clients=clients), streams_client(clients),
+                                           options.stream_on_failure_queue or settings.task_dlq)
+    notes = [f"{result.other_messages} other message(s) left in the queue (dead letters to inspect)"] \
+        if result.other_messages else []
+    return Report(result.changes, result.problems, notes)
+
+
 def render_template(environ: Mapping[str, str], project: Path = stage.PROJECT, name: str = "prod") -> dict[str, Any]:
     """The merge template of stage ``name``: its resources and app.py's event-source settings."""
     import app as app_module
@@ -187,7 +216,7 @@ def package(name: str, out: Path, environ: Mapping[str, str], project: Path = st
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.cli", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in ("deploy", "destroy", "policy", "package"):
+    for command in ("deploy", "destroy", "policy", "package", "replay-stream-failures"):
         sub = commands.add_parser(command)
         sub.add_argument("--stage", required=True)
         if command == "destroy":
@@ -205,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "policy":
             targets = iam.action_targets_from(os.environ)
             report = Report([f"rendered policy-{args.stage}.json"] if stage.render_policy(args.stage, targets) else [])
+        elif args.command == "replay-stream-failures":
+            report = replay_stream_failures(args.stage, boto3.session.Session(), os.environ)
         elif args.command == "template":
             changed = stage.write_json(stage.PROJECT / "deploy" / "resources.json", render_template(os.environ))
             report = Report(["rendered deploy/resources.json"] if changed else [])
@@ -216,8 +247,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for change in report.changes:
         print(f"changed: {change}")
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    for problem in report.problems:
+        print(f"problem: {problem}", file=sys.stderr)
     print(f"{len(report.changes)} change(s)")
-    return 0
+    return 1 if report.problems else 0
 
 
 if __name__ == "__main__":

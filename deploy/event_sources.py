@@ -19,11 +19,14 @@ STREAM_REPORT_BATCH_ITEM_FAILURES   true         Stream mapping: retry from the 
                                                  record the handler reports, not the batch.
 STREAM_BISECT_ON_ERROR              true         Stream mapping: split a failing batch in two
                                                  and retry the halves, to isolate a bad record.
-STREAM_MAX_RETRY_ATTEMPTS           5            Stream mapping: retries of a failing batch
-                                                 (-1: until the record expires; 0-10000).
-STREAM_MAX_RECORD_AGE_SECONDS       3600         Stream mapping: records older than this are
-                                                 sent to the on-failure destination (-1:
-                                                 never; 60-604800).
+STREAM_MAX_RETRY_ATTEMPTS           -1           Stream mapping: retries of a failing batch
+                                                 (-1: no count limit, only the age below;
+                                                 0-10000).
+STREAM_MAX_RECORD_AGE_SECONDS       43200        Stream mapping: a failing record older than
+                                                 this (12 h) goes to the on-failure queue;
+                                                 60-86399, below the stream's 24 h retention,
+                                                 so ``python -m deploy.cli
+                                                 replay-stream-failures`` can still read it.
 STREAM_ON_FAILURE_QUEUE             TASK_DLQ     Queue (name) receiving the metadata of stream
                                                  batches that exhausted their retries.
 STREAM_FILTER_PATTERNS              (none)       JSON list of Lambda filter patterns; a stream
@@ -44,6 +47,10 @@ from typing import Any
 from chalice.app import Chalice, DynamoDBEventConfig, SQSEventConfig
 from chalice.utils import to_cfn_resource_name
 
+# DynamoDB Streams keeps records 24 h; the on-failure queue gets only their position, so a record
+# must be set aside younger than that to be replayable (deploy/replay.py).
+STREAM_RETENTION_SECONDS = 24 * 3600
+
 
 @dataclass(frozen=True)
 class Option:
@@ -56,8 +63,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("SQS_REPORT_BATCH_ITEM_FAILURES", "true", "SQS mappings report partial batch failures."),
     Option("STREAM_REPORT_BATCH_ITEM_FAILURES", "true", "The stream mapping reports partial batch failures."),
     Option("STREAM_BISECT_ON_ERROR", "true", "Split a failing stream batch to isolate a bad record."),
-    Option("STREAM_MAX_RETRY_ATTEMPTS", "5", "Retries of a failing stream batch (-1 to 10000)."),
-    Option("STREAM_MAX_RECORD_AGE_SECONDS", "3600", "Older stream records go to the on-failure queue."),
+    Option("STREAM_MAX_RETRY_ATTEMPTS", "-1", "Retries of a failing stream batch (-1: bounded by age only)."),
+    Option("STREAM_MAX_RECORD_AGE_SECONDS", str(12 * 3600),
+           "Failing stream records older than this go to the on-failure queue (60-86399)."),
     Option("STREAM_ON_FAILURE_QUEUE", "", "Queue name of failed stream batches (empty: TASK_DLQ)."),
     Option("STREAM_FILTER_PATTERNS", "", "JSON list of Lambda filter patterns for the stream mapping."),
 )
@@ -112,7 +120,10 @@ class EventSourceOptions:
             stream_report_batch_item_failures=flag("STREAM_REPORT_BATCH_ITEM_FAILURES"),
             stream_bisect_on_error=flag("STREAM_BISECT_ON_ERROR"),
             stream_max_retry_attempts=integer("STREAM_MAX_RETRY_ATTEMPTS", range(0, 10001), (-1,)),
-            stream_max_record_age_seconds=integer("STREAM_MAX_RECORD_AGE_SECONDS", range(60, 604801), (-1,)),
+            # AWS also takes -1 and up to 604800, but a record older than the stream's retention is
+            # trimmed before it reaches the on-failure queue: it would be lost, not set aside.
+            stream_max_record_age_seconds=integer("STREAM_MAX_RECORD_AGE_SECONDS",
+                                                  range(60, STREAM_RETENTION_SECONDS)),
             stream_on_failure_queue=text("STREAM_ON_FAILURE_QUEUE"),
             stream_filter_patterns=tuple(json.dumps(f, sort_keys=True) for f in filters),
         )

@@ -17,7 +17,7 @@ from typing import Any
 
 from chalice.app import Chalice
 
-from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
 from deploy import event_sources, iam
 from deploy.provision import MAX_RECEIVE_COUNT
 
@@ -67,7 +67,9 @@ def resources(settings: Settings) -> dict[str, Any]:
     send["Statement"][0]["Resource"] = [{"Fn::GetAtt": ["DueQueue", "Arn"]}, {"Fn::GetAtt": ["SchedulerDlq", "Arn"]}]
     return {
         "Resources": {
-            "StateTable": _table(settings.state_table),
+            # Execution claims expire by STATE_TTL_ATTRIBUTE, as provision() enables it.
+            "StateTable": _table(settings.state_table,
+                                 TimeToLiveSpecification={"AttributeName": STATE_TTL_ATTRIBUTE, "Enabled": True}),
             "TasksTable": _table(
                 settings.tasks_table,
                 StreamSpecification={"StreamViewType": "NEW_AND_OLD_IMAGES"},

@@ -104,8 +104,9 @@ def test_event_source_settings_are_applied_and_read_back(project: Path, session:
     stream = mapping(session, project, "task_stream")
     assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert stream["BisectBatchOnFunctionError"] is True
-    assert stream["MaximumRetryAttempts"] == 5
-    assert stream["MaximumRecordAgeInSeconds"] == 3600
+    # Retried through an outage of hours (bounded by age, not count), set aside while still replayable.
+    assert stream["MaximumRetryAttempts"] == -1
+    assert stream["MaximumRecordAgeInSeconds"] == 12 * 3600
     assert stream["DestinationConfig"] == {"OnFailure": {"Destination": dlq}}
     for name in ("backup_monitor", "task_executor"):
         assert mapping(session, project, name)["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
@@ -167,6 +168,9 @@ def test_destroy_with_delete_data_deletes_the_tables_too(project: Path, session:
 @pytest.mark.parametrize("environ, message", [
     ({"STREAM_MAX_RETRY_ATTEMPTS": "-2"}, "STREAM_MAX_RETRY_ATTEMPTS"),
     ({"STREAM_MAX_RECORD_AGE_SECONDS": "10"}, "STREAM_MAX_RECORD_AGE_SECONDS"),
+    # Never set aside before the stream trims them (24 h): they could not be replayed.
+    ({"STREAM_MAX_RECORD_AGE_SECONDS": "-1"}, "STREAM_MAX_RECORD_AGE_SECONDS"),
+    ({"STREAM_MAX_RECORD_AGE_SECONDS": "86400"}, "STREAM_MAX_RECORD_AGE_SECONDS"),
     ({"STREAM_BISECT_ON_ERROR": "yes"}, "STREAM_BISECT_ON_ERROR"),
     ({"STREAM_FILTER_PATTERNS": "{"}, "STREAM_FILTER_PATTERNS"),
 ])

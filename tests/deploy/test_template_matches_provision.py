@@ -1,0 +1,115 @@
+"""The CloudFormation path builds what ``make deploy`` builds: deploy/resources.json vs provision().
+
+A template-based deploy (``chalice package --merge-template``) must leave the
+same tables and queues as provision(): same keys, stream, TTLs, index, queue
+timings and redrive, so neither path can drift (e.g. a state table whose
+execution claims never expire).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from chalicelib.aws import Clients
+from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
+from deploy import stage
+from deploy.provision import provision
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def committed_resources() -> dict[str, Any]:
+    resources: dict[str, Any] = json.loads((ROOT / "deploy" / "resources.json").read_text())["Resources"]
+    return resources
+
+
+def of_type(resources: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {name: r["Properties"] for name, r in resources.items() if r.get("Type") == kind}
+
+
+@pytest.fixture
+def prod() -> Iterator[tuple[Clients, Settings]]:
+    """The prod stage (the one deploy/resources.json renders), provisioned in moto."""
+    settings = stage.settings(stage.load_config(ROOT), "prod", "us-east-1")
+    with mock_aws():
+        clients = Clients(settings)
+        provision(clients, settings)
+        yield clients, settings
+
+
+def _by_name(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(entries, key=lambda e: str(e.get("AttributeName") or e.get("IndexName")))
+
+
+def template_table(props: dict[str, Any]) -> dict[str, Any]:
+    ttl = props.get("TimeToLiveSpecification") or {}
+    return {
+        "KeySchema": props["KeySchema"],
+        "AttributeDefinitions": _by_name(props["AttributeDefinitions"]),
+        "BillingMode": props["BillingMode"],
+        "StreamViewType": (props.get("StreamSpecification") or {}).get("StreamViewType"),
+        "TimeToLive": ttl.get("AttributeName") if ttl.get("Enabled") else None,
+        "GlobalSecondaryIndexes": _by_name([
+            {k: g[k] for k in ("IndexName", "KeySchema", "Projection")}
+            for g in props.get("GlobalSecondaryIndexes", [])]),
+    }
+
+
+def provisioned_table(clients: Clients, name: str) -> dict[str, Any]:
+    table = clients.dynamodb.describe_table(TableName=name)["Table"]
+    stream: dict[str, Any] = dict(table.get("StreamSpecification") or {})
+    ttl = clients.dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    return {
+        "KeySchema": table["KeySchema"],
+        "AttributeDefinitions": _by_name([dict(a) for a in table["AttributeDefinitions"]]),
+        "BillingMode": table.get("BillingModeSummary", {}).get("BillingMode", "PAY_PER_REQUEST"),
+        "StreamViewType": stream.get("StreamViewType") if stream.get("StreamEnabled") else None,
+        "TimeToLive": ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") else None,
+        "GlobalSecondaryIndexes": _by_name([
+            {"IndexName": g["IndexName"], "KeySchema": g["KeySchema"], "Projection": g["Projection"]}
+            for g in table.get("GlobalSecondaryIndexes", [])]),
+    }
+
+
+def test_the_template_has_the_tables_provision_creates_with_the_same_keys_stream_ttls_and_index(
+        prod: tuple[Clients, Settings]) -> None:
+    clients, _ = prod
+    tables = of_type(committed_resources(), "AWS::DynamoDB::Table")
+    assert sorted(p["TableName"] for p in tables.values()) == sorted(clients.dynamodb.list_tables()["TableNames"])
+    for props in tables.values():
+        assert template_table(props) == provisioned_table(clients, props["TableName"]), props["TableName"]
+
+
+def test_the_templates_state_table_expires_claims_by_the_state_ttl_attribute() -> None:
+    [state] = [p for p in of_type(committed_resources(), "AWS::DynamoDB::Table").values()
+               if p["TableName"] == "timekeeper-prod-state"]
+    assert state["TimeToLiveSpecification"] == {"AttributeName": STATE_TTL_ATTRIBUTE, "Enabled": True}
+
+
+def test_the_template_has_the_queues_provision_creates_with_the_same_timings_and_redrive(
+        prod: tuple[Clients, Settings]) -> None:
+    clients, _ = prod
+    resources = committed_resources()
+    queues = of_type(resources, "AWS::SQS::Queue")
+    urls = clients.sqs.list_queues().get("QueueUrls", [])
+    assert sorted(p["QueueName"] for p in queues.values()) == sorted(u.rsplit("/", 1)[-1] for u in urls)
+    for props in queues.values():
+        url = clients.sqs.get_queue_url(QueueName=props["QueueName"])["QueueUrl"]
+        have = clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        for attribute in ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds"):
+            assert have[attribute] == str(props[attribute]), (props["QueueName"], attribute)
+        want_redrive = props.get("RedrivePolicy")
+        have_redrive = json.loads(have["RedrivePolicy"]) if "RedrivePolicy" in have else None
+        if want_redrive is None:
+            assert have_redrive is None, props["QueueName"]
+            continue
+        assert have_redrive is not None, props["QueueName"]
+        target = resources[want_redrive["deadLetterTargetArn"]["Fn::GetAtt"][0]]["Properties"]["QueueName"]
+        assert have_redrive["deadLetterTargetArn"].rsplit(":", 1)[-1] == target
+        assert have_redrive["maxReceiveCount"] == want_redrive["maxReceiveCount"]
