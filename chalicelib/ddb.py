@@ -1,7 +1,16 @@
-"""DynamoDB plumbing: plain Python values <-> DynamoDB JSON, shared by the stores."""
+"""DynamoDB plumbing: plain Python values <-> DynamoDB JSON, shared by the stores.
+
+DynamoDB JSON comes in two spellings of binary values: boto3's (``{"B": b"..."}``,
+what the client takes and returns) and the wire's (``{"B": "<base64>"}``, what
+Lambda's stream events and our own JSON messages carry).  ``binary_as_text``
+and ``binary_as_bytes`` convert an item between them; everything else is kept
+exactly (numbers as their strings, sets as sets, nested maps and lists).
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -44,3 +53,42 @@ def value(v: Any) -> Any:
 def deserialize(item: Mapping[str, Any]) -> dict[str, Any]:
     """DynamoDB JSON (as from GetItem or a stream image) as a plain dict; whole numbers as int."""
     return {k: _from_dynamo(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+def _convert_binary(value: Any, convert: Any) -> Any:
+    """One attribute value (DynamoDB JSON) with its binary parts passed through ``convert``."""
+    if not isinstance(value, Mapping) or len(value) != 1:
+        raise ValueError(f"not a DynamoDB JSON attribute value: {value!r}"[:200])
+    [(kind, inner)] = value.items()
+    if kind == "B":
+        return {"B": convert(inner)}
+    if kind == "BS":
+        return {"BS": [convert(v) for v in inner]}
+    if kind == "M":
+        return {"M": {k: _convert_binary(v, convert) for k, v in inner.items()}}
+    if kind == "L":
+        return {"L": [_convert_binary(v, convert) for v in inner]}
+    return {kind: inner}
+
+
+def _to_text(raw: Any) -> str:
+    return raw if isinstance(raw, str) else base64.b64encode(bytes(raw)).decode()
+
+
+def _to_bytes(raw: Any) -> bytes:
+    if isinstance(raw, str):
+        try:
+            return base64.b64decode(raw, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"a binary value is not base64: {raw[:40]!r}") from exc
+    return bytes(raw.value if hasattr(raw, "value") else raw)
+
+
+def binary_as_text(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item in DynamoDB JSON with binary values as base64 text (JSON-safe, as Lambda delivers it)."""
+    return {k: _convert_binary(v, _to_text) for k, v in item.items()}
+
+
+def binary_as_bytes(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item in DynamoDB JSON with binary values as bytes (what boto3's client takes); ValueError if malformed."""
+    return {k: _convert_binary(v, _to_bytes) for k, v in item.items()}

@@ -8,13 +8,25 @@ from typing import Any
 from chalicelib.aws import Deps
 from chalicelib.log import logger
 
+# SQS's limit is 256 KiB per message; the rest is room for the envelope's own fields.
+MAX_BODY_BYTES = 250_000
 
-def dead_letter(deps: Deps, queue_name: str, source: str, event_id: str, reason: str, payload: Any) -> None:
-    """Log the event with its id and reason, and send it to ``queue_name`` for a human to inspect."""
+
+def dead_letter(deps: Deps, queue_name: str, source: str, event_id: str, reason: str, payload: Any,
+                smaller: Any = None) -> None:
+    """Log the event with its id and reason, and send it to ``queue_name`` for a human to inspect.
+
+    A payload too large for one message is replaced by ``smaller`` (its keys, say), or by a note that it was
+    left out."""
     logger.error("dead-lettered", extra={"source": source, "event_id": event_id, "reason": reason})
-    body = json.dumps(
-        {"source": source, "event_id": event_id, "reason": reason,
-         "at": deps.clock().isoformat(), "payload": payload},
-        default=str,
-    )
+
+    def envelope(content: Any) -> str:
+        return json.dumps({"source": source, "event_id": event_id, "reason": reason,
+                           "at": deps.clock().isoformat(), "payload": content}, default=str)
+
+    body = envelope(payload)
+    if len(body.encode()) > MAX_BODY_BYTES:
+        body = envelope(smaller if smaller is not None else {"truncated": True})
+        if len(body.encode()) > MAX_BODY_BYTES:
+            body = envelope({"truncated": True})
     deps.clients.sqs.send_message(QueueUrl=deps.queue_url(queue_name), MessageBody=body)

@@ -6,6 +6,7 @@ Each function returns (HTTP status, body) or raises ``ApiError``; an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import unquote
@@ -23,6 +24,7 @@ T = TypeVar("T")
 
 LIST_LIMIT_DEFAULT = 20
 LIST_LIMIT_MAX = 50
+WHOLE_NUMBER = re.compile(r"^[0-9]{1,6}$")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 
 
 def _valid(call: Callable[[], T]) -> T:
@@ -123,7 +125,7 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
         statuses = (Status(wanted),)
     limit = LIST_LIMIT_DEFAULT
     if "limit" in query:
-        if not query["limit"].isdigit() or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
+        if not WHOLE_NUMBER.match(query["limit"]) or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
             raise bad_request("limit", f"limit must be a whole number from 1 to {LIST_LIMIT_MAX}")
         limit = int(query["limit"])
     partition, start_key = 0, None
@@ -152,6 +154,10 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
 
 
 def _current(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, dict[str, Any] | None, Task | None]:
+    """(key, item, record, task); the task is None when the item is gone or is not a valid task.
+
+    An item that is not a valid task and was not made by the API (no record) is no task to change: 400,
+    naming the item's attribute at fault."""
     key = _key_of(task_id)
     if key is None:
         raise not_found("task", task_id)
@@ -163,8 +169,9 @@ def _current(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, 
     if item is not None:
         try:
             task = task_from_item(item, deps.settings)
-        except InvalidTask:
-            task = None
+        except InvalidTask as exc:
+            if record is None:
+                raise bad_request(exc.field, f"the item {key.task_id!r} is not a valid task: {exc.message}") from exc
     return key, item, record, task
 
 
@@ -219,8 +226,10 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
     status = _status(record, task)
     if status != Status.PENDING.value:
         raise conflict(f"task {key.task_id!r} is {status}; only a PENDING task can be changed", "status")
-    if item is None or task is None:
+    if item is None:
         raise conflict(f"task {key.task_id!r} is due and being run; it can no longer be changed", "status")
+    if task is None:
+        raise conflict(f"the item of task {key.task_id!r} is not a valid task; write it again", "id")
     settings, store, now = deps.settings, TaskStore(deps), deps.clock()
     changes: dict[str, Any] = {}
     if due is not None:
@@ -230,13 +239,12 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
                                             item.get(settings.due_attribute), has_due))
     if action is not None:
         changes["action"] = action
-    old_due = item.get(settings.due_attribute, item.get(settings.ttl_attribute))
-    due_name = settings.due_attribute if settings.due_attribute in item else settings.ttl_attribute
+    still_due, due_names, due_values = items.due_condition(task, settings)
     expression, names, values = set_attributes(changes)
     ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression,
-                  "attribute_exists(PK) AND (attribute_not_exists(#s) OR #s = :pending) AND #due = :old_due",
-                  {**names, "#s": "status", "#due": due_name},
-                  {**values, ":pending": Status.PENDING.value, ":old_due": old_due})]
+                  still_due + " AND (attribute_not_exists(#s) OR #s = :pending)",
+                  {**names, **due_names, "#s": "status"},
+                  {**values, **due_values, ":pending": Status.PENDING.value})]
     updated = task_from_item({**item, **changes}, settings)
     if record is not None:
         view_changes = {"run_at": iso(updated.due), "action": updated.action}

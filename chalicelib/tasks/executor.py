@@ -4,18 +4,23 @@ For every message (``model.DueMessage``):
 
 1. Never early: a message a second or more ahead goes back to the queue with
    the remaining delay (at most 900 s a hop); under a second, it is waited out.
-2. The task is read from its item, or from the message's ``snapshot`` when the
-   item is gone (a lazy task's TTL deleted it).  Skipped: a task cancelled,
-   finished, or rescheduled (its due time no longer matches the message's; the
-   new time has its own message).
+2. The task is read from its item, or from the item image the message carries
+   (or kept in the state table) when the item is gone (a lazy task's TTL
+   deleted it).  Skipped: a task cancelled, finished, or rescheduled (its due
+   time no longer matches the message's; the new time has its own message).
 3. The execution (task, due time) is claimed with a conditional write in the
    state table: a duplicate delivery finds the claim and stops; a claim held by
    a live worker sends the message back until its lease ends, then it may be
    taken over.
-4. The action runs, retried with backoff up to TASK_MAX_ATTEMPTS.  The outcome
-   is written to the item (and record, and status index) in one transaction: a
-   recurring task gets its next due time (which re-schedules it through the
-   stream), a failed one is FAILED, dead-lettered and alerted.
+4. The action runs, retried with backoff up to TASK_MAX_ATTEMPTS.  Its outcome
+   is first kept on the claim (state ACTED): from then on a takeover never runs
+   the action again, it only finishes recording it.
+5. A failure is dead-lettered and alerted (each noted on the claim, so neither
+   is lost nor repeated by a takeover); then the outcome is written to the item
+   (and record, and status index) in one transaction -- a recurring task gets
+   its next due time, which re-schedules it through the stream -- and the claim
+   is settled.  A worker that cannot finish releases its claim, so the
+   redelivery takes it over at once.
 
 An unreadable message is dead-lettered, not failed; a message whose handling
 raised is reported in ``batchItemFailures`` so only it is redelivered.
@@ -29,14 +34,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from chalicelib import alerts
+from chalicelib import alerts, ddb
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
 from chalicelib.settings import Settings
 from chalicelib.tasks import actions, items, timing
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, iso, task_from_item
-from chalicelib.tasks.store import TaskStore, delete, put, set_attributes, update
+from chalicelib.tasks.store import ACTED, Claim, Outcome, TaskStore, delete, put, put_raw, set_attributes, update
 
 SOURCE = "task_executor"
 
@@ -66,7 +71,7 @@ def skip_reason(task: Task, message: DueMessage, record: dict[str, Any] | None) 
         return "cancelled"
     if task.status.finished:
         return task.status.value.lower()
-    if message.snapshot is not None and record is not None and record.get("run_at") == due \
+    if message.carries_item and record is not None and record.get("run_at") == due \
             and record.get("status") in (Status.DONE.value, Status.FAILED.value):
         return str(record["status"]).lower()
     return None
@@ -87,14 +92,20 @@ def execute(deps: Deps, body: str, message_id: str) -> str:
     if arrival.kind == "wait":
         deps.sleep(arrival.seconds)
     store = TaskStore(deps)
-    item = message.snapshot if message.snapshot is not None else store.get_item(message.key)
+    image = _image_of(store, message)
+    if message.carries_item and image is None:
+        dead_letter(deps, settings.task_dlq, SOURCE, message_id,
+                    f"the item image kept for task {message.key.task_id} is gone", _payload(body))
+        return "dead-lettered"
+    item = ddb.deserialize(image) if image is not None else store.get_item(message.key)
     if item is None:
         return "skipped: gone"
     try:
         task = task_from_item(item, settings)
     except InvalidTask as exc:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id,
-                    f"task {message.key.task_id} is not a valid task: {exc.message}", _payload(body))
+                    f"task {message.key.task_id} is not a valid task: {exc.message}", _payload(body),
+                    smaller=_without_image(message))
         return "dead-lettered"
     record = store.get_record(task.id)
     reason = skip_reason(task, message, record)
@@ -105,26 +116,58 @@ def execute(deps: Deps, body: str, message_id: str) -> str:
         deps.sleep(early)
     claim = store.claim(task.id, task.due, deps.clock(), settings.task_claim_lease_seconds)
     if not claim.won:
-        if claim.state == Status.RUNNING.value:
+        if claim.state in (Status.RUNNING.value, ACTED):
             _send_back(deps, message, timing.claim_held_delay(
                 claim.claimed_at, settings.task_claim_lease_seconds, deps.clock()))
             return "requeued: claimed by another worker"
         return "skipped: " + (claim.state.lower() or "claimed")
-    if message.snapshot is None and not _mark_running(deps, store, task):
-        store.settle_claim(task.id, task.due, "SKIPPED", 0)
-        return "skipped: changed"
-    result, error, attempts = _run_with_retries(deps, task)
-    status = Status.DONE if error is None else Status.FAILED
-    _record_outcome(deps, store, task, message, record, status, attempts, result, error)
-    store.settle_claim(task.id, task.due, status.value, attempts)
-    if status is Status.FAILED:
-        dead_letter(deps, settings.task_dlq, SOURCE, message_id,
-                    f"task {task.id} failed after {attempts} attempts: {error}", _payload(body))
-        alerts.publish(deps, f"Task {task.id} failed after {attempts} attempts", {
-            "task_id": task.id, "due": iso(task.due), "action": task.action["type"],
-            "attempts": attempts, "error": error})
-        return "failed"
-    return "done"
+    outcome = claim.outcome  # taken over after the action ran: only its outcome is left to record
+    if outcome is None:
+        if not message.carries_item and not _mark_running(deps, store, task):
+            store.settle_claim(task.id, task.due, "SKIPPED", 0)
+            return "skipped: changed"
+        outcome = _run_with_retries(deps, task)
+        if not store.record_acted(task.id, task.due, claim.claimed_at, outcome):
+            return "skipped: taken over by another worker"
+    try:
+        _finish(deps, store, task, message, image, record, claim, outcome, message_id, body)
+    except Exception:
+        # The redelivery takes the claim over at once and finishes from the outcome kept on it.
+        try:
+            store.release_claim(task.id, task.due, claim.claimed_at)
+        except Exception:
+            logger.exception("could not release the claim; it is taken over when its lease ends",
+                             extra={"task_id": task.id})
+        raise
+    return "failed" if outcome.status is Status.FAILED else "done"
+
+
+def _image_of(store: TaskStore, message: DueMessage) -> dict[str, Any] | None:
+    """The item a message carries (DynamoDB JSON, binary as bytes): inline, or kept in the state table."""
+    if message.image is not None:
+        return ddb.binary_as_bytes(message.image)
+    if message.image_stored:
+        return store.get_image(message.key.task_id, message.due)
+    return None
+
+
+def _finish(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
+            record: dict[str, Any] | None, claim: Claim, outcome: Outcome, message_id: str, body: str) -> None:
+    """After the action ran (its outcome kept on the claim): dead-letter and alert a failure, record the outcome,
+    settle the claim.  Each step is noted on the claim, so a takeover after a crash redoes only what is left."""
+    if outcome.status is Status.FAILED:
+        if not claim.dead_lettered:
+            dead_letter(deps, deps.settings.task_dlq, SOURCE, message_id,
+                        f"task {task.id} failed after {outcome.attempts} attempts: {outcome.error}", _payload(body),
+                        smaller=_without_image(message))
+            store.mark_claim(task.id, task.due, "dead_lettered")
+        if not claim.alerted:
+            alerts.publish(deps, f"Task {task.id} failed after {outcome.attempts} attempts", {
+                "task_id": task.id, "due": iso(task.due), "action": task.action["type"],
+                "attempts": outcome.attempts, "error": outcome.error})
+            store.mark_claim(task.id, task.due, "alerted")
+    _record_outcome(deps, store, task, message, image, record, outcome)
+    store.settle_claim(task.id, task.due, outcome.status.value, outcome.attempts)
 
 
 def _payload(body: str) -> Any:
@@ -134,39 +177,39 @@ def _payload(body: str) -> Any:
         return body
 
 
+def _without_image(message: DueMessage) -> dict[str, Any]:
+    """A due message's payload for the dead-letter queue when the item it carries is too large to go with it."""
+    return {**json.loads(replace(message, image=None, image_stored=False).to_json()),
+            "image_omitted": message.carries_item}
+
+
 def _send_back(deps: Deps, message: DueMessage, delay: int) -> None:
     deps.clients.sqs.send_message(
         QueueUrl=deps.queue_url(deps.settings.due_queue),
         MessageBody=replace(message, hops=message.hops + 1).to_json(), DelaySeconds=delay)
 
 
-def _due_condition(settings: Settings, task: Task) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """The item still has the due value this task was read with."""
-    name = settings.due_attribute if settings.due_attribute in task.item else settings.ttl_attribute
-    return "attribute_exists(PK) AND #due = :due", {"#due": name}, {":due": task.item.get(name)}
-
-
 def _mark_running(deps: Deps, store: TaskStore, task: Task) -> bool:
-    condition, names, values = _due_condition(deps.settings, task)
+    condition, names, values = items.due_condition(task, deps.settings)
     return store.update_item(
         task.key, {"status": Status.RUNNING.value},
         condition + " AND (attribute_not_exists(#s) OR #s IN (:pending, :running))",
         {**names, "#s": "status"}, {**values, ":pending": Status.PENDING.value, ":running": Status.RUNNING.value})
 
 
-def _run_with_retries(deps: Deps, task: Task) -> tuple[dict[str, Any] | None, str | None, int]:
-    """(result, None, attempts) on success; (None, last error, attempts) when every attempt failed."""
+def _run_with_retries(deps: Deps, task: Task) -> Outcome:
+    """DONE with the result on success; FAILED with the last error when every attempt failed."""
     limit = deps.settings.task_max_attempts
     error = ""
     for attempt in range(1, limit + 1):
         try:
-            return actions.run_action(deps, task.action), None, attempt
+            return Outcome(Status.DONE, attempt, actions.run_action(deps, task.action))
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("task action failed", extra={"task_id": task.id, "attempt": attempt, "error": error})
             if attempt < limit:
                 deps.sleep(timing.retry_delay(attempt))
-    return None, error, limit
+    return Outcome(Status.FAILED, limit, None, error)
 
 
 def outcome_changes(task: Task, status: Status, attempts: int, result: dict[str, Any] | None,
@@ -185,25 +228,30 @@ def outcome_changes(task: Task, status: Status, attempts: int, result: dict[str,
         changes["last_result"] = result
     if error is not None:
         changes["last_error"] = error
+    if task.strategy is Strategy.INTERVAL and task.item.get(settings.due_attribute) is None:
+        # Known by its bucket alone (the interval seed's taskDateTime): it keeps its due time when the bucket goes.
+        changes[settings.due_attribute] = iso(task.due)
     # A finished interval task leaves the sparse bucket index, so the processor never reads it again.
     return changes, [settings.bucket_attribute]
 
 
-def _record_outcome(deps: Deps, store: TaskStore, task: Task, message: DueMessage,
-                    record: dict[str, Any] | None, status: Status, attempts: int,
-                    result: dict[str, Any] | None, error: str | None) -> None:
+def _record_outcome(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
+                    record: dict[str, Any] | None, outcome: Outcome) -> None:
     settings, now = deps.settings, deps.clock()
+    status, attempts, result, error = outcome.status, outcome.attempts, outcome.result, outcome.error
     next_due = timing.next_due(task, now) if status is Status.DONE else None
     changes, removed = outcome_changes(task, status, attempts, result, error, next_due, now, settings)
     after = {k: v for k, v in {**task.item, **changes}.items() if k not in removed}
     ops: list[dict[str, Any]] = []
-    if message.snapshot is None:
-        condition, names, values = _due_condition(settings, task)
+    if not message.carries_item:
+        condition, names, values = items.due_condition(task, settings)
         expression, set_names, set_values = set_attributes(changes, removed)
         ops.append(update(store.tasks_table, {"PK": task.key.pk, "SK": task.key.sk}, expression,
                           condition, {**names, **set_names}, {**values, **set_values}))
-    elif next_due is not None:  # a lazy task recurs: its item comes back with the next TTL
-        ops.append(put(store.tasks_table, after, "attribute_not_exists(PK)"))
+    elif next_due is not None and image is not None:
+        # A lazy task recurs: its item comes back exactly as it was (sets, binary, numbers), with the next TTL.
+        exact = {k: v for k, v in image.items() if k not in removed}
+        ops.append(put_raw(store.tasks_table, {**exact, **ddb.serialize(changes)}, "attribute_not_exists(PK)"))
     if record is not None or task.strategy is Strategy.LAZY:
         updated = task_from_item(after, settings)
         created_at = (record or {}).get("created_at") or task.item.get("created_at")

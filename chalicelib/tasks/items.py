@@ -42,10 +42,12 @@ RECORD_PREFIX = "TASK#"
 RECORD_SK = "RECORD"
 INDEX_PREFIX = "TASKS#"
 CLAIM_PREFIX = "CLAIM#"
+IMAGE_PREFIX = "IMAGE#"
 LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED)
 CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 CLAIM_RETENTION = timedelta(days=7)
+IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,47 @@ def index_key(status: Status | str, created_at: str, task_id: str) -> dict[str, 
 
 def claim_key(task_id: str, due: datetime) -> dict[str, str]:
     return {"PK": CLAIM_PREFIX + task_id, "SK": iso(due)}
+
+
+def image_key(task_id: str, due: datetime) -> dict[str, str]:
+    """Where a lazy task's item image too large for a due message is kept until it runs."""
+    return {"PK": IMAGE_PREFIX + task_id, "SK": iso(due)}
+
+
+def due_condition(task: Task, settings: Settings) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """(ConditionExpression, names, values): the item is still due when ``task`` was read, by what gave its due
+    time -- the due attribute's value; without one, the TTL of a lazy item or the bucket of an interval item.
+
+    Never compares an attribute with a missing value: DynamoDB evaluates ``#a = :v`` false when either is
+    absent or NULL (moto is more lenient)."""
+    item = task.item
+    names = {"#due": settings.due_attribute}
+    values: dict[str, Any] = {}
+    parts = ["attribute_exists(PK)"]
+    if item.get(settings.due_attribute) is not None:
+        values[":due"] = item[settings.due_attribute]
+        parts.append("#due = :due")
+        return " AND ".join(parts), names, values
+    if settings.due_attribute in item:  # present as NULL
+        values[":null_type"] = "NULL"
+        parts.append("attribute_type(#due, :null_type)")
+    else:
+        parts.append("attribute_not_exists(#due)")
+    if task.strategy is Strategy.LAZY:
+        names["#ttl"] = settings.ttl_attribute
+        values[":ttl"] = item[settings.ttl_attribute]
+        parts.append("#ttl = :ttl")
+    else:
+        # An interval item known by its bucket (the seed's taskDateTime): the value read, or the same minute as
+        # filed by the stream scheduler (sharded) in the meantime.
+        names["#bucket"] = settings.bucket_attribute
+        seen = item[settings.bucket_attribute]
+        filed = buckets.due_bucket(task.due, settings.bucket_minutes, settings.bucket_shards, task.key)
+        accepted = [seen] + ([filed] if filed != seen and buckets.parse_bucket(filed)[0] == task.due else [])
+        for i, label in enumerate(accepted):
+            values[f":bucket{i}"] = label
+        parts.append("#bucket IN (" + ", ".join(f":bucket{i}" for i in range(len(accepted))) + ")")
+    return " AND ".join(parts), names, values
 
 
 def record_of(task: Task, created_at: str | None, fingerprint: str | None = None,

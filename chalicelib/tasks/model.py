@@ -25,15 +25,17 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from chalicelib import schedule_expr
+from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
 TASK_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
-SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
-SQS_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/\d{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$")
+# FIFO queues and topics are not accepted: they need a MessageGroupId, which the actions do not send.
+SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$")
+SQS_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/\d{12}/[A-Za-z0-9_-]{1,80}$")
+FIFO_SUFFIX = ".fifo"
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
 # A due bucket (chalicelib.tasks.buckets), or the interval seed's taskDateTime without a shard.
 BUCKET_LABEL = re.compile(r"^(\d{4}-\d{2}-\d{2})#(\d{2}:\d{2})(?:#\d{1,3})?$")
@@ -173,6 +175,10 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
         raise InvalidTask(f"{where}.to", f"{where}.to is not an email address: {clean['to']!r}")
     if kind == "email" and ("\n" in clean["subject"] or len(clean["subject"]) > 998):
         raise InvalidTask(f"{where}.subject", f"{where}.subject must be one line")
+    target = {"sns": "topic_arn", "sqs": "queue_url"}.get(kind)
+    if target and clean[target].endswith(FIFO_SUFFIX):
+        raise InvalidTask(f"{where}.{target}", f"{where}.{target} is a FIFO {kind.upper()} target, which needs a "
+                                               f"MessageGroupId this action does not send: {clean[target]!r}")
     if kind == "sns" and not SNS_ARN.match(clean["topic_arn"]):
         raise InvalidTask(f"{where}.topic_arn", f"{where}.topic_arn is not an SNS topic ARN: {clean['topic_arn']!r}")
     if kind == "sqs" and not SQS_URL.match(clean["queue_url"]):
@@ -271,20 +277,34 @@ def task_from_item(item: dict[str, Any], settings: Settings) -> Task:
 class DueMessage:
     """What the due queue carries: the task's key and the due time it was sent for.
 
-    ``snapshot`` is the item itself when the item is gone (a lazy task's TTL
-    REMOVE), so the executor can run it from the message alone.
+    When the item is gone (a lazy task's TTL REMOVE) the message carries the
+    item itself, so the executor can run it from the message alone: ``image``,
+    the stream record's OldImage exactly as DynamoDB JSON (binary values as
+    base64 text, as Lambda delivers them), so sets, binary values and numbers
+    survive the trip.  An image too large for an SQS message is kept in the
+    state table instead (``image_stored``; ``items.image_key`` of task and due).
+    A message from an older version may carry ``snapshot``, the item as plain
+    JSON: it is read into ``image``.
     """
 
     key: TaskKey
     due: datetime
-    snapshot: dict[str, Any] | None = None
+    image: dict[str, Any] | None = None
+    image_stored: bool = False
     hops: int = 0  # times re-queued for being early
+
+    @property
+    def carries_item(self) -> bool:
+        """The item is gone: the task is read from the message (or its stored image), not the table."""
+        return self.image is not None or self.image_stored
 
     def to_json(self) -> str:
         body: dict[str, Any] = {"pk": self.key.pk, "sk": self.key.sk, "due": iso(self.due), "hops": self.hops}
-        if self.snapshot is not None:
-            body["snapshot"] = self.snapshot
-        return json.dumps(body, sort_keys=True, default=str)
+        if self.image is not None:
+            body["image"] = ddb.binary_as_text(self.image)
+        if self.image_stored:
+            body["image_stored"] = True
+        return json.dumps(body, sort_keys=True)
 
     @classmethod
     def from_json(cls, body: str) -> DueMessage:
@@ -297,11 +317,21 @@ class DueMessage:
         pk, sk = data.get("pk"), data.get("sk")
         if not isinstance(pk, str) or not isinstance(sk, str) or not pk or not sk:
             raise InvalidTask("pk", "message needs string pk and sk")
-        snapshot = data.get("snapshot")
-        if snapshot is not None and not isinstance(snapshot, dict):
-            raise InvalidTask("snapshot", "snapshot must be an object")
+        image = data.get("image")
+        try:
+            if image is not None:
+                if not isinstance(image, dict):
+                    raise ValueError("image must be an object")
+                ddb.binary_as_bytes(image)  # well-formed DynamoDB JSON
+            elif data.get("snapshot") is not None:  # the plain form of older messages
+                snapshot = data["snapshot"]
+                if not isinstance(snapshot, dict):
+                    raise ValueError("snapshot must be an object")
+                image = ddb.binary_as_text(ddb.serialize(snapshot))
+        except (ValueError, TypeError) as exc:
+            raise InvalidTask("image", f"the message's item image is not DynamoDB JSON: {exc}") from exc
         hops = data.get("hops", 0)
-        return cls(TaskKey(pk, sk), parse_due(data.get("due"), "due"), snapshot,
+        return cls(TaskKey(pk, sk), parse_due(data.get("due"), "due"), image, data.get("image_stored") is True,
                    hops if isinstance(hops, int) else 0)
 
 

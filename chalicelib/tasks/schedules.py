@@ -69,6 +69,7 @@ class Change:
     new: dict[str, Any] | None
     by_ttl: bool                         # a REMOVE made by DynamoDB's TTL process
     source_arn: str = ""
+    old_image: dict[str, Any] | None = None  # the OldImage as delivered (DynamoDB JSON), kept exactly
 
     @property
     def sequence_number(self) -> int:
@@ -160,8 +161,9 @@ def change_from_record(record: Any) -> Change:
     if key is None:
         raise InvalidRecord("the record's dynamodb.Keys has no string PK and SK")
     try:
-        old = ddb.deserialize(dynamodb["OldImage"]) if "OldImage" in dynamodb else None
-        new = ddb.deserialize(dynamodb["NewImage"]) if "NewImage" in dynamodb else None
+        # Lambda delivers binary values as base64 text; the deserializer wants bytes.
+        old = ddb.deserialize(ddb.binary_as_bytes(dynamodb["OldImage"])) if "OldImage" in dynamodb else None
+        new = ddb.deserialize(ddb.binary_as_bytes(dynamodb["NewImage"])) if "NewImage" in dynamodb else None
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise InvalidRecord(f"an image is not DynamoDB JSON: {exc}") from exc
     if name in ("INSERT", "MODIFY") and new is None:
@@ -173,7 +175,8 @@ def change_from_record(record: Any) -> Change:
               and identity.get("principalId") == TTL_PRINCIPAL)
     return Change(event_id=str(record.get("eventID") or sequence), event_name=name, sequence=sequence,
                   key=key, old=old, new=new, by_ttl=by_ttl and name == "REMOVE",
-                  source_arn=str(record.get("eventSourceARN") or ""))
+                  source_arn=str(record.get("eventSourceARN") or ""),
+                  old_image=ddb.binary_as_text(dynamodb["OldImage"]) if old is not None else None)
 
 
 # --- names and requests --------------------------------------------------------
@@ -279,7 +282,7 @@ def _plan_remove(change: Change, settings: Settings) -> list[Step]:
     old = task_from_item(change.old or {}, settings)
     if change.by_ttl:
         if old.strategy is Strategy.LAZY and not old.status.finished:
-            return [SendDue(DueMessage(change.key, old.due, snapshot=change.old), 0)]
+            return [SendDue(DueMessage(change.key, old.due, image=change.old_image), 0)]
         return []  # a TTL REMOVE of an exact or interval task (housekeeping) is not a due signal
     if old.strategy is Strategy.EXACT and not old.status.finished:
         return [DeleteSchedule(change.key)]

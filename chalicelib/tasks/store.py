@@ -82,13 +82,41 @@ def set_attributes(attributes: Mapping[str, Any], remove: Iterable[str] = ()) ->
     return expression, names, values
 
 
+ACTED = "ACTED"  # claim state: the action ran, its outcome is on the claim but not yet recorded on the task
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running a task's action came to: DONE with its result, or FAILED with the last error."""
+
+    status: Status
+    attempts: int
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    def plain(self) -> dict[str, Any]:
+        return {"status": self.status.value, "attempts": self.attempts, "result": self.result, "error": self.error}
+
+    @classmethod
+    def of(cls, plain: Mapping[str, Any]) -> Outcome:
+        result, error = plain.get("result"), plain.get("error")
+        return cls(Status(str(plain["status"])), int(plain.get("attempts", 0)),
+                   result if isinstance(result, dict) else None, str(error) if error is not None else None)
+
+
 @dataclass(frozen=True)
 class Claim:
-    """The outcome of claiming one execution: ``won``, or held by another worker, or already settled."""
+    """The outcome of claiming one execution: ``won``, or held by another worker, or already settled.
+
+    A claim won from a worker that had already run the action (state ACTED) carries that ``outcome``,
+    and whether its failure was already dead-lettered and alerted: only what is left is done."""
 
     won: bool
-    state: str = ""            # the claim's state when not won: RUNNING | DONE | FAILED | SKIPPED
+    state: str = ""            # the claim's state: RUNNING | ACTED | DONE | FAILED | SKIPPED
     claimed_at: float = 0.0
+    outcome: Outcome | None = None
+    dead_lettered: bool = False
+    alerted: bool = False
 
 
 class TaskStore:
@@ -180,26 +208,91 @@ class TaskStore:
     # --- claims --------------------------------------------------------------
 
     def claim(self, task_id: str, due: datetime, now: datetime, lease_seconds: int) -> Claim:
-        """Claim the execution of ``task_id`` at ``due``: new, or taken over from a worker whose lease ran out."""
+        """Claim the execution of ``task_id`` at ``due``: new, or taken over from a worker whose lease ran out
+        (or who released it).  A claim taken over in state ACTED keeps it: its action is not run again."""
         key = items.claim_key(task_id, due)
         stamp = now.timestamp()
         try:
-            self._ddb.update_item(
+            response = self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(key),
-                UpdateExpression=f"SET #s = :running, claimed_at = :now, {STATE_TTL_ATTRIBUTE} = :expires",
-                ConditionExpression="attribute_not_exists(PK) OR (#s = :running AND claimed_at < :stale)",
+                UpdateExpression=f"SET #s = if_not_exists(#s, :running), claimed_at = :now, "
+                                 f"{STATE_TTL_ATTRIBUTE} = :expires",
+                ConditionExpression="attribute_not_exists(PK) OR (#s IN (:running, :acted) AND claimed_at < :stale)",
+                ReturnValues="ALL_NEW",
                 **_expression_args({"#s": "state"}, {
-                    ":running": Status.RUNNING.value, ":now": stamp, ":stale": stamp - lease_seconds,
+                    ":running": Status.RUNNING.value, ":acted": ACTED, ":now": stamp, ":stale": stamp - lease_seconds,
                     ":expires": int((now + items.CLAIM_RETENTION).timestamp())}))
-            return Claim(True)
+            return _claim_of(True, ddb.deserialize(response.get("Attributes", {})))
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-        held = self._get(self.state_table, key) or {}
-        return Claim(False, str(held.get("state", "")), float(held.get("claimed_at", 0)))
+        return _claim_of(False, self._get(self.state_table, key) or {})
+
+    def record_acted(self, task_id: str, due: datetime, claimed_at: float, outcome: Outcome) -> bool:
+        """Keep the action's outcome on the claim (state ACTED) before anything else is written, so a takeover
+        only records it; False when the claim is no longer this worker's (another took it over)."""
+        try:
+            self._ddb.update_item(
+                TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
+                UpdateExpression="SET #s = :acted, outcome = :outcome",
+                ConditionExpression="#s = :running AND claimed_at = :mine",
+                **_expression_args({"#s": "state"}, {":acted": ACTED, ":outcome": outcome.plain(),
+                                                     ":running": Status.RUNNING.value, ":mine": claimed_at}))
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def mark_claim(self, task_id: str, due: datetime, flag: str) -> None:
+        """Note on the claim that a step of finishing (``dead_lettered``, ``alerted``) is done."""
+        self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
+            UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
+
+    def release_claim(self, task_id: str, due: datetime, claimed_at: float) -> None:
+        """Let the next delivery take the claim over at once (this worker could not finish it)."""
+        try:
+            self._ddb.update_item(
+                TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
+                UpdateExpression="SET claimed_at = :released", ConditionExpression="claimed_at = :mine",
+                **_expression_args(None, {":released": 0, ":mine": claimed_at}))
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     def settle_claim(self, task_id: str, due: datetime, state: str, attempts: int) -> None:
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
             UpdateExpression="SET #s = :state, attempts = :attempts",
             **_expression_args({"#s": "state"}, {":state": state, ":attempts": attempts}))
+
+    # --- images of lazy items too large for a due message -------------------------
+
+    def put_image(self, task_id: str, due: datetime, image: Mapping[str, Any], now: datetime) -> None:
+        """Keep ``image`` (DynamoDB JSON, binary as bytes) until the task runs."""
+        self._ddb.put_item(TableName=self.state_table, Item={
+            **ddb.serialize(items.image_key(task_id, due)), "image": {"M": dict(image)},
+            STATE_TTL_ATTRIBUTE: {"N": str(int((now + items.IMAGE_RETENTION).timestamp()))}})
+
+    def get_image(self, task_id: str, due: datetime) -> dict[str, Any] | None:
+        """The kept image (DynamoDB JSON, binary as bytes), or None when it is gone."""
+        response = self._ddb.get_item(TableName=self.state_table, Key=ddb.serialize(items.image_key(task_id, due)),
+                                      ConsistentRead=True)
+        image = response.get("Item", {}).get("image", {}).get("M")
+        return dict(image) if image is not None else None
+
+
+def _claim_of(won: bool, claim: Mapping[str, Any]) -> Claim:
+    outcome = claim.get("outcome")
+    return Claim(won, str(claim.get("state", "")), float(claim.get("claimed_at", 0)),
+                 Outcome.of(outcome) if claim.get("state") == ACTED and isinstance(outcome, dict) else None,
+                 claim.get("dead_lettered") is True, claim.get("alerted") is True)
+
+
+def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) -> dict[str, Any]:
+    """A TransactWriteItems Put of an item already in DynamoDB JSON (binary as bytes), kept exactly."""
+    op: dict[str, Any] = {"TableName": table, "Item": dict(image)}
+    if condition:
+        op["ConditionExpression"] = condition
+    return {"Put": op}

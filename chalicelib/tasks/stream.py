@@ -22,7 +22,7 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
@@ -44,6 +44,7 @@ from chalicelib.tasks.schedules import (
     SetTtl,
     Step,
 )
+from chalicelib.tasks.store import TaskStore
 from chalicelib.throttle import error_code, with_backoff
 
 T = TypeVar("T")
@@ -51,7 +52,12 @@ T = TypeVar("T")
 SOURCE = "task_stream"
 
 # AWS said the request itself is wrong: retrying the record cannot help, so it is dead-lettered.
-PERMANENT_CODES = frozenset({"ValidationException", "SerializationException"})
+PERMANENT_CODES = frozenset({"ValidationException", "SerializationException",
+                             "InvalidParameterValue", "MessageTooLong"})  # the last two: SQS
+
+# A due message larger than this (SQS allows 256 KiB, and a re-queued copy grows a little) does not carry the
+# item image; the image is kept in the state table and the message says so.
+MAX_DUE_MESSAGE_BYTES = 250_000
 
 # A record with two large images would not fit in one SQS message: only its key is kept then.
 MAX_DEAD_LETTER_PAYLOAD = 200_000
@@ -229,9 +235,20 @@ def delete_schedule(deps: Deps, step: DeleteSchedule) -> None:
 
 
 def send_due(deps: Deps, step: SendDue) -> None:
+    """Send the due message; one whose item image would make it too large for SQS keeps the image in the
+    state table (a replay writes the same image again) and sends a reference instead."""
+    message = step.message
+    body = message.to_json()
+    if len(body.encode()) > MAX_DUE_MESSAGE_BYTES and message.image is not None:
+        image = ddb.binary_as_bytes(message.image)
+        store = TaskStore(deps)
+        _call(deps, lambda: store.put_image(message.key.task_id, message.due, image, deps.clock()))
+        body = replace(message, image=None, image_stored=True).to_json()
+        logger.info("item image kept in the state table", extra={"task_id": message.key.task_id,
+                                                                 "bytes": len(json.dumps(message.image))})
     url = deps.queue_url(deps.settings.due_queue)
     _call(deps, lambda: deps.clients.sqs.send_message(
-        QueueUrl=url, MessageBody=step.message.to_json(), DelaySeconds=step.delay_seconds))
+        QueueUrl=url, MessageBody=body, DelaySeconds=step.delay_seconds))
 
 
 def _conditional_update(deps: Deps, key_expr: dict[str, Any], update: str, condition: str,

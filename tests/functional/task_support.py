@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -53,7 +54,9 @@ def lazy_seed_item(expires_at: int, email: str = "grace@example.com") -> dict[st
 
 
 def due_body(key: TaskKey, due: datetime, snapshot: dict[str, Any] | None = None) -> str:
-    return DueMessage(key, due, snapshot).to_json()
+    """A due message; with ``snapshot`` (a plain item), one carrying that item as a TTL REMOVE's OldImage."""
+    image = ddb.binary_as_text(ddb.serialize(snapshot)) if snapshot is not None else None
+    return DueMessage(key, due, image).to_json()
 
 
 def deliver(client: Client, *bodies: str, ids: list[str] | None = None) -> set[str] | None:
@@ -108,3 +111,67 @@ class BrokenReads:
 def use_client(deps: Deps, service: str, client: Any) -> None:
     """Replace one of the bundle's (lazily built, cached) clients with a wrapper."""
     setattr(deps.clients, service, client)
+
+
+class FlakySns:
+    """An SNS client whose publish fails ``failures`` times, then passes to the real one."""
+
+    def __init__(self, real: Any, failures: int) -> None:
+        self._real = real
+        self.failures = failures
+        self.calls = 0
+
+    def publish(self, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "try later"}}, "Publish")
+        return self._real.publish(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class FlakyTransactions:
+    """A DynamoDB client whose transact_write_items fails ``failures`` times (not a condition: a 500)."""
+
+    def __init__(self, real: Any, failures: int) -> None:
+        self._real = real
+        self.failures = failures
+        self.calls = 0
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "TransactWriteItems")
+        return self._real.transact_write_items(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class StrictConditions:
+    """Makes moto's DynamoDB judge conditions as DynamoDB does where moto is lenient: a comparison with a
+    NULL (or missing) value is false.  A botocore hook on the bundle's client sees each write's parameters;
+    a condition that compares with a NULL value is refused as DynamoDB would, and noted in ``refused``."""
+
+    WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems")
+
+    def __init__(self, deps: Deps) -> None:
+        self.refused: list[str] = []
+        for operation in self.WRITES:
+            deps.clients.dynamodb.meta.events.register(f"provide-client-params.dynamodb.{operation}", self._check)
+
+    def _check(self, params: dict[str, Any], model: Any, **kwargs: Any) -> None:
+        ops = [next(iter(op.values())) for op in params["TransactItems"]] if "TransactItems" in params else [params]
+        for op in ops:
+            condition = op.get("ConditionExpression", "")
+            values = op.get("ExpressionAttributeValues", {})
+            nulls = [p for p in re.findall(r":\w+", condition) if values.get(p) == {"NULL": True}]
+            if nulls:
+                self.refused.append(f"{model.name}: {condition} with {nulls} NULL")
+                if "TransactItems" in params:
+                    raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+                                       "CancellationReasons": [{"Code": "ConditionalCheckFailed"}]},
+                                      model.name)
+                raise ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": "failed"}},
+                                  model.name)

@@ -11,12 +11,16 @@ from chalice.test import Client
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
+from tests import events
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.stream_support import Table, stream
 from tests.functional.task_support import (
     EMAIL_ACTION,
     BrokenReads,
     FlakySes,
+    FlakySns,
+    FlakyTransactions,
+    StrictConditions,
     deliver,
     due_body,
     emails_sent,
@@ -259,3 +263,139 @@ def test_an_api_lazy_task_runs_when_its_ttl_expires(
     assert len(emails_sent()) == 1
     shown = client.http.get("/tasks/water").json_body
     assert (shown["status"], shown["attempts"]) == ("DONE", 1)
+
+
+# --- review fixes: bucket-only items, lost alerts, re-run actions, lazy images ---
+
+def test_a_bucket_only_interval_item_runs_where_dynamodb_never_matches_a_missing_value(
+        client: Client, deps: Deps, clock: FakeClock) -> None:
+    use_settings(deps, bucket_attribute="taskDateTime")
+    strict = StrictConditions(deps)
+    put_item(deps, {"PK": SEED_KEY.pk, "SK": SEED_KEY.sk, "taskDateTime": "2026-11-22#12:03",
+                    "email": "ada@example.com"})  # the interval seed's item: no due attribute
+    clock.advance(minutes=3)
+    assert deliver(client, due_body(SEED_KEY, parse_due(DUE))) == set()
+    assert strict.refused == []
+    assert len(emails_sent()) == 1
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert (item["status"], item["attempts"]) == ("DONE", 1)
+    shown = client.http.get("/tasks/USER%23ada%7CREMINDER%23standup")  # still a valid task once finished
+    assert (shown.status_code, shown.json_body["status"], shown.json_body["run_at"]) == (
+        200, "DONE", "2026-11-22T12:03:00Z")
+
+
+def test_a_failure_alert_lost_to_an_sns_error_is_sent_on_the_redelivery_without_running_again(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    ses = FlakySes(deps.clients.ses, failures=99)
+    use_client(deps, "ses", ses)
+    use_client(deps, "sns", FlakySns(deps.clients.sns, failures=1))
+    body = due_body(SEED_KEY, due)
+    assert deliver(client, body, ids=["m-1"]) == {"m-1"}  # the alert failed: the message comes back
+    assert aws.alerts() == []
+    assert deliver(client, body, ids=["m-1"]) == set()
+    [alert] = aws.alerts()
+    assert alert["message"]["task_id"] == SEED_KEY.task_id
+    assert len(aws.drain(deps.settings.task_dlq)) == 1  # dead-lettered once, not again by the redelivery
+    assert ses.calls == 3  # the action's three attempts; the redelivery did not run it again
+    item = get_item(deps, SEED_KEY)
+    assert item is not None and item["status"] == "FAILED"
+
+
+def test_an_outcome_not_written_is_recorded_by_the_redelivery_without_sending_the_email_again(
+        client: Client, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    use_client(deps, "dynamodb", FlakyTransactions(deps.clients.dynamodb, failures=1))
+    body = due_body(SEED_KEY, due)
+    assert deliver(client, body, ids=["m-1"]) == {"m-1"}
+    assert len(emails_sent()) == 1
+    assert deliver(client, body, ids=["m-1"]) == set()  # at once: the failing worker released its claim
+    assert len(emails_sent()) == 1
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert (item["status"], item["attempts"], item["last_result"]["type"]) == ("DONE", 1, "email")
+
+
+def test_a_claim_whose_worker_died_after_acting_is_taken_over_without_acting_again(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
+        "PK": f"CLAIM#{SEED_KEY.task_id}", "SK": "2026-11-22T12:03:00Z", "state": "ACTED",
+        "claimed_at": clock.now.timestamp() - 100,
+        "outcome": {"status": "DONE", "attempts": 2, "result": {"type": "email", "message_id": "m"}, "error": None}}))
+    body = due_body(SEED_KEY, due)
+    assert deliver(client, body) == set()
+    assert [delay for _, delay in aws.sent(deps.settings.due_queue)] == [201]  # its lease still runs
+    clock.advance(seconds=201)
+    assert deliver(client, body) == set()
+    assert emails_sent() == []
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert (item["status"], item["attempts"], item["last_result"]["message_id"]) == ("DONE", 2, "m")
+
+
+def _ttl_remove_record(deps: Deps, table: Table, key: TaskKey) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the item exactly as DynamoDB JSON, the stream record of its deletion by TTL)."""
+    raw = deps.clients.dynamodb.get_item(TableName=deps.settings.tasks_table, Key=key.dynamo())["Item"]
+    deps.clients.dynamodb.delete_item(TableName=deps.settings.tasks_table, Key=key.dynamo())
+    record = events.stream_record("REMOVE", key.dynamo(), old_image=raw, sequence_number="400000000000000000001",
+                                  created=deps.clock(), user_identity=events.TTL_USER_IDENTITY)
+    return dict(raw), record
+
+
+def test_a_recurring_lazy_item_is_put_back_exactly_with_its_sets_binary_and_numbers(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    key = TaskKey("grace@example.com", "reminder")
+    expires = int(clock.now.timestamp())
+    deps.clients.dynamodb.put_item(TableName=deps.settings.tasks_table, Item={
+        **key.dynamo(), "email": {"S": "grace@example.com"}, "expires_at": {"N": str(expires)},
+        "recurrence": {"S": "rate(1 hour)"}, "tags": {"SS": ["a", "b"]}, "blob": {"B": b"\x00\xff"},
+        "amount": {"N": "0.100000000000000000000000000000000001"}, "sizes": {"NS": ["1", "2.5"]}})
+    raw, record = _ttl_remove_record(deps, Table(deps), key)
+    assert stream(client, record) == []
+    [(body, _)] = aws.sent(deps.settings.due_queue)
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 1
+    back = deps.clients.dynamodb.get_item(TableName=deps.settings.tasks_table, Key=key.dynamo())["Item"]
+    for name in ("email", "recurrence", "tags", "blob", "amount", "sizes"):
+        assert back[name] == raw[name], name
+    assert back["expires_at"] == {"N": str(expires + 3600)}
+
+
+def test_a_lazy_item_too_large_for_a_message_is_kept_in_the_state_table_and_runs(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    key = TaskKey("grace@example.com", "reminder")
+    put_item(deps, {**lazy_seed_item(int(clock.now.timestamp())), "notes": "x" * 300_000})
+    _, record = _ttl_remove_record(deps, Table(deps), key)
+    assert stream(client, record) == []
+    [(body, _)] = aws.sent(deps.settings.due_queue)
+    assert len(body.encode()) < 256 * 1024
+    assert aws.sent(deps.settings.task_dlq) == []
+    assert deliver(client, body) == set()
+    assert deliver(client, body) == set()
+    assert [m.destinations["ToAddresses"] for m in emails_sent()] == [["grace@example.com"]]
+    assert client.http.get("/tasks/grace%40example.com%7Creminder").json_body["status"] == "DONE"
+
+
+def test_a_due_message_of_the_older_plain_snapshot_form_still_runs(client: Client, clock: FakeClock) -> None:
+    expires = int(clock.now.timestamp())
+    body = json.dumps({"pk": "grace@example.com", "sk": "reminder", "due": expires,
+                       "snapshot": lazy_seed_item(expires)})
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 1
+
+
+def test_a_failed_task_whose_message_is_too_large_to_dead_letter_is_dead_lettered_by_its_key(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    expires = int(clock.now.timestamp())
+    key, due = TaskKey("grace@example.com", "reminder"), datetime.fromtimestamp(expires, clock.now.tzinfo)
+    room = 249_950 - len(due_body(key, due, {**lazy_seed_item(expires), "notes": ""}))
+    body = due_body(key, due, {**lazy_seed_item(expires), "notes": "x" * room})  # as large as the stream sends
+    use_client(deps, "ses", FlakySes(deps.clients.ses, failures=99))
+    assert deliver(client, body, ids=["m-1"]) == set()
+    [dead] = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
+    assert dead["payload"]["pk"] == "grace@example.com" and dead["payload"]["image_omitted"]

@@ -212,10 +212,11 @@ def test_a_ttl_remove_of_a_lazy_item_sends_it_to_the_due_queue_with_its_snapshot
     item = lazy_seed(due)
     stream(client, table.put(item))
     assert aws.sent(deps.settings.due_queue) == []
-    assert stream(client, table.delete(GRACE, by_ttl=True)) == []
+    removed = table.delete(GRACE, by_ttl=True)
+    assert stream(client, removed) == []
     [(body, delay)] = aws.sent(deps.settings.due_queue)
     assert delay == 0
-    assert DueMessage.from_json(body) == DueMessage(GRACE, due, snapshot=item)
+    assert DueMessage.from_json(body) == DueMessage(GRACE, due, image=removed["dynamodb"]["OldImage"])
 
 
 def test_a_user_delete_of_a_lazy_item_sends_nothing(
@@ -306,3 +307,27 @@ def test_a_bad_record_too_large_for_a_message_is_dead_lettered_by_its_key(
     [(body, _)] = aws.sent(deps.settings.task_dlq)
     payload = json.loads(body)["payload"]
     assert payload["truncated"] and payload["dynamodb"]["Keys"] == big["dynamodb"]["Keys"]
+
+
+def test_an_item_with_binary_attributes_is_scheduled_not_dead_lettered(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, table: Table) -> None:
+    due = clock.now + timedelta(days=3)
+    assert stream(client, table.put({**lazy_seed(due), "strategy": "lazy", "avatar": b"\x89PNG"})) == []
+    assert aws.sent(deps.settings.task_dlq) == []
+    item = table.get(GRACE)
+    assert item is not None and item["expires_at"] == int(due.timestamp())
+
+
+def test_a_ttl_remove_too_large_for_a_message_sends_a_reference_to_the_image_kept_in_the_state_table(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, table: Table) -> None:
+    due = clock.now - timedelta(minutes=20)
+    table.put({**lazy_seed(due), "notes": "x" * 300_000})
+    removed = table.delete(GRACE, by_ttl=True)
+    assert stream(client, removed) == []
+    [(body, _)] = aws.sent(deps.settings.due_queue)
+    message = DueMessage.from_json(body)
+    assert (message.key, message.due, message.image, message.image_stored) == (GRACE, due, None, True)
+    kept = deps.clients.dynamodb.get_item(TableName=deps.settings.state_table, Key={
+        "PK": {"S": f"IMAGE#{GRACE.task_id}"}, "SK": {"S": "2026-11-22T11:40:00Z"}})["Item"]
+    assert kept["image"]["M"]["notes"] == {"S": "x" * 300_000}
+    assert aws.sent(deps.settings.task_dlq) == []

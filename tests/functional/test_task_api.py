@@ -14,6 +14,7 @@ from chalicelib.tasks.model import TaskKey, parse_due
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.task_support import (
     EMAIL_ACTION,
+    StrictConditions,
     delete_item,
     deliver,
     due_body,
@@ -121,6 +122,10 @@ def test_an_id_taken_by_an_item_from_another_program_is_a_conflict(client: Clien
     ({"action": {"type": "email", "to": "not-an-address", "subject": "s", "body": "b"}}, "action.to"),
     ({"action": {"type": "sns", "topic_arn": "arn:aws:sqs:nope", "message": "m"}}, "action.topic_arn"),
     ({"action": {"type": "sqs", "queue_url": "ftp://q", "message": "m"}}, "action.queue_url"),
+    ({"action": {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo",
+                 "message": "m"}}, "action.queue_url"),
+    ({"action": {"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:123456789012:people.fifo", "message": "m"}},
+     "action.topic_arn"),
     ({"action": {**EMAIL_ACTION, "cc": "x@example.com"}}, "action.cc"),
     ({"action": "email"}, "action"),
     ({"recurrence": "every tuesday"}, "recurrence"),
@@ -220,6 +225,7 @@ def test_the_list_filters_by_status(client: Client) -> None:
 
 @pytest.mark.parametrize(("query", "field"), [
     ("status=SOON", "status"), ("limit=0", "limit"), ("limit=500", "limit"), ("limit=x", "limit"),
+    ("limit=%C2%B2", "limit"), ("limit=%D9%A3", "limit"),  # "²" and an Arabic-Indic 3: digits to isdigit()
     ("next_token=garbage", "next_token"), ("sort=asc", "sort"),
 ])
 def test_bad_list_parameters_are_rejected(client: Client, query: str, field: str) -> None:
@@ -316,3 +322,39 @@ def test_the_state_table_keeps_a_record_and_a_status_index_entry(client: Client,
     assert sorted((r["PK"], r["SK"]) for r in rows) == [
         ("TASK#standup", "RECORD"), ("TASKS#PENDING", "2026-11-22T12:00:00Z#standup")]
     assert json.dumps(rows)  # plain JSON values only
+
+
+def test_a_fifo_target_is_rejected_saying_why(client: Client) -> None:
+    fifo = {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo", "message": "m"}
+    response = post_task(client, body(action=fifo))
+    assert response.status_code == 400
+    assert "FIFO" in response.json_body["error"]
+
+
+# --- items written by other programs -------------------------------------------
+
+FOREIGN = "USER%23bob%7CREMINDER%23x"  # USER#bob|REMINDER#x
+
+
+def test_cancelling_an_item_that_is_not_a_valid_task_is_400_naming_its_field(client: Client, deps: Deps) -> None:
+    put_item(deps, {"PK": "USER#bob", "SK": "REMINDER#x", "email": "bob@example.com"})  # no due time
+    response = client.http.delete(f"/tasks/{FOREIGN}")
+    assert response.status_code == 400, response.body
+    assert response.json_body["field"] == "run_at"
+    assert get_item(deps, TaskKey("USER#bob", "REMINDER#x")) is not None  # left alone
+    assert patch_task(client, FOREIGN, {"run_at": "2026-11-22T15:00:00Z"}).status_code == 400
+
+
+def test_patch_moves_a_bucket_only_item_where_dynamodb_never_matches_a_missing_value(
+        client: Client, deps: Deps) -> None:
+    use_settings(deps, bucket_attribute="taskDateTime")
+    strict = StrictConditions(deps)
+    put_item(deps, {"PK": "USER#bob", "SK": "REMINDER#x", "taskDateTime": "2026-11-22#12:30",
+                    "email": "bob@example.com"})  # the interval seed's item: no due attribute
+    response = patch_task(client, FOREIGN, {"run_at": "2026-11-22T15:00:00Z"})
+    assert response.status_code == 200, response.body
+    assert strict.refused == []
+    item = get_item(deps, TaskKey("USER#bob", "REMINDER#x"))
+    assert item is not None
+    assert item["run_at"] == "2026-11-22T15:00:00Z"
+    assert item["taskDateTime"].startswith("2026-11-22#15:00#")

@@ -274,8 +274,9 @@ def test_an_email_keyed_item_with_only_expires_at_is_lazy_and_needs_nothing() ->
 
 def test_a_ttl_remove_of_a_lazy_task_sends_it_with_the_old_image() -> None:
     due = NOW - timedelta(minutes=3)
-    old = seed_item(due, strategy="lazy", expires_at=int(due.timestamp()))
-    assert plan(change("REMOVE", old=old, by_ttl=True)) == [SendDue(DueMessage(KEY, due, snapshot=old), 0)]
+    old = seed_item(due, strategy="lazy", expires_at=int(due.timestamp()), tags={"a", "b"}, blob=b"\x00\xff")
+    assert plan(change("REMOVE", old=old, by_ttl=True)) == [
+        SendDue(DueMessage(KEY, due, image=ddb.binary_as_text(ddb.serialize(old))), 0)]
 
 
 def test_a_user_remove_of_a_lazy_task_sends_nothing() -> None:

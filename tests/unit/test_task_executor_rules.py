@@ -34,14 +34,14 @@ def test_finished_tasks_are_skipped() -> None:
 
 def test_a_cancelled_record_stops_its_snapshot_but_not_a_later_one() -> None:
     record = {"status": "CANCELLED", "run_at": "2026-11-22T12:00:00Z"}
-    assert skip_reason(task(), DueMessage(KEY, DUE, {"PK": "x"}), record) == "cancelled"
+    assert skip_reason(task(), DueMessage(KEY, DUE, {"PK": {"S": "x"}}), record) == "cancelled"
     later = DUE + timedelta(days=1)
-    assert skip_reason(task(due=later), DueMessage(KEY, later, {"PK": "x"}), record) is None
+    assert skip_reason(task(due=later), DueMessage(KEY, later, {"PK": {"S": "x"}}), record) is None
 
 
 def test_a_snapshot_already_done_is_skipped() -> None:
     record = {"status": "DONE", "run_at": "2026-11-22T12:00:00Z"}
-    assert skip_reason(task(), DueMessage(KEY, DUE, {"PK": "x"}), record) == "done"
+    assert skip_reason(task(), DueMessage(KEY, DUE, {"PK": {"S": "x"}}), record) == "done"
 
 
 def test_a_done_one_off_task_records_its_outcome_and_leaves_the_bucket_index() -> None:
