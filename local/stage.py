@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import itertools
 import os
+import secrets
 import socket
 import sys
 from collections.abc import Mapping, MutableMapping
@@ -138,8 +139,14 @@ class LocalStage:
 
     def banner(self) -> str:
         made = len(self.provisioned.changes)
-        return (self.runtime.banner(self.moto.endpoint)
+        text = (self.runtime.banner(self.moto.endpoint)
                 + f"\n  provisioned {made} resources with deploy.provision (sample tables: {', '.join(SAMPLE_TABLES)})")
+        if self.environment.get("API_AUTH") == "token":
+            text += ("\n  API auth   every route but /health needs: Authorization: Bearer "
+                     f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
+                     f"\n  try        curl -H 'Authorization: Bearer {self.environment['API_TOKEN']}' "
+                     f"{self.api_url}/backups/runs")
+        return text
 
     def stop(self) -> None:
         try:
@@ -179,6 +186,10 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         region = environment.get("AWS_REGION") or "us-east-1"
         environment.update(aws_environment(moto.endpoint, region))
         environment.update(overrides or {})
+        if environment.get("API_AUTH") == "token" and not environment.get("API_TOKEN"):
+            # The bearer token comes from the shell's API_TOKEN, or a fresh one per start:
+            # never from the repository.
+            environment["API_TOKEN"] = environ.get("API_TOKEN") or secrets.token_urlsafe(24)
         apply(environ, environment, saved)
         settings = Settings.from_env(environ)
         clients = Clients(settings)

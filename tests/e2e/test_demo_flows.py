@@ -11,6 +11,7 @@ import pytest
 from chalicelib.aws import Clients
 from chalicelib.settings import Settings
 from deploy.provision import provision
+from local.client import ApiClient
 from local.demo import DEMO_ENVIRONMENT, Demo, backups, cancelled, demo_for, seed, tasks
 from local.stage import LocalSettings, LocalStage, start_local_stage
 
@@ -61,3 +62,14 @@ def test_the_seeds_ten_plain_boto3_items_send_ten_emails(demo: Demo) -> None:
 
 def test_a_cancelled_task_never_sends_its_email(demo: Demo) -> None:
     cancelled(demo, tag(), lead=timedelta(seconds=3), margin=4.0)
+
+
+def test_the_local_api_needs_the_bearer_token_on_every_route_but_health(stage: LocalStage) -> None:
+    anonymous = ApiClient(stage.api_url)
+    wrong = ApiClient(stage.api_url, "not-the-token")
+    assert stage.environment["API_AUTH"] == "token" and len(stage.environment["API_TOKEN"]) >= 20
+    assert anonymous.get("/health").status == 200
+    for path in ("/backups/runs", "/tasks"):
+        assert anonymous.get(path).status == 401
+        assert wrong.get(path).status == 403
+        assert ApiClient(stage.api_url, stage.environment["API_TOKEN"]).get(path).status == 200
