@@ -8,7 +8,7 @@ Resources are the app's own ARNs, built from the stage's names. Account and
 region come from the provisioned ARNs in the stage's environment; before a
 first deploy they are ``*`` placeholders, which ``make deploy`` replaces with
 the real ones when it renders the policy file. The exceptions, each justified in
-docs/deploy.md: ``ListTables``, ``ListBackups`` and ``ListStreams`` (AWS has no
+README.md (Deploying to AWS): ``ListTables``, ``ListBackups`` and ``ListStreams`` (AWS has no
 narrower resource), and the backup actions on ``table/*`` and
 ``table/*/backup/*`` (tables chosen by pattern or tag cannot be listed ahead).
 
