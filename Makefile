@@ -12,15 +12,15 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
-## run: the app offline against moto's server (see docs/local.md)
+## run: the app offline against moto's server (README: Offline)
 run: $(STAMP)
 	$(BIN)/python -m local.run
 
-## demo: a scripted scenario on the offline runtime; exits 0 only if all of it worked (docs/local.md)
+## demo: a scripted scenario on the offline runtime; exits 0 only if all of it worked (README: Offline)
 demo: $(STAMP)
 	$(BIN)/python -m local.demo
 
-## deploy: provision STAGE's resources on AWS, chalice deploy, event-source settings (docs/deploy.md)
+## deploy: provision STAGE's resources on AWS, chalice deploy, event-source settings (README: Deploying to AWS)
 STAGE ?= dev
 deploy: $(STAMP)
 	$(BIN)/python -m deploy.cli deploy --stage $(STAGE)
