@@ -40,7 +40,7 @@ def utc_now() -> datetime:
 def client_config(settings: Settings) -> Config:
     return Config(
         region_name=settings.region,
-        retries=cast("_RetryDict", {"mode": settings.aws_retry_mode, "max_attempts": settings.aws_max_attempts}),
+        retries=cast("_RetryDict", {"mode": settings.aws_retry_mode, "total_max_attempts": settings.aws_max_attempts}),
         connect_timeout=5,
         read_timeout=30,
     )

@@ -43,7 +43,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("STAGE", "local", "Stage name: local, dev or prod."),
     Variable("AWS_REGION", "us-east-1", "Region of every AWS client (AWS_DEFAULT_REGION also read)."),
     Variable("AWS_ENDPOINT_URL", "", "Endpoint for every AWS client; the local stage points it at moto's server."),
-    Variable("AWS_MAX_ATTEMPTS", "8", "botocore retry attempts per call (retry mode below)."),
+    Variable("AWS_MAX_ATTEMPTS", "8", "Attempts per AWS call in all, first one included (botocore retry mode below)."),
     Variable("AWS_RETRY_MODE", "adaptive", "botocore retry mode: standard or adaptive."),
     Variable("LOG_LEVEL", "INFO", "Log level of the structured JSON logs."),
     Variable("STATE_TABLE", "timekeeper-state", "The app's state table: backup runs, claims, processor progress."),

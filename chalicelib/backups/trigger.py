@@ -156,6 +156,7 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
     chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps)
     logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
     if not chosen:
+        logger.warning("no tables selected for backup", extra={"run_id": run.run_id})
         alerts.publish(deps, "timekeeper: no tables selected for backup",
                        {"run_id": run.run_id, "reason": "no table matched BACKUP_TABLES, "
                         "BACKUP_TABLE_PATTERN or BACKUP_TABLE_TAG"})
