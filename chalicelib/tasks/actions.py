@@ -1,27 +1,107 @@
-"""What a due task does: one small class per action type, found by type in ``ACTIONS``.
+"""What a due task does: one class per action type, and the one place that says so.
 
-Every action takes the validated spec (``model.parse_action``) and the injected
-``Deps``, performs one AWS call and returns a small JSON-able result that is
-recorded on the task.  A failure is any exception; the executor retries it.
-Adding an action type is one class here plus its fields in
-``model.ACTION_FIELDS``.
+A class declares everything about its type: the ``type`` name, its ``fields``
+(each a required non-empty string, with a check of its own: an email address,
+an SQS queue URL...) and ``run``, which performs the action.  ``@register``
+makes it known by its type: ``model.parse_action`` validates an action spec
+with the class's fields and the executor runs it with the class's ``run``.
+Adding an action type is one registered class here, nothing else.
+
+``run`` takes the validated spec and the injected ``Deps``, performs one AWS
+call and returns a small JSON-able result that is recorded on the task.  A
+failure is any exception; the executor retries it.
+
+This module imports nothing from the task model (the model imports it), so a
+field check returns what is wrong, or None, and the model names the field.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from chalicelib.aws import Deps
+if TYPE_CHECKING:
+    from chalicelib.aws import Deps
+
+# A field check: what is wrong with a value (completing "<field> ..."), or None when it is fine.
+Check = Callable[[str], str | None]
+
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$")
+SQS_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/\d{12}/[A-Za-z0-9_-]{1,80}$")
+# FIFO queues and topics are not accepted: they need a MessageGroupId, which the actions do not send.
+FIFO_SUFFIX = ".fifo"
 
 
-class Action(Protocol):
+# --- field checks -----------------------------------------------------------------
+
+def any_text(value: str) -> str | None:
+    return None
+
+
+def email_address(value: str) -> str | None:
+    return None if EMAIL.match(value) else f"is not an email address: {value!r}"
+
+
+def one_line(value: str) -> str | None:
+    return "must be one line" if "\n" in value or len(value) > 998 else None
+
+
+def _not_fifo(kind: str, value: str) -> str | None:
+    if value.endswith(FIFO_SUFFIX):
+        return f"is a FIFO {kind} target, which needs a MessageGroupId this action does not send: {value!r}"
+    return None
+
+
+def sns_topic_arn(value: str) -> str | None:
+    return _not_fifo("SNS", value) or (None if SNS_ARN.match(value) else f"is not an SNS topic ARN: {value!r}")
+
+
+def sqs_queue_url(value: str) -> str | None:
+    return _not_fifo("SQS", value) or (None if SQS_URL.match(value) else f"is not an SQS queue URL: {value!r}")
+
+
+# --- the registry -----------------------------------------------------------------
+
+class Action(ABC):
+    """One action type: its name, its fields and how it runs."""
+
+    type: ClassVar[str]
+    fields: ClassVar[Mapping[str, Check]]  # every one required, in this order
+
+    @abstractmethod
     def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
         """Perform the action; return what to record (ids of what was sent)."""
-        ...
 
 
-class EmailAction:
-    """An email through SES v2 from SENDER_EMAIL: {to, subject, body}."""
+ACTIONS: dict[str, Action] = {}
+
+A = TypeVar("A", bound=type[Action])
+
+
+def register(cls: A) -> A:
+    """Make an action class known by its ``type`` (use as a class decorator)."""
+    if cls.type in ACTIONS:
+        raise ValueError(f"action type {cls.type!r} is already registered")
+    ACTIONS[cls.type] = cls()
+    return cls
+
+
+def run_action(deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the action ``spec`` describes (KeyError for a type without a class)."""
+    return ACTIONS[spec["type"]].run(deps, spec)
+
+
+# --- the action types ---------------------------------------------------------------
+
+@register
+class EmailAction(Action):
+    """An email through SES v2 from SENDER_EMAIL."""
+
+    type = "email"
+    fields: ClassVar[Mapping[str, Check]] = {"to": email_address, "subject": one_line, "body": any_text}
 
     def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
         response = deps.clients.ses.send_email(
@@ -32,32 +112,28 @@ class EmailAction:
                 "Body": {"Text": {"Data": spec["body"], "Charset": "UTF-8"}},
             }},
         )
-        return {"type": "email", "message_id": response.get("MessageId", "")}
+        return {"type": self.type, "message_id": response.get("MessageId", "")}
 
 
-class SqsAction:
-    """A message to an SQS queue: {queue_url, message}."""
+@register
+class SqsAction(Action):
+    """A message to a (standard) SQS queue."""
+
+    type = "sqs"
+    fields: ClassVar[Mapping[str, Check]] = {"queue_url": sqs_queue_url, "message": any_text}
 
     def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
         response = deps.clients.sqs.send_message(QueueUrl=spec["queue_url"], MessageBody=spec["message"])
-        return {"type": "sqs", "message_id": response.get("MessageId", "")}
+        return {"type": self.type, "message_id": response.get("MessageId", "")}
 
 
-class SnsAction:
-    """A message to an SNS topic: {topic_arn, message}."""
+@register
+class SnsAction(Action):
+    """A message to a (standard) SNS topic."""
+
+    type = "sns"
+    fields: ClassVar[Mapping[str, Check]] = {"topic_arn": sns_topic_arn, "message": any_text}
 
     def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
         response = deps.clients.sns.publish(TopicArn=spec["topic_arn"], Message=spec["message"])
-        return {"type": "sns", "message_id": response.get("MessageId", "")}
-
-
-ACTIONS: dict[str, Action] = {
-    "email": EmailAction(),
-    "sqs": SqsAction(),
-    "sns": SnsAction(),
-}
-
-
-def run_action(deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the action ``spec`` describes (KeyError for a type without a class)."""
-    return ACTIONS[spec["type"]].run(deps, spec)
+        return {"type": self.type, "message_id": response.get("MessageId", "")}

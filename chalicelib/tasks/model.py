@@ -8,9 +8,10 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   a strategy and a due attribute, an item with a TTL is lazy (due at its TTL)
   and one with a bucket like the interval seed's ``taskDateTime``
   (``2021-12-31#12:00``) is interval (due at the bucket's minute).
-- ``action``: {"type": "email", "to", "subject", "body"} |
-  {"type": "sqs", "queue_url", "message"} | {"type": "sns", "topic_arn", "message"};
-  absent: an email to the item's ``email`` with the stage's default subject and body.
+- ``action``: ``{"type", <its fields>}`` of a type in ``actions.ACTIONS``, e.g.
+  {"type": "email", "to", "subject", "body"} | {"type": "sqs", "queue_url", "message"} |
+  {"type": "sns", "topic_arn", "message"}; absent: an email to the item's ``email``
+  with the stage's default subject and body.
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
 - Written by the app: ``status``, ``attempts``, ``due_epoch``, the bucket, the TTL.
 """
@@ -27,15 +28,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from chalicelib.tasks.actions import ACTIONS, EMAIL
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
 TASK_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
-# FIFO queues and topics are not accepted: they need a MessageGroupId, which the actions do not send.
-SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$")
-SQS_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/\d{12}/[A-Za-z0-9_-]{1,80}$")
-FIFO_SUFFIX = ".fifo"
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
 # A due bucket (chalicelib.tasks.buckets), or the interval seed's taskDateTime without a shard.
 BUCKET_LABEL = re.compile(r"^(\d{4}-\d{2}-\d{2})#(\d{2}:\d{2})(?:#\d{1,3})?$")
@@ -150,39 +147,25 @@ def _text(spec: dict[str, Any], name: str, where: str, limit: int = 256 * 1024) 
     return value
 
 
-ACTION_FIELDS = {
-    "email": ("to", "subject", "body"),
-    "sqs": ("queue_url", "message"),
-    "sns": ("topic_arn", "message"),
-}
-
-
 def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
-    """Validate an action spec; returns a clean copy with only the known fields."""
+    """Validate an action spec against its type's class in ``actions.ACTIONS``; a clean copy with only its fields."""
     if not isinstance(spec, dict):
         raise InvalidTask(where, f"{where} must be an object with a 'type'")
     kind = spec.get("type")
-    if kind not in ACTION_FIELDS:
-        raise InvalidTask(f"{where}.type", f"{where}.type must be one of {', '.join(ACTION_FIELDS)}, got {kind!r}")
-    allowed = {"type", *ACTION_FIELDS[kind]}
+    action = ACTIONS.get(kind) if isinstance(kind, str) else None
+    if action is None:
+        raise InvalidTask(f"{where}.type", f"{where}.type must be one of {', '.join(ACTIONS)}, got {kind!r}")
+    allowed = {"type", *action.fields}
     for name in sorted(spec):
         if name not in allowed:
             raise InvalidTask(f"{where}.{name}", f"unknown field {where}.{name} for a {kind} action")
     clean: dict[str, Any] = {"type": kind}
-    for name in ACTION_FIELDS[kind]:
+    for name in action.fields:
         clean[name] = _text(spec, name, where)
-    if kind == "email" and not EMAIL.match(clean["to"]):
-        raise InvalidTask(f"{where}.to", f"{where}.to is not an email address: {clean['to']!r}")
-    if kind == "email" and ("\n" in clean["subject"] or len(clean["subject"]) > 998):
-        raise InvalidTask(f"{where}.subject", f"{where}.subject must be one line")
-    target = {"sns": "topic_arn", "sqs": "queue_url"}.get(kind)
-    if target and clean[target].endswith(FIFO_SUFFIX):
-        raise InvalidTask(f"{where}.{target}", f"{where}.{target} is a FIFO {kind.upper()} target, which needs a "
-                                               f"MessageGroupId this action does not send: {clean[target]!r}")
-    if kind == "sns" and not SNS_ARN.match(clean["topic_arn"]):
-        raise InvalidTask(f"{where}.topic_arn", f"{where}.topic_arn is not an SNS topic ARN: {clean['topic_arn']!r}")
-    if kind == "sqs" and not SQS_URL.match(clean["queue_url"]):
-        raise InvalidTask(f"{where}.queue_url", f"{where}.queue_url is not an SQS queue URL: {clean['queue_url']!r}")
+    for name, check in action.fields.items():
+        problem = check(clean[name])
+        if problem:
+            raise InvalidTask(f"{where}.{name}", f"{where}.{name} {problem}")
     return clean
 
 

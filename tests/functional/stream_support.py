@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import Counter
 from typing import Any
 
@@ -77,3 +78,67 @@ class Calls:
 
     def reset(self) -> None:
         self.counts.clear()
+
+
+class TableStream:
+    """The tasks table's own stream in moto (DynamoDB Streams' GetRecords): what the writes since the last
+    read really streamed, shaped as Lambda delivers it."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.arn = deps.settings.tasks_stream_arn
+        self.region = deps.settings.region
+        self._streams = deps.clients.session.client("dynamodbstreams", region_name=self.region)
+        self._after: str | None = None
+
+    def new_records(self) -> list[dict[str, Any]]:
+        [shard] = self._streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
+        where: dict[str, Any] = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": self._after}
+                                 if self._after else {"ShardIteratorType": "TRIM_HORIZON"})
+        iterator = self._streams.get_shard_iterator(StreamArn=self.arn, ShardId=shard["ShardId"], **where)
+        records = list(self._streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"])
+        if records:
+            self._after = records[-1]["dynamodb"]["SequenceNumber"]
+        return [events.stream_record_from_api(r, self.arn, self.region) for r in records]
+
+
+class InFlight:
+    """A client wrapper that measures how many calls of ``operation`` run at once (``peak``).
+
+    The first calls are held until ``expected`` of them are in flight together (at most ``timeout``
+    seconds: never, when the code under test runs them concurrently), then for ``grace`` seconds
+    more, so that a call beyond ``expected`` would be in flight too and show in ``peak``.
+    Waits are on a condition, woken by each arrival: no sleeping."""
+
+    def __init__(self, real: Any, operation: str, expected: int, timeout: float = 5.0, grace: float = 0.2) -> None:
+        self._real = real
+        self._operation = operation
+        self._expected, self._timeout, self._grace = expected, timeout, grace
+        self._changed = threading.Condition()
+        self._in_flight = 0
+        self._held = True
+        self.peak = 0
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name != self._operation:
+            return getattr(self._real, name)
+        call = getattr(self._real, name)
+
+        def measured(**kwargs: Any) -> Any:
+            with self._changed:
+                self.calls += 1
+                self._in_flight += 1
+                self.peak = max(self.peak, self._in_flight)
+                self._changed.notify_all()
+                if self._held:
+                    self._changed.wait_for(lambda: self.peak >= self._expected, self._timeout)
+                    self._changed.wait_for(lambda: self.peak > self._expected, self._grace)
+                    self._held = False
+            try:
+                return call(**kwargs)
+            finally:
+                with self._changed:
+                    self._in_flight -= 1
+                    self._changed.notify_all()
+
+        return measured

@@ -16,7 +16,8 @@ from chalicelib.tasks.buckets import due_bucket
 from chalicelib.tasks.model import DueMessage, TaskKey
 from chalicelib.tasks.schedules import schedule_name
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.stream_support import Calls, Table, stream
+from tests.functional.stream_support import Calls, InFlight, Table, stream
+from tests.functional.task_support import use_client
 
 ADA = TaskKey("USER#ada", "REMINDER#standup")
 GRACE = TaskKey("grace@example.com", "reminder")
@@ -172,6 +173,18 @@ def test_records_of_one_key_in_a_batch_apply_in_stream_order(
     schedule = schedule_of(deps, ADA)
     assert schedule is not None and schedule["ScheduleExpression"] == "at(2026-11-22T18:59:00)"
     assert len(all_schedules(deps)) == 21
+
+
+def test_records_of_different_keys_run_concurrently_but_never_more_than_stream_concurrency_at_once(
+        deps: Deps, clock: FakeClock, client: Client, table: Table) -> None:
+    use_settings(deps, stream_concurrency=3)
+    scheduler = InFlight(deps.clients.scheduler, "create_schedule", expected=3)
+    use_client(deps, "scheduler", scheduler)
+    keys = [TaskKey(f"USER#{i}", "REMINDER#x") for i in range(10)]
+    assert stream(client, *[table.put(seed(key, clock.now + timedelta(hours=3))) for key in keys]) == []
+    assert scheduler.calls == 10
+    assert 1 < scheduler.peak <= 3
+    assert sorted(all_schedules(deps)) == sorted(schedule_name(key) for key in keys)
 
 
 # --- interval ----------------------------------------------------------------------

@@ -11,7 +11,9 @@ from chalice.test import Client
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import TaskKey, parse_due
+from chalicelib.tasks.schedules import schedule_name
 from tests.fixtures import Aws, FakeClock, use_settings
+from tests.functional.stream_support import TableStream, stream
 from tests.functional.task_support import (
     EMAIL_ACTION,
     StrictConditions,
@@ -261,6 +263,24 @@ def test_a_finished_task_cannot_be_cancelled(client: Client, clock: FakeClock) -
     response = client.http.delete("/tasks/standup")
     assert response.status_code == 409
     assert client.http.get("/tasks?status=DONE").json_body["tasks"][0]["id"] == "standup"
+
+
+def test_cancel_deletes_the_schedule_through_the_tables_own_stream(client: Client, deps: Deps) -> None:
+    scheduler, group = deps.clients.scheduler, deps.settings.schedule_group
+    name = schedule_name(TaskKey.for_id("standup"))
+    table_stream = TableStream(deps)
+    assert post_task(client, body(run_at="2026-11-22T15:00:00Z")).status_code == 201
+    created = table_stream.new_records()
+    assert [r["eventName"] for r in created] == ["INSERT"]
+    assert stream(client, *created) == []
+    assert scheduler.get_schedule(Name=name, GroupName=group)["ScheduleExpression"] == "at(2026-11-22T14:59:00)"
+
+    assert client.http.delete("/tasks/standup").status_code == 200
+    removed = table_stream.new_records()
+    assert [r["eventName"] for r in removed] == ["REMOVE"]
+    assert stream(client, *removed) == []
+    with pytest.raises(scheduler.exceptions.ResourceNotFoundException):
+        scheduler.get_schedule(Name=name, GroupName=group)
 
 
 def test_cancelling_an_unknown_task_is_404(client: Client) -> None:
