@@ -2,14 +2,14 @@
 
     python -m deploy.cli deploy  --stage prod
     python -m deploy.cli destroy --stage prod [--confirm prod] [--delete-data]
-    python -m deploy.cli policy  --stage prod            # render .chalice/policy-prod.json
+    python -m deploy.cli policy  --stage prod            # render .chalice/policy-prod-<function>.json
     python -m deploy.cli template                        # render deploy/resources.json (prod)
     python -m deploy.cli package --stage prod OUT_DIR    # chalice package + merge template
     python -m deploy.cli replay-stream-failures --stage prod   # stream batches Lambda gave up on
 
 deploy: provision() the stage's resources (the same idempotent function the
 local runtime uses), write their names and ARNs into the stage's
-environment_variables, render the stage's policy file from them, run
+environment_variables, render each function's policy file from them, run
 ``chalice deploy``, then apply the event-source settings Chalice lacks. Every
 step only changes what differs, so a second run reports no changes.
 
@@ -74,6 +74,17 @@ def check_deployable(config: Mapping[str, Any], name: str) -> None:
                           f"{', '.join(DEPLOYABLE_AUTH)} (set it in .chalice/config.json)")
 
 
+def check_policies_wired(config: Mapping[str, Any], name: str) -> None:
+    """Chalice will give each function the policy file deploy/iam.py renders for it."""
+    if config["stages"][name].get("autogen_policy") is not False:
+        raise DeployError(f"stage {name} must set autogen_policy: false (its functions run under "
+                          f"the policies deploy/iam.py renders)")
+    try:
+        stage.check_policy_wiring(config, name)
+    except ValueError as exc:
+        raise DeployError(str(exc)) from exc
+
+
 def _queue_arn(clients: Clients, name: str) -> str:
     url = clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
     return clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -96,9 +107,10 @@ def streams_client(clients: Clients) -> Any:
 
 def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str],
            project: Path = stage.PROJECT, chalice: RunChalice = run_chalice) -> Report:
-    """Provision, record, render the policy, chalice deploy, apply event-source settings."""
+    """Provision, record, render the functions' policies, chalice deploy, apply event-source settings."""
     config = stage.load_config(project)
     check_deployable(config, name)
+    check_policies_wired(config, name)
     options = event_sources.EventSourceOptions.from_env(environ)
     targets = iam.action_targets_from(environ)
     settings = stage.settings(config, name, _region(session))
@@ -110,8 +122,9 @@ def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str]
     changed = stage.record_environment(name, provisioned.environment, project)
     report.changes += [f"config.json: {name}.{variable}" for variable in changed]
     env = stage.environment(stage.load_config(project), name)
-    if stage.render_policy(name, targets, iam.Account.from_environment(env), project):
-        report.changes.append(f"rendered .chalice/policy-{name}.json")
+    rendered = stage.render_policies(name, targets, iam.Account.from_environment(env), project,
+                                     options.stream_on_failure_queue)
+    report.changes += [f"rendered .chalice/{file}" for file in rendered]
 
     chalice(["deploy", "--stage", name], project)
 
@@ -233,7 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = destroy(args.stage, boto3.session.Session(), args.confirm, args.delete_data)
         elif args.command == "policy":
             targets = iam.action_targets_from(os.environ)
-            report = Report([f"rendered policy-{args.stage}.json"] if stage.render_policy(args.stage, targets) else [])
+            on_failure = event_sources.EventSourceOptions.from_env(os.environ).stream_on_failure_queue
+            rendered = stage.render_policies(args.stage, targets, stream_on_failure_queue=on_failure)
+            report = Report([f"rendered .chalice/{file}" for file in rendered])
         elif args.command == "replay-stream-failures":
             report = replay_stream_failures(args.stage, boto3.session.Session(), os.environ)
         elif args.command == "template":

@@ -1,13 +1,17 @@
 """Least-privilege IAM documents of a stage, built from its settings: one template, no wildcard actions.
 
-``app_policy`` is the policy every Lambda function of the app runs under
-(.chalice/policy-<stage>.json, with ``autogen_policy`` false); ``scheduler_*``
-describe the role EventBridge Scheduler assumes to deliver due tasks.
+``function_policies`` gives each Lambda function of the app its own policy:
+only what its code calls and what Lambda's poller of its event source needs
+(.chalice/policy-<stage>-<function>.json, wired in .chalice/config.json as
+``stages.<stage>.lambda_functions.<function>.iam_policy_file`` with
+``autogen_policy`` false; Chalice names the REST API's function ``api_handler``).
+``app_policy`` is their union. ``scheduler_*`` describe the role EventBridge
+Scheduler assumes to deliver due tasks.
 
 Resources are the app's own ARNs, built from the stage's names. Account and
 region come from the provisioned ARNs in the stage's environment; before a
 first deploy they are ``*`` placeholders, which ``make deploy`` replaces with
-the real ones when it renders the policy file. The exceptions, each justified in
+the real ones when it renders the policy files. The exceptions, each justified in
 README.md (Deploying to AWS): ``ListTables``, ``ListBackups`` and ``ListStreams`` (AWS has no
 narrower resource), and the backup actions on ``table/*`` and
 ``table/*/backup/*`` (tables chosen by pattern or tag cannot be listed ahead).
@@ -31,8 +35,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.settings import Settings
+from deploy.event_sources import Option
 
 ACTION_TARGETS_VARIABLE = "TASK_ACTION_TARGET_ARNS"
+# The deploy-time settings of this module (README.md documents each with its default).
+OPTIONS: tuple[Option, ...] = (
+    Option(ACTION_TARGETS_VARIABLE, "", "SQS queue / SNS topic ARNs tasks' sqs and sns actions may send to."),
+)
 ANY = "*"  # region or account before the first deploy provisions the stage
 SCHEDULER_SERVICE = "scheduler.amazonaws.com"
 _ARN = re.compile(r"^arn:(?P<partition>[^:]+):[^:]+:(?P<region>[^:]*):(?P<account>\d{12}):")
@@ -93,61 +102,159 @@ def _statement(sid: str, actions: Sequence[str], resources: Sequence[str],
     return statement
 
 
-def app_policy(settings: Settings, where: Account, action_targets: Sequence[str] = ()) -> Policy:
-    """The policy of the app's Lambda functions on the stage ``settings`` describes."""
-    def table(name: str) -> str:
-        return where.arn("dynamodb", f"table/{name}")
+API_HANDLER = "api_handler"          # Chalice's name for the REST API's function (<app>-<stage>)
+TOKEN_AUTHORIZER = "token_authorizer"  # only with API_AUTH=token, which a deployed stage refuses
+# app.py's Lambda functions; the token authorizer joins them when API_AUTH=token (function_names).
+FUNCTIONS = (API_HANDLER, "backup_trigger", "backup_monitor", "task_stream", "interval_processor", "task_executor")
 
-    def queue(name: str) -> str:
-        return where.arn("sqs", name)
+# Item actions each function performs, per table (DynamoDB authorizes a transaction's items one by one).
+_READ = ("dynamodb:GetItem",)
+_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# Lambda's pollers need these on a function's own event source (AWSLambdaSQSQueueExecutionRole, ...).
+_CONSUME_QUEUE = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+_READ_STREAM = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator")
+_SEND = ("sqs:SendMessage", "sqs:GetQueueUrl")
 
-    logs = f"log-group:/aws/lambda/{function_name_prefix(settings)}"
-    sender_domain = settings.sender_email.rsplit("@", 1)[-1]
-    statements = [
-        _statement("WriteLogs", ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], [
-            where.arn("logs", logs), where.arn("logs", f"{logs}:log-stream:*"),
-            where.arn("logs", f"{logs}-*"), where.arn("logs", f"{logs}-*:log-stream:*")]),
-        _statement("AppTables", [
-            "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
-            "dynamodb:Query", "dynamodb:ConditionCheckItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
-        ], [table(settings.state_table), table(settings.tasks_table),
-            table(f"{settings.tasks_table}/index/{settings.bucket_index}")]),
-        _statement("ReadTasksStream", [
-            "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
-        ], [table(f"{settings.tasks_table}/stream/*")]),
-        # AWS offers no resource narrower than "*" for these three.
-        _statement("ListTablesBackupsStreams", [
-            "dynamodb:ListTables", "dynamodb:ListBackups", "dynamodb:ListStreams"], ["*"]),
-        # Tables chosen by BACKUP_TABLE_PATTERN/TAG or the API cannot be listed ahead.
-        _statement("BackUpAnyTable", [
-            "dynamodb:CreateBackup", "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource",
-        ], [where.arn("dynamodb", "table/*")]),
-        _statement("ManageBackups", ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
-                   [where.arn("dynamodb", "table/*/backup/*")]),
-        _statement("SendToAppQueues", ["sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes"], [
-            queue(settings.backup_monitor_queue), queue(settings.backup_monitor_dlq),
-            queue(settings.due_queue), queue(settings.task_dlq)]),
-        _statement("ConsumeAppQueues", [
-            "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes",
-        ], [queue(settings.backup_monitor_queue), queue(settings.due_queue)]),
-        _statement("PublishAlerts", ["sns:Publish"], [where.arn("sns", alert_topic_name(settings))]),
-        _statement("SendEmail", ["ses:SendEmail"], [
-            where.arn("ses", f"identity/{settings.sender_email}"), where.arn("ses", f"identity/{sender_domain}")]),
-        _statement("ManageTaskSchedules", [
-            "scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule",
-            "scheduler:GetSchedule",
-        ], [where.arn("scheduler", f"schedule/{settings.schedule_group}/*")]),
-        _statement("PassSchedulerRole", ["iam:PassRole"],
-                   [where.arn("iam", f"role/{scheduler_role_name(settings)}", regional=False)],
-                   {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
-    ]
+
+def function_names(settings: Settings) -> tuple[str, ...]:
+    """The Lambda functions Chalice deploys for a stage with ``settings``."""
+    return FUNCTIONS + ((TOKEN_AUTHORIZER,) if settings.api_auth == "token" else ())
+
+
+def function_log_group(settings: Settings, function: str) -> str:
+    """Chalice names the API handler <app>-<stage>, every other function <app>-<stage>-<name>."""
+    prefix = function_name_prefix(settings)
+    return f"/aws/lambda/{prefix}" if function == API_HANDLER else f"/aws/lambda/{prefix}-{function}"
+
+
+class _Builder:
+    """The stage's resource ARNs and the statements the functions are made of."""
+
+    def __init__(self, settings: Settings, where: Account) -> None:
+        self.settings, self.where = settings, where
+
+    def table(self, name: str) -> str:
+        return self.where.arn("dynamodb", f"table/{name}")
+
+    def queue(self, name: str) -> str:
+        return self.where.arn("sqs", name)
+
+    def logs(self, function: str) -> dict[str, Any]:
+        group = f"log-group:{function_log_group(self.settings, function)}"
+        return _statement("WriteLogs", ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                          [self.where.arn("logs", group), self.where.arn("logs", f"{group}:log-stream:*")])
+
+    def state_table(self, sid: str, actions: Sequence[str]) -> dict[str, Any]:
+        return _statement(sid, actions, [self.table(self.settings.state_table)])
+
+    def tasks_table(self, sid: str, actions: Sequence[str]) -> dict[str, Any]:
+        return _statement(sid, actions, [self.table(self.settings.tasks_table)])
+
+    def backups(self) -> list[dict[str, Any]]:
+        """Start backups of tables chosen at run time (pattern, tag, list, or the API's body)."""
+        return [
+            _statement("ListTables", ["dynamodb:ListTables"], ["*"]),  # AWS has no narrower resource
+            _statement("BackUpAnyTable", [
+                "dynamodb:CreateBackup", "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource",
+            ], [self.where.arn("dynamodb", "table/*")]),
+        ]
+
+    def send(self, sid: str, *queues: str, extra: Sequence[str] = ()) -> dict[str, Any]:
+        return _statement(sid, [*_SEND, *extra], [self.queue(q) for q in queues])
+
+    def consume(self, sid: str, queue: str) -> dict[str, Any]:
+        return _statement(sid, _CONSUME_QUEUE, [self.queue(queue)])
+
+    def alerts(self) -> dict[str, Any]:
+        return _statement("PublishAlerts", ["sns:Publish"], [self.where.arn("sns", alert_topic_name(self.settings))])
+
+
+def function_policies(settings: Settings, where: Account, action_targets: Sequence[str] = (),
+                      stream_on_failure_queue: str = "") -> dict[str, Policy]:
+    """The policy of each Lambda function of the stage ``settings`` describes, by function name.
+
+    Each gets only what its own code (and Lambda's poller of its event source) calls.
+    ``stream_on_failure_queue`` is where Lambda, as the stream function, sends the position
+    of a batch it gave up on (deploy/event_sources.py; empty: TASK_DLQ).
+    """
+    s, b = settings, _Builder(settings, where)
+    on_failure = stream_on_failure_queue or s.task_dlq
     queues = [arn for arn in action_targets if ":sqs:" in arn]
     topics = [arn for arn in action_targets if ":sns:" in arn]
-    if queues:
-        statements.append(_statement("TaskActionQueues", ["sqs:SendMessage"], queues))
-    if topics:
-        statements.append(_statement("TaskActionTopics", ["sns:Publish"], topics))
-    return {"Version": "2012-10-17", "Statement": statements}
+    start_backups = [
+        *b.backups(),
+        b.send("SendToMonitorQueue", s.backup_monitor_queue),
+        b.alerts(),
+    ]
+    statements: dict[str, list[dict[str, Any]]] = {
+        # Both APIs: tasks (items, records, status index) and backups (runs; POST /backups starts one).
+        API_HANDLER: [
+            b.tasks_table("TaskItems", [*_READ, *_WRITE, "dynamodb:BatchGetItem"]),
+            b.state_table("TaskRecordsAndRuns", [*_READ, *_WRITE, "dynamodb:Query", "dynamodb:BatchGetItem"]),
+            *start_backups,
+        ],
+        "backup_trigger": [
+            b.state_table("BackupRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
+            *start_backups,
+        ],
+        "backup_monitor": [
+            b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem"]),
+            _statement("ListBackups", ["dynamodb:ListBackups"], ["*"]),  # AWS has no narrower resource
+            _statement("ManageBackups", ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
+                       [where.arn("dynamodb", "table/*/backup/*")]),
+            b.send("SendToMonitorQueues", s.backup_monitor_queue, s.backup_monitor_dlq),
+            b.consume("ConsumeMonitorQueue", s.backup_monitor_queue),
+            b.alerts(),
+        ],
+        "task_stream": [
+            b.tasks_table("UpdateTasks", ["dynamodb:UpdateItem"]),  # conditional updates only, no reads
+            b.state_table("DueImages", ["dynamodb:PutItem"]),  # a due task's image too large for its message
+            _statement("ReadTasksStream", _READ_STREAM, [b.table(f"{s.tasks_table}/stream/*")]),
+            _statement("ListStreams", ["dynamodb:ListStreams"], ["*"]),  # AWS has no narrower resource
+            _statement("ManageTaskSchedules", [
+                "scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule",
+                "scheduler:GetSchedule",
+            ], [where.arn("scheduler", f"schedule/{s.schedule_group}/*")]),
+            _statement("PassSchedulerRole", ["iam:PassRole"],
+                       [where.arn("iam", f"role/{scheduler_role_name(s)}", regional=False)],
+                       {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
+            b.send("SendDueTasks", s.due_queue, extra=["sqs:GetQueueAttributes"]),
+            b.send("DeadLetter", *dict.fromkeys([s.task_dlq, on_failure])),
+        ],
+        "interval_processor": [
+            _statement("QueryDueBuckets", ["dynamodb:Query"], [b.table(f"{s.tasks_table}/index/{s.bucket_index}")]),
+            b.state_table("ProcessorState", [*_READ, "dynamodb:PutItem"]),
+            b.send("SendDueTasks", s.due_queue),
+        ],
+        "task_executor": [
+            b.tasks_table("TaskItems", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+            b.state_table("TaskRecordsAndClaims", [*_READ, *_WRITE]),
+            b.send("SendDueTasks", s.due_queue),
+            b.consume("ConsumeDueQueue", s.due_queue),
+            b.send("DeadLetter", s.task_dlq),
+            b.alerts(),
+            _statement("SendEmail", ["ses:SendEmail"], [
+                where.arn("ses", f"identity/{s.sender_email}"),
+                where.arn("ses", f"identity/{s.sender_email.rsplit('@', 1)[-1]}")]),
+            *([_statement("TaskActionQueues", ["sqs:SendMessage"], queues)] if queues else []),
+            *([_statement("TaskActionTopics", ["sns:Publish"], topics)] if topics else []),
+        ],
+        TOKEN_AUTHORIZER: [],  # compares the bearer token with the settings: no AWS call
+    }
+    return {name: {"Version": "2012-10-17", "Statement": [b.logs(name), *statements[name]]}
+            for name in function_names(settings)}
+
+
+def app_policy(settings: Settings, where: Account, action_targets: Sequence[str] = ()) -> Policy:
+    """Every statement of every function's policy: what some function of the app may do."""
+    policies = function_policies(settings, where, action_targets)
+    return {"Version": "2012-10-17", "Statement": [
+        {**statement, "Sid": f"{_camel(name)}{statement['Sid']}"}
+        for name, policy in policies.items() for statement in policy["Statement"]]}
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def scheduler_trust_policy(where: Account) -> Policy:

@@ -1,8 +1,10 @@
-"""A stage as .chalice/config.json describes it: its environment, its settings, its policy file.
+"""A stage as .chalice/config.json describes it: its environment, its settings, its policy files.
 
 ``make deploy`` writes the provisioned names and ARNs into the stage's
-``environment_variables`` and renders the stage's policy file from them, so
-both files say what is deployed; writing only happens when something changed.
+``environment_variables`` and renders each function's policy file from them
+(.chalice/policy-<stage>-<function>.json, which the stage's
+``lambda_functions.<function>.iam_policy_file`` names), so the files say what
+is deployed; writing only happens when something changed.
 """
 
 from __future__ import annotations
@@ -23,8 +25,13 @@ def config_path(project: Path = PROJECT) -> Path:
     return project / ".chalice" / "config.json"
 
 
-def policy_path(stage: str, project: Path = PROJECT) -> Path:
-    return project / ".chalice" / f"policy-{stage}.json"
+def policy_file(stage: str, function: str) -> str:
+    """The name, relative to .chalice/, of a function's policy file (its ``iam_policy_file``)."""
+    return f"policy-{stage}-{function}.json"
+
+
+def policy_path(stage: str, function: str, project: Path = PROJECT) -> Path:
+    return project / ".chalice" / policy_file(stage, function)
 
 
 def load_config(project: Path = PROJECT) -> dict[str, Any]:
@@ -68,14 +75,38 @@ def record_environment(stage: str, values: Mapping[str, str], project: Path = PR
     return changed
 
 
-def stage_policy(config: Mapping[str, Any], stage: str, action_targets: Sequence[str] = (),
-                 where: iam.Account | None = None) -> iam.Policy:
+def stage_policies(config: Mapping[str, Any], stage: str, action_targets: Sequence[str] = (),
+                   where: iam.Account | None = None, stream_on_failure_queue: str = "") -> dict[str, iam.Policy]:
+    """Each function's policy on ``stage``, by function name."""
     env = environment(config, stage)
-    return iam.app_policy(settings(config, stage), where or iam.Account.from_environment(env), action_targets)
+    return iam.function_policies(settings(config, stage), where or iam.Account.from_environment(env),
+                                 action_targets, stream_on_failure_queue)
 
 
-def render_policy(stage: str, action_targets: Sequence[str] = (), where: iam.Account | None = None,
-                  project: Path = PROJECT) -> bool:
-    """Write .chalice/policy-<stage>.json from the stage's config; True when it changed."""
-    return write_json(policy_path(stage, project),
-                      stage_policy(load_config(project), stage, action_targets, where))
+def policy_wiring(config: Mapping[str, Any], stage: str) -> dict[str, str]:
+    """The ``iam_policy_file`` the stage's config gives each function (stages.<stage>.lambda_functions)."""
+    functions = config["stages"][stage].get("lambda_functions", {})
+    return {name: str(options["iam_policy_file"]) for name, options in functions.items()
+            if "iam_policy_file" in options}
+
+
+def check_policy_wiring(config: Mapping[str, Any], stage: str) -> None:
+    """Each function of the stage is pointed at its own policy file, and nothing else is.
+
+    Otherwise Chalice would silently give a function .chalice/policy-<stage>.json.
+    """
+    expected = {name: policy_file(stage, name) for name in iam.function_names(settings(config, stage))}
+    wiring = policy_wiring(config, stage)
+    if wiring != expected:
+        raise ValueError(f"stage {stage}: .chalice/config.json must set stages.{stage}.lambda_functions."
+                         f"<function>.iam_policy_file to exactly {expected} (it says {wiring})")
+
+
+def render_policies(stage: str, action_targets: Sequence[str] = (), where: iam.Account | None = None,
+                    project: Path = PROJECT, stream_on_failure_queue: str = "") -> list[str]:
+    """Write .chalice/policy-<stage>-<function>.json for each function; the names of the files that changed."""
+    config = load_config(project)
+    check_policy_wiring(config, stage)
+    policies = stage_policies(config, stage, action_targets, where, stream_on_failure_queue)
+    return [policy_file(stage, name) for name, policy in policies.items()
+            if write_json(policy_path(stage, name, project), policy)]

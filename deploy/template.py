@@ -7,8 +7,8 @@ queues (delays, redrive), the alert topic, the schedule group, the Scheduler
 role; and the event-source settings of deploy/event_sources.py on the SAM
 events of app.py's handlers (the stream handler reading the TasksTable's
 stream). deploy/resources.json is the prod rendering with the settings'
-defaults (``python -m deploy.cli template``); the functions' policies come
-from .chalice/policy-prod.json.
+defaults (``python -m deploy.cli template``); each function's policy comes
+from its .chalice/policy-prod-<function>.json, as with ``chalice deploy``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,30 @@
-"""Record every AWS call the app's code makes during the suite; check each against the IAM policy.
+"""Record every AWS call the app's code makes during the suite; check each against its function's policy.
 
 ``RECORDER.attach(session)`` hooks botocore's ``before-parameter-build`` on the
 session the test clients come from. A call counts only when app code (app.py
 or chalicelib/) is on the stack, so test setup and provisioning through the
-same clients are not counted. tests/test_zz_policy_coverage.py, which runs
-last, maps each call to IAM actions and resource ARNs and evaluates them
-against the policy the functions run under.
+same clients are not counted. tests/deploy/test_zz_policy_coverage.py, which
+runs last, maps each call to IAM actions and resource ARNs and evaluates them
+against the policy of the Lambda function that made it (deploy/iam.py).
+
+Which function made a call (``attribute``), in this order:
+
+1. The innermost app.py frame on the stack that is a Lambda entry point: a
+   route's view function is the API function (``api_handler``), an event
+   handler is the function of its name (``backup_trigger``, ``task_stream``...),
+   the token authorizer is ``token_authorizer``. This covers everything the
+   tests drive through chalice.test's Client (``client.http``,
+   ``client.lambda_.invoke``).
+2. Otherwise (a test calls chalicelib directly, or a worker thread the handler
+   started), the outermost chalicelib frame on the stack, i.e. the entry
+   module the caller went through: ``backups/trigger.py`` backup_trigger,
+   ``backups/monitor.py`` backup_monitor, ``tasks/stream.py`` task_stream,
+   ``tasks/interval.py`` interval_processor, ``tasks/executor.py`` and
+   ``tasks/actions.py`` task_executor, ``backups/api.py`` and ``tasks/api.py``
+   the API function (``ENTRY_MODULES``).
+3. Otherwise (a shared module called directly: a store, alerts, dead letters)
+   no single function: the call is checked against the union of the
+   functions' policies (it must be allowed to at least one of them).
 """
 
 from __future__ import annotations
@@ -25,6 +44,16 @@ from chalicelib.settings import Settings
 ROOT = Path(__file__).resolve().parents[1]
 APP_CODE = (str(ROOT / "chalicelib") + "/", str(ROOT / "app.py"))
 ACTION_MODULE = str(ROOT / "chalicelib" / "tasks" / "actions.py")
+API_FUNCTION = "api_handler"  # Chalice's name for the REST API's Lambda function
+# Rule 2 of ``attribute``: a chalicelib entry module and the function that runs it.
+ENTRY_MODULES = {
+    str(ROOT / "chalicelib" / path): function for path, function in (
+        ("backups/trigger.py", "backup_trigger"), ("backups/monitor.py", "backup_monitor"),
+        ("backups/api.py", API_FUNCTION), ("tasks/api.py", API_FUNCTION),
+        ("tasks/stream.py", "task_stream"), ("tasks/interval.py", "interval_processor"),
+        ("tasks/executor.py", "task_executor"), ("tasks/actions.py", "task_executor"),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -35,6 +64,8 @@ class Call:
     origin: str         # innermost app-code file on the stack
     test: str
     settings: Settings | None = None  # what the app ran with: the policy is rendered from them
+    function: str = ""  # the Lambda function whose policy applies ("": any of them, see ``attribute``)
+    via: str = ""       # what the attribution rests on: app.py:<handler> or a chalicelib module
 
 
 @dataclass
@@ -45,19 +76,46 @@ class Recorder:
         session.events.register("before-parameter-build", self._record)
 
     def _record(self, params: Mapping[str, Any], model: Any, **_: Any) -> None:
+        stack: list[tuple[str, str]] = []  # (file, function) of the app-code frames, innermost first
         frame = sys._getframe(1)
-        origin = ""
         while frame is not None:
             filename = frame.f_code.co_filename
             if filename.startswith(APP_CODE[0]) or filename == APP_CODE[1]:
-                origin = filename
-                break
+                stack.append((filename, frame.f_code.co_name))
             frame = frame.f_back  # type: ignore[assignment]
-        if not origin:
+        if not stack:
             return
+        function, via = attribute(stack)
         service = model.service_model.signing_name
-        self.calls.add(Call(service, model.name, _naming_params(params), origin, _current_test(),
-                            _running_settings()))
+        self.calls.add(Call(service, model.name, _naming_params(params), stack[0][0], _current_test(),
+                            _running_settings(), function, via))
+
+
+def entry_points() -> dict[str, str]:
+    """app.py's Lambda entry points: Python function name -> Lambda function name."""
+    import app as app_module
+
+    app = app_module.app
+    out = {entry.view_function.__name__: API_FUNCTION
+           for methods in app.routes.values() for entry in methods.values()}
+    for source in app.event_sources:
+        out[source.handler_string.rsplit(".", 1)[-1]] = source.name
+    for authorizer in app.builtin_auth_handlers:
+        out[authorizer.handler_string.rsplit(".", 1)[-1]] = authorizer.name
+    return out
+
+
+def attribute(stack: list[tuple[str, str]]) -> tuple[str, str]:
+    """(function, reason) for app-code frames ``stack`` (innermost first); the rules are in the module doc."""
+    handlers = entry_points()
+    for filename, name in stack:
+        if filename == APP_CODE[1] and name in handlers:
+            return handlers[name], f"app.py:{name}"
+    outermost = [filename for filename, _ in stack if filename.startswith(APP_CODE[0])][-1:]
+    for filename in outermost:
+        relative = str(Path(filename).relative_to(ROOT))
+        return ENTRY_MODULES.get(filename, ""), relative
+    return "", "app.py"
 
 
 def _running_settings() -> Settings | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -19,7 +20,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from deploy import cli, event_sources, stage
+from deploy import cli, event_sources, iam, stage
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -90,10 +91,15 @@ def test_deploy_provisions_records_the_arns_renders_the_policy_and_runs_chalice(
     assert env["TASKS_STREAM_ARN"].startswith("arn:aws:dynamodb:us-east-1:123456789012:table/timekeeper-prod-tasks/stream/")
     assert env["SCHEDULER_ROLE_ARN"] == "arn:aws:iam::123456789012:role/timekeeper-prod-scheduler"
     assert env["ALERT_TOPIC_ARN"] == "arn:aws:sns:us-east-1:123456789012:timekeeper-prod-alerts"
-    policy = json.loads((project / ".chalice" / "policy-prod.json").read_text())
-    resources = [r for s in policy["Statement"] for r in s["Resource"]]
-    assert "arn:aws:sqs:us-east-1:123456789012:timekeeper-prod-due" in resources
-    assert not [r for r in resources if ":*:" in r], "placeholders left after a deploy"
+    files = stage.policy_wiring(stage.load_config(project), "prod")
+    policies = {f: json.loads((project / ".chalice" / file).read_text()) for f, file in files.items()}
+    assert sorted(policies) == sorted(iam.FUNCTIONS)
+    for function in ("task_stream", "interval_processor", "task_executor"):
+        resources = [r for s in policies[function]["Statement"] for r in s["Resource"]]
+        assert "arn:aws:sqs:us-east-1:123456789012:timekeeper-prod-due" in resources, function
+    for function, policy in policies.items():
+        resources = [r for s in policy["Statement"] for r in s["Resource"]]
+        assert not [r for r in resources if ":*:" in r], f"placeholders left after a deploy in {function}"
     assert fake.calls == [["deploy", "--stage", "prod"]]
     assert any(c.startswith("event source task_stream") for c in report.changes)
 
@@ -129,6 +135,77 @@ def test_a_second_deploy_changes_nothing(project: Path, session: boto3.session.S
     assert first.changes
     assert second.changes == []
     assert (project / ".chalice" / "config.json").read_text() == config
+
+
+def test_the_stream_functions_policy_names_a_custom_on_failure_queue(
+        project: Path, session: boto3.session.Session) -> None:
+    session.client("sqs").create_queue(QueueName="stream-failures")
+    cli.deploy("prod", session, {"STREAM_ON_FAILURE_QUEUE": "stream-failures"}, project, FakeChalice(session))
+    policy = json.loads((project / ".chalice" / "policy-prod-task_stream.json").read_text())
+    sends = [r for s in policy["Statement"] if "sqs:SendMessage" in s["Action"] for r in s["Resource"]]
+    assert "arn:aws:sqs:us-east-1:123456789012:stream-failures" in sends
+    assert mapping(session, project, "task_stream")["DestinationConfig"]["OnFailure"]["Destination"].endswith(
+        ":stream-failures")
+
+
+def test_a_function_without_its_own_policy_file_is_refused_before_anything_is_deployed(
+        project: Path, session: boto3.session.Session) -> None:
+    config = stage.load_config(project)
+    del config["stages"]["prod"]["lambda_functions"]["task_executor"]["iam_policy_file"]
+    stage.write_json(stage.config_path(project), config)
+    fake = FakeChalice(session)
+    with pytest.raises(cli.DeployError, match="iam_policy_file"):
+        cli.deploy("prod", session, {}, project, fake)
+    assert fake.calls == []
+    assert session.client("sqs").list_queues().get("QueueUrls", []) == []
+
+
+# What a leaked credential or secret looks like in a committed file.
+ACCESS_KEY_ID = re.compile(r"(?<![A-Z0-9])(AKIA|ASIA|AROA|AIDA|AGPA|ANPA)[A-Z0-9]{16}(?![A-Z0-9])")
+SECRET_LIKE = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")  # an AWS secret key's shape
+SECRET_KEY_NAME = re.compile(r"secret|password|passwd|token|api_?key|private|credential", re.IGNORECASE)
+
+
+def secrets_in(document: Any, path: str = "") -> list[str]:
+    """Keys that name a secret and hold a non-empty value, anywhere in a JSON document."""
+    found: list[str] = []
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if SECRET_KEY_NAME.search(key) and value not in ("", None, [], {}):
+                found.append(f"{path}/{key}")
+            found += secrets_in(value, f"{path}/{key}")
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            found += secrets_in(value, f"{path}/{index}")
+    return found
+
+
+def test_a_deploy_writes_no_secret_to_config_or_policy_files(project: Path) -> None:
+    key_id, secret = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    environ = {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": "FwoGZXIvYXdzEXAMPLE",
+               "API_TOKEN": "s3cret-api-token", "TASK_ACTION_TARGET_ARNS": ""}
+    with mock_aws():
+        session = boto3.session.Session(aws_access_key_id=key_id, aws_secret_access_key=secret,
+                                        aws_session_token=environ["AWS_SESSION_TOKEN"], region_name=REGION)
+        cli.deploy("prod", session, environ, project, FakeChalice(session))
+    files = [project / ".chalice" / "config.json", *sorted((project / ".chalice").glob("policy-*.json"))]
+    assert len(files) == 1 + len(iam.FUNCTIONS)
+    for path in files:
+        text = path.read_text()
+        for value in (key_id, secret, environ["AWS_SESSION_TOKEN"], environ["API_TOKEN"]):
+            assert value not in text, f"{path.name} holds a credential"
+        assert not ACCESS_KEY_ID.search(text), f"{path.name}: an access key id"
+        assert not SECRET_LIKE.search(text), f"{path.name}: a secret-looking value {SECRET_LIKE.search(text)}"
+        assert secrets_in(json.loads(text)) == [], f"{path.name}: {secrets_in(json.loads(text))}"
+
+
+def test_the_secret_check_sees_a_leaked_key_a_secret_and_a_token() -> None:
+    leaked = {"stages": {"prod": {"environment_variables": {"API_TOKEN": "abc", "DB_PASSWORD": "x", "API_AUTH": "iam"}}}}
+    assert secrets_in(leaked) == ["/stages/prod/environment_variables/API_TOKEN",
+                                  "/stages/prod/environment_variables/DB_PASSWORD"]
+    assert secrets_in({"environment_variables": {"API_TOKEN": ""}}) == []
+    assert ACCESS_KEY_ID.search('"AWS_ACCESS_KEY_ID": "ASIAY34FZKBOKMUTVV7A"')
+    assert SECRET_LIKE.search('"key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"')
 
 
 def test_a_stage_without_deployable_api_auth_is_refused(project: Path, session: boto3.session.Session) -> None:

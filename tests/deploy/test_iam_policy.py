@@ -1,4 +1,5 @@
-"""The committed policies: rendered from the template, no wildcard actions, scoped resources."""
+"""The committed policies, one per function and stage: wired in config.json, rendered from the
+template, no wildcard actions, scoped resources, each function only what it needs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from chalice.config import Config
+from chalice.deploy import models
+from chalice.deploy.appgraph import ApplicationGraphBuilder
 
 from chalicelib.settings import Settings
 from deploy import iam, stage
@@ -19,30 +23,71 @@ ANY_TABLE = {"dynamodb:CreateBackup", "dynamodb:DescribeTable", "dynamodb:ListTa
              "dynamodb:DescribeBackup", "dynamodb:DeleteBackup"}
 
 
-def committed_policies() -> dict[str, dict[str, object]]:
-    return {s: json.loads(stage.policy_path(s).read_text()) for s in stage.DEPLOYED_STAGES}
+def committed_policies(name: str) -> dict[str, iam.Policy]:
+    """The stage's policy files, by the function config.json gives each to."""
+    wiring = stage.policy_wiring(stage.load_config(), name)
+    return {function: json.loads((ROOT / ".chalice" / file).read_text()) for function, file in wiring.items()}
 
 
 def every_policy() -> list[tuple[str, iam.Policy]]:
     settings = Settings.from_env()
-    policies: list[tuple[str, iam.Policy]] = [(f"policy-{s}.json", p) for s, p in committed_policies().items()]
-    policies.append(("app (test stage)", iam.app_policy(settings, WHERE, ["arn:aws:sqs:us-east-1:123456789012:x"])))
+    policies: list[tuple[str, iam.Policy]] = [
+        (stage.policy_file(s, f), p) for s in stage.DEPLOYED_STAGES for f, p in committed_policies(s).items()]
+    targets = ["arn:aws:sqs:us-east-1:123456789012:x"]
+    policies += [(f"{f} (test stage)", p) for f, p in iam.function_policies(settings, WHERE, targets).items()]
+    token = Settings.from_env({"API_AUTH": "token", "API_TOKEN": "t"})
+    policies.append(("token_authorizer", iam.function_policies(token, WHERE)[iam.TOKEN_AUTHORIZER]))
     policies.append(("scheduler role", iam.scheduler_role_policy("arn:aws:sqs:us-east-1:1:due", "arn:aws:sqs:us-east-1:1:d")))
     return policies
 
 
-def test_dev_and_prod_use_their_committed_policy_files_not_autogen() -> None:
+def chalice_functions(name: str) -> dict[str, models.LambdaFunction]:
+    """The Lambda functions ``chalice deploy --stage name`` builds from app.py and config.json."""
+    import app as app_module
+
+    config = Config(chalice_stage=name, config_from_disk=stage.load_config(),
+                    user_provided_params={"chalice_app": app_module.app, "project_dir": str(ROOT)})
+    graph = ApplicationGraphBuilder().build(config, name)
+    found: dict[str, models.LambdaFunction] = {}
+    pending: list[models.Model] = [graph]
+    while pending:
+        for resource in pending.pop().dependencies():
+            if isinstance(resource, models.LambdaFunction):
+                found[resource.resource_name] = resource
+            pending.append(resource)
+    return found
+
+
+def test_dev_and_prod_give_each_function_its_own_policy_file_not_autogen() -> None:
     config = stage.load_config()
     for name in stage.DEPLOYED_STAGES:
         assert config["stages"][name]["autogen_policy"] is False
-        assert stage.policy_path(name).exists()
+        stage.check_policy_wiring(config, name)
+        for file in stage.policy_wiring(config, name).values():
+            assert (ROOT / ".chalice" / file).exists(), file
+    # No stale policy file (e.g. the former shared policy-<stage>.json) lies around unused.
+    wired = {file for name in stage.DEPLOYED_STAGES for file in stage.policy_wiring(config, name).values()}
+    assert {p.name for p in (ROOT / ".chalice").glob("policy-*.json")} == wired
+
+
+@pytest.mark.parametrize("name", stage.DEPLOYED_STAGES)
+def test_chalice_gives_every_function_its_own_role_with_its_policy_file(name: str) -> None:
+    functions = chalice_functions(name)
+    assert set(functions) == set(iam.FUNCTIONS)  # app.py's handlers are the functions deploy/iam.py knows
+    roles = set()
+    for function, resource in functions.items():
+        role = resource.role
+        assert isinstance(role, models.ManagedIAMRole), function
+        assert isinstance(role.policy, models.FileBasedIAMPolicy), function
+        assert Path(role.policy.filename).resolve() == stage.policy_path(name, function), function
+        roles.add(role.role_name)
+    assert len(roles) == len(functions)
 
 
 @pytest.mark.parametrize("name", stage.DEPLOYED_STAGES)
 def test_committed_policy_files_are_the_template_rendered_for_their_stage(name: str) -> None:
-    config = stage.load_config()
-    expected = stage.stage_policy(config, name)
-    assert committed_policies()[name] == expected, f"run: python -m deploy.cli policy --stage {name}"
+    expected = stage.stage_policies(stage.load_config(), name)
+    assert committed_policies(name) == expected, f"run: python -m deploy.cli policy --stage {name}"
 
 
 def test_no_policy_has_a_wildcard_action() -> None:
@@ -76,6 +121,40 @@ def test_pass_role_is_only_the_scheduler_role_and_only_to_scheduler() -> None:
                 assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
 
 
+# The functions that may perform each of these actions: no other function's policy names it.
+ONLY = {
+    "iam:PassRole": {"task_stream"},
+    "scheduler:CreateSchedule": {"task_stream"},
+    "scheduler:DeleteSchedule": {"task_stream"},
+    "dynamodb:GetRecords": {"task_stream"},
+    "ses:SendEmail": {"task_executor"},
+    "dynamodb:CreateBackup": {"backup_trigger", iam.API_HANDLER},
+    "dynamodb:DeleteBackup": {"backup_monitor"},
+    "dynamodb:ListBackups": {"backup_monitor"},
+    "sqs:ReceiveMessage": {"backup_monitor", "task_executor"},
+    "sqs:DeleteMessage": {"backup_monitor", "task_executor"},
+    "dynamodb:DeleteItem": {"task_executor", iam.API_HANDLER},
+}
+
+
+@pytest.mark.parametrize("name", stage.DEPLOYED_STAGES)
+def test_each_function_gets_only_what_it_needs(name: str) -> None:
+    policies = committed_policies(name)
+    for action, functions in ONLY.items():
+        assert {f for f, p in policies.items() if action in iam.actions_of(p)} == functions, action
+    for function, policy in policies.items():
+        [logs] = [s for s in policy["Statement"] if s["Sid"] == "WriteLogs"]
+        group = iam.function_log_group(stage.settings(stage.load_config(), name), function)
+        assert all(f"log-group:{group}" in r and f"{group}-" not in r for r in logs["Resource"]), function
+
+
+def test_the_stream_function_may_send_to_its_on_failure_queue() -> None:
+    settings = Settings.from_env()
+    policy = iam.function_policies(settings, WHERE, stream_on_failure_queue="stream-failures")["task_stream"]
+    for queue in ("stream-failures", settings.task_dlq):
+        assert allowed(policy, Request("sqs:SendMessage", f"arn:aws:sqs:us-east-1:123456789012:{queue}"))
+
+
 def test_the_scheduler_role_may_only_send_to_the_due_queue_and_its_dead_letter_queue() -> None:
     policy = iam.scheduler_role_policy("arn:aws:sqs:us-east-1:1:due", "arn:aws:sqs:us-east-1:1:due-scheduler-dlq")
     [statement] = policy["Statement"]
@@ -89,14 +168,15 @@ def test_the_scheduler_role_trusts_only_scheduler_of_its_own_account() -> None:
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
 
 
-def test_the_policy_consumes_every_queue_and_stream_the_app_subscribes_to() -> None:
+def test_each_event_function_may_consume_its_own_queue_or_stream() -> None:
     from chalice.app import DynamoDBEventConfig, SQSEventConfig
 
     import app as app_module
 
     settings = Settings.from_env()
-    policy = iam.app_policy(settings, WHERE)
+    policies = iam.function_policies(settings, WHERE)
     for source in app_module.app.event_sources:
+        policy = policies[source.name]
         if isinstance(source, SQSEventConfig):
             arn = f"arn:aws:sqs:us-east-1:123456789012:{source.queue}"
             for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
@@ -107,7 +187,7 @@ def test_the_policy_consumes_every_queue_and_stream_the_app_subscribes_to() -> N
 
 
 def test_the_coverage_check_catches_a_missing_permission_and_a_foreign_resource() -> None:
-    policy = iam.app_policy(Settings.from_env(), WHERE)
+    policy = iam.app_policy(Settings.from_env(), WHERE)  # the union, which calls of no single function get
     calls = [
         Call("dynamodb", "Scan", (("TableName", "timekeeper-state"),), "chalicelib/x.py", "t"),
         Call("dynamodb", "PutItem", (("TableName", "someone-elses"),), "chalicelib/x.py", "t"),

@@ -1,6 +1,9 @@
-"""Every AWS call the app made during this test run is allowed by the policy its functions run under.
+"""Every AWS call the app made during this test run is allowed by the policy of the function that made it.
 
-It runs last (marker ``last``), after the recorder in tests/policy_recorder.py
+Each recorded call carries the Lambda function it is attributed to
+(tests/policy_recorder.py ``attribute``: the app.py handler on the stack, else
+the chalicelib entry module, else any function) and is checked against that
+function's policy from deploy/iam.py. It runs last (marker ``last``), after the recorder in tests/policy_recorder.py
 has seen the whole suite, so a permission the code needs but the policy
 template lacks fails here, not in a deployed Lambda. So that it never passes
 with nothing to check (``pytest tests/deploy`` runs no functional test), it
@@ -24,7 +27,7 @@ from chalicelib.settings import Settings
 from deploy import iam
 from tests import events
 from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
-from tests.policy_recorder import RECORDER, Call, Recorder, Request, denied
+from tests.policy_recorder import ACTION_MODULE, RECORDER, Call, Recorder, Request, denied
 
 REGION = "us-east-1"
 # In the tests, task actions send to queues and topics the tests create; on a stage, to TASK_ACTION_TARGET_ARNS.
@@ -35,9 +38,21 @@ JSON = {"Content-Type": "application/json"}
 
 
 def _report(problems: list[tuple[Call, Request]]) -> str:
-    lines = [f"{request} needed by {call.service}.{call.operation} from {call.origin} in {call.test}"
+    lines = [f"{request.action} on {request.resource} needed by {call.service}.{call.operation} "
+             f"in function {call.function or '(any: union of all)'} (attributed by {call.via}) "
+             f"from {call.origin} in {call.test}"
              for call, request in problems[:30]]
-    return "the IAM policy (deploy/iam.py) does not allow:\n" + "\n".join(lines)
+    return "the function's IAM policy (deploy/iam.py) does not allow:\n" + "\n".join(lines)
+
+
+def policy_for(call: Call, where: iam.Account, default: Settings) -> iam.Policy:
+    """The policy of the function that made ``call`` (the union when no single function did)."""
+    settings = call.settings or default
+    targets = TEST_ACTION_TARGETS if call.origin == ACTION_MODULE else ()
+    if not call.function:
+        return iam.app_policy(settings, where, targets)
+    policies = iam.function_policies(settings, where, targets)
+    return policies.get(call.function, {"Statement": []})
 
 
 class Workload:
@@ -146,14 +161,10 @@ def test_every_aws_call_the_app_made_is_allowed_by_its_policy(
     services = {c.service for c in RECORDER.calls}
     assert services >= SERVICES, f"no recorded call to {sorted(SERVICES - services)}"
 
+    attributed = {c.function for c in RECORDER.calls if c.via.startswith("app.py:")}
+    assert attributed >= set(iam.FUNCTIONS), f"no call attributed to {sorted(set(iam.FUNCTIONS) - attributed)}"
+
     where = iam.Account("aws", REGION, ACCOUNT)
     default = Settings.from_env()
-
-    def policy(call: Call) -> iam.Policy:
-        return iam.app_policy(call.settings or default, where)
-
-    def action_policy(call: Call) -> iam.Policy:
-        return iam.app_policy(call.settings or default, where, TEST_ACTION_TARGETS)
-
-    problems = denied(policy, RECORDER.calls, "aws", REGION, ACCOUNT, action_policy)
+    problems = denied(lambda call: policy_for(call, where, default), RECORDER.calls, "aws", REGION, ACCOUNT)
     assert not problems, _report(problems)

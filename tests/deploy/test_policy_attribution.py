@@ -1,0 +1,52 @@
+"""The coverage check attributes each recorded call to the Lambda function that made it
+(tests/policy_recorder.py ``attribute``) and checks it against that function's policy only."""
+
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.settings import Settings
+from deploy import iam
+from tests.deploy.test_zz_policy_coverage import _report, policy_for
+from tests.policy_recorder import ROOT, Call, attribute, denied
+
+APP = str(ROOT / "app.py")
+
+
+def lib(path: str) -> str:
+    return str(ROOT / "chalicelib" / path)
+
+
+@pytest.mark.parametrize("stack, expected", [
+    # A route, through respond()'s lambda in app.py: the API function.
+    ([(lib("tasks/store.py"), "transact"), (lib("tasks/api.py"), "create"), (APP, "<lambda>"),
+      (lib("web.py"), "respond"), (APP, "create_task")], ("api_handler", "app.py:create_task")),
+    ([(lib("backups/trigger.py"), "start_run"), (APP, "backup_trigger")], ("backup_trigger", "app.py:backup_trigger")),
+    ([(lib("aws.py"), "queue_url"), (APP, "task_executor")], ("task_executor", "app.py:task_executor")),
+    # No handler on the stack: the outermost chalicelib module, the entry the caller went through.
+    ([(lib("backups/monitor.py"), "send_poll_message"), (lib("backups/trigger.py"), "start_run"),
+      (lib("backups/api.py"), "start")], ("api_handler", "chalicelib/backups/api.py")),
+    ([(lib("tasks/store.py"), "put_image"), (lib("tasks/stream.py"), "run_group")],
+     ("task_stream", "chalicelib/tasks/stream.py")),
+    # A shared module called directly: no single function (checked against the union).
+    ([(lib("backups/store.py"), "get")], ("", "chalicelib/backups/store.py")),
+])
+def test_calls_are_attributed_to_the_function_that_runs_them(stack: list[tuple[str, str]],
+                                                           expected: tuple[str, str]) -> None:
+    assert attribute(stack) == expected
+
+
+def test_a_call_is_checked_against_its_own_functions_policy_not_the_union() -> None:
+    where, settings = iam.Account("aws", "us-east-1", "123456789012"), Settings.from_env()
+    send = (("FromEmailAddress", settings.sender_email),)
+    from_stream = Call("ses", "SendEmail", send, lib("tasks/stream.py"), "tests/x.py::test_y",
+                       function="task_stream", via="app.py:task_stream")
+    from_executor = Call("ses", "SendEmail", send, lib("tasks/actions.py"), "tests/x.py::test_y",
+                         function="task_executor", via="app.py:task_executor")
+    shared = Call("ses", "SendEmail", send, lib("alerts.py"), "tests/x.py::test_y", via="chalicelib/alerts.py")
+    problems = denied(lambda call: policy_for(call, where, settings), [from_stream, from_executor, shared],
+                      "aws", "us-east-1", "123456789012")
+    assert [call for call, _ in problems] == [from_stream]
+    report = _report(problems)
+    assert "ses:SendEmail" in report and "in function task_stream (attributed by app.py:task_stream)" in report
+    assert "tests/x.py::test_y" in report
