@@ -102,7 +102,8 @@ def _replay(deps: Deps, store: TaskStore, task_id: str, fingerprint: str) -> tup
     return 200, _view(deps, task_id, store.get_item(TaskKey.for_id(task_id)), record)
 
 
-def show(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
+def _lookup(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, dict[str, Any] | None]:
+    """(key, item, record) of a known task; 404 when neither the item nor its record exists."""
     key = _key_of(task_id)
     if key is None:
         raise not_found("task", task_id)
@@ -110,6 +111,11 @@ def show(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     item, record = store.get_item(key), store.get_record(key.task_id)
     if item is None and record is None:
         raise not_found("task", task_id)
+    return key, item, record
+
+
+def show(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
+    key, item, record = _lookup(deps, task_id)
     return 200, _view(deps, key.task_id, item, record)
 
 
@@ -158,13 +164,7 @@ def _current(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, 
 
     An item that is not a valid task and was not made by the API (no record) is no task to change: 400,
     naming the item's attribute at fault."""
-    key = _key_of(task_id)
-    if key is None:
-        raise not_found("task", task_id)
-    store = TaskStore(deps)
-    item, record = store.get_item(key), store.get_record(key.task_id)
-    if item is None and record is None:
-        raise not_found("task", task_id)
+    key, item, record = _lookup(deps, task_id)
     task = None
     if item is not None:
         try:
