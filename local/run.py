@@ -40,5 +40,21 @@ def main() -> int:
     return 0
 
 
+def lingering() -> list[threading.Thread]:
+    """Threads other than this one that would keep the interpreter alive (not daemons)."""
+    return [t for t in threading.enumerate()
+            if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+
+
+def exit_now(code: int) -> None:
+    """Exit even if a handler started a thread of its own that is still running: stop() already
+    waited its bounded time, and Ctrl-C must end the process."""
+    if lingering():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -14,17 +14,24 @@ DynamoDBEventConfig    local/sources/streams.py: Lambda's stream poller
 
 Other event sources (S3, SNS, Kinesis, event patterns, websockets) are listed
 in the banner as not emulated.  Every source is a thread that stops when the
-shared stop Event is set; ``stop()`` returns within a few seconds.
+shared stop Event is set; a source that raises is restarted after a growing
+pause (1 s, 2 s ... 30 s).  Invocations run on daemon threads, so a handler
+still running never keeps the process alive; ``stop()`` returns within
+STOP_TIMEOUT_SECONDS overall.
 """
 
 from __future__ import annotations
 
+import queue
 import random
+import sys
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
 
 import boto3
 from botocore.config import Config as BotoConfig
@@ -39,10 +46,117 @@ from local.sources import Source
 from local.sources.scheduler import SchedulerPoller
 from local.sources.schedules import ScheduledRule
 from local.sources.sqs import QueuePoller
-from local.sources.streams import StreamPoller
+from local.sources.streams import StreamFailurePolicy, StreamPoller, forget_moto_iterator
 from local.sources.ttl import TtlLedger, TtlSweeper
 
-STOP_TIMEOUT_SECONDS = 5.0
+STOP_TIMEOUT_SECONDS = 5.0        # for every thread together, not each
+RESTART_FIRST_SECONDS = 1.0       # a source that raised runs again after this, doubling ...
+RESTART_MAX_SECONDS = 30.0        # ... up to this
+HEALTHY_SECONDS = 60.0            # a source that ran this long before raising starts the pauses over
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class DaemonExecutor(Executor):
+    """A fixed pool of daemon threads (ThreadPoolExecutor's are not daemons: a handler still running
+    would keep the process alive after ``stop()``).  An exception no caller collects is reported."""
+
+    def __init__(self, max_workers: int, name: str = "invoke",
+                 report: Callable[[str], None] | None = None) -> None:
+        self._max_workers = max_workers
+        self._name = name
+        self._report = report
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            while len(self._threads) < self._max_workers:
+                thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+            future: Future[T] = Future()
+            self._queue.put((future, lambda: fn(*args, **kwargs)))
+            return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, call = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = call()
+            except BaseException as exc:
+                future.set_exception(exc)
+                if self._report is not None:
+                    traceback.print_exception(exc, file=sys.stderr)
+                    self._report(f"worker: {type(exc).__name__}: {exc}")
+            else:
+                future.set_result(result)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            threads = list(self._threads)
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in threads:
+            self._queue.put(None)
+        if wait:
+            for thread in threads:
+                thread.join()
+
+
+def supervise(name: str, target: Callable[[], Any], stop: threading.Event, report: Callable[[str], None], *,
+              pause: Callable[[float], bool] | None = None,
+              monotonic: Callable[[], float] = time.monotonic) -> None:
+    """Run ``target`` until it returns or ``stop`` is set; after an unexpected exception, say so and run it
+    again after a growing pause (``pause(seconds)`` returns True when stopped meanwhile)."""
+    wait = pause or stop.wait
+    delay = RESTART_FIRST_SECONDS
+    while not stop.is_set():
+        began = monotonic()
+        try:
+            target()
+            return
+        except Exception as exc:  # a source that dies says so, and comes back
+            if stop.is_set():
+                return
+            if monotonic() - began >= HEALTHY_SECONDS:
+                delay = RESTART_FIRST_SECONDS
+            traceback.print_exception(exc, file=sys.stderr)
+            report(f"{name}: stopped by {type(exc).__name__}: {exc}; restarting in {delay:g}s")
+            if wait(delay):
+                return
+            delay = min(RESTART_MAX_SECONDS, delay * 2)
+
+
+def join_all(threads: Iterable[threading.Thread], timeout: float,
+             monotonic: Callable[[], float] = time.monotonic) -> list[threading.Thread]:
+    """Join every thread within one overall ``timeout``; the ones still alive."""
+    deadline = monotonic() + timeout
+    threads = list(threads)
+    for thread in threads:
+        thread.join(max(0.0, deadline - monotonic()))
+    return [t for t in threads if t.is_alive()]
 
 
 @dataclass(frozen=True)
@@ -55,6 +169,8 @@ class RuntimeOptions:
     scheduler_jitter_seconds: float = 60.0
     ttl_lag_seconds: float = 5.0
     workers: int = 8
+    # what the stream mapping does with a batch that keeps failing (Lambda's defaults: retry until it works)
+    stream_failure: StreamFailurePolicy = field(default_factory=StreamFailurePolicy)
 
 
 class Runtime:
@@ -73,7 +189,7 @@ class Runtime:
         self.invoker = Invoker(app, self.reporter, stage=options.stage, timeout_seconds=self.lambda_timeout,
                                memory_size=self.config.lambda_memory_size or 128)
         self.stop_event = threading.Event()
-        self.executor = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="invoke")
+        self.executor = DaemonExecutor(options.workers, "invoke", self.reporter.line)
         self.ledger = TtlLedger()
         self._session = session or boto3.session.Session(region_name=options.region)
         self._clients: dict[str, Any] = {}
@@ -114,8 +230,10 @@ class Runtime:
             elif isinstance(config, DynamoDBEventConfig) and not config.stream_arn.startswith("arn:"):
                 self.not_emulated.append(f"{config.name} (no stream ARN: {config.stream_arn!r})")
             elif isinstance(config, DynamoDBEventConfig):
-                self.sources.append(StreamPoller(config, self.invoker, self.client("dynamodbstreams"),
-                                                 self.ledger, region=o.region))
+                self.sources.append(StreamPoller(
+                    config, self.invoker, self.client("dynamodbstreams"), self.ledger, region=o.region,
+                    clock=self.clock, policy=o.stream_failure, sqs=self.client("sqs"),
+                    forget_iterator=forget_moto_iterator))
             else:
                 self.not_emulated.append(f"{config.name} ({type(config).__name__})")
         self.sources.append(SchedulerPoller(
@@ -150,24 +268,23 @@ class Runtime:
         return create_local_server(self.app, self.config, self.options.api_host, self.options.api_port)
 
     def _spawn(self, name: str, target: Callable[[], Any]) -> None:
-        def guarded() -> None:
-            try:
-                target()
-            except Exception as exc:  # a source that dies says so instead of vanishing
-                self.reporter.line(f"{name}: stopped by {type(exc).__name__}: {exc}")
-                raise
-        thread = threading.Thread(target=guarded, name=f"local-{name}", daemon=True)
+        thread = threading.Thread(target=supervise, args=(name, target, self.stop_event, self.reporter.line),
+                                  name=f"local-{name}", daemon=True)
         thread.start()
         self._threads.append(thread)
 
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """Stop every source and the API within ``timeout`` overall; handlers still running are left
+        to finish on their daemon threads (they never keep the process alive)."""
+        deadline = time.monotonic() + timeout
         self.stop_event.set()
         if self._server is not None:
             self._server.server.shutdown()
             self._server.server.server_close()
-        for thread in self._threads:
-            thread.join(timeout)
+        stuck = join_all(self._threads, max(0.0, deadline - time.monotonic()))
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if stuck:
+            self.reporter.line(f"stop: still running after {timeout:g}s: {', '.join(t.name for t in stuck)}")
         if self._app_class is not None:
             self.app.__class__ = self._app_class  # undo create_local_server's class swap
             self._app_class = None

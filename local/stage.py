@@ -27,10 +27,12 @@ from chalice.app import Chalice
 
 from chalicelib.aws import Clients
 from chalicelib.settings import Settings
+from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
 from local.runtime import Runtime, RuntimeOptions
+from local.sources.streams import StreamFailurePolicy
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_TABLES = ("sample-orders", "sample-customers", "sample-invoices")
@@ -71,6 +73,21 @@ class LocalSettings:
             scheduler_jitter_seconds=number("LOCAL_SCHEDULER_JITTER_SECONDS", 60, 0, 3600),
             ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", 5, 0, 86400),
         )
+
+
+def stream_failure_policy(environ: Mapping[str, str], default_queue: str) -> StreamFailurePolicy:
+    """The stream mapping's failure settings as ``make deploy`` applies them (deploy/event_sources.py,
+    from the same STREAM_* variables), so a failing batch is treated offline as on AWS."""
+    try:
+        options = EventSourceOptions.from_env(environ)
+    except OptionError as exc:
+        raise LocalSettingsError(str(exc)) from exc
+    return StreamFailurePolicy(
+        report_batch_item_failures=options.stream_report_batch_item_failures,
+        bisect_on_error=options.stream_bisect_on_error,
+        max_retry_attempts=options.stream_max_retry_attempts,
+        max_record_age_seconds=options.stream_max_record_age_seconds,
+        on_failure_queue=options.stream_on_failure_queue or default_queue)
 
 
 def ensure_port_free(port: int, variable: str, host: str = LOCAL_HOST) -> None:
@@ -176,6 +193,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
                       environ: MutableMapping[str, str] | None = None, **runtime_kwargs: Any) -> LocalStage:
     """moto's server, the stage's resources and environment, app.py, and the runtime, all started."""
     environ = os.environ if environ is None else environ
+    shell = dict(environ)  # STREAM_* deploy settings are read from the shell, as `make deploy` reads them
     ensure_port_free(local.aws_port, "LOCAL_AWS_PORT")
     ensure_port_free(local.api_port, "LOCAL_API_PORT")
     config = load_chalice_config(project_dir, stage)
@@ -204,7 +222,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
             app_module.app, moto.endpoint,
             RuntimeOptions(api_port=local.api_port, stage=stage, region=region,
                            scheduler_jitter_seconds=local.scheduler_jitter_seconds,
-                           ttl_lag_seconds=local.ttl_lag_seconds),
+                           ttl_lag_seconds=local.ttl_lag_seconds,
+                           stream_failure=stream_failure_policy(shell, settings.task_dlq)),
             config=chalice_config, out=out, **runtime_kwargs)
         runtime.start()
     except BaseException:

@@ -19,6 +19,12 @@ AWS's backoff, scaled down) while the RetryPolicy allows (MaximumRetryAttempts,
 MaximumEventAgeInSeconds), then sent to DeadLetterConfig's queue with the
 attributes AWS sets (ERROR_CODE, ERROR_MESSAGE, EXHAUSTED_RETRY_CONDITION, ...).
 After its last invocation a schedule with ActionAfterCompletion DELETE is deleted.
+Any error while delivering (not only AWS's) counts as a failed delivery.
+
+Like EventBridge, the poller never backfills: when it wakes up late (a
+suspended laptop, a clock jump) past a schedule's window, the awaited
+invocation happens once, the ones missed after it are skipped (one line says
+how many) and the next is the first one still ahead.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib import schedule_expr
 from local.invoker import Clock, Invoker, describe_error
+from local.sources.schedules import missed_between
 
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
@@ -49,6 +56,7 @@ OFF_WINDOW_SECONDS = 60.0
 DEFAULT_RETRY = {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
 LAMBDA_ASYNC_RETRIES = 2
 RETRY_MAX_SECONDS = 60.0
+LATE_GRACE_SECONDS = 5.0  # past its window by more than this, an invocation counts as missed
 
 
 class DeliveryError(Exception):
@@ -229,7 +237,7 @@ class SchedulerPoller:
             if not self._unchanged(plan):
                 del self.plans[arn]  # deleted or updated since it was listed: the next listing re-plans it
                 continue
-            following = next_due(plan.schedule, plan.due)
+            following = self._following(plan, now)
             is_last = following is None
             self._enqueue(Delivery(now, next(self._seq), plan.schedule, plan.due, final=is_last))
             plan.due = following
@@ -240,6 +248,22 @@ class SchedulerPoller:
                     return
                 delivery = heapq.heappop(self.deliveries)
             self.executor.submit(self.attempt, delivery)
+
+    def _following(self, plan: Plan, now: datetime) -> datetime | None:
+        """The invocation after ``plan.due``; never one whose window closed before ``now`` (no backfill)."""
+        assert plan.due is not None
+        schedule = plan.schedule
+        window = timedelta(seconds=spread_seconds(schedule, self.jitter_seconds) + LATE_GRACE_SECONDS)
+        behind = now - window  # an invocation due before this would only be fired late
+        following = next_due(schedule, plan.due)
+        if following is None or following >= behind:
+            return following
+        skipped, last = missed_between(lambda moment: next_due(schedule, moment), plan.due, behind)
+        self.reporter.line(
+            f"schedule {schedule.get('GroupName', 'default')}/{schedule['Name']}: woke up late: skipped "
+            f"{skipped} missed invocation{'s' if skipped != 1 else ''} up to {last:%Y-%m-%d %H:%M:%S}Z "
+            "(Scheduler never backfills)")
+        return next_due(schedule, max(plan.due, behind))
 
     def _unchanged(self, plan: Plan) -> bool:
         """Whether the schedule still exists as planned (the app may have deleted it since the listing)."""
@@ -265,6 +289,9 @@ class SchedulerPoller:
             outcome = self.send(target)
         except DeliveryError as exc:
             self._failed(delivery, exc, label)
+            return
+        except Exception as exc:  # not AWS's error, still a failed delivery: retried, then dead-lettered
+            self._failed(delivery, DeliveryError(type(exc).__name__, str(exc)), label)
             return
         self.reporter.line(f"{label} -> {target['Arn']}: {outcome}")
         self._completed(delivery)

@@ -4,11 +4,17 @@ A rate() rule fires one period after the runtime started, then every period; a
 cron() rule at each matching UTC minute.  The event is the one EventBridge
 sends (``time`` is the scheduled time).  Invocations run in the runtime's
 worker pool, so a slow handler never delays the next firing.
+
+EventBridge never backfills: when the runtime wakes up late (a suspended
+laptop, a clock jump) the firing it was waiting for happens once, the ones
+missed after it are skipped (one line says how many), and the next firing is
+the first one after now.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Executor
 from datetime import datetime
 
@@ -17,6 +23,18 @@ from chalice.app import ScheduledEventConfig
 from chalicelib import schedule_expr
 from local import events
 from local.invoker import Clock, Invoker
+
+MAX_COUNTED = 10_000  # skipped firings counted at most (a week of rate(1 minute) is 10 080)
+
+
+def missed_between(following: Callable[[datetime], datetime | None], at: datetime,
+                   now: datetime) -> tuple[int, datetime]:
+    """How many firings came after ``at`` and at or before ``now`` (skipped), and the last of them."""
+    count, last, moment = 0, at, following(at)
+    while moment is not None and moment <= now and count < MAX_COUNTED:
+        count, last = count + 1, moment
+        moment = following(moment)
+    return count, last
 
 
 def expression_text(config: ScheduledEventConfig) -> str:
@@ -54,9 +72,22 @@ class ScheduledRule:
         while self.next_at is not None:
             if stop.wait(max(0.0, (self.next_at - self.clock()).total_seconds())):
                 return
-            at = self.next_at
-            self.executor.submit(self.fire, at)
-            self.next_at = self.following(at)
+            self.fire_due(self.clock())
+
+    def fire_due(self, now: datetime) -> bool:
+        """Fire the awaited firing if its time has come (once, however late); True if it fired."""
+        at = self.next_at
+        if at is None or at > now:
+            return False
+        self.executor.submit(self.fire, at)
+        skipped, last = missed_between(self.following, at, now)
+        if skipped:
+            self.invoker.reporter.line(
+                f"{self.name}: woke up late: fired the {at:%H:%M:%S}Z firing once, skipped {skipped}"
+                f"{'+' if skipped >= MAX_COUNTED else ''} missed firing{'s' if skipped != 1 else ''} up to "
+                f"{last:%Y-%m-%d %H:%M:%S}Z (EventBridge never backfills)")
+        self.next_at = self.following(max(at, now))
+        return True
 
     def fire(self, at: datetime) -> None:
         event = events.scheduled_event(at, self.rule_arn, region=self.region, account=self.account)

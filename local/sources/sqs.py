@@ -7,13 +7,17 @@
   is deleted and every message comes back after the visibility timeout (and to the
   queue's dead-letter queue after maxReceiveCount receives, as SQS does);
 * a ``{"batchItemFailures": [{"itemIdentifier": <messageId>}]}`` response deletes
-  all but those, which come back (ReportBatchItemFailures).
+  all but those, which come back (ReportBatchItemFailures);
+* an AWS error (receiving or deleting) is reported and polling goes on: a
+  message whose delete failed comes back after the visibility timeout and is
+  handled again (at least once, as on Lambda).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 LONG_POLL_SECONDS = 1
 SQS_MAX_BATCH = 10  # ReceiveMessage returns at most 10 messages per call
 RETRY_SECONDS = 2.0
+SHORT_POLL_PAUSE_SECONDS = 0.2  # between short polls in the batching window's last second
 
 
 def to_delete(messages: list[dict[str, Any]], failed_ids: set[str] | None) -> list[dict[str, Any]]:
@@ -44,8 +49,9 @@ def to_delete(messages: list[dict[str, Any]], failed_ids: set[str] | None) -> li
 
 class QueuePoller:
     def __init__(self, config: SQSEventConfig, invoker: Invoker, sqs: SQSClient, *, region: str,
-                 account: str) -> None:
+                 account: str, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.config = config
+        self.monotonic = monotonic
         self.invoker = invoker
         self.sqs = sqs
         self.region = region
@@ -66,14 +72,23 @@ class QueuePoller:
         while not stop.is_set() and not self._resolve(stop):
             pass
         while not stop.is_set():
-            try:
-                batch = self.gather(stop)
-            except (ClientError, BotoCoreError) as exc:
-                self.invoker.reporter.line(f"{self.name}: receiving from {self.queue_name} failed: {exc}")
-                stop.wait(RETRY_SECONDS)
-                continue
-            if batch:
-                self.deliver(batch)
+            self.poll_once(stop)
+
+    def poll_once(self, stop: threading.Event) -> None:
+        """Receive one batch and hand it to the handler; an AWS error is reported, never raised."""
+        try:
+            batch = self.gather(stop)
+        except (ClientError, BotoCoreError) as exc:
+            self.invoker.reporter.line(f"{self.name}: receiving from {self.queue_name} failed: {exc}")
+            stop.wait(RETRY_SECONDS)
+            return
+        if not batch:
+            return
+        try:
+            self.deliver(batch)
+        except (ClientError, BotoCoreError) as exc:
+            self.invoker.reporter.line(f"{self.name}: handling a batch from {self.queue_name} failed: {exc}; "
+                                       "its messages come back after the visibility timeout")
 
     def _resolve(self, stop: threading.Event) -> bool:
         try:
@@ -99,12 +114,16 @@ class QueuePoller:
         window = self.config.maximum_batching_window_in_seconds
         if not batch or window <= 0:
             return batch
-        closes = time.monotonic() + window
+        closes = self.monotonic() + window
         while len(batch) < size and not stop.is_set():
-            left = closes - time.monotonic()
+            left = closes - self.monotonic()
             if left <= 0:
                 break
-            batch += self._receive(size - len(batch), min(LONG_POLL_SECONDS, max(0, int(left))))
+            wait_seconds = min(LONG_POLL_SECONDS, int(left))
+            more = self._receive(size - len(batch), wait_seconds)
+            batch += more
+            if not more and wait_seconds == 0:  # the window's last second: short polls, not a spin
+                stop.wait(min(left, SHORT_POLL_PAUSE_SECONDS))
         return batch
 
     def deliver(self, batch: list[dict[str, Any]]) -> None:
@@ -119,10 +138,30 @@ class QueuePoller:
             self.invoker.reporter.invocation(call, f"FAILED bad batchItemFailures response: {exc}")
             return
         done = to_delete(batch, failed)
-        for start in range(0, len(done), SQS_MAX_BATCH):
-            chunk = done[start:start + SQS_MAX_BATCH]
-            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)])
         kept = len(batch) - len(done)
         outcome = "ok" if not kept else f"ok, {kept} of {len(batch)} reported failed (will come back)"
         self.invoker.reporter.invocation(call, outcome)
+        self.delete(done)
+
+    def delete(self, messages: list[dict[str, Any]]) -> int:
+        """Delete handled messages; one that cannot be deleted is reported and comes back (at least once).
+        Returns how many were deleted."""
+        deleted = 0
+        for start in range(0, len(messages), SQS_MAX_BATCH):
+            chunk = messages[start:start + SQS_MAX_BATCH]
+            try:
+                response = self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)])
+            except (ClientError, BotoCoreError) as exc:
+                self.invoker.reporter.line(f"{self.name}: deleting {len(chunk)} handled messages failed ({exc}); "
+                                           "they come back after the visibility timeout")
+                continue
+            failed = list(response.get("Failed", []))
+            ids = {str(i): m["MessageId"] for i, m in enumerate(chunk)}
+            for entry in failed:
+                message = ids.get(str(entry.get("Id", "")), "?")
+                self.invoker.reporter.line(
+                    f"{self.name}: message {message} not deleted ({entry.get('Code')}: {entry.get('Message', '')}); "
+                    "it comes back after the visibility timeout")
+            deleted += len(chunk) - len(failed)
+        return deleted

@@ -7,18 +7,24 @@ value more than five years in the past is ignored.
 
 On AWS the REMOVE record of such a deletion carries the userIdentity
 {"type": "Service", "principalId": "dynamodb.amazonaws.com"}.  moto's records
-carry none, so the sweeper notes each key it deletes in a ``TtlLedger`` and the
-stream pollers mark the matching REMOVE record when they read it.  The note is
-taken and the delete made under one lock, which the pollers also take, so a
-REMOVE by someone else can never be mistaken for one by TTL.
+carry none, so the sweeper notes each item it deletes in a ``TtlLedger`` (its
+key, its TTL attribute's value and when) and the stream pollers mark the
+matching REMOVE record when they read it: same key, an OldImage whose TTL
+attribute has the noted value (when the stream carries old images), made at or
+after the note.  The note is taken and the delete made under one lock, which
+the pollers also take, so a REMOVE by someone else (before the deletion, or of
+the item put again since with another TTL) is not mistaken for one by TTL.  A
+note is kept 24 hours, the stream's retention: a consumer stuck longer than
+that could not read the record anyway.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -35,7 +41,8 @@ if TYPE_CHECKING:
 SWEEP_EVERY_SECONDS = 1.0
 TTL_SETTINGS_EVERY_SECONDS = 5.0
 IGNORED_AFTER = timedelta(days=5 * 365)  # TTL values older than five years are not acted on
-NOTE_LIFETIME_SECONDS = 3600.0
+NOTE_LIFETIME_SECONDS = 24 * 3600.0  # DynamoDB Streams keeps records 24 h: a note outlives its record
+CLOCK_SLACK_SECONDS = 1.0  # stream records carry whole seconds
 
 
 def expired(ttl_value: Any, now: datetime, lag_seconds: float) -> bool:
@@ -51,10 +58,26 @@ def expired(ttl_value: Any, now: datetime, lag_seconds: float) -> bool:
     return too_old <= seconds <= now_seconds - Decimal(str(lag_seconds))
 
 
+def _same_number(a: Any, b: Any) -> bool:
+    try:
+        return isinstance(a, Mapping) and isinstance(b, Mapping) and Decimal(a["N"]) == Decimal(b["N"])
+    except (KeyError, TypeError, InvalidOperation):
+        return False
+
+
 @dataclass
 class _Note:
     waiting: set[int]
-    noted_at: float
+    noted_at: float        # epoch seconds, just before the delete
+    attribute: str = ""    # the table's TTL attribute and the deleted item's value of it
+    value: Any = None
+
+    def matches(self, old_image: Mapping[str, Any] | None, created: float | None) -> bool:
+        if created is not None and created < math.floor(self.noted_at) - CLOCK_SLACK_SECONDS:
+            return False  # a REMOVE made before this deletion
+        if old_image is None or not self.attribute:
+            return True   # KEYS_ONLY / NEW_IMAGE streams: the key and the time are all there is
+        return _same_number(old_image.get(self.attribute), self.value)
 
 
 @dataclass
@@ -65,6 +88,7 @@ class TtlLedger:
     _consumers: dict[str, set[int]] = field(default_factory=dict)
     _notes: dict[tuple[str, str], list[_Note]] = field(default_factory=dict)
     _ids: Iterator[int] = field(default_factory=itertools.count)
+    wall: Callable[[], float] = time.time
 
     def subscribe(self, table: str) -> int:
         with self._lock:
@@ -72,21 +96,24 @@ class TtlLedger:
             self._consumers.setdefault(table, set()).add(consumer)
             return consumer
 
-    def deleting(self, table: str, key: str) -> _Deletion:
-        """Hold the ledger while deleting ``key``; ``done()`` records it as a TTL deletion."""
-        return _Deletion(self, table, key)
+    def deleting(self, table: str, key: str, attribute: str = "", value: Any = None) -> _Deletion:
+        """Hold the ledger while deleting ``key`` (whose TTL ``attribute`` is ``value``); ``done()``
+        records it as a TTL deletion."""
+        return _Deletion(self, table, key, attribute, value)
 
-    def _note(self, table: str, key: str) -> None:
+    def _note(self, table: str, key: str, noted_at: float, attribute: str, value: Any) -> None:
         consumers = self._consumers.get(table, set())
         if consumers:
-            self._notes.setdefault((table, key), []).append(_Note(set(consumers), time.monotonic()))
+            self._notes.setdefault((table, key), []).append(_Note(set(consumers), noted_at, attribute, value))
 
-    def claim(self, consumer: int, table: str, key: str) -> bool:
-        """True when the REMOVE of ``key`` that ``consumer`` just read was a TTL deletion."""
+    def claim(self, consumer: int, table: str, key: str, *, old_image: Mapping[str, Any] | None = None,
+              created: float | None = None) -> bool:
+        """True when the REMOVE of ``key`` that ``consumer`` just read (its OldImage, its
+        ApproximateCreationDateTime in epoch seconds) was a TTL deletion."""
         with self._lock:
             notes = self._notes.get((table, key), [])
             for note in notes:
-                if consumer in note.waiting:
+                if consumer in note.waiting and note.matches(old_image, created):
                     note.waiting.discard(consumer)
                     if not note.waiting:
                         notes.remove(note)
@@ -97,7 +124,7 @@ class TtlLedger:
 
     def forget_old(self) -> None:
         with self._lock:
-            cutoff = time.monotonic() - NOTE_LIFETIME_SECONDS
+            cutoff = self.wall() - NOTE_LIFETIME_SECONDS
             for ident in list(self._notes):
                 self._notes[ident] = [n for n in self._notes[ident] if n.noted_at >= cutoff]
                 if not self._notes[ident]:
@@ -105,12 +132,15 @@ class TtlLedger:
 
 
 class _Deletion:
-    def __init__(self, ledger: TtlLedger, table: str, key: str) -> None:
+    def __init__(self, ledger: TtlLedger, table: str, key: str, attribute: str, value: Any) -> None:
         self.ledger, self.table, self.key = ledger, table, key
+        self.attribute, self.value = attribute, value
         self.deleted = False
+        self.started = 0.0
 
     def __enter__(self) -> _Deletion:
         self.ledger._lock.acquire()
+        self.started = self.ledger.wall()
         return self
 
     def done(self) -> None:
@@ -119,7 +149,7 @@ class _Deletion:
     def __exit__(self, *exc: object) -> None:
         try:
             if self.deleted:
-                self.ledger._note(self.table, self.key)
+                self.ledger._note(self.table, self.key, self.started, self.attribute, self.value)
         finally:
             self.ledger._lock.release()
 
@@ -205,7 +235,8 @@ class TtlSweeper:
 
     def _delete(self, table: _TtlTable, item: dict[str, Any], now: datetime) -> bool:
         key = {k: item[k] for k in table.key_names}
-        with self.ledger.deleting(table.name, events.item_key(key)) as deletion:
+        with self.ledger.deleting(table.name, events.item_key(key), table.attribute,
+                                  item[table.attribute]) as deletion:
             try:
                 self.dynamodb.delete_item(
                     TableName=table.name, Key=key, ConditionExpression="#ttl = :seen",

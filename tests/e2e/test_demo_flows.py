@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -12,7 +13,7 @@ from chalicelib.aws import Clients
 from chalicelib.settings import Settings
 from deploy.provision import provision
 from local.client import ApiClient
-from local.demo import DEMO_ENVIRONMENT, Demo, backups, cancelled, demo_for, seed, tasks
+from local.demo import DEMO_ENVIRONMENT, Demo, DemoTiming, demo_flows, demo_for, run_demo
 from local.stage import LocalSettings, LocalStage, start_local_stage
 
 pytestmark = pytest.mark.e2e
@@ -48,20 +49,32 @@ def test_provisioning_the_running_stage_again_changes_nothing(stage: LocalStage)
     assert provision(Clients(settings), settings).changes == []
 
 
-def test_backup_runs_complete_and_the_second_applies_retention(demo: Demo) -> None:
-    assert "retention deleted 3" in backups(demo)
+def test_make_demos_four_flows_pass_and_print_the_summary_table(stage: LocalStage) -> None:
+    """backups + retention, one task per strategy, the seed's boto3 items, a cancelled task: at once."""
+    quick = DemoTiming(task_lead=timedelta(seconds=4), seed_lead=timedelta(seconds=2),
+                       cancel_lead=timedelta(seconds=3), cancel_margin=4.0)
+    lines: list[str] = []
+    started = time.monotonic()
+    ok = run_demo(stage, lines.append, flows=demo_flows(quick, tag()))
+    assert time.monotonic() - started < 120
+    table = "\n".join(lines)
+    assert ok, table
+    assert "step" in lines[1] and "result" in lines[1] and "seconds" in lines[1]
+    for name in ("1 backups + retention", "2 tasks: one per strategy", "3 seed write (boto3)", "4 cancelled task"):
+        assert any(line.startswith(name) and "  ok  " in line for line in lines), table
+    assert "retention deleted 3" in table and "10 emails" in table and "status CANCELLED" in table
+    assert lines[-1].startswith("\nall steps passed in ")
 
 
-def test_one_task_of_each_strategy_sends_one_email_and_is_done(demo: Demo) -> None:
-    tasks(demo, tag(), lead=timedelta(seconds=4))
+def test_make_demo_fails_when_a_flow_fails(stage: LocalStage) -> None:
+    def broken(demo: Demo) -> str:
+        raise AssertionError("the email never came")
 
-
-def test_the_seeds_ten_plain_boto3_items_send_ten_emails(demo: Demo) -> None:
-    seed(demo, tag(), lead=timedelta(seconds=2))
-
-
-def test_a_cancelled_task_never_sends_its_email(demo: Demo) -> None:
-    cancelled(demo, tag(), lead=timedelta(seconds=3), margin=4.0)
+    lines: list[str] = []
+    assert not run_demo(stage, lines.append, flows=[("health", lambda demo: str(demo.api.get("/health").status)),
+                                                    ("broken", broken)])
+    assert any(line.startswith("broken") and "FAILED" in line and "the email never came" in line for line in lines)
+    assert lines[-1].startswith("\nSOME STEPS FAILED in ")
 
 
 def test_the_local_api_needs_the_bearer_token_on_every_route_but_health(stage: LocalStage) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import EndpointConnectionError
 from chalice.app import Chalice, DynamoDBEvent, SQSEvent
 
 from local.aws import MotoServer
@@ -124,6 +125,8 @@ def world() -> Iterator[World]:
     ddb.update_time_to_live(TableName="tiny-expiring",
                             TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires"})
     session.client("scheduler", endpoint_url=moto.endpoint).create_schedule_group(Name="tiny")
+    # written before the runtime starts: the LATEST handler (expiries) must never see it
+    ddb.put_item(TableName="tiny-expiring", Item={"PK": {"S": "before-start"}})
     seen = Seen()
     app = build_app(seen, "tiny-work", stream_arn, ttl_stream_arn)
     runtime = Runtime(app, moto.endpoint, RuntimeOptions(api_port=0, scheduler_jitter_seconds=0,
@@ -298,3 +301,73 @@ def test_a_schedule_whose_target_is_missing_is_retried_then_dead_lettered(world:
     assert attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
     assert attributes["RETRY_ATTEMPTS"] == "1"
     assert attributes["TARGET_ARN"].endswith(":no-such-queue")
+
+
+def test_the_sqs_poller_survives_an_aws_error_and_the_undeleted_message_comes_back(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = world.runtime.client("sqs")
+    real = client.delete_message_batch
+    calls: list[int] = []
+
+    def flaky(**kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise EndpointConnectionError(endpoint_url=world.endpoint)
+        return real(**kwargs)
+
+    monkeypatch.setattr(client, "delete_message_batch", flaky)
+    sqs = world.client("sqs")
+    sqs.send_message(QueueUrl=world.queue_url, MessageBody="undeleted")
+    wait_until(lambda: len(_sqs_deliveries(world, "undeleted")) >= 2, 8, "the undeleted message to come back")
+    sqs.send_message(QueueUrl=world.queue_url, MessageBody="after-error")
+    wait_until(lambda: _sqs_deliveries(world, "after-error"), 5, "a message sent after the error")
+    wait_until(lambda: _queue_is_empty(world), 5, "the queue to empty")
+    assert [t.is_alive() for t in world.runtime._threads if t.name == "local-consume"] == [True]
+
+
+def _batches_with(world: World, prefix: str) -> list[list[str]]:
+    with world.seen.lock:
+        return [[r["body"] for r in b] for b in world.seen.sqs if any(r["body"].startswith(prefix) for r in b)]
+
+
+def test_sqs_batches_hold_at_most_the_batch_size(world: World) -> None:
+    world.client("sqs").send_message_batch(QueueUrl=world.queue_url, Entries=[
+        {"Id": str(n), "MessageBody": f"seven-{n}"} for n in range(7)])
+    wait_until(lambda: sum(map(len, _batches_with(world, "seven-"))) >= 7, 8, "the seven messages")
+    batches = _batches_with(world, "seven-")
+    assert sorted(b for batch in batches for b in batch) == [f"seven-{n}" for n in range(7)]
+    assert sorted(map(len, batches)) == [2, 5]
+
+
+def test_the_batching_window_gathers_messages_sent_apart(world: World) -> None:
+    sqs = world.client("sqs")
+    sqs.send_message(QueueUrl=world.queue_url, MessageBody="window-1")
+    time.sleep(0.4)
+    sqs.send_message(QueueUrl=world.queue_url, MessageBody="window-2")
+    wait_until(lambda: sum(map(len, _batches_with(world, "window-"))) >= 2, 5, "both messages")
+    assert _batches_with(world, "window-") == [["window-1", "window-2"]]
+
+
+def test_a_latest_handler_never_sees_records_written_before_the_runtime_started(world: World) -> None:
+    ddb = world.client("dynamodb")
+    ddb.put_item(TableName=world.ttl_table, Item={"PK": {"S": "after-start"}})
+    wait_until(lambda: _stream_batches(world, "after-start"), 5, "the record written after the start")
+    assert _stream_batches(world, "before-start") == []
+
+
+def test_a_schedule_with_an_sns_target_publishes_to_the_topics_subscribers(world: World) -> None:
+    sns, sqs, scheduler = world.client("sns"), world.client("sqs"), world.client("scheduler")
+    topic = sns.create_topic(Name="tiny-topic")["TopicArn"]
+    url = sqs.create_queue(QueueName="tiny-subscriber")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+    when = (datetime.now(UTC) + timedelta(seconds=1)).replace(microsecond=0)
+    scheduler.create_schedule(
+        Name="publish", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": topic, "RoleArn": "arn:aws:iam::123456789012:role/tiny", "Input": '{"via": "sns"}'})
+
+    def received() -> list[Any]:
+        return list(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages", []))
+    [message] = wait_until(received, 6, "the published message")
+    envelope = json.loads(message["Body"])
+    assert envelope["TopicArn"] == topic and json.loads(envelope["Message"]) == {"via": "sns"}
