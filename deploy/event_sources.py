@@ -100,10 +100,10 @@ class EventSourceOptions:
         def integer(name: str, allowed: range, also: tuple[int, ...] = ()) -> int:
             value = text(name)
             try:
-                number = int(value)
+                number: int | None = int(value)
             except ValueError:
-                number = allowed.start - 1
-            if number not in allowed and number not in also:
+                number = None
+            if number is None or (number not in allowed and number not in also):
                 raise OptionError(f"{name}={value!r} is invalid: expected a whole number from "
                                   f"{allowed.start} to {allowed.stop - 1}" + (f" or {also}" if also else ""))
             return number

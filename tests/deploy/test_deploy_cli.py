@@ -244,6 +244,7 @@ def test_destroy_with_delete_data_deletes_the_tables_too(project: Path, session:
 
 @pytest.mark.parametrize("environ, message", [
     ({"STREAM_MAX_RETRY_ATTEMPTS": "-2"}, "STREAM_MAX_RETRY_ATTEMPTS"),
+    ({"STREAM_MAX_RETRY_ATTEMPTS": "many"}, "STREAM_MAX_RETRY_ATTEMPTS"),
     ({"STREAM_MAX_RECORD_AGE_SECONDS": "10"}, "STREAM_MAX_RECORD_AGE_SECONDS"),
     # Never set aside before the stream trims them (24 h): they could not be replayed.
     ({"STREAM_MAX_RECORD_AGE_SECONDS": "-1"}, "STREAM_MAX_RECORD_AGE_SECONDS"),
