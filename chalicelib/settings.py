@@ -62,7 +62,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BACKUP_MIN_KEEP", "2", "Retention never leaves a table with fewer AVAILABLE backups than this."),
     Variable("BACKUP_CREATE_RATE", "25", "CreateBackup calls per second at most (AWS allows 50)."),
     Variable("BACKUP_DELETE_RATE", "8", "DeleteBackup calls per second at most (AWS allows 10)."),
-    Variable("BACKUP_RUN_LEASE_SECONDS", "900", "A run being finished by a worker that died is taken over after this."),
+    Variable("BACKUP_RUN_LEASE_SECONDS", "900",
+             "How long a backup run's worker may be silent before it counts as dead: a STARTING run is then "
+             "abandoned (alerted), a FINISHING one taken over, a RUNNING one whose poll stopped re-queued. "
+             "360-1200: above the trigger's 300 s timeout, below the monitor's 4 redeliveries x 300 s."),
     # tasks
     Variable("TASKS_TABLE", "timekeeper-tasks", "Table of task items (string keys PK and SK)."),
     Variable("TASKS_STREAM_ARN", "", "Stream ARN of the tasks table (NEW_AND_OLD_IMAGES)."),
@@ -194,7 +197,7 @@ class Settings:
             backup_min_keep=env.integer("BACKUP_MIN_KEEP", 1, 1000),
             backup_create_rate=env.number("BACKUP_CREATE_RATE", 0.1, 50),
             backup_delete_rate=env.number("BACKUP_DELETE_RATE", 0.1, 10),
-            backup_run_lease_seconds=env.integer("BACKUP_RUN_LEASE_SECONDS", 30, 86400),
+            backup_run_lease_seconds=env.integer("BACKUP_RUN_LEASE_SECONDS", 360, 1200),
             tasks_table=env.matching("TASKS_TABLE", _TABLE_NAME, "a DynamoDB table name"),
             tasks_stream_arn=env.optional_arn("TASKS_STREAM_ARN"),
             ttl_attribute=env.attribute("TTL_ATTRIBUTE"),

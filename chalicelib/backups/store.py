@@ -181,6 +181,20 @@ class RunStore:
                     ":claimed": claimed_at.isoformat(),
                     ":summary": {"backed_up": 0, "failed": 0, "stuck": 0, "deleted": 0, "note": note}})
 
+    def unabandon(self, run_id: str, claimed_at: datetime) -> None:
+        """Undo ``abandon`` when its alert could not be sent, so the next trigger retries both."""
+        self._update(run_id, "SET #s = :starting REMOVE finished_at", "#s = :complete AND claimed_at = :claimed",
+                     names={"#s": "status"},
+                     values={":starting": STARTING, ":complete": COMPLETE, ":claimed": claimed_at.isoformat()})
+
+    def claim_stale_poll(self, run_id: str, poll: int, advanced_at: datetime, now: datetime) -> bool:
+        """Take over a RUNNING run whose poll has not moved since ``advanced_at`` (its message is lost)."""
+        return self._update(
+            run_id, "SET advanced_at = :now, poll_queued = :f",
+            "#s = :running AND poll = :poll AND advanced_at = :seen", names={"#s": "status"},
+            values={":now": now.isoformat(), ":poll": poll, ":f": False, ":running": RUNNING,
+                    ":seen": advanced_at.isoformat()})
+
     def mark_queued(self, run_id: str, poll: int) -> None:
         """The message for ``poll`` is in the queue."""
         self._update(run_id, "SET poll_queued = :t", "poll = :poll", values={":t": True, ":poll": poll})

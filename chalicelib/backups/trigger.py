@@ -97,31 +97,56 @@ def _queue_monitor(deps: Deps, run: Run, store: RunStore) -> None:
 
 
 def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 20) -> list[str]:
-    """Mend recent runs whose worker died; each trigger does this before it starts its own run.
+    """Mend recent runs whose worker died or whose message was lost; each trigger does this first.
 
     - STARTING past the lease: closed and alerted (this trigger backs the tables up afresh);
-    - RUNNING without its monitor message queued past the lease: the message is sent;
+    - RUNNING whose poll has not moved for the lease plus one monitor delay (its message was
+      never sent, or was dead-lettered after failing deliveries): the message is sent again;
+      a duplicate is harmless, since each poll number is claimed once;
     - FINISHING past the lease: a monitor message is sent, and the monitor takes the finish over.
+    Errors are logged, never raised: a broken old run must not stop today's backups.
     """
-    stale = now - timedelta(seconds=deps.settings.backup_run_lease_seconds)
+    lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
+    stale = now - lease
+    silent = now - lease - timedelta(seconds=deps.settings.backup_monitor_delay_seconds)
     mended: list[str] = []
-    for run in store.recent(recent):
-        if run.status == STARTING and run.claimed_at and run.claimed_at < stale:
-            if store.abandon(run.run_id, run.claimed_at, now, "abandoned: its starter stopped while starting"):
-                alerts.publish(deps, f"timekeeper: backup run {run.run_id} abandoned", {
-                    "run_id": run.run_id, "reason": "the run stopped while starting; its tables are "
-                    "backed up by the next run"})
+    try:
+        runs = store.recent(recent)
+    except Exception:
+        logger.exception("could not list recent backup runs to repair")
+        return mended
+    for run in runs:
+        try:
+            if _repair(deps, store, run, now, stale, silent):
                 mended.append(run.run_id)
-        elif run.status == RUNNING and not run.poll_queued and run.advanced_at and run.advanced_at < stale:
-            if store.claim_resend(run.run_id, run.poll, run.advanced_at, now):
-                _queue_monitor(deps, run, store)
-                mended.append(run.run_id)
-        elif run.status == FINISHING and run.claimed_at and run.claimed_at < stale:
-            send_poll_message(deps, run.run_id, run.poll)
-            mended.append(run.run_id)
+        except Exception:
+            logger.exception("could not repair backup run", extra={"run_id": run.run_id})
     if mended:
         logger.warning("stale backup runs mended", extra={"run_ids": mended})
     return mended
+
+
+def _repair(deps: Deps, store: RunStore, run: Run, now: datetime, stale: datetime, silent: datetime) -> bool:
+    if run.status == STARTING and run.claimed_at and run.claimed_at < stale:
+        if not store.abandon(run.run_id, run.claimed_at, now, "abandoned: its starter stopped while starting"):
+            return False
+        try:
+            alerts.publish(deps, f"timekeeper: backup run {run.run_id} abandoned", {
+                "run_id": run.run_id, "reason": "the run stopped while starting; its tables are "
+                "backed up by the next run"})
+        except Exception:
+            store.unabandon(run.run_id, run.claimed_at)  # the next trigger tries the alert again
+            raise
+        return True
+    if run.status == RUNNING and run.advanced_at and run.advanced_at < silent:
+        if store.claim_stale_poll(run.run_id, run.poll, run.advanced_at, now):
+            _queue_monitor(deps, run, store)
+            return True
+        return False
+    if run.status == FINISHING and run.claimed_at and run.claimed_at < stale:
+        send_poll_message(deps, run.run_id, run.poll)
+        return True
+    return False
 
 
 def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,

@@ -181,7 +181,7 @@ def test_an_api_run_left_without_its_monitor_gets_one_from_the_next_trigger(
     deps.clients.sqs = real
     (stranded,) = RunStore(deps).recent(1)
 
-    clock.advance(seconds=deps.settings.backup_run_lease_seconds + 1)
+    clock.advance(seconds=deps.settings.backup_run_lease_seconds + deps.settings.backup_monitor_delay_seconds + 1)
     trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
 
     runs = {json.loads(b)["run_id"] for b, _ in aws.sent(deps.settings.backup_monitor_queue)}

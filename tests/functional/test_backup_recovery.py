@@ -137,3 +137,58 @@ def test_a_failing_alert_does_not_leave_the_run_without_its_monitor(aws: Aws, de
         trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
 
     assert _polls(aws, deps) == [0]
+
+
+def test_a_run_whose_monitor_message_was_dead_lettered_is_re_queued_by_the_next_trigger(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders"])
+    run_id = json.loads(body)["run_id"]
+    run = RunStore(deps).get(run_id)
+    assert run is not None
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    # The monitor message failed five deliveries and went to the dead-letter queue: nothing polls the run.
+    clock.advance(seconds=deps.settings.backup_run_lease_seconds + deps.settings.backup_monitor_delay_seconds + 1)
+
+    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+
+    polls = {json.loads(b)["run_id"]: json.loads(b)["poll"] for b, _ in aws.sent(deps.settings.backup_monitor_queue)}
+    assert polls[run_id] == 0 and len(polls) == 2
+    set_status(deps, run.tables["orders"].backup_arn, "AVAILABLE")
+    assert monitor.check_run(deps, json.dumps({"run_id": run_id, "poll": 0})) == "complete"
+
+
+def test_a_healthy_run_is_not_re_queued(aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders"])
+    clock.advance(seconds=deps.settings.backup_monitor_delay_seconds)
+
+    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+
+    runs = [json.loads(b)["run_id"] for b, _ in aws.sent(deps.settings.backup_monitor_queue)]
+    assert json.loads(body)["run_id"] not in runs and len(runs) == 1
+
+
+def test_an_abandoned_run_whose_alert_failed_is_alerted_by_a_later_trigger(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    create_tables(deps, ["orders"])
+    use_settings(deps, backup_tables=("orders",))
+    real_ddb = deps.clients.dynamodb
+    deps.clients.dynamodb = Intercept(  # type: ignore[assignment]
+        real_ddb, "update_item",
+        lambda **kw: (_ for _ in ()).throw(crash()) if "tables = :tables" in kw["UpdateExpression"] else None)
+    stranded = trigger.new_run_id(clock.now, "scheduled")
+    with pytest.raises(Exception, match="simulated"):
+        trigger.start_run(deps, "schedule", run_id=stranded)
+    deps.clients.dynamodb = real_ddb
+    clock.advance(days=1)
+    real_sns = deps.clients.sns
+    deps.clients.sns = Intercept(real_sns, "publish", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
+
+    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))  # today's run still starts
+    deps.clients.sns = real_sns
+    assert RunStore(deps).get(stranded).status == "STARTING"  # type: ignore[union-attr]
+    clock.advance(days=1)
+    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+
+    assert [a["subject"] for a in aws.alerts()] == [f"timekeeper: backup run {stranded} abandoned"]
+    assert RunStore(deps).get(stranded).status == "COMPLETE"  # type: ignore[union-attr]
+    assert len(RunStore(deps).recent(10)) == 3

@@ -31,6 +31,8 @@ def test_defaults() -> None:
     ("BACKUP_MONITOR_DELAY_SECONDS", "901"),
     ("BACKUP_MONITOR_DELAY_SECONDS", "five"),
     ("BACKUP_MIN_KEEP", "0"),
+    ("BACKUP_RUN_LEASE_SECONDS", "60"),     # shorter than the trigger's 300 s timeout
+    ("BACKUP_RUN_LEASE_SECONDS", "3600"),   # longer than the monitor's SQS redeliveries last
     ("BACKUP_TABLE_PATTERN", "(unclosed"),
     ("BACKUP_TABLE_TAG", "novalue"),
     ("BACKUP_TABLES", "ok,x"),
