@@ -17,10 +17,10 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks import stream as task_stream
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
-from chalicelib.tasks.schedules import schedule_name
 from deploy import cli, replay
 from tests import events
 from tests.fixtures import Aws, FakeClock
+from tests.functional.stream_support import schedule_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ADA = TaskKey("USER#ada", "REMINDER#standup")
@@ -68,15 +68,6 @@ def given_up(aws: Aws, shard: str, first: dict[str, Any], last: dict[str, Any]) 
 
 def dlq_bodies(aws: Aws) -> list[str]:
     return [m["Body"] for m in aws.drain(aws.settings.task_dlq)]
-
-
-def schedule_of(deps: Deps, key: TaskKey) -> dict[str, Any] | None:
-    try:
-        return dict(deps.clients.scheduler.get_schedule(Name=schedule_name(key), GroupName=deps.settings.schedule_group))
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] == "ResourceNotFoundException":
-            return None
-        raise
 
 
 def test_an_exact_insert_given_up_on_gets_its_schedule_and_its_message_is_deleted(

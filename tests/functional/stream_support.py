@@ -7,11 +7,13 @@ import threading
 from collections import Counter
 from typing import Any
 
+from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import TaskKey
+from chalicelib.tasks.schedules import schedule_name
 from tests import events
 
 
@@ -142,3 +144,13 @@ class InFlight:
                     self._changed.notify_all()
 
         return measured
+
+
+def schedule_of(deps: Deps, key: TaskKey) -> dict[str, Any] | None:
+    """The task's EventBridge Scheduler schedule as GetSchedule returns it, or None if there is none."""
+    try:
+        return dict(deps.clients.scheduler.get_schedule(Name=schedule_name(key), GroupName=deps.settings.schedule_group))
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+            return None
+        raise

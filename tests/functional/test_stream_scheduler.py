@@ -16,7 +16,7 @@ from chalicelib.tasks.buckets import due_bucket
 from chalicelib.tasks.model import DueMessage, TaskKey
 from chalicelib.tasks.schedules import schedule_name
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.stream_support import Calls, InFlight, Table, stream
+from tests.functional.stream_support import Calls, InFlight, Table, schedule_of, stream
 from tests.functional.task_support import use_client
 
 ADA = TaskKey("USER#ada", "REMINDER#standup")
@@ -38,15 +38,6 @@ def seed(key: TaskKey, due: datetime, **extra: Any) -> dict[str, Any]:
 def lazy_seed(due: datetime) -> dict[str, Any]:
     """The lazy seed's item: keyed by the email, due when its expires_at TTL passes."""
     return {"PK": GRACE.pk, "SK": GRACE.sk, "email": "grace@example.com", "expires_at": int(due.timestamp())}
-
-
-def schedule_of(deps: Deps, key: TaskKey) -> dict[str, Any] | None:
-    try:
-        return dict(deps.clients.scheduler.get_schedule(Name=schedule_name(key), GroupName=deps.settings.schedule_group))
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] == "ResourceNotFoundException":
-            return None
-        raise
 
 
 def all_schedules(deps: Deps) -> list[str]:
