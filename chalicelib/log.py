@@ -1,9 +1,62 @@
-"""Structured JSON logs (aws-lambda-powertools Logger), one logger for the app."""
+"""Structured JSON logs (aws-lambda-powertools Logger), one logger for the app.
+
+Python's logging raises ``KeyError`` when an ``extra`` key names an attribute
+of ``logging.LogRecord`` (``created``, ``name``, ``msg``, ``module``, ...), and
+only at a level that emits the line -- so a bad key hides until production's
+INFO.  This logger renames such keys (``created`` -> ``created_``) instead, so
+no log line can ever take a handler down; tests/unit/test_log.py also checks
+every logging call in the code for them.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Mapping
 
 from aws_lambda_powertools import Logger
 
-logger = Logger(service="timekeeper", level=os.environ.get("LOG_LEVEL", "INFO"))
+RESERVED = frozenset(vars(logging.LogRecord("n", 0, "p", 0, "m", None, None))) | {"message", "asctime"}
+
+
+def safe_extra(extra: Mapping[str, object] | None, kwargs: Mapping[str, object]) -> dict[str, object]:
+    """``extra`` and keyword fields merged, with every key that would overwrite a LogRecord attribute renamed."""
+    merged = {**(extra or {}), **kwargs}
+    return {(f"{key}_" if key in RESERVED else key): value for key, value in merged.items()}
+
+
+class SafeLogger(Logger):
+    """Powertools' Logger whose ``extra`` keys can never collide with LogRecord's own attributes."""
+
+    def debug(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+              stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
+        super().debug(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
+                      extra=safe_extra(extra, kwargs))
+
+    def info(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+             stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
+        super().info(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
+                     extra=safe_extra(extra, kwargs))
+
+    def warning(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+                stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
+        super().warning(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
+                        extra=safe_extra(extra, kwargs))
+
+    def error(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+              stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
+        super().error(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
+                      extra=safe_extra(extra, kwargs))
+
+    def exception(self, msg: object, *args: object, exc_info: logging._ExcInfoType = True, stack_info: bool = False,
+                  stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
+        super().exception(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
+                          extra=safe_extra(extra, kwargs))
+
+    def critical(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+                 stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
+        super().critical(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
+                         extra=safe_extra(extra, kwargs))
+
+
+logger = SafeLogger(service="timekeeper", level=os.environ.get("LOG_LEVEL", "INFO"))

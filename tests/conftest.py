@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 TEST_ENV = {
     "STAGE": "test",
@@ -19,8 +21,11 @@ TEST_ENV = {
     "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/timekeeper-scheduler",
     "SCHEDULER_DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:timekeeper-due-scheduler-dlq",
     "SENDER_EMAIL": "reminders@example.com",
-    "LOG_LEVEL": "WARNING",
 }
+# The settings every stage ships (LOG_LEVEL=INFO among them) come first: tests run the app as it is configured.
+STAGE_DEFAULTS: dict[str, str] = json.loads(
+    (Path(__file__).resolve().parent.parent / ".chalice" / "config.json").read_text())["environment_variables"]
+TEST_ENV = {**STAGE_DEFAULTS, **TEST_ENV}
 for _name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
     os.environ.pop(_name, None)
 os.environ.update(TEST_ENV)

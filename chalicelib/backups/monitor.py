@@ -216,7 +216,7 @@ def apply_retention(deps: Deps, tables: list[str], now: datetime) -> list[rules.
             raise
         deleted.append(backup)
         logger.info("backup deleted by retention", extra={
-            "backup_arn": backup.arn, "table": backup.table, "created": backup.created.isoformat()})
+            "backup_arn": backup.arn, "table": backup.table, "backup_created": backup.created.isoformat()})
     return deleted
 
 
