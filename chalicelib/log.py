@@ -28,22 +28,22 @@ def safe_extra(extra: Mapping[str, object] | None, kwargs: Mapping[str, object])
 class SafeLogger(Logger):
     """Powertools' Logger whose ``extra`` keys can never collide with LogRecord's own attributes."""
 
-    def debug(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+    def debug(self, msg: object, *args: object, exc_info: logging._ExcInfoType | None = None, stack_info: bool = False,
               stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().debug(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
                       extra=safe_extra(extra, kwargs))
 
-    def info(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+    def info(self, msg: object, *args: object, exc_info: logging._ExcInfoType | None = None, stack_info: bool = False,
              stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().info(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
                      extra=safe_extra(extra, kwargs))
 
-    def warning(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+    def warning(self, msg: object, *args: object, exc_info: logging._ExcInfoType | None = None, stack_info: bool = False,
                 stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().warning(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
                         extra=safe_extra(extra, kwargs))
 
-    def error(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+    def error(self, msg: object, *args: object, exc_info: logging._ExcInfoType | None = None, stack_info: bool = False,
               stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().error(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
                       extra=safe_extra(extra, kwargs))
@@ -53,7 +53,7 @@ class SafeLogger(Logger):
         super().exception(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
                           extra=safe_extra(extra, kwargs))
 
-    def critical(self, msg: object, *args: object, exc_info: logging._ExcInfoType = None, stack_info: bool = False,
+    def critical(self, msg: object, *args: object, exc_info: logging._ExcInfoType | None = None, stack_info: bool = False,
                  stacklevel: int = 2, extra: Mapping[str, object] | None = None, **kwargs: object) -> None:
         super().critical(msg, *args, exc_info=exc_info, stack_info=stack_info, stacklevel=stacklevel + 1,
                          extra=safe_extra(extra, kwargs))
