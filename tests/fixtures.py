@@ -16,6 +16,7 @@ import app as app_module
 from chalicelib.aws import Clients, Deps
 from chalicelib.settings import Settings
 from deploy.provision import provision
+from tests.faults import Faults
 from tests.policy_recorder import RECORDER
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -113,6 +114,12 @@ def deps(aws: Aws, clock: FakeClock) -> Iterator[Deps]:
     app_module.container.use(bundle)
     yield bundle
     app_module.container.use(None)
+
+
+@pytest.fixture
+def faults(aws: Aws) -> Faults:
+    """Faults at the app's own AWS calls (tests/faults.py); armed by the test, after its arrange steps."""
+    return Faults(aws.clients)
 
 
 def use_settings(deps: Deps, **changes: Any) -> Deps:
