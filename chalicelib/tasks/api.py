@@ -44,7 +44,7 @@ def _key_of(task_id: str) -> TaskKey | None:
     The id is URL-decoded once more: depending on the front end a path parameter arrives encoded or not,
     and an API id never contains ``%``."""
     task_id = unquote(task_id)
-    if TASK_ID.match(task_id):
+    if TASK_ID.fullmatch(task_id):
         return TaskKey.for_id(task_id)
     pk, sep, sk = task_id.partition("|")
     return TaskKey(pk, sk) if sep and pk and sk else None

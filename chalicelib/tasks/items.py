@@ -71,7 +71,7 @@ class TaskRequest:
 def parse_request(body: dict[str, Any], settings: Settings) -> TaskRequest:
     """Validate a POST body (unknown fields are rejected by the caller); InvalidTask names the field."""
     task_id = body.get("id")
-    if task_id is not None and (not isinstance(task_id, str) or not TASK_ID.match(task_id)):
+    if task_id is not None and (not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id)):
         raise InvalidTask("id", "id must be 1-128 characters of letters, digits and _ . : -")
     if "run_at" not in body:
         raise InvalidTask("run_at", "run_at is required: an ISO-8601 time or epoch seconds")
