@@ -274,7 +274,7 @@ class _Reader:
 
     def matching(self, name: str, pattern: re.Pattern[str], expected: str) -> str:
         def convert(value: str) -> str:
-            if not pattern.match(value):
+            if not pattern.fullmatch(value):  # "$" alone would also match before a final newline
                 raise ValueError("")
             return value
         return self._convert(name, convert, f"expected {expected}")

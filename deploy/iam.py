@@ -103,8 +103,7 @@ def _statement(sid: str, actions: Sequence[str], resources: Sequence[str],
 
 
 API_HANDLER = "api_handler"          # Chalice's name for the REST API's function (<app>-<stage>)
-TOKEN_AUTHORIZER = "token_authorizer"  # only with API_AUTH=token, which a deployed stage refuses
-# app.py's Lambda functions; the token authorizer joins them when API_AUTH=token (function_names).
+# app.py's Lambda functions (API_AUTH=token, offline only, checks the token in the API handler itself).
 FUNCTIONS = (API_HANDLER, "backup_trigger", "backup_monitor", "task_stream", "interval_processor", "task_executor")
 
 # Item actions each function performs, per table (DynamoDB authorizes a transaction's items one by one).
@@ -118,7 +117,7 @@ _SEND = ("sqs:SendMessage", "sqs:GetQueueUrl")
 
 def function_names(settings: Settings) -> tuple[str, ...]:
     """The Lambda functions Chalice deploys for a stage with ``settings``."""
-    return FUNCTIONS + ((TOKEN_AUTHORIZER,) if settings.api_auth == "token" else ())
+    return FUNCTIONS
 
 
 def function_log_group(settings: Settings, function: str) -> str:
@@ -239,7 +238,6 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             *([_statement("TaskActionQueues", ["sqs:SendMessage"], queues)] if queues else []),
             *([_statement("TaskActionTopics", ["sns:Publish"], topics)] if topics else []),
         ],
-        TOKEN_AUTHORIZER: [],  # compares the bearer token with the settings: no AWS call
     }
     return {name: {"Version": "2012-10-17", "Statement": [b.logs(name), *statements[name]]}
             for name in function_names(settings)}

@@ -28,39 +28,45 @@ if TYPE_CHECKING:
 # A field check: what is wrong with a value (completing "<field> ..."), or None when it is fine.
 Check = Callable[[str], str | None]
 
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
-SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$")
-SQS_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/\d{12}/[A-Za-z0-9_-]{1,80}$")
+# Always re.fullmatch: "$" would also match before a final newline. ASCII digits only ("\\d" takes any script's).
+EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}\.[A-Za-z]{2,63}")
+SNS_ARN = re.compile(r"arn:aws[a-zA-Z-]{0,20}:sns:[a-z0-9-]{1,30}:[0-9]{12}:[A-Za-z0-9_-]{1,256}")
+SQS_URL = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?/[0-9]{12}/[A-Za-z0-9_-]{1,80}")
 # FIFO queues and topics are not accepted: they need a MessageGroupId, which the actions do not send.
 FIFO_SUFFIX = ".fifo"
 
 
 # --- field checks -----------------------------------------------------------------
 
+def _shown(value: str, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def any_text(value: str) -> str | None:
     return None
 
 
 def email_address(value: str) -> str | None:
-    return None if EMAIL.match(value) else f"is not an email address: {value!r}"
+    return None if EMAIL.fullmatch(value) else f"is not an email address: {_shown(value)}"
 
 
 def one_line(value: str) -> str | None:
-    return "must be one line" if "\n" in value or len(value) > 998 else None
+    return "must be one line" if "\n" in value or "\r" in value or len(value) > 998 else None
 
 
 def _not_fifo(kind: str, value: str) -> str | None:
     if value.endswith(FIFO_SUFFIX):
-        return f"is a FIFO {kind} target, which needs a MessageGroupId this action does not send: {value!r}"
+        return f"is a FIFO {kind} target, which needs a MessageGroupId this action does not send: {_shown(value)}"
     return None
 
 
 def sns_topic_arn(value: str) -> str | None:
-    return _not_fifo("SNS", value) or (None if SNS_ARN.match(value) else f"is not an SNS topic ARN: {value!r}")
+    return _not_fifo("SNS", value) or (None if SNS_ARN.fullmatch(value) else f"is not an SNS topic ARN: {_shown(value)}")
 
 
 def sqs_queue_url(value: str) -> str | None:
-    return _not_fifo("SQS", value) or (None if SQS_URL.match(value) else f"is not an SQS queue URL: {value!r}")
+    return _not_fifo("SQS", value) or (None if SQS_URL.fullmatch(value) else f"is not an SQS queue URL: {_shown(value)}")
 
 
 # --- the registry -----------------------------------------------------------------

@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 LIST_LIMIT_DEFAULT = 20
 LIST_LIMIT_MAX = 50
-WHOLE_NUMBER = re.compile(r"^[0-9]{1,6}$")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+WHOLE_NUMBER = re.compile(r"[0-9]{1,6}")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 
 
 def _valid(call: Callable[[], T]) -> T:
@@ -47,7 +47,13 @@ def _key_of(task_id: str) -> TaskKey | None:
     if TASK_ID.fullmatch(task_id):
         return TaskKey.for_id(task_id)
     pk, sep, sk = task_id.partition("|")
-    return TaskKey(pk, sk) if sep and pk and sk else None
+    key = TaskKey(pk, sk) if sep and pk and sk else None
+    # DynamoDB refuses a key over its limits (measured in UTF-8 bytes) with a ValidationException: such an
+    # item, or its record in the state table, cannot exist.
+    record = items.record_key(key.task_id) if key is not None else {}
+    if key is None or not items.fits_key(key.pk, key.sk) or not items.fits_key(record["PK"], record["SK"]):
+        return None
+    return key
 
 
 def _view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
@@ -131,7 +137,7 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
         statuses = (Status(wanted),)
     limit = LIST_LIMIT_DEFAULT
     if "limit" in query:
-        if not WHOLE_NUMBER.match(query["limit"]) or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
+        if not WHOLE_NUMBER.fullmatch(query["limit"]) or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
             raise bad_request("limit", f"limit must be a whole number from 1 to {LIST_LIMIT_MAX}")
         limit = int(query["limit"])
     partition, start_key = 0, None

@@ -198,7 +198,7 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
 def default_action(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """The stage's default action: an email to the item's ``email`` attribute."""
     to = item.get("email")
-    if not isinstance(to, str) or not EMAIL.match(to):
+    if not isinstance(to, str) or not EMAIL.fullmatch(to):
         raise InvalidTask("action", "the item has no action and no valid 'email' attribute for the default action")
     return {"type": "email", "to": to, "subject": settings.default_email_subject,
             "body": settings.default_email_body}

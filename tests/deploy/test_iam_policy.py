@@ -35,8 +35,6 @@ def every_policy() -> list[tuple[str, iam.Policy]]:
         (stage.policy_file(s, f), p) for s in stage.DEPLOYED_STAGES for f, p in committed_policies(s).items()]
     targets = ["arn:aws:sqs:us-east-1:123456789012:x"]
     policies += [(f"{f} (test stage)", p) for f, p in iam.function_policies(settings, WHERE, targets).items()]
-    token = Settings.from_env({"API_AUTH": "token", "API_TOKEN": "t"})
-    policies.append(("token_authorizer", iam.function_policies(token, WHERE)[iam.TOKEN_AUTHORIZER]))
     policies.append(("scheduler role", iam.scheduler_role_policy("arn:aws:sqs:us-east-1:1:due", "arn:aws:sqs:us-east-1:1:d")))
     return policies
 
