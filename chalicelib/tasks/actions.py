@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from chalicelib.aws import Deps
+    from chalicelib.settings import Settings
 
 # A field check: what is wrong with a value (completing "<field> ..."), or None when it is fine.
 Check = Callable[[str], str | None]
@@ -69,6 +70,75 @@ def sqs_queue_url(value: str) -> str | None:
     return _not_fifo("SQS", value) or (None if SQS_URL.fullmatch(value) else f"is not an SQS queue URL: {_shown(value)}")
 
 
+# --- which queues and topics a stage allows ---------------------------------------------
+
+class TargetNotAllowed(ValueError):
+    """An action's queue or topic is not in the stage's TASK_ACTION_TARGET_ARNS: permanent, never retried."""
+
+
+_SQS_HOST = re.compile(r"(?:sqs\.([a-z0-9-]+)|([a-z0-9-]+)\.queue)\.amazonaws\.com(\.cn)?")
+
+
+def queue_arn_of(url: str, default_region: str) -> str:
+    """The ARN of an SQS queue URL (``https://sqs.<region>.amazonaws.com/<account>/<name>``); a URL of another
+    endpoint (moto's, offline) is in the stage's region."""
+    rest = url.split("://", 1)[-1]
+    host, _, path = rest.partition("/")
+    host = host.split(":", 1)[0]
+    account, _, name = path.partition("/")
+    match = _SQS_HOST.fullmatch(host)
+    region = (match.group(1) or match.group(2)) if match else default_region
+    if host == "queue.amazonaws.com":
+        region = "us-east-1"
+    partition = "aws-cn" if host.endswith(".cn") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    return f"arn:{partition}:sqs:{region}:{account}:{name}"
+
+
+def _arn_matches(arn: str, pattern: str) -> bool:
+    """IAM's wildcard match of a resource ARN: ``*`` any characters, ``?`` one, case-sensitive."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, arn, re.DOTALL) is not None
+
+
+def target_refusal(spec: Mapping[str, Any], allowed: Sequence[str], region: str,
+                   own: Sequence[str] = ()) -> tuple[str, str] | None:
+    """(field, what is wrong) when a validated action ``spec`` sends to a queue or topic that is not
+    ``allowed`` (the stage's TASK_ACTION_TARGET_ARNS, IAM wildcards) or is one of the app's ``own`` (queue
+    names and topic ARNs: a task must not feed the due queue or raise alerts); None when it may. Pure."""
+    if spec.get("type") == "sqs":
+        field, target = "queue_url", str(spec.get("queue_url", ""))
+        arn = queue_arn_of(target, region)
+        is_own = arn.rsplit(":", 1)[-1] in own
+    elif spec.get("type") == "sns":
+        field, target = "topic_arn", str(spec.get("topic_arn", ""))
+        arn = target
+        is_own = arn in own
+    else:
+        return None
+    if is_own:
+        return field, f"is one of this app's own queues and topics, which actions may not send to: {_shown(target)}"
+    if not any(_arn_matches(arn, pattern) for pattern in allowed):
+        return field, (f"is not among the queues and topics this stage allows actions to send to "
+                       f"(TASK_ACTION_TARGET_ARNS): {_shown(target)}")
+    return None
+
+
+def refuse_disallowed_target(deps: Deps, spec: Mapping[str, Any]) -> None:
+    """Raise TargetNotAllowed when ``spec`` sends where the stage does not allow (the executor's last check)."""
+    settings = deps.settings
+    refusal = target_refusal(spec, settings.task_action_target_arns, settings.region, own_targets(settings))
+    if refusal is not None:
+        field, problem = refusal
+        raise TargetNotAllowed(f"action.{field} {problem}")
+
+
+def own_targets(settings: Settings) -> tuple[str, ...]:
+    """The app's own queues (names) and topics (ARNs), which no action may send to."""
+    scheduler_dlq = settings.scheduler_dlq_arn.rsplit(":", 1)[-1] if settings.scheduler_dlq_arn else ""
+    return tuple(t for t in (settings.due_queue, settings.task_dlq, settings.backup_monitor_queue,
+                             settings.backup_monitor_dlq, scheduler_dlq, settings.alert_topic_arn) if t)
+
+
 # --- the registry -----------------------------------------------------------------
 
 class Action(ABC):
@@ -96,7 +166,9 @@ def register(cls: A) -> A:
 
 
 def run_action(deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the action ``spec`` describes (KeyError for a type without a class)."""
+    """Run the action ``spec`` describes (KeyError for a type without a class); TargetNotAllowed, without
+    any call, for a queue or topic the stage does not allow (the API and the stream refuse those first)."""
+    refuse_disallowed_target(deps, spec)
     return ACTIONS[spec["type"]].run(deps, spec)
 
 

@@ -16,7 +16,7 @@ from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.tasks import items
 from chalicelib.tasks.items import LISTED_STATUSES
-from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Strategy, Task, TaskKey, iso, task_from_item
+from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Strategy, Task, TaskKey, check_action_target, iso, task_from_item
 from chalicelib.tasks.store import TaskStore, delete, put, set_attributes, update
 from chalicelib.web import ApiError, bad_request, not_found, reject_unknown
 
@@ -74,6 +74,7 @@ def create(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]
     reject_unknown(body, set(items.CREATE_FIELDS))
     settings, store = deps.settings, TaskStore(deps)
     request = _valid(lambda: items.parse_request(body, settings))
+    _valid(lambda: check_action_target(request.action, settings))
     fingerprint = request.fingerprint()
     if request.id is not None:
         replay = _replay(deps, store, request.id, fingerprint)
@@ -228,6 +229,8 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
         raise bad_request("body", "a JSON object body is required: {run_at?, action?}")
     reject_unknown(body, set(items.PATCH_FIELDS))
     due, action = _valid(lambda: items.parse_patch(body))
+    if action is not None:
+        _valid(lambda: check_action_target(action, deps.settings))
     key, item, record, task = _current(deps, task_id)
     status = _status(record, task)
     if status != Status.PENDING.value:

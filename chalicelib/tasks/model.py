@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
-from chalicelib.tasks.actions import ACTIONS, EMAIL
+from chalicelib.tasks.actions import ACTIONS, EMAIL, own_targets, target_refusal
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
@@ -195,6 +195,14 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
     return clean
 
 
+def check_action_target(action: dict[str, Any], settings: Settings, where: str = "action") -> None:
+    """InvalidTask naming the field when ``action`` sends to a queue or topic the stage does not allow."""
+    refusal = target_refusal(action, settings.task_action_target_arns, settings.region, own_targets(settings))
+    if refusal is not None:
+        name, problem = refusal
+        raise InvalidTask(f"{where}.{name}", f"{where}.{name} {problem}")
+
+
 def default_action(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """The stage's default action: an email to the item's ``email`` attribute."""
     to = item.get("email")
@@ -355,4 +363,4 @@ class DueMessage:
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "Status", "Strategy", "Task", "TaskKey",
-           "default_action", "iso", "parse_action", "parse_due", "task_from_item"]
+           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "task_from_item"]
