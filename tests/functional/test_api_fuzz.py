@@ -5,9 +5,9 @@ Whatever a client sends, the API never answers 5xx; every 4xx body is exactly
 tasks and state tables are as they were).  The requests go through Chalice's
 test client, the app runs against moto with DynamoDB's key limits enforced.
 
-``FUZZ_EXAMPLES`` sets the examples per route (default 40: a few hundred in
-all, about 30 s); ``make soak-fuzz`` runs 10,000 with random seeds.  Without it
-the run is derandomized, so the normal suite is reproducible.
+``FUZZ_EXAMPLES`` sets the examples in all, shared by the six tests below
+(default 240, about 30 s); ``make soak-fuzz`` runs 10,000 with random seeds.
+Without it the run is derandomized, so the normal suite is reproducible.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from chalicelib.tasks import items
 from tests.functional.api_support import KeyLimits, table_contents
 from tests.functional.task_support import EMAIL_ACTION, JSON, post_task
 
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
+TESTS = 6  # the @fuzz tests of this module
+EXAMPLES = max(1, int(os.environ.get("FUZZ_EXAMPLES", "240")) // TESTS)
 fuzz = settings(max_examples=EXAMPLES, deadline=None, database=None,
                 derandomize="FUZZ_EXAMPLES" not in os.environ,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
