@@ -337,8 +337,8 @@ class DueMessage:
     def from_json(cls, body: str) -> DueMessage:
         try:
             data = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise InvalidTask("body", f"message body is not JSON: {exc}") from exc
+        except (ValueError, RecursionError) as exc:  # not JSON, too deep, or a number of over 4300 digits
+            raise InvalidTask("body", f"message body is not JSON: {str(exc)[:200]}") from exc
         if not isinstance(data, dict):
             raise InvalidTask("body", "message body must be a JSON object")
         pk, sk = data.get("pk"), data.get("sk")
@@ -355,8 +355,8 @@ class DueMessage:
                 if not isinstance(snapshot, dict):
                     raise ValueError("snapshot must be an object")
                 image = ddb.binary_as_text(ddb.serialize(snapshot))
-        except (ValueError, TypeError) as exc:
-            raise InvalidTask("image", f"the message's item image is not DynamoDB JSON: {exc}") from exc
+        except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
+            raise InvalidTask("image", f"the message's item image is not DynamoDB JSON: {str(exc)[:200]}") from exc
         hops = data.get("hops", 0)
         return cls(TaskKey(pk, sk), parse_due(data.get("due"), "due"), image, data.get("image_stored") is True,
                    hops if isinstance(hops, int) else 0)
