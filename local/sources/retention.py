@@ -50,13 +50,16 @@ def read_up_to(pollers: Iterable[StreamPoller], table: str, shard_id: str) -> in
 
 class MotoRetention:
     def __init__(self, pollers: Iterable[StreamPoller], reporter: Reporter, *, region: str, account: str,
-                 wall: Callable[[], float] = time.time, every_seconds: float = EVERY_SECONDS) -> None:
+                 wall: Callable[[], float] = time.time, every_seconds: float = EVERY_SECONDS,
+                 keep_newest: int = STREAM_KEEP_NEWEST, keep_emails: int = SES_KEEP_EMAILS) -> None:
         self.pollers = list(pollers)
         self.reporter = reporter
         self.region = region
         self.account = account
         self.wall = wall
         self.every_seconds = every_seconds
+        self.keep_newest = keep_newest
+        self.keep_emails = keep_emails
         self.trimmed = Trimmed()
 
     @property
@@ -64,8 +67,8 @@ class MotoRetention:
         return "retention"
 
     def describe(self) -> str:
-        return (f"retention: stream records once read (newest {STREAM_KEEP_NEWEST} kept, 24 h at most), "
-                f"newest {SES_KEEP_EMAILS} emails")
+        return (f"moto's memory: stream records dropped once read (the newest {self.keep_newest} kept, 24 h at "
+                f"most), the newest {self.keep_emails} emails kept")
 
     def run(self, stop: threading.Event) -> None:
         while not stop.wait(self.every_seconds):
@@ -78,7 +81,7 @@ class MotoRetention:
             read = read_up_to(self.pollers, table, shard.id)
             if read is None:  # nobody here reads it: only the newest stay
                 read = shard.starting_sequence_number + len(shard.items)
-            self.trimmed.stream_records += moto_corrections.trim_shard(shard, read, STREAM_KEEP_NEWEST, older_than)
-        self.trimmed.emails += moto_corrections.trim_sent_emails(SES_KEEP_EMAILS)
+            self.trimmed.stream_records += moto_corrections.trim_shard(shard, read, self.keep_newest, older_than)
+        self.trimmed.emails += moto_corrections.trim_sent_emails(self.keep_emails)
         moto_corrections.bound_deleted_receipts(SQS_KEEP_DELETED_RECEIPTS)
         return self.trimmed
