@@ -20,11 +20,12 @@ import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 
 from local.stage import LocalSettings, LocalSettingsError, start_local_stage
 
-STOP_THREADS_SECONDS = 1.0   # for the runtime's threads together
+STOP_THREADS_SECONDS = 0.5   # for the runtime's threads together
 STOP_DEADLINE_SECONDS = 4.0  # from the signal to the end of the process, whatever happens
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # SIGINT too: a shell may start us with it ignored
 
@@ -77,8 +78,11 @@ def end_process(code: int) -> None:
 
 
 def give_up() -> None:
-    """The watchdog: the stop took too long (stdout itself may be blocked, so it is not flushed)."""
-    os.write(2, f"stop: still not done after {STOP_DEADLINE_SECONDS:g}s; exiting\n".encode())
+    """The watchdog: the stop took too long.  stdout itself may be what blocks (a full pipe), so the
+    last words are written by another thread, given a moment, and the process ends either way."""
+    words = f"stop: still not done after {STOP_DEADLINE_SECONDS:g}s; exiting\n".encode()
+    threading.Thread(target=os.write, args=(2, words), daemon=True).start()
+    time.sleep(0.1)
     os._exit(1)
 
 

@@ -62,6 +62,7 @@ QUIET_SECONDS = 8.0        # waited after the last expected task for a late dupl
 STALL_SECONDS = 180.0      # no task ran for this long: the soak fails
 STRATEGIES = ("exact", "interval", "lazy")
 TASKS_TABLE = "timekeeper-local-tasks"
+INVOCATION_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  (\w+) +(?:sqs|stream|schedule|scheduler) ")
 
 
 @dataclass
@@ -181,6 +182,7 @@ class RuntimeProcess:
         self.tail: deque[str] = deque(maxlen=200)
         self.banner: list[str] = []
         self.failed = 0
+        self.invocations: Counter[str] = Counter()  # handler -> invocation lines printed
         self.stopped = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -191,8 +193,11 @@ class RuntimeProcess:
             if len(self.banner) < 60:
                 self.banner.append(line)
             self.tail.append(line)
-            if "  FAILED " in line:
-                self.failed += 1
+            invocation = INVOCATION_LINE.match(line)
+            if invocation:
+                self.invocations[invocation.group(1)] += 1
+                if "  FAILED " in line:
+                    self.failed += 1
             if line.strip() == "stopped":
                 self.stopped = True
 
