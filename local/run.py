@@ -87,4 +87,8 @@ def give_up() -> None:
 
 
 if __name__ == "__main__":
-    end_process(main())
+    exit_code = 1
+    try:
+        exit_code = main()
+    finally:  # even if printing failed (a closed pipe): the process ends here
+        end_process(exit_code)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import tracemalloc
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pytest
@@ -54,7 +54,8 @@ def cancel_reasons(call: Any) -> list[dict[str, Any]]:
     with pytest.raises(ClientError) as raised:
         call()
     assert raised.value.response["Error"]["Code"] == "TransactionCanceledException"
-    return list(raised.value.response.get("CancellationReasons", []))
+    reasons: list[dict[str, Any]] = cast(Any, raised.value.response).get("CancellationReasons", [])
+    return reasons
 
 
 def test_a_stream_reader_sees_the_writes_made_after_a_cancelled_transaction(moto: MotoServer) -> None:
