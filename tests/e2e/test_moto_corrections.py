@@ -119,16 +119,21 @@ def test_an_update_that_fails_while_writing_undoes_the_writes_before_it_and_thei
 
 
 def peak_bytes_of_a_cancelled_transaction(moto: MotoServer, table: str, rows: int) -> int:
+    """The least of three measures (tracemalloc sees the whole process: a one-off allocation elsewhere
+    can inflate one measure, never all three)."""
     ddb, _ = make_table(moto, table, rows=rows)
     ddb.put_item(TableName=table, Item={"PK": {"S": "taken"}})
     cancel_reasons(lambda: ddb.transact_write_items(TransactItems=[put_if_new(table, "taken")]))  # warm
-    gc.collect()
-    tracemalloc.start()
-    try:
-        cancel_reasons(lambda: ddb.transact_write_items(TransactItems=[put_if_new(table, "taken")]))
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peaks = []
+    for _ in range(3):
+        gc.collect()
+        tracemalloc.start()
+        try:
+            cancel_reasons(lambda: ddb.transact_write_items(TransactItems=[put_if_new(table, "taken")]))
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    return min(peaks)
 
 
 def test_the_memory_a_cancelled_transaction_takes_does_not_grow_with_the_table(moto: MotoServer) -> None:
