@@ -48,8 +48,11 @@ def main() -> int:
     for signum in STOP_SIGNALS:
         signal.signal(signum, _interrupt)
     print(stage.banner(), flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        threading.Event().wait()  # until Ctrl-C (KeyboardInterrupt) or SIGTERM
+    with contextlib.suppress(KeyboardInterrupt):  # until Ctrl-C or SIGTERM
+        while True:
+            # Short sleeps, not one endless wait: Python runs signal handlers in this thread only, and
+            # a signal the kernel hands to a busy thread would not wake an endless wait.
+            time.sleep(0.2)
     for signum in STOP_SIGNALS:  # a second signal while stopping ends the process at once
         signal.signal(signum, _exit_at_once)
     watchdog = threading.Timer(STOP_DEADLINE_SECONDS, give_up)

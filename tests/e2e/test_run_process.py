@@ -73,7 +73,7 @@ def test_make_run_stops_within_5_seconds_of_sigterm_while_handlers_are_busy() ->
         workers = [threading.Thread(target=post_tasks, args=(w,), daemon=True) for w in range(8)]
         for worker in workers:
             worker.start()
-        wait_until(lambda: process.invocations["task_executor"] >= 3, 60,
+        wait_until(lambda: process.invocations["task_executor"] >= 3, 180,
                    "the executor to be busy", 0.2)
         load.set()  # the runtime stays busy with what was posted; this process only reads its output now
         seconds = process.terminate(10)
