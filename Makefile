@@ -21,7 +21,7 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m local.demo
 
-## soak: the offline runtime under load, about an hour on 2 cores; not part of `make test` (README: Soak)
+## soak: the offline runtime under load (10,000 tasks: hours on 2 cores); not part of `make test` (README: Soak)
 SOAK_TASKS ?= 10000
 soak: $(STAMP)
 	@if $(MAKE) -n soak-fuzz >/dev/null 2>&1; then $(MAKE) soak-fuzz; \

@@ -19,7 +19,7 @@ on time) and drives it only from outside:
 
 It prints what it counted and measured and exits 0 only if every check held.
 
-    .venv/bin/python -m local.soak                 # 10,000 tasks (about an hour on 2 cores)
+    .venv/bin/python -m local.soak                 # 10,000 tasks (1 to 3 hours on 2 cores)
     .venv/bin/python -m local.soak --tasks 50 --burst 20
 """
 
