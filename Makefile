@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck check clean deploy destroy soak-fuzz
+.PHONY: run demo soak soak-fuzz test lint typecheck check clean deploy destroy
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "timekeeper needs Python 3.11 or newer (set PYTHON=python3.11); found " + sys.version.split()[0])'
@@ -20,6 +20,13 @@ run: $(STAMP)
 ## demo: a scripted scenario on the offline runtime; exits 0 only if all of it worked (README: Offline)
 demo: $(STAMP)
 	$(BIN)/python -m local.demo
+
+## soak: the offline runtime under load (10,000 tasks: hours on 2 cores); not part of `make test` (README: Soak)
+SOAK_TASKS ?= 10000
+soak: $(STAMP)
+	@if $(MAKE) -n soak-fuzz >/dev/null 2>&1; then $(MAKE) soak-fuzz; \
+	else echo "soak: this Makefile has no soak-fuzz target; the long fuzz run is skipped"; fi
+	$(BIN)/python -m local.soak --tasks $(SOAK_TASKS)
 
 ## deploy: provision STAGE's resources on AWS, chalice deploy, event-source settings (README: Deploying to AWS)
 STAGE ?= dev

@@ -16,6 +16,8 @@ from typing import Any
 from chalice.config import Config
 from moto.server import ThreadedMotoServer
 
+from local import moto_corrections
+
 LOCAL_HOST = "127.0.0.1"
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
@@ -36,6 +38,7 @@ class MotoServer:
 
     def start(self) -> MotoServer:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per AWS call
+        moto_corrections.install()  # moto's departures from AWS that the runtime corrects
         self._server.start()
         self.host, self.port = self._server.get_host_and_port()
         self._running = True

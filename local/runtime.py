@@ -37,12 +37,13 @@ import boto3
 from botocore.config import Config as BotoConfig
 from chalice.app import Chalice, DynamoDBEventConfig, ScheduledEventConfig, SQSEventConfig
 from chalice.config import Config
-from chalice.local import LocalChalice, LocalDevServer, create_local_server
+from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer, ThreadedHTTPServer
 
 from local.aws import LOCAL_HOST
 from local.events import ACCOUNT
 from local.invoker import Clock, Invoker, Out, Reporter, print_line, utc_now
 from local.sources import Source
+from local.sources.retention import MotoRetention
 from local.sources.scheduler import SchedulerPoller
 from local.sources.schedules import ScheduledRule
 from local.sources.sqs import QueuePoller
@@ -53,6 +54,8 @@ STOP_TIMEOUT_SECONDS = 5.0        # for every thread together, not each
 RESTART_FIRST_SECONDS = 1.0       # a source that raised runs again after this, doubling ...
 RESTART_MAX_SECONDS = 30.0        # ... up to this
 HEALTHY_SECONDS = 60.0            # a source that ran this long before raising starts the pauses over
+
+API_LISTEN_BACKLOG = 1024         # connections waiting to be accepted (socketserver's default: 5)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -123,6 +126,14 @@ class DaemonExecutor(Executor):
         if wait:
             for thread in threads:
                 thread.join()
+
+
+class ApiHTTPServer(ThreadedHTTPServer):
+    """Chalice's local server class (a thread per request, daemon threads) with a listen backlog that
+    takes a burst of clients: with socketserver's 5, most of 200 simultaneous connections were reset."""
+
+    request_queue_size = API_LISTEN_BACKLOG
+    daemon_threads = True
 
 
 def supervise(name: str, target: Callable[[], Any], stop: threading.Event, report: Callable[[str], None], *,
@@ -241,6 +252,8 @@ class Runtime:
             self.clock, jitter_seconds=o.scheduler_jitter_seconds, rng=self._rng))
         self.sources.append(TtlSweeper(self.client("dynamodb"), self.ledger, self.reporter, self.clock,
                                        lag_seconds=o.ttl_lag_seconds))
+        self.sources.append(MotoRetention([s for s in self.sources if isinstance(s, StreamPoller)],
+                                          self.reporter, region=o.region, account=o.account))
 
     def source(self, name: str) -> Source:
         return next(s for s in self.sources if s.name == name)
@@ -261,11 +274,14 @@ class Runtime:
         return self
 
     def _api_server(self) -> LocalDevServer:
-        """Chalice's local server (as ``chalice local`` builds it) on the API host and port."""
-        if isinstance(self.app, LocalChalice):  # already converted by an earlier runtime
-            return LocalDevServer(self.app, self.config, self.options.api_host, self.options.api_port)
-        self._app_class = type(self.app)
-        return create_local_server(self.app, self.config, self.options.api_host, self.options.api_port)
+        """Chalice's local server as ``chalice local`` builds it (``create_local_server``), on the API host
+        and port, with a listen backlog for bursts of connections (``ApiHTTPServer``)."""
+        if not isinstance(self.app, LocalChalice):  # not converted yet by an earlier runtime
+            self._app_class = type(self.app)
+            CustomLocalChalice.__bases__ = (LocalChalice, self._app_class)
+            self.app.__class__ = CustomLocalChalice
+        return LocalDevServer(self.app, self.config, self.options.api_host, self.options.api_port,
+                              server_cls=ApiHTTPServer)
 
     def _spawn(self, name: str, target: Callable[[], Any]) -> None:
         thread = threading.Thread(target=supervise, args=(name, target, self.stop_event, self.reporter.line),

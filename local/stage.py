@@ -31,7 +31,7 @@ from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
-from local.runtime import Runtime, RuntimeOptions
+from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
 from local.sources.streams import StreamFailurePolicy
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -165,9 +165,10 @@ class LocalStage:
                      f"{self.api_url}/backups/runs")
         return text
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """Stop the runtime (its threads get ``timeout`` seconds overall), then moto's server."""
         try:
-            self.runtime.stop()
+            self.runtime.stop(timeout)
         finally:
             self.moto.stop()
             restore(self._environ, self._saved)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -11,9 +14,11 @@ import threading
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 
-from local.client import wait_until
+from local.client import ApiClient, wait_until
+from local.soak import STRATEGIES, RuntimeProcess, task_body
 
 pytestmark = pytest.mark.e2e
 
@@ -46,3 +51,34 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c() -> No
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_make_run_stops_within_5_seconds_of_sigterm_while_handlers_are_busy() -> None:
+    token = secrets.token_urlsafe(24)
+    process = RuntimeProcess(token)
+    load = threading.Event()
+    try:
+        api_url, endpoint = process.urls()
+        queue_url = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x",
+                                 aws_secret_access_key="x").create_queue(QueueName="sigterm")["QueueUrl"]
+        api = ApiClient(api_url, token)
+
+        def post_tasks(worker: int) -> None:
+            for n in itertools.count():
+                if load.is_set():
+                    return
+                with contextlib.suppress(OSError):
+                    api.post("/tasks", task_body(f"busy-{worker}-{n}", STRATEGIES[n % 3], queue_url, 1))
+
+        workers = [threading.Thread(target=post_tasks, args=(w,), daemon=True) for w in range(8)]
+        for worker in workers:
+            worker.start()
+        wait_until(lambda: process.invocations["task_executor"] >= 3, 180,
+                   "the executor to be busy", 0.2)
+        load.set()  # the runtime stays busy with what was posted; this process only reads its output now
+        seconds = process.terminate(10)
+        assert seconds is not None and seconds < 5.0, f"exited after {seconds}s" + "".join(process.tail)
+        assert process.stopped and process.process.returncode == 0, "".join(list(process.tail)[-20:])
+    finally:
+        load.set()
+        process.kill()

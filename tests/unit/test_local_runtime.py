@@ -6,7 +6,7 @@ import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 from botocore.exceptions import ClientError
@@ -243,7 +243,7 @@ def test_every_registered_event_source_gets_a_poller_and_unsupported_ones_are_na
     try:
         kinds = {s.name: type(s).__name__ for s in runtime.sources}
         assert kinds == {"work": "QueuePoller", "changes": "StreamPoller", "hourly": "ScheduledRule",
-                         "scheduler": "SchedulerPoller", "ttl": "TtlSweeper"}
+                         "scheduler": "SchedulerPoller", "ttl": "TtlSweeper", "retention": "MotoRetention"}
         assert runtime.not_emulated == ["news (SNSEventConfig)"]
         assert "work" in runtime.banner() and "not emulated: news" in runtime.banner()
     finally:
@@ -879,3 +879,116 @@ def test_each_invocation_prints_its_records_duration_and_outcome() -> None:
     assert lines[0] == "12:00:00.134  task_executor            sqs         6 records    1232 ms  ok"
     assert lines[1] == "12:00:00.134  task_stream              stream      1 record      144 ms  FAILED RuntimeError: no"
     assert lines[2].endswith("2 records   61000 ms  FAILED timed out")
+
+
+# --- bounded memory for what moto keeps (local/moto_corrections.py, local/sources/retention.py) ---------
+
+class _Record:
+    def __init__(self, created: float) -> None:
+        self.record = {"dynamodb": {"ApproximateCreationDateTime": created}}
+
+
+class _Shard:
+    """What trim_shard needs of moto's StreamShard: records in order, the first one's sequence number."""
+
+    def __init__(self, created: list[float], start: int = 1000) -> None:
+        self.id = "shard-1"
+        self.items = [_Record(c) for c in created]
+        self.starting_sequence_number = start
+
+
+def test_stream_records_read_by_every_reader_are_dropped_but_the_newest_and_the_unread_stay() -> None:
+    from local.moto_corrections import trim_shard
+
+    shard = _Shard([100.0] * 10)                       # sequence numbers 1000 .. 1009
+    assert trim_shard(shard, 1005, keep_newest=2, older_than=None) == 6
+    assert shard.starting_sequence_number == 1006 and len(shard.items) == 4   # 1006 .. 1009: unread
+    assert trim_shard(shard, 1009, keep_newest=2, older_than=None) == 2       # the newest two stay
+    assert shard.starting_sequence_number == 1008 and len(shard.items) == 2
+    assert trim_shard(shard, -1, keep_newest=0, older_than=None) == 0         # a reader that read nothing
+
+
+def test_stream_records_older_than_the_retention_are_dropped_even_unread() -> None:
+    from local.moto_corrections import trim_shard
+
+    shard = _Shard([10.0, 20.0, 30.0, 40.0])
+    assert trim_shard(shard, None, keep_newest=100, older_than=25.0) == 2
+    assert shard.starting_sequence_number == 1002 and [r.record["dynamodb"]["ApproximateCreationDateTime"]
+                                                       for r in shard.items] == [30.0, 40.0]
+
+
+def test_a_read_from_before_the_oldest_record_kept_starts_at_the_oldest_record_kept() -> None:
+    from local.moto_corrections import _shard_get
+
+    class Kept:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def to_json(self) -> dict[str, Any]:
+            return {"n": self.n}
+
+    shard = _Shard([])
+    shard.items = [Kept(n) for n in (1005, 1006, 1007)]  # type: ignore[misc]
+    shard.starting_sequence_number = 1005
+    assert _shard_get(shard, 1001, 2) == [{"n": 1005}, {"n": 1006}]
+    assert _shard_get(shard, 1007, 5) == [{"n": 1007}]
+
+
+def test_the_stream_is_read_up_to_the_slowest_poller_and_not_at_all_without_one() -> None:
+    from local.sources.retention import read_up_to
+    from local.sources.streams import Shard
+
+    class Poller:
+        def __init__(self, table: str, position: str | None) -> None:
+            self.table = table
+            self.shards = {"shard-1": Shard("shard-1", "TRIM_HORIZON", position=position)}
+
+    pollers: list[Any] = [Poller("tasks", "1009"), Poller("tasks", "1004"), Poller("other", "1")]
+    assert read_up_to(pollers, "tasks", "shard-1") == 1004
+    assert read_up_to(pollers, "nobody-reads", "shard-1") is None
+    assert read_up_to([cast(Any, Poller("tasks", None))], "tasks", "shard-1") == -1
+
+
+def test_moto_model_registry_lists_live_objects_only() -> None:
+    import gc
+
+    from local.moto_corrections import LiveInstances
+
+    class Model:
+        pass
+
+    registry = LiveInstances()
+    kept, dropped = Model(), Model()
+    registry.append(kept)
+    registry.append(dropped)
+    assert list(registry) == [kept, dropped]
+    del dropped
+    gc.collect()
+    assert list(registry) == [kept] and len(registry) == 1
+    registry.append(3)  # no weak reference to an int: kept as moto would
+    assert list(registry) == [kept, 3]
+
+
+def test_deleted_sqs_receipts_are_remembered_up_to_a_bound_oldest_forgotten_first() -> None:
+    from local.moto_corrections import RecentReceipts
+
+    receipts = RecentReceipts(["a", "b"], limit=3)
+    receipts.update(["c", "d"])
+    assert "a" not in receipts and all(r in receipts for r in "bcd") and len(receipts) == 3
+    receipts.discard("c")
+    assert list(receipts) == ["b", "d"]
+
+
+def test_the_soak_fails_on_a_task_run_twice_or_never_and_on_a_slow_stop() -> None:
+    from collections import Counter
+
+    from local.soak import SoakResult
+
+    result = SoakResult(tasks=3, expected={"a", "b", "c"}, ran=Counter({"a": 1, "b": 2}), conflict_status=409,
+                        replay_status=200, peak_rss_mb=100.0, stop_seconds=6.0, stopped_printed=True, exit_code=0)
+    result.check()
+    assert not result.ok
+    assert any("never ran: ['c']" in p for p in result.problems)
+    assert any("more than once: ['b']" in p for p in result.problems)
+    assert any("SIGTERM: exited after 6.0s" in p for p in result.problems)
+    assert result.report()[-1].startswith("SOAK FAILED")

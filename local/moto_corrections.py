@@ -1,0 +1,414 @@
+"""Corrections to moto's in-process backends, installed by the offline runtime before moto serves.
+
+moto (5.2) is the local AWS; where it does something AWS never does, and the
+offline runtime would suffer for it, the runtime owns the emulation and corrects
+it here.  ``install()`` is idempotent and changes moto's classes in this process
+(so ``mock_aws`` in the same process gets the corrected behaviour too, which
+only removes moto's departures from AWS):
+
+* **TransactWriteItems** deep-copied every table an operation named before
+  applying the writes one by one, and after a cancelled transaction put the
+  copies in place of the live tables.  The copies took the table's stream shard
+  with them: a stream reader kept an iterator on the orphaned shard and never
+  saw another record (no task ran again after one 409), and every transaction
+  copied whole tables and their stream history (memory grew without bound).
+  Here every condition is checked first, without writing; the writes are then
+  applied with moto's own put/update/delete.  If one of them fails anyway (an
+  update AWS would refuse), the items written so far and their stream records
+  are undone: all or nothing, ``CancellationReasons`` per item as before.
+  ``ClientRequestToken`` is not honoured (moto ignores it too).
+* **Writes are serialised**: moto's conditional writes check and write in two
+  steps, and a stream record's sequence number is the shard's length at the
+  time, so concurrent requests (moto's server is threaded) could both pass
+  ``attribute_not_exists`` or share a sequence number.  One lock per process
+  covers every DynamoDB write and every stream shard read and write.
+* **Stream retention**: moto keeps every stream record forever; ``trim_shard``
+  drops the oldest ones (the runtime calls it once the stream pollers have read
+  them, and drops any over 24 h, AWS's retention).  A read from before the
+  oldest record kept starts at the oldest record kept (AWS would answer
+  TrimmedDataAccessException).
+* **moto's model registry**: moto appends every model object it ever creates
+  (each SQS message, shard iterator, stream record ...) to its class's
+  ``instances_tracked`` list, for ``/moto-api/data.json``, and never removes
+  one.  The registry here holds them weakly: data.json lists what is alive in a
+  backend (unchanged for what the backends keep, such as sent emails).
+* **SQS**: moto remembers the receipt handle of every deleted message (so that
+  deleting again succeeds); ``bound_deleted_receipts`` keeps the newest ones.
+* **SES**: moto keeps every email sent; ``trim_sent_emails`` keeps the newest.
+* **Speed**: moto's server lists its own package directory (170 ``isdir`` calls) on
+  every request to find a service's name; the list is read once.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+WRITE_LOCK = threading.RLock()   # every DynamoDB write and every stream shard access in this process
+_installed = False
+_install_lock = threading.Lock()
+
+
+# --- the registry of live model objects -------------------------------------------
+
+class LiveInstances:
+    """What moto's ``instances_tracked`` lists were, holding objects weakly (strongly if they cannot be)."""
+
+    def __init__(self, initial: Iterable[Any] = ()) -> None:
+        self._refs: dict[int, Any] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+        for instance in initial:
+            self.append(instance)
+
+    def append(self, instance: Any) -> None:
+        with self._lock:
+            self._count += 1
+            key = self._count
+        refs = self._refs
+        try:
+            ref: Any = weakref.ref(instance, lambda _, key=key: refs.pop(key, None))  # type: ignore[misc]
+        except TypeError:  # no weak references to it: kept, as moto would
+            ref = lambda instance=instance: instance  # noqa: E731
+        refs[key] = ref
+
+    def _live(self) -> list[Any]:
+        while True:
+            try:
+                refs = list(self._refs.values())
+                break
+            except RuntimeError:  # an object died while the snapshot was taken
+                continue
+        return [o for o in (ref() for ref in refs) if o is not None]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._live())
+
+    def __len__(self) -> int:
+        return len(self._live())
+
+    def __bool__(self) -> bool:
+        return bool(self._refs)
+
+    def __contains__(self, instance: object) -> bool:
+        return any(o is instance for o in self._live())
+
+    def remove(self, instance: object) -> None:
+        for key, ref in list(self._refs.items()):
+            if ref() is instance:
+                self._refs.pop(key, None)
+                return
+        raise ValueError("not tracked")
+
+
+_registries: weakref.WeakKeyDictionary[type, LiveInstances] = weakref.WeakKeyDictionary()
+
+
+class _TrackedInstances:
+    """A data descriptor on moto's model metaclass: every model class's ``instances_tracked`` (read,
+    appended to, and reset by assignment) becomes a ``LiveInstances``, classes made later included."""
+
+    def __get__(self, cls: type | None, meta: type | None = None) -> LiveInstances:
+        if cls is None:
+            raise AttributeError("instances_tracked")
+        registry = _registries.get(cls)
+        if registry is None:
+            registry = _registries.setdefault(cls, LiveInstances())
+        return registry
+
+    def __set__(self, cls: type, value: Iterable[Any]) -> None:
+        _registries[cls] = value if isinstance(value, LiveInstances) else LiveInstances(value)
+
+
+def _track_weakly() -> None:
+    from moto.core.base_backend import InstanceTrackerMeta
+    from moto.core.model_instances import model_data
+
+    for models in model_data.values():
+        for cls in models.values():
+            kept = vars(cls).get("instances_tracked")
+            if isinstance(cls, type) and isinstance(kept, list):
+                _registries[cls] = LiveInstances(kept)
+                kept.clear()  # shadowed by the descriptor from now on
+    InstanceTrackerMeta.instances_tracked = _TrackedInstances()  # type: ignore[attr-defined]
+
+
+# --- DynamoDB: serialised writes, transactions, streams -----------------------------
+
+def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with WRITE_LOCK:
+            return method(*args, **kwargs)
+    locked.__name__ = method.__name__
+    locked.__doc__ = method.__doc__
+    locked.__wrapped__ = method  # type: ignore[attr-defined]
+    return locked
+
+
+def _key_values(table: Any, key: dict[str, Any]) -> tuple[Any, Any]:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    hash_value = DynamoType(key[table.hash_key_attr])
+    range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+    return hash_value, range_value
+
+
+def _restore_item(table: Any, hash_value: Any, range_value: Any, item: Any) -> None:
+    if range_value is not None:
+        if item is None:
+            table.items[hash_value].pop(range_value, None)
+            if not table.items[hash_value]:
+                table.items.pop(hash_value, None)
+        else:
+            table.items[hash_value][range_value] = item
+    elif item is None:
+        table.items.pop(hash_value, None)
+    else:
+        table.items[hash_value] = item
+
+
+def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+    """moto's DynamoDBBackend.transact_write_items, checking everything before writing anything and
+    never copying a table (see the module's docstring)."""
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.exceptions import (
+        ConditionalCheckFailed,
+        MockValidationException,
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactionCanceledException,
+        TransactWriteSingleOpException,
+    )
+
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    with WRITE_LOCK:
+        targets: set[tuple[str, str]] = set()
+        errors: list[tuple[str | None, str | None, dict[str, Any] | None]] = []
+        writes: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = []
+        for item in transact_items:
+            if len(item) > 1:
+                raise TransactWriteSingleOpException
+            original: dict[str, Any] | None = None
+            try:
+                op_type, op = next(iter(item.items()))
+                if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+                    raise ValueError("Unsupported transaction operation")
+                table_name = op["TableName"]
+                if op_type == "Put":
+                    table = self.get_table(table_name)
+                    attrs = op["Item"]
+                    key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+                    if table.range_key_attr is not None:
+                        key[table.range_key_attr] = attrs[table.range_key_attr]
+                else:
+                    key = op["Key"]
+                target = (str(table_name), str(dict(sorted(key.items()))))
+                if target in targets:
+                    raise MultipleTransactionsException()
+                targets.add(target)
+                current = self.get_item(table_name, key)
+                condition = op.get("ConditionExpression")
+                if condition is not None:
+                    check = get_filter_expression(condition, op.get("ExpressionAttributeNames"),
+                                        op.get("ExpressionAttributeValues"))
+                    if not check.expr(current):
+                        if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
+                            original = current.to_json()["Attributes"]
+                        raise ConditionalCheckFailed(item=original)
+                if op_type != "ConditionCheck":
+                    writes.append((op_type, op, table_name, key))
+                errors.append((None, None, None))
+            except (MultipleTransactionsException, MockValidationException):
+                raise
+            except ConditionalCheckFailed as exc:
+                errors.append(("ConditionalCheckFailed", str(exc.message), original))
+            except Exception as exc:  # as moto: any other problem is this item's cancellation reason
+                errors.append((type(exc).__name__, str(exc), original))
+        if any(code is not None for code, _, _ in errors):
+            raise TransactionCanceledException(errors)
+        _apply(self, writes, len(transact_items))
+
+
+def _apply(backend: Any, writes: list[tuple[str, dict[str, Any], str, dict[str, Any]]], count: int) -> None:
+    """Apply checked writes with moto's own operations; undo them all if one fails (under WRITE_LOCK)."""
+    from moto.dynamodb.exceptions import MockValidationException, TransactionCanceledException
+
+    undo: list[tuple[Any, Any, Any, Any]] = []        # (table, hash, range, item before)
+    stream_lengths: dict[int, tuple[Any, int]] = {}   # id(shard) -> (shard, records before)
+    for position, (op_type, op, table_name, key) in enumerate(writes):
+        try:
+            table = backend.get_table(table_name)
+            hash_value, range_value = _key_values(table, key)
+            before = table.get_item(hash_value, range_value)
+            undo.append((table, hash_value, range_value, copy.deepcopy(before) if op_type == "Update" else before))
+            shard = table.stream_shard
+            if shard is not None and id(shard) not in stream_lengths:
+                stream_lengths[id(shard)] = (shard, len(shard.items))
+            names, values = op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+            if op_type == "Put":
+                backend.put_item(table_name, op["Item"], expression_attribute_names=names,
+                                 expression_attribute_values=values)
+            elif op_type == "Delete":
+                backend.delete_item(table_name, key, expression_attribute_names=names,
+                                    expression_attribute_values=values)
+            else:
+                backend.update_item(table_name, key, update_expression=op["UpdateExpression"],
+                                    expression_attribute_names=names, expression_attribute_values=values)
+        except Exception as exc:
+            for table, hash_value, range_value, item in reversed(undo):
+                _restore_item(table, hash_value, range_value, item)
+            for shard, length in stream_lengths.values():
+                del shard.items[length:]
+            if isinstance(exc, MockValidationException):
+                raise
+            reasons: list[tuple[str | None, str | None, Any]] = [(None, None, None)] * count
+            reasons[min(position, count - 1)] = (type(exc).__name__, str(exc), None)
+            raise TransactionCanceledException(reasons) from exc
+
+
+def _shard_add(original: Callable[..., None]) -> Callable[..., None]:
+    def add(self: Any, old: Any, new: Any) -> None:
+        with WRITE_LOCK:
+            original(self, old, new)
+    return add
+
+
+def _shard_get(self: Any, start: int, quantity: int) -> list[dict[str, Any]]:
+    """moto's StreamShard.get, from the oldest record kept when ``start`` was trimmed away."""
+    with WRITE_LOCK:
+        first = max(0, start - self.starting_sequence_number)
+        return [record.to_json() for record in self.items[first:first + quantity]]
+
+
+def trim_shard(shard: Any, keep_after: int | None, keep_newest: int, older_than: float | None) -> int:
+    """Drop ``shard``'s oldest records: those with a sequence number up to ``keep_after`` (read by every
+    reader; None: no reader) beyond the ``keep_newest`` newest, and any created before the epoch second
+    ``older_than``.  Sequence numbers stay as they were.  The number of records dropped."""
+    with WRITE_LOCK:
+        records = shard.items
+        start = shard.starting_sequence_number
+        drop = 0
+        if keep_after is not None:
+            drop = max(0, min(keep_after - start + 1, len(records) - keep_newest))
+        if older_than is not None:
+            while drop < len(records) and _created(records[drop]) < older_than:
+                drop += 1
+        if drop:
+            del records[:drop]
+            shard.starting_sequence_number = start + drop
+        return drop
+
+
+def _created(record: Any) -> float:
+    moment = getattr(record, "record", {}).get("dynamodb", {}).get("ApproximateCreationDateTime")
+    try:
+        return float(moment)
+    except (TypeError, ValueError):
+        return float("inf")
+
+
+def stream_shards(account: str, region: str) -> dict[str, Any]:
+    """The stream shard of every table with a stream in moto's in-process backend, by table name."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    if account not in dynamodb_backends or region not in dynamodb_backends[account]:
+        return {}
+    tables = dynamodb_backends[account][region].tables
+    return {name: table.stream_shard for name, table in list(tables.items()) if table.stream_shard is not None}
+
+
+# --- SQS and SES ---------------------------------------------------------------------
+
+class RecentReceipts:
+    """A set of the newest ``limit`` receipt handles, oldest forgotten first (moto's ``deleted_messages``)."""
+
+    def __init__(self, initial: Iterable[str] = (), limit: int = 10_000) -> None:
+        self.limit = limit
+        self._handles: dict[str, None] = {}
+        self.update(initial)
+
+    def update(self, handles: Iterable[str]) -> None:
+        for handle in handles:
+            self.add(handle)
+
+    def add(self, handle: str) -> None:
+        self._handles.pop(handle, None)
+        self._handles[handle] = None
+        while len(self._handles) > self.limit:
+            self._handles.pop(next(iter(self._handles)), None)
+
+    def discard(self, handle: str) -> None:
+        self._handles.pop(handle, None)
+
+    def __contains__(self, handle: object) -> bool:
+        return handle in self._handles
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._handles))
+
+
+def bound_deleted_receipts(limit: int) -> int:
+    """Give every SQS queue in moto's in-process backends a bounded memory of deleted receipt handles;
+    the number of handles remembered overall."""
+    from moto.sqs.models import sqs_backends
+
+    total = 0
+    for account in list(sqs_backends):
+        for region in list(sqs_backends[account]):
+            for queue in list(sqs_backends[account][region].queues.values()):
+                deleted: Any = queue.deleted_messages
+                if not isinstance(deleted, RecentReceipts):
+                    deleted = RecentReceipts(deleted, limit)
+                    queue.deleted_messages = deleted
+                total += len(deleted)
+    return total
+
+
+def trim_sent_emails(keep: int) -> int:
+    """Keep the newest ``keep`` emails moto's SES has accepted (every account and region); the number dropped."""
+    from moto.ses.models import ses_backends
+
+    dropped = 0
+    for account in list(ses_backends):
+        for region in list(ses_backends[account]):
+            backend = ses_backends[account][region]
+            extra = len(backend.sent_messages) - keep
+            if extra > 0:
+                del backend.sent_messages[:extra]
+                dropped += extra
+    return dropped
+
+
+# --- installing -----------------------------------------------------------------------
+
+def install() -> None:
+    """Apply the corrections to moto in this process (once)."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        from moto.dynamodb.models import DynamoDBBackend
+        from moto.dynamodb.models.table import StreamShard
+
+        for name in ("put_item", "update_item", "delete_item"):  # BatchWriteItem calls these
+            setattr(DynamoDBBackend, name, _serialised(getattr(DynamoDBBackend, name)))
+        DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+        StreamShard.add = _shard_add(StreamShard.add)  # type: ignore[method-assign]
+        StreamShard.get = _shard_get  # type: ignore[method-assign]
+        _track_weakly()
+        _list_services_once()
+        _installed = True
+
+
+def _list_services_once() -> None:
+    from moto import backends
+
+    services = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: services
