@@ -85,6 +85,14 @@ def check_policies_wired(config: Mapping[str, Any], name: str) -> None:
         raise DeployError(str(exc)) from exc
 
 
+def check_backup_prefixes(config: Mapping[str, Any]) -> None:
+    """No two stages of .chalice/config.json may name backups so that one's retention takes the other's."""
+    conflicts = stage.backup_prefix_conflicts(stage.backup_prefixes(config))
+    if conflicts:
+        raise DeployError("; ".join(conflicts) + " (give each stage its own BACKUP_NAME_PREFIX, or leave it "
+                          "empty for timekeeper-<STAGE>)")
+
+
 def _queue_arn(clients: Clients, name: str) -> str:
     url = clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
     return clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -111,6 +119,7 @@ def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str]
     config = stage.load_config(project)
     check_deployable(config, name)
     check_policies_wired(config, name)
+    check_backup_prefixes(config)
     options = event_sources.EventSourceOptions.from_env(environ)
     targets = iam.action_targets_from(environ)
     settings = stage.settings(config, name, _region(session))

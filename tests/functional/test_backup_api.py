@@ -9,7 +9,10 @@ from chalice.test import Client
 
 from chalicelib.aws import Deps
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import create_tables
+from tests.functional.backup_support import aws_like_backups, create_tables, monitor_messages
+
+# ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
+pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 JSON = {"Content-Type": "application/json"}
 
@@ -22,7 +25,7 @@ def test_post_backups_starts_a_run_now_and_answers_202(aws: Aws, deps: Deps, clo
     assert response.status_code == 202
     run_id = response.json_body["run_id"]
     assert response.json_body["tables"] == ["users"]
-    (body, delay), = aws.sent(deps.settings.backup_monitor_queue)
+    (body, delay), = monitor_messages(aws, deps)
     assert json.loads(body)["run_id"] == run_id and delay == 300
     shown = client.http.get(f"/backups/runs/{run_id}")
     assert shown.status_code == 200
@@ -75,7 +78,7 @@ def test_bad_input_is_a_400_naming_the_field(
     assert response.status_code == 400
     assert response.json_body["field"] == field
     assert response.json_body["error"]
-    assert aws.sent(deps.settings.backup_monitor_queue) == []
+    assert monitor_messages(aws, deps) == []
 
 
 @pytest.mark.parametrize("query", ["limit=0", "limit=abc", "limit=101", "since=yesterday", "limit=%C2%B2", "limit=-1"])
