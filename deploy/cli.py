@@ -36,7 +36,14 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import Clients, Deps, client_config
 from chalicelib.settings import Settings
 from deploy import event_sources, iam, replay, stage, template
-from deploy.provision import SCHEDULER_ROLE_POLICY, iam_client, provision
+from deploy.provision import (
+    SCHEDULER_ROLE_POLICY,
+    cloudwatch_client,
+    dead_letter_queues,
+    dlq_alarm_name,
+    iam_client,
+    provision,
+)
 
 DEPLOYABLE_AUTH = ("iam", "api_key", "cognito")
 RunChalice = Callable[[Sequence[str], Path], None]
@@ -165,6 +172,8 @@ def destroy_resources(clients: Clients, settings: Settings, delete_data: bool) -
                   settings.task_dlq, iam.scheduler_dlq_name(settings)):
         attempt(f"queue {queue}", lambda q=queue: clients.sqs.delete_queue(  # type: ignore[misc]
             QueueUrl=clients.sqs.get_queue_url(QueueName=q)["QueueUrl"]))
+    alarms = [dlq_alarm_name(q) for q in dead_letter_queues(settings, {})]
+    attempt(f"alarms {', '.join(alarms)}", lambda: cloudwatch_client(clients).delete_alarms(AlarmNames=alarms))
     topic = iam.alert_topic_name(settings)
     for page in clients.sns.get_paginator("list_topics").paginate():
         for arn in [t["TopicArn"] for t in page.get("Topics", []) if t["TopicArn"].rsplit(":", 1)[-1] == topic]:

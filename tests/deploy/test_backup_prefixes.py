@@ -81,7 +81,7 @@ def test_deploy_refuses_two_stages_whose_backup_names_could_overlap_before_touch
     (tmp_path / ".chalice" / "config.json").write_text(json.dumps(config))
     ran: list[object] = []
 
-    with pytest.raises(cli.DeployError, match="stages dev and prod .*'timekeeper' and 'timekeeper-prod'"):
+    with pytest.raises(cli.DeployError, match=r"stages dev and prod .*'timekeeper' and 'timekeeper-prod'"):
         cli.deploy("prod", session, {}, tmp_path, lambda args, project: ran.append(args))
 
     assert ran == []
