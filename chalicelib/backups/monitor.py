@@ -86,9 +86,9 @@ def _settle(deps: Deps, store: RunStore, run: Run, result: TableResult) -> None:
                                           "backup_arn": result.backup_arn})
         return
     try:
-        alerts.publish(deps, f"timekeeper: backup of {result.table} {result.status.lower()}", {
+        retry_transient(lambda: alerts.publish(deps, f"timekeeper: backup of {result.table} {result.status.lower()}", {
             "run_id": run.run_id, "table": result.table, "backup_arn": result.backup_arn,
-            "reason": result.error})
+            "reason": result.error}), deps.sleep)
     except Exception:
         store.unsettle_table(run.run_id, result.table)
         raise
@@ -134,6 +134,7 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
                                                                  "run_poll": run.poll, "status": run.status})
         return "duplicate"
 
+    trigger.alert_failed_starts(deps, store, run)  # if the trigger stopped before it could
     deadline = timedelta(minutes=settings.backup_deadline_minutes)
     statuses = current_statuses(deps, run)
     for result in run.tables.values():
@@ -215,11 +216,11 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
                "stuck": len(counts["STUCK"]), "deleted": len(deleted),
                "deleted_backups": [b.arn for b in deleted]}
     if store.complete(run.run_id, now, summary):
-        alerts.publish(
+        retry_transient(lambda: alerts.publish(
             deps,
             f"timekeeper backup run {run.run_id}: {summary['backed_up']} ok, {summary['failed']} failed, "
             f"{summary['stuck']} stuck, {summary['deleted']} deleted",
             {"run_id": run.run_id, "kind": "summary", **{k.lower(): v for k, v in counts.items()},
-             "deleted": summary["deleted_backups"]}, kind="summary")
+             "deleted": summary["deleted_backups"]}, kind="summary"), deps.sleep)
     logger.info("backup run complete", extra={"run_id": run.run_id, **summary})
     return "complete"

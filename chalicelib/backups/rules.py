@@ -103,7 +103,8 @@ def backups_to_delete(
     tables: Iterable[str],
 ) -> list[Backup]:
     """This app's AVAILABLE USER backups of ``tables`` older than ``retention``,
-    except the newest ``min_keep`` AVAILABLE ones of each table, which stay
+    except the newest ``min_keep`` AVAILABLE ones of each table (by name: copies of one
+    run's backup count once, and all stay), which stay
     however old they are (so days of failed runs never prune the last good
     backups). SYSTEM and AWS_BACKUP backups, names that are not exactly this
     prefix's (``is_ours``: another stage's, a hand-made one) and other tables are
@@ -117,8 +118,12 @@ def backups_to_delete(
             by_table.setdefault(backup.table, []).append(backup)
     doomed: list[Backup] = []
     for table_backups in by_table.values():
-        newest_first = sorted(table_backups, key=lambda b: (b.created, b.arn), reverse=True)
-        doomed.extend(b for b in newest_first[min_keep:] if b.created < cutoff)
+        kept: set[str] = set()  # names: two copies of one run's backup (a retried CreateBackup) count once
+        for backup in sorted(table_backups, key=lambda b: (b.created, b.arn), reverse=True):
+            if backup.name in kept or len(kept) < min_keep:
+                kept.add(backup.name)
+            elif backup.created < cutoff:
+                doomed.append(backup)
     return sorted(doomed, key=lambda b: (b.created, b.arn))
 
 

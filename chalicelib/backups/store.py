@@ -240,6 +240,17 @@ class RunStore:
             values={":status": result.status, ":error": result.error, ":alerted": result.alerted,
                     ":pending": "PENDING"})
 
+    def claim_alert(self, run_id: str, table: str) -> bool:
+        """A table that failed to start, not yet alerted -> alerted; False if another worker claimed it."""
+        return self._update(run_id, "SET tables.#t.alerted = :t",
+                            "tables.#t.#s = :failed AND tables.#t.alerted = :f", names={"#t": table, "#s": "status"},
+                            values={":t": True, ":f": False, ":failed": "FAILED"})
+
+    def release_alert(self, run_id: str, table: str) -> None:
+        """Undo ``claim_alert`` when the alert could not be sent, so the next poll retries it."""
+        self._update(run_id, "SET tables.#t.alerted = :f", "attribute_exists(PK)", names={"#t": table},
+                     values={":f": False})
+
     def unsettle_table(self, run_id: str, table: str) -> None:
         """Undo ``settle_table`` when its alert could not be sent, so a redelivery retries it."""
         self._update(run_id, "SET tables.#t.#s = :pending, tables.#t.alerted = :f",

@@ -188,9 +188,9 @@ def _repair(deps: Deps, store: RunStore, run: Run, now: datetime, stale: datetim
         if not store.abandon(run.run_id, run.claimed_at, now, "abandoned: its starter stopped while starting"):
             return False
         try:
-            alerts.publish(deps, f"timekeeper: backup run {run.run_id} abandoned", {
+            retry_transient(lambda: alerts.publish(deps, f"timekeeper: backup run {run.run_id} abandoned", {
                 "run_id": run.run_id, "reason": "the run stopped while starting; its tables are "
-                "backed up by the next run"})
+                "backed up by the next run"}), deps.sleep)
         except Exception:
             store.unabandon(run.run_id, run.claimed_at)  # the next trigger tries the alert again
             raise
@@ -276,9 +276,9 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
     """CreateBackup for each table still without one, record RUNNING, queue poll 0, alert failures."""
     if not run.tables:
         logger.warning("no tables selected for backup", extra={"run_id": run.run_id})
-        alerts.publish(deps, "timekeeper: no tables selected for backup",
-                       {"run_id": run.run_id, "reason": "no table matched BACKUP_TABLES, "
-                        "BACKUP_TABLE_PATTERN or BACKUP_TABLE_TAG"})
+        retry_transient(lambda: alerts.publish(deps, "timekeeper: no tables selected for backup", {
+            "run_id": run.run_id, "reason": "no table matched BACKUP_TABLES, BACKUP_TABLE_PATTERN or BACKUP_TABLE_TAG"}),
+            deps.sleep)
         store.complete(run.run_id, now, {"backed_up": 0, "failed": 0, "stuck": 0, "deleted": 0,
                                          "note": "no tables selected"})
         return store.get(run.run_id) or run
@@ -289,9 +289,6 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
         if result.status == "PENDING" and not result.backup_arn:
             result.backup_name = result.backup_name or rules.backup_name(prefix, result.table, run.started_at)
             _back_up(deps, pacer, run, result, look_first=resumed)
-    for result in run.tables.values():
-        if result.status == "FAILED":
-            result.alerted = True
     run.status = RUNNING
     run.advanced_at = deps.clock()
     if not store.started(run, run.advanced_at):
@@ -299,8 +296,24 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
         return store.get(run.run_id) or run
     # The monitor first: an alert that fails must not leave the run without one.
     _queue_monitor(deps, run, store)
-    for result in run.tables.values():
-        if result.status == "FAILED":
-            alerts.publish(deps, f"timekeeper: backup of {result.table} failed", {
-                "run_id": run.run_id, "table": result.table, "backup_arn": None, "reason": result.error})
+    alert_failed_starts(deps, store, run)
     return run
+
+
+def alert_failed_starts(deps: Deps, store: RunStore, run: Run) -> None:
+    """Alert each table whose backup could not be started, once: the alert is claimed on the run
+    first (by the trigger, or by a monitor poll if the trigger stopped before); one that cannot
+    be sent is released for the next poll."""
+    for result in run.tables.values():
+        if result.status != "FAILED" or result.alerted or result.backup_arn:
+            continue
+        if not store.claim_alert(run.run_id, result.table):
+            continue
+        result.alerted = True
+        try:
+            retry_transient(lambda r=result: alerts.publish(  # type: ignore[misc]
+                deps, f"timekeeper: backup of {r.table} failed",
+                {"run_id": run.run_id, "table": r.table, "backup_arn": None, "reason": r.error}), deps.sleep)
+        except Exception:
+            store.release_alert(run.run_id, result.table)
+            raise

@@ -63,6 +63,9 @@ CASES = {
     "min_keep counted per table": Case(
         [b("o1", 10), b("o2", 11), b("o3", 12), b("a1", 10, table="audit"), b("a2", 11, table="audit"),
          b("a3", 12, table="audit")], ["a3", "o3"]),
+    "two copies of one run's backup count once toward min_keep": Case(
+        [b("today", 0), b("today-copy", 0, name=backup_name(PREFIX, "orders", NOW)), b("yesterday", 4),
+         b("older", 5)], ["older"]),
     "min_keep 1 keeps only the newest": Case([b("a", 10), b("b", 11)], ["b"], min_keep=1),
     "retention 0 with min_keep": Case([b("a", 0.5), b("b", 1), b("c", 2)], ["c"], retention_days=0),
 }
