@@ -38,6 +38,7 @@ from chalicelib.backups.store import COMPLETE, RunStore
 from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
 from deploy import iam
 from deploy.provision import Provisioned, ensure_queue, ensure_table, ensure_topic
+from tests.aws_limits import AwsLimits
 from tests.faults import Faults, Kind, WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import aws_like_backups, create_tables, moto_backups, our_backup
@@ -132,6 +133,7 @@ def aws() -> Iterator[Aws]:
         settings = Settings.from_env()
         clients = Clients(settings)
         RECORDER.attach(clients.session)
+        limits = AwsLimits(clients)
         made = Provisioned()
         ensure_table(clients, settings.state_table, made, ttl_attribute=STATE_TTL_ATTRIBUTE)
         _, dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, made)
@@ -142,7 +144,9 @@ def aws() -> Iterator[Aws]:
         capture_arn = clients.sqs.get_queue_attributes(
             QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         clients.sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=capture_arn)
-        yield Aws(clients=clients, settings=settings, alert_queue_url=capture)
+        yield Aws(clients=clients, settings=settings, alert_queue_url=capture, limits=limits)
+        if limits.violations and not limits.expected:
+            pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
 
 
 @pytest.fixture
