@@ -170,7 +170,7 @@ def _watch(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
     """The start watch: a run still STARTING past its lease had its starter die; take the start over."""
     if run.status != STARTING:
         return "watched"
-    trigger.resume_start(deps, store, run, now, RetryLater)
+    trigger.resume_start(deps, store, run, now, RetryLater, watch_again=False)  # SQS redelivers this one
     return "start resumed"
 
 

@@ -249,19 +249,20 @@ def _again(deps: Deps, store: RunStore, existing: Run, now: datetime) -> Run:
             _queue_monitor(deps, existing, store)
         return existing
     if existing.status == STARTING:
-        return resume_start(deps, store, existing, now, StartInProgress)
+        return resume_start(deps, store, existing, now, StartInProgress, watch_again=True)
     logger.info("duplicate trigger ignored", extra={"run_id": existing.run_id, "status": existing.status})
     return existing
 
 
 def resume_start(deps: Deps, store: RunStore, run: Run, now: datetime,
-                 busy: type[Exception]) -> Run:
+                 busy: type[Exception], watch_again: bool) -> Run:
     """Take over a STARTING run whose starter has been silent past the lease, and finish starting it;
-    raise ``busy`` while the starter may still be at work (after queueing a watch, in case it died
-    before sending one)."""
+    raise ``busy`` while the starter may still be at work (with ``watch_again``, after queueing a
+    watch, in case the starter died before sending one)."""
     lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
     if not store.reclaim_start(run.run_id, now - lease, now):
-        _send_watch(deps, run.run_id)
+        if watch_again:
+            _send_watch(deps, run.run_id)
         raise busy(f"backup run {run.run_id} is being started by another invocation")
     logger.warning("backup run start taken over", extra={"run_id": run.run_id, "claimed_at": str(run.claimed_at)})
     run.claimed_at = now
