@@ -53,7 +53,13 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BACKUP_TABLES", "", "Comma-separated table names to back up."),
     Variable("BACKUP_TABLE_PATTERN", "", "Regular expression; every table whose whole name matches is backed up."),
     Variable("BACKUP_TABLE_TAG", "", "key=value; every table with that tag is backed up."),
-    Variable("BACKUP_NAME_PREFIX", "timekeeper", "Prefix of this app's backup names; retention only touches these."),
+    Variable("BACKUP_NAME_PREFIX", "",
+             "Prefix of this stage's backup names (empty: timekeeper-<STAGE>); retention only touches names "
+             "that are exactly this prefix, a selected table and a time. No two stages may share it, nor "
+             "may one be another's followed by '-' (make deploy refuses)."),
+    Variable("BACKUP_API_TABLES", "",
+             "Comma-separated tables POST /backups may name besides the selection (BACKUP_TABLES, "
+             "BACKUP_TABLE_PATTERN, BACKUP_TABLE_TAG); the app's own state and tasks tables only if listed here."),
     Variable("BACKUP_MONITOR_QUEUE", "timekeeper-backup-monitor", "SQS queue (name) of backup-run monitor messages."),
     Variable("BACKUP_MONITOR_DLQ", "timekeeper-backup-monitor-dlq", "SQS queue (name) for monitor messages that cannot be processed."),
     Variable("BACKUP_MONITOR_DELAY_SECONDS", "300", "Delay before each monitor poll, 0-900 seconds."),
@@ -117,6 +123,17 @@ _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _ARN = re.compile(r"^arn:aws[a-zA-Z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{12}:.+$")
 # An SQS queue or SNS topic ARN, IAM wildcards allowed in region, account and name.
 ACTION_TARGET_ARN = re.compile(r"arn:aws[a-zA-Z-]*:(?:sqs|sns):[a-z0-9*?-]+:[0-9*?]{1,12}:[A-Za-z0-9_.*?-]{1,256}")
+_BACKUP_PREFIX = re.compile(r"(?:[A-Za-z0-9_.-]{1,100})?")
+
+
+def default_backup_prefix(stage: str) -> str:
+    """``timekeeper-<stage>`` (characters a backup name cannot hold become ``_``; at most 100)."""
+    return ("timekeeper-" + re.sub(r"[^A-Za-z0-9_.-]", "_", stage or "local"))[:100]
+
+
+def backup_name_prefix_of(environment: Mapping[str, str]) -> str:
+    """The backup name prefix a stage with these environment variables uses (for deploy's checks)."""
+    return _Reader(environment).backup_name_prefix()
 
 
 @dataclass(frozen=True)
@@ -134,6 +151,7 @@ class Settings:
     backup_table_pattern: re.Pattern[str] | None
     backup_table_tag: tuple[str, str] | None
     backup_name_prefix: str
+    backup_api_tables: tuple[str, ...]
     backup_monitor_queue: str
     backup_monitor_dlq: str
     backup_monitor_delay_seconds: int
@@ -198,9 +216,8 @@ class Settings:
             backup_tables=env.table_list("BACKUP_TABLES"),
             backup_table_pattern=env.regex("BACKUP_TABLE_PATTERN"),
             backup_table_tag=env.tag("BACKUP_TABLE_TAG"),
-            backup_name_prefix=env.matching(
-                "BACKUP_NAME_PREFIX", re.compile(r"^[A-Za-z0-9_.-]{1,100}$"),
-                "1-100 characters of [A-Za-z0-9_.-]"),
+            backup_name_prefix=env.backup_name_prefix(),
+            backup_api_tables=env.table_list("BACKUP_API_TABLES"),
             backup_monitor_queue=env.matching("BACKUP_MONITOR_QUEUE", _QUEUE_NAME, "an SQS queue name"),
             backup_monitor_dlq=env.matching("BACKUP_MONITOR_DLQ", _QUEUE_NAME, "an SQS queue name"),
             backup_monitor_delay_seconds=env.integer("BACKUP_MONITOR_DELAY_SECONDS", 0, 900),
@@ -293,6 +310,13 @@ class _Reader:
                 raise ValueError("")
             return value
         return self._convert(name, convert, f"expected {expected}")
+
+    def backup_name_prefix(self) -> str:
+        def convert(value: str) -> str:
+            if not _BACKUP_PREFIX.fullmatch(value):
+                raise ValueError("")
+            return value or default_backup_prefix(self.text("STAGE"))
+        return self._convert("BACKUP_NAME_PREFIX", convert, "expected 1-100 characters of [A-Za-z0-9_.-] or nothing")
 
     def attribute(self, name: str) -> str:
         return self.matching(name, re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,254}$"), "an attribute name")

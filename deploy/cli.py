@@ -36,7 +36,14 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import Clients, Deps, client_config
 from chalicelib.settings import Settings
 from deploy import api_gateway, event_sources, iam, replay, stage, template
-from deploy.provision import SCHEDULER_ROLE_POLICY, iam_client, provision
+from deploy.provision import (
+    SCHEDULER_ROLE_POLICY,
+    cloudwatch_client,
+    dead_letter_queues,
+    dlq_alarm_name,
+    iam_client,
+    provision,
+)
 
 DEPLOYABLE_AUTH = ("iam", "api_key", "cognito")
 RunChalice = Callable[[Sequence[str], Path], None]
@@ -85,6 +92,14 @@ def check_policies_wired(config: Mapping[str, Any], name: str) -> None:
         raise DeployError(str(exc)) from exc
 
 
+def check_backup_prefixes(config: Mapping[str, Any]) -> None:
+    """No two stages of .chalice/config.json may name backups so that one's retention takes the other's."""
+    conflicts = stage.backup_prefix_conflicts(stage.backup_prefixes(config))
+    if conflicts:
+        raise DeployError("; ".join(conflicts) + " (give each stage its own BACKUP_NAME_PREFIX, or leave it "
+                          "empty for timekeeper-<STAGE>)")
+
+
 def _queue_arn(clients: Clients, name: str) -> str:
     url = clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
     return clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -112,6 +127,7 @@ def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str]
     config = stage.load_config(project)
     check_deployable(config, name)
     check_policies_wired(config, name)
+    check_backup_prefixes(config)
     options = event_sources.EventSourceOptions.from_env(environ)
     targets = iam.action_targets_from(environ)
     settings = stage.settings(config, name, _region(session))
@@ -161,6 +177,8 @@ def destroy_resources(clients: Clients, settings: Settings, delete_data: bool) -
                   settings.task_dlq, iam.scheduler_dlq_name(settings)):
         attempt(f"queue {queue}", lambda q=queue: clients.sqs.delete_queue(  # type: ignore[misc]
             QueueUrl=clients.sqs.get_queue_url(QueueName=q)["QueueUrl"]))
+    alarms = [dlq_alarm_name(q) for q in dead_letter_queues(settings, {})]
+    attempt(f"alarms {', '.join(alarms)}", lambda: cloudwatch_client(clients).delete_alarms(AlarmNames=alarms))
     topic = iam.alert_topic_name(settings)
     for page in clients.sns.get_paginator("list_topics").paginate():
         for arn in [t["TopicArn"] for t in page.get("Topics", []) if t["TopicArn"].rsplit(":", 1)[-1] == topic]:

@@ -144,9 +144,11 @@ class _Builder:
         return _statement(sid, actions, [self.table(self.settings.tasks_table)])
 
     def backups(self) -> list[dict[str, Any]]:
-        """Start backups of tables chosen at run time (pattern, tag, list, or the API's body)."""
+        """Start backups of tables chosen at run time (pattern, tag, list, or the API's body), and find
+        a run's backups by name when a start is resumed or CreateBackup's answer was lost."""
         return [
-            _statement("ListTables", ["dynamodb:ListTables"], ["*"]),  # AWS has no narrower resource
+            # AWS has no narrower resource for these two
+            _statement("ListTablesAndBackups", ["dynamodb:ListTables", "dynamodb:ListBackups"], ["*"]),
             _statement("BackUpAnyTable", [
                 "dynamodb:CreateBackup", "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource",
             ], [self.where.arn("dynamodb", "table/*")]),
@@ -194,7 +196,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         ],
         "backup_monitor": [
             b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem"]),
-            _statement("ListBackups", ["dynamodb:ListBackups"], ["*"]),  # AWS has no narrower resource
+            *b.backups(),  # it takes over the start of a run whose trigger died (the start watch)
             _statement("ManageBackups", ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
                        [where.arn("dynamodb", "table/*/backup/*")]),
             b.send("SendToMonitorQueues", s.backup_monitor_queue, s.backup_monitor_dlq),

@@ -8,7 +8,9 @@ by ``make deploy`` (against AWS).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -27,6 +29,7 @@ class Provisioned:
 
     environment: dict[str, str] = field(default_factory=dict)
     changes: list[str] = field(default_factory=list)
+    redrive: dict[str, str] = field(default_factory=dict)  # queue name -> its dead-letter queue's name
 
 
 def _code(exc: ClientError) -> str:
@@ -101,6 +104,8 @@ def ensure_queue(clients: Clients, name: str, result: Provisioned, *,
     if drift:
         sqs.set_queue_attributes(QueueUrl=url, Attributes=drift)
         result.changes.append(f"updated queue {name}: {', '.join(sorted(drift))}")
+    if dlq_arn:
+        result.redrive[name] = dlq_arn.rsplit(":", 1)[-1]
     return url, current["QueueArn"]
 
 
@@ -206,6 +211,7 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
             clients, iam.scheduler_role_name(settings), due_queue_arn, scheduler_dlq_arn, result)
     topic_name = iam.alert_topic_name(settings)
     topic_arn = ensure_topic(clients, topic_name, result)
+    ensure_dlq_alarms(clients, dead_letter_queues(settings, result.redrive), topic_arn, result)
     ensure_schedule_group(clients, settings.schedule_group, result)
     ensure_sender(clients, settings.sender_email, result)
     result.environment.update({
@@ -221,6 +227,71 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
         "SCHEDULER_ROLE_ARN": scheduler_role_arn,
     })
     return result
+
+
+# --- dead-letter queue alarms ------------------------------------------------
+
+DLQ_METRIC = "ApproximateNumberOfMessagesVisible"
+
+
+def settings_dead_letter_queues(settings: Settings) -> list[str]:
+    """The queues the settings name as dead-letter queues: every ``*_dlq`` (a name) and ``*_dlq_arn``
+    (an ARN) setting, and the Scheduler DLQ (named after the due queue until provisioned)."""
+    names: list[str] = []
+    for spec in dataclasses.fields(settings):
+        value = getattr(settings, spec.name)
+        if isinstance(value, str) and value and spec.name.endswith(("_dlq", "_dlq_arn")):
+            names.append(value.rsplit(":", 1)[-1])
+    names.append(iam.scheduler_dlq_name(settings))
+    return names
+
+
+def dead_letter_queues(settings: Settings, redrive: Mapping[str, str]) -> list[str]:
+    """Every dead-letter queue of the app, once each, sorted: each queue some queue redrives to
+    (``{queue: its DLQ}``) and each queue the settings name as a DLQ."""
+    return sorted({*redrive.values(), *settings_dead_letter_queues(settings)})
+
+
+def dlq_alarm_name(queue: str) -> str:
+    return f"{queue}-not-empty"
+
+
+def dlq_alarm(queue: str, topic_arn: Any) -> dict[str, Any]:
+    """The CloudWatch alarm (PutMetricAlarm's arguments) that tells ``topic_arn`` when ``queue`` holds a message.
+
+    SQS publishes the metric every minute while the queue is active; no data (an idle queue) is not a breach.
+    """
+    return {
+        "AlarmName": dlq_alarm_name(queue),
+        "AlarmDescription": f"Messages are waiting in the dead-letter queue {queue}: inspect them and redrive or delete",
+        "Namespace": "AWS/SQS", "MetricName": DLQ_METRIC,
+        "Dimensions": [{"Name": "QueueName", "Value": queue}],
+        "Statistic": "Maximum", "Period": 60, "EvaluationPeriods": 1,
+        "Threshold": 0.0, "ComparisonOperator": "GreaterThanThreshold",
+        "TreatMissingData": "notBreaching", "ActionsEnabled": True,
+        "AlarmActions": [topic_arn],
+    }
+
+
+def cloudwatch_client(clients: Clients) -> Any:
+    """CloudWatch is only needed to provision (never in Lambda), so its client is built here."""
+    kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
+    if clients.settings.endpoint_url:
+        kwargs["endpoint_url"] = clients.settings.endpoint_url
+    return clients.session.client("cloudwatch", **kwargs)
+
+
+def ensure_dlq_alarms(clients: Clients, queues: list[str], topic_arn: str, result: Provisioned) -> None:
+    """One alarm per dead-letter queue, to the alert topic; put only when missing or different."""
+    client = cloudwatch_client(clients)
+    wanted = {dlq_alarm_name(q): dlq_alarm(q, topic_arn) for q in queues}
+    existing = {a["AlarmName"]: a for a in client.describe_alarms(AlarmNames=sorted(wanted))["MetricAlarms"]}
+    for name, alarm in wanted.items():
+        have = existing.get(name)
+        if have is not None and all(have.get(k) == v for k, v in alarm.items()):
+            continue
+        client.put_metric_alarm(**alarm)
+        result.changes.append(f"{'updated' if have else 'created'} alarm {name}")
 
 
 def create_sample_tables(clients: Clients, names: list[str], rows: int, result: Provisioned) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from chalicelib.settings import Settings
+from chalicelib.settings import Settings, backup_name_prefix_of
 from deploy import iam
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -110,3 +110,25 @@ def render_policies(stage: str, action_targets: Sequence[str] = (), where: iam.A
     policies = stage_policies(config, stage, action_targets, where, stream_on_failure_queue)
     return [policy_file(stage, name) for name, policy in policies.items()
             if write_json(policy_path(stage, name, project), policy)]
+
+
+def prefixes_overlap(a: str, b: str) -> bool:
+    """Whether a backup name ``<a>-<table part>-<time>`` can also read as ``<b>-<table part'>-<time>``.
+
+    It can exactly when the prefixes are equal or one is the other followed by ``-`` (and more):
+    ``timekeeper`` and ``timekeeper-prod`` overlap, ``timekeeper-prod`` and ``timekeeper-prod2`` do not.
+    """
+    return a == b or a.startswith(b + "-") or b.startswith(a + "-")
+
+
+def backup_prefix_conflicts(prefixes: Mapping[str, str]) -> list[str]:
+    """One message per pair of stages (``{stage: BACKUP_NAME_PREFIX}``) whose backup names could overlap."""
+    stages = sorted(prefixes)
+    return [f"stages {a} and {b} have backup name prefixes {prefixes[a]!r} and {prefixes[b]!r}: "
+            f"each stage's retention could take the other's backups for its own"
+            for i, a in enumerate(stages) for b in stages[i + 1:] if prefixes_overlap(prefixes[a], prefixes[b])]
+
+
+def backup_prefixes(config: Mapping[str, Any]) -> dict[str, str]:
+    """Every stage's BACKUP_NAME_PREFIX (set, or derived from its STAGE)."""
+    return {name: backup_name_prefix_of(environment(config, name)) for name in config.get("stages", {})}

@@ -20,7 +20,7 @@ from chalice.app import Chalice
 
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
 from deploy import api_gateway, event_sources, iam
-from deploy.provision import MAX_RECEIVE_COUNT
+from deploy.provision import MAX_RECEIVE_COUNT, dead_letter_queues, dlq_alarm
 
 RETENTION_SECONDS = 1209600
 MONITOR_VISIBILITY_SECONDS = 300
@@ -61,8 +61,33 @@ def _queue(name: str, visibility: int = DEFAULT_VISIBILITY_SECONDS, delay: int =
     return {"Type": "AWS::SQS::Queue", "Properties": props}
 
 
+def dead_letter_alarms(queues: dict[str, Any], settings: Settings, topic: str = "AlertTopic") -> dict[str, Any]:
+    """A CloudWatch alarm per dead-letter queue among ``queues`` (logical id -> resource), to ``topic``:
+    the same alarms and the same choice of queues as provision() (every redrive target, and every
+    queue the settings name as a DLQ)."""
+    by_name = {r["Properties"]["QueueName"]: logical for logical, r in queues.items()
+               if r.get("Type") == "AWS::SQS::Queue"}
+    redrive = {r["Properties"]["QueueName"]: queues[r["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]
+               ["Properties"]["QueueName"]
+               for r in queues.values() if r.get("Type") == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]}
+    alarms: dict[str, Any] = {}
+    for name in dead_letter_queues(settings, redrive):
+        if name not in by_name:
+            continue  # a DLQ the stage does not provision here (e.g. an ARN of another stack)
+        props = dlq_alarm(name, {"Ref": topic})
+        props["Dimensions"] = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [by_name[name], "QueueName"]}}]
+        alarms[f"{by_name[name]}Alarm"] = {"Type": "AWS::CloudWatch::Alarm", "Properties": props}
+    return alarms
+
+
 def resources(settings: Settings) -> dict[str, Any]:
     """The merge template of the resources of the stage ``settings`` describes."""
+    template = _resources(settings)
+    template["Resources"].update(dead_letter_alarms(template["Resources"], settings))
+    return template
+
+
+def _resources(settings: Settings) -> dict[str, Any]:
     trust = iam.scheduler_trust_policy(iam.Account(account="${AWS::AccountId}"))
     send = iam.scheduler_role_policy("DUE", "DLQ")
     send["Statement"][0]["Resource"] = [{"Fn::GetAtt": ["DueQueue", "Arn"]}, {"Fn::GetAtt": ["SchedulerDlq", "Arn"]}]

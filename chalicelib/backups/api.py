@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.aws import Deps
 from chalicelib.backups.store import RunStore
-from chalicelib.backups.trigger import start_run
+from chalicelib.backups.trigger import start_run, tagged_tables
 from chalicelib.throttle import error_code
 from chalicelib.web import ApiError, bad_request, not_found, reject_unknown
 
@@ -29,6 +29,26 @@ def _table_exists(deps: Deps, table: str) -> bool:
         raise
 
 
+def not_allowed(deps: Deps, tables: list[str]) -> list[str]:
+    """The tables of ``tables`` this stage may not back up on demand.
+
+    Allowed: BACKUP_TABLES and BACKUP_API_TABLES (listed by name), and the tables the
+    stage's BACKUP_TABLE_PATTERN matches or that carry BACKUP_TABLE_TAG, except the
+    app's own state and tasks tables, which only a listing by name allows.
+    """
+    s = deps.settings
+    listed = set(s.backup_tables) | set(s.backup_api_tables)
+    own = {s.state_table, s.tasks_table}
+    rest = [t for t in tables if t not in listed]
+    if s.backup_table_pattern is not None:
+        rest = [t for t in rest if t in own or not s.backup_table_pattern.fullmatch(t)]
+    if s.backup_table_tag is not None:
+        candidates = [t for t in rest if t not in own and _table_exists(deps, t)]
+        tagged = set(tagged_tables(deps, candidates, *s.backup_table_tag))
+        rest = [t for t in rest if t not in tagged]
+    return rest
+
+
 def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
     tables: list[str] | None = None
     if body is not None:
@@ -43,6 +63,10 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
             if invalid:
                 raise bad_request("tables", f"not table names (3-255 of A-Z a-z 0-9 _ . -): {', '.join(invalid)}")
             tables = list(dict.fromkeys(raw))
+            refused = not_allowed(deps, tables)
+            if refused:
+                raise bad_request("tables", "tables this stage does not back up (BACKUP_TABLES, BACKUP_TABLE_PATTERN, "
+                                  f"BACKUP_TABLE_TAG or BACKUP_API_TABLES): {', '.join(refused)}")
             unknown = [t for t in tables if not _table_exists(deps, t)]
             if unknown:
                 raise bad_request("tables", f"unknown tables: {', '.join(unknown)}")

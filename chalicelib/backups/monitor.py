@@ -9,7 +9,6 @@ neither re-queues a second chain of messages nor alerts or deletes twice.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,38 +16,21 @@ from botocore.exceptions import ClientError
 
 from chalicelib import alerts
 from chalicelib.aws import Deps
-from chalicelib.backups import rules
+from chalicelib.backups import rules, trigger
+from chalicelib.backups.messages import BadMessage, parse_message, send_poll_message
+from chalicelib.backups.retry import is_transient, retry_transient
 from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
 from chalicelib.throttle import Pacer, error_code, with_backoff
 
-LISTING_SKEW = timedelta(minutes=5)  # backups are listed from a little before the run started
+LISTING_SKEW = trigger.LISTING_SKEW  # backups are listed from a little before the run started
 # A worker that claimed a poll but has not sent the next message after this long has died.
 RESEND_AFTER = timedelta(seconds=60)
 
 
-class BadMessage(ValueError):
-    pass
-
-
 class RetryLater(RuntimeError):
     """Another worker holds the run; raising makes SQS deliver the message again later."""
-
-
-def parse_message(body: str) -> tuple[str, int]:
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise BadMessage(f"body is not JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise BadMessage("body must be a JSON object")
-    run_id, poll = data.get("run_id"), data.get("poll", 0)
-    if not isinstance(run_id, str) or not run_id:
-        raise BadMessage("run_id must be a non-empty string")
-    if not isinstance(poll, int) or isinstance(poll, bool) or poll < 0:
-        raise BadMessage("poll must be a whole number >= 0")
-    return run_id, poll
 
 
 def _to_backup(summary: Any) -> rules.Backup:
@@ -66,7 +48,7 @@ def list_user_backups(deps: Deps, since: datetime | None = None) -> list[rules.B
     backups: list[rules.Backup] = []
     client = deps.clients.dynamodb
     while True:
-        page = with_backoff(lambda: client.list_backups(**kwargs), deps.sleep)
+        page = retry_transient(lambda: client.list_backups(**kwargs), deps.sleep)
         backups.extend(_to_backup(s) for s in page.get("BackupSummaries", []))
         last = page.get("LastEvaluatedBackupArn")
         if not last:
@@ -83,7 +65,8 @@ def current_statuses(deps: Deps, run: Run) -> dict[str, str | None]:
     statuses: dict[str, str | None] = {arn: listed[arn] for arn in pending if arn in listed}
     for arn in sorted(pending - statuses.keys()):
         try:
-            description = deps.clients.dynamodb.describe_backup(BackupArn=arn)["BackupDescription"]
+            description = retry_transient(lambda arn=arn: deps.clients.dynamodb.describe_backup(  # type: ignore[misc]
+                BackupArn=arn), deps.sleep)["BackupDescription"]
             statuses[arn] = description["BackupDetails"]["BackupStatus"]
         except ClientError as exc:
             if error_code(exc) != "BackupNotFoundException":
@@ -103,9 +86,9 @@ def _settle(deps: Deps, store: RunStore, run: Run, result: TableResult) -> None:
                                           "backup_arn": result.backup_arn})
         return
     try:
-        alerts.publish(deps, f"timekeeper: backup of {result.table} {result.status.lower()}", {
+        retry_transient(lambda: alerts.publish(deps, f"timekeeper: backup of {result.table} {result.status.lower()}", {
             "run_id": run.run_id, "table": result.table, "backup_arn": result.backup_arn,
-            "reason": result.error})
+            "reason": result.error}), deps.sleep)
     except Exception:
         store.unsettle_table(run.run_id, result.table)
         raise
@@ -121,10 +104,11 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
     """Process one monitor message; returns what happened (for logs and tests)."""
     settings = deps.settings
     try:
-        run_id, poll = parse_message(body)
+        message = parse_message(body)
     except BadMessage as exc:
         dead_letter(deps, settings.backup_monitor_dlq, "backup-monitor", message_id, str(exc), body)
         return "dead-lettered"
+    run_id, poll = message.run_id, message.poll
     store = RunStore(deps)
     run = store.get(run_id)
     if run is None:
@@ -133,6 +117,8 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
         return "dead-lettered"
     now = deps.clock()
     lease = timedelta(seconds=settings.backup_run_lease_seconds)
+    if message.watch:
+        return _watch(deps, store, run, now)
     if run.status == FINISHING:
         # The finisher may have died mid-retention: retry until its lease ends, then take over.
         if not store.claim_finish(run_id, -1, now, now - lease):
@@ -148,6 +134,7 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
                                                                  "run_poll": run.poll, "status": run.status})
         return "duplicate"
 
+    trigger.alert_failed_starts(deps, store, run)  # if the trigger stopped before it could
     deadline = timedelta(minutes=settings.backup_deadline_minutes)
     statuses = current_statuses(deps, run)
     for result in run.tables.values():
@@ -179,11 +166,12 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
     return _finish(deps, store, run, now)
 
 
-def send_poll_message(deps: Deps, run_id: str, poll: int) -> None:
-    deps.clients.sqs.send_message(
-        QueueUrl=deps.queue_url(deps.settings.backup_monitor_queue),
-        MessageBody=json.dumps({"run_id": run_id, "poll": poll}),
-        DelaySeconds=deps.settings.backup_monitor_delay_seconds)
+def _watch(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
+    """The start watch: a run still STARTING past its lease had its starter die; take the start over."""
+    if run.status != STARTING:
+        return "watched"
+    trigger.resume_start(deps, store, run, now, RetryLater, watch_again=False)  # SQS redelivers this one
+    return "start resumed"
 
 
 def _send_poll(deps: Deps, store: RunStore, run_id: str, poll: int) -> None:
@@ -206,7 +194,7 @@ def apply_retention(deps: Deps, tables: list[str], now: datetime) -> list[rules.
             pacer.wait()
             deps.clients.dynamodb.delete_backup(BackupArn=arn)
         try:
-            with_backoff(call, deps.sleep)
+            with_backoff(call, deps.sleep, retryable=is_transient)
         except ClientError as exc:
             if error_code(exc) == "BackupNotFoundException":
                 continue  # already gone: a retried finish, or deleted by hand
@@ -228,11 +216,11 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
                "stuck": len(counts["STUCK"]), "deleted": len(deleted),
                "deleted_backups": [b.arn for b in deleted]}
     if store.complete(run.run_id, now, summary):
-        alerts.publish(
+        retry_transient(lambda: alerts.publish(
             deps,
             f"timekeeper backup run {run.run_id}: {summary['backed_up']} ok, {summary['failed']} failed, "
             f"{summary['stuck']} stuck, {summary['deleted']} deleted",
             {"run_id": run.run_id, "kind": "summary", **{k.lower(): v for k, v in counts.items()},
-             "deleted": summary["deleted_backups"]}, kind="summary")
+             "deleted": summary["deleted_backups"]}, kind="summary"), deps.sleep)
     logger.info("backup run complete", extra={"run_id": run.run_id, **summary})
     return "complete"

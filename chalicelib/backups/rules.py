@@ -2,28 +2,55 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 NAME_MIN, NAME_MAX = 3, 255
+STAMP_FORMAT = "%Y%m%dT%H%M%S"
+STAMP_LENGTH = 15          # yyyymmddTHHMMSS
+HASH_LENGTH = 10           # hex digits of sha256(table) that stand for a trimmed table name
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def backup_name(prefix: str, table: str, at: datetime) -> str:
-    """``<prefix>-<table>-<UTC yyyymmddTHHMMSS>``, sanitised to 3-255 chars of [A-Za-z0-9_.-].
-
-    The table part is trimmed when the whole would be too long, so the prefix
-    (which retention matches on) and the timestamp always survive.
-    """
-    stamp = at.strftime("%Y%m%dT%H%M%S")
+def name_table_part(prefix: str, table: str) -> str:
+    """The part of a backup name that stands for ``table``: the table's name itself when the
+    whole name fits AWS's 255 characters, else its start, ``.`` and a hash of the full name
+    (so two long tables that share their first 200 characters still get different names)."""
     clean_prefix = _NOT_ALLOWED.sub("_", prefix)
     clean_table = _NOT_ALLOWED.sub("_", table)
-    room = NAME_MAX - len(clean_prefix) - len(stamp) - 2
-    name = f"{clean_prefix}-{clean_table[:max(room, 0)]}-{stamp}"
-    return name[:NAME_MAX].ljust(NAME_MIN, "_")
+    room = NAME_MAX - len(clean_prefix) - STAMP_LENGTH - 2
+    if len(clean_table) <= room and clean_table == table:
+        return clean_table
+    digest = hashlib.sha256(table.encode()).hexdigest()[:HASH_LENGTH]
+    return f"{clean_table[:max(room - HASH_LENGTH - 1, 0)]}.{digest}"
+
+
+def backup_name(prefix: str, table: str, at: datetime) -> str:
+    """``<prefix>-<table part>-<UTC yyyymmddTHHMMSS>``: 3-255 characters of [A-Za-z0-9_.-].
+
+    A table name too long for the whole to fit is trimmed and hashed (``name_table_part``),
+    so the prefix and the timestamp always survive and the name still parses back.
+    """
+    return f"{_NOT_ALLOWED.sub('_', prefix)}-{name_table_part(prefix, table)}-{at.strftime(STAMP_FORMAT)}"
+
+
+def parse_backup_name(name: str, prefix: str, table: str) -> datetime | None:
+    """The UTC time in ``name`` when it is exactly a name ``backup_name(prefix, table, ...)`` gives,
+    else None. The whole name must match: another stage's prefix that merely starts with this one
+    (``timekeeper-prod`` vs ``timekeeper``), another table or a hand-made name never parses."""
+    pattern = (re.escape(_NOT_ALLOWED.sub("_", prefix)) + "-" + re.escape(name_table_part(prefix, table))
+               + r"-([0-9]{8}T[0-9]{6})")
+    match = re.fullmatch(pattern, name)
+    if match is None:
+        return None
+    try:
+        return datetime.strptime(match[1], STAMP_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 class Outcome(StrEnum):
@@ -63,7 +90,8 @@ class Backup:
 
 
 def is_ours(backup: Backup, prefix: str) -> bool:
-    return backup.type == "USER" and backup.name.startswith(f"{prefix}-")
+    """A USER backup named by this stage's ``backup_name`` for its own table (the whole name parsed)."""
+    return backup.type == "USER" and parse_backup_name(backup.name, prefix, backup.table) is not None
 
 
 def backups_to_delete(
@@ -75,10 +103,12 @@ def backups_to_delete(
     tables: Iterable[str],
 ) -> list[Backup]:
     """This app's AVAILABLE USER backups of ``tables`` older than ``retention``,
-    except the newest ``min_keep`` AVAILABLE ones of each table, which stay
+    except the newest ``min_keep`` AVAILABLE ones of each table (by name: copies of one
+    run's backup count once, and all stay), which stay
     however old they are (so days of failed runs never prune the last good
-    backups). SYSTEM and AWS_BACKUP backups, other prefixes and other tables
-    are never returned. Oldest first.
+    backups). SYSTEM and AWS_BACKUP backups, names that are not exactly this
+    prefix's (``is_ours``: another stage's, a hand-made one) and other tables are
+    never returned, and never counted among the kept ones. Oldest first.
     """
     selected = set(tables)
     cutoff = now - retention
@@ -88,8 +118,12 @@ def backups_to_delete(
             by_table.setdefault(backup.table, []).append(backup)
     doomed: list[Backup] = []
     for table_backups in by_table.values():
-        newest_first = sorted(table_backups, key=lambda b: (b.created, b.arn), reverse=True)
-        doomed.extend(b for b in newest_first[min_keep:] if b.created < cutoff)
+        kept: set[str] = set()  # names: two copies of one run's backup (a retried CreateBackup) count once
+        for backup in sorted(table_backups, key=lambda b: (b.created, b.arn), reverse=True):
+            if backup.name in kept or len(kept) < min_keep:
+                kept.add(backup.name)
+            elif backup.created < cutoff:
+                doomed.append(backup)
     return sorted(doomed, key=lambda b: (b.created, b.arn))
 
 

@@ -3,11 +3,18 @@
 Item: PK="BACKUP_RUN", SK=<run id> (run ids start with the UTC start time, so a
 query in reverse order lists recent runs first).  Every state change is a
 conditional write, so duplicate deliveries find the work done and stop.
+
+Every write is retried on transient errors (retry.py) and stamps the item with
+a fresh ``write_id``. When a write's condition fails, the item is read again:
+if it holds this write's ``write_id``, the write was this worker's own earlier
+attempt whose response was lost (or botocore's retry of it), and it counts as
+done; otherwise another worker got there first.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,6 +23,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.backups.retry import retry_transient
 
 PARTITION = "BACKUP_RUN"
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9-]{1,40}$")
@@ -111,51 +119,66 @@ class RunStore:
     def __init__(self, deps: Deps) -> None:
         self._ddb = deps.clients.dynamodb
         self._table = deps.settings.state_table
+        self._sleep = deps.sleep
 
     def _key(self, run_id: str) -> dict[str, Any]:
         return {"PK": {"S": PARTITION}, "SK": {"S": run_id}}
 
     def create(self, run: Run) -> bool:
         """Store a new run; False when a run with this id exists already (a duplicate trigger)."""
+        write_id = uuid.uuid4().hex
+        item = ddb.serialize({**run.to_item(), "write_id": write_id})
         try:
-            self._ddb.put_item(TableName=self._table, Item=ddb.serialize(run.to_item()),
-                               ConditionExpression="attribute_not_exists(PK)")
+            retry_transient(lambda: self._ddb.put_item(
+                TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(PK)"), self._sleep)
             return True
         except ClientError as exc:
-            if _conditional_failed(exc):
-                return False
-            raise
+            if not _conditional_failed(exc):
+                raise
+        return self._holds(run.run_id, write_id)
+
+    def _holds(self, run_id: str, write_id: str) -> bool:
+        """After a failed condition: the item holds this very write (its earlier attempt was applied)."""
+        response = retry_transient(lambda: self._ddb.get_item(
+            TableName=self._table, Key=self._key(run_id), ConsistentRead=True,
+            ProjectionExpression="write_id"), self._sleep)
+        return response.get("Item", {}).get("write_id", {}).get("S") == write_id
 
     def get(self, run_id: str) -> Run | None:
-        if not RUN_ID.match(run_id):
+        if not RUN_ID.fullmatch(run_id):
             return None
-        response = self._ddb.get_item(TableName=self._table, Key=self._key(run_id), ConsistentRead=True)
+        response = retry_transient(lambda: self._ddb.get_item(
+            TableName=self._table, Key=self._key(run_id), ConsistentRead=True), self._sleep)
         item = response.get("Item")
         return Run.from_item(ddb.deserialize(item)) if item else None
 
     def recent(self, limit: int) -> list[Run]:
-        response = self._ddb.query(
+        response = retry_transient(lambda: self._ddb.query(
             TableName=self._table, KeyConditionExpression="PK = :pk",
-            ExpressionAttributeValues={":pk": {"S": PARTITION}}, ScanIndexForward=False, Limit=limit)
+            ExpressionAttributeValues={":pk": {"S": PARTITION}}, ScanIndexForward=False, Limit=limit), self._sleep)
         return [Run.from_item(ddb.deserialize(i)) for i in response.get("Items", [])]
 
     def _update(self, run_id: str, update: str, condition: str,
                 names: dict[str, str] | None = None, values: dict[str, Any] | None = None) -> bool:
+        """``update`` ("SET ..." with an optional " REMOVE ...") if ``condition`` holds, or held for this
+        very write (see the module's docstring); False when another worker's write stands in the way."""
+        write_id = uuid.uuid4().hex
+        sets, _, removes = update.partition(" REMOVE ")
         kwargs: dict[str, Any] = {
             "TableName": self._table, "Key": self._key(run_id),
-            "UpdateExpression": update, "ConditionExpression": condition,
+            "UpdateExpression": f"{sets}, write_id = :write_id" + (f" REMOVE {removes}" if removes else ""),
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": {k: ddb.value(v) for k, v in {**(values or {}), ":write_id": write_id}.items()},
         }
         if names:
             kwargs["ExpressionAttributeNames"] = names
-        if values:
-            kwargs["ExpressionAttributeValues"] = {k: ddb.value(v) for k, v in values.items()}
         try:
-            self._ddb.update_item(**kwargs)
+            retry_transient(lambda: self._ddb.update_item(**kwargs), self._sleep)
             return True
         except ClientError as exc:
-            if _conditional_failed(exc):
-                return False
-            raise
+            if not _conditional_failed(exc):
+                raise
+        return self._holds(run_id, write_id)
 
     def reclaim_start(self, run_id: str, claimed_before: datetime, now: datetime) -> bool:
         """Take over a run whose starter died while STARTING (claimed before ``claimed_before``)."""
@@ -165,12 +188,14 @@ class RunStore:
             values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat()})
 
     def started(self, run: Run, now: datetime) -> bool:
-        """Record the tables' first results and move STARTING -> RUNNING, expecting monitor message 0."""
+        """Record the tables' first results and move STARTING -> RUNNING, expecting monitor message 0;
+        only while the run is still this worker's (claimed at ``run.claimed_at``: not taken over)."""
+        claimed = run.claimed_at.isoformat() if run.claimed_at else ""
         return self._update(
             run.run_id, "SET #s = :running, tables = :tables, poll = :zero, poll_queued = :f, advanced_at = :now",
-            "#s = :starting", names={"#s": "status"},
+            "#s = :starting AND claimed_at = :claimed", names={"#s": "status"},
             values={":running": RUNNING, ":starting": STARTING, ":zero": 0, ":f": False, ":now": now.isoformat(),
-                    ":tables": {t: r.to_item() for t, r in run.tables.items()}})
+                    ":claimed": claimed, ":tables": {t: r.to_item() for t, r in run.tables.items()}})
 
     def abandon(self, run_id: str, claimed_at: datetime, now: datetime, note: str) -> bool:
         """A run whose starter died while STARTING: close it (the next run backs up afresh)."""
@@ -214,6 +239,17 @@ class RunStore:
             names={"#t": result.table, "#s": "status", "#e": "error"},
             values={":status": result.status, ":error": result.error, ":alerted": result.alerted,
                     ":pending": "PENDING"})
+
+    def claim_alert(self, run_id: str, table: str) -> bool:
+        """A table that failed to start, not yet alerted -> alerted; False if another worker claimed it."""
+        return self._update(run_id, "SET tables.#t.alerted = :t",
+                            "tables.#t.#s = :failed AND tables.#t.alerted = :f", names={"#t": table, "#s": "status"},
+                            values={":t": True, ":f": False, ":failed": "FAILED"})
+
+    def release_alert(self, run_id: str, table: str) -> None:
+        """Undo ``claim_alert`` when the alert could not be sent, so the next poll retries it."""
+        self._update(run_id, "SET tables.#t.alerted = :f", "attribute_exists(PK)", names={"#t": table},
+                     values={":f": False})
 
     def unsettle_table(self, run_id: str, table: str) -> None:
         """Undo ``settle_table`` when its alert could not be sent, so a redelivery retries it."""

@@ -1,17 +1,27 @@
-"""Start a backup run: select tables, CreateBackup each (paced, retried), record, queue the monitor."""
+"""Start a backup run: select tables, record the run, CreateBackup each (paced, retried), queue the monitor.
+
+The run item is written first, with the chosen tables and the names their
+backups will have (``rules.backup_name`` of the run's start time), and a watch
+message goes to the monitor queue. A start that dies half way is resumed from
+the item, by the duplicate trigger after the lease or by the monitor when the
+watch comes in: backups that exist already are found by their name (ListBackups
+of the table since the run started) instead of being made twice.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import rules
-from chalicelib.backups.monitor import send_poll_message
+from chalicelib.backups.messages import send_poll_message, send_watch_message
+from chalicelib.backups.retry import is_transient, retry_transient
 from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.log import logger
 from chalicelib.throttle import Pacer, error_code, with_backoff
@@ -26,6 +36,10 @@ TABLE_ERRORS = {
     "BackupInUseException": "another backup of the table is in progress",
     "LimitExceededException": "backup quota exceeded",
 }
+
+
+CREATE_ATTEMPTS = 3  # CreateBackup tries per table on transient errors (each after a look for the backup)
+LISTING_SKEW = timedelta(minutes=5)  # backups are listed from a little before the run started
 
 
 class StartInProgress(RuntimeError):
@@ -69,23 +83,66 @@ def selected_tables(deps: Deps) -> list[str]:
     return rules.select_tables(all_tables, s.backup_tables, s.backup_table_pattern, tagged)
 
 
-def _create_backup(deps: Deps, pacer: Pacer, run_id: str, table: str, now: datetime) -> TableResult:
-    name = rules.backup_name(deps.settings.backup_name_prefix, table, now)
+def find_backup(deps: Deps, table: str, name: str, since: datetime) -> str | None:
+    """The ARN of ``table``'s backup named ``name`` (CREATING or AVAILABLE), made since ``since``, if any."""
+    client = deps.clients.dynamodb
+    kwargs: dict[str, Any] = {"TableName": table, "BackupType": "USER", "TimeRangeLowerBound": since - LISTING_SKEW}
+    while True:
+        page = retry_transient(lambda: client.list_backups(**kwargs), deps.sleep)
+        for summary in page.get("BackupSummaries", []):
+            if summary.get("BackupName") == name and summary.get("BackupStatus") in ("CREATING", "AVAILABLE"):
+                return str(summary["BackupArn"])
+        last = page.get("LastEvaluatedBackupArn")
+        if not last:
+            return None
+        kwargs["ExclusiveStartBackupArn"] = last
+
+
+def _failure(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        code = error_code(exc)
+        return f"{TABLE_ERRORS.get(code, 'CreateBackup failed')}: {code}: {exc.response['Error'].get('Message', '')}"
+    return f"CreateBackup failed: {exc}"
+
+
+def _back_up(deps: Deps, pacer: Pacer, run: Run, result: TableResult, look_first: bool) -> None:
+    """Give ``result`` (a PENDING table without a backup) its backup, or its error (status FAILED).
+
+    A transient error may hide a backup that was made (its answer was lost): the table's
+    backups are looked up by name before CreateBackup is tried again.
+    """
+    table, name = result.table, result.backup_name
+    since = run.started_at
+    if look_first:
+        result.backup_arn = find_backup(deps, table, name, since) or ""
+        if result.backup_arn:
+            logger.info("backup found", extra={"run_id": run.run_id, "table": table, "backup_arn": result.backup_arn})
+            return
 
     def call() -> str:
         pacer.wait()
         details = deps.clients.dynamodb.create_backup(TableName=table, BackupName=name)["BackupDetails"]
         return details["BackupArn"]
 
-    try:
-        arn = with_backoff(call, deps.sleep)
-    except ClientError as exc:
-        code = error_code(exc)
-        reason = f"{TABLE_ERRORS.get(code, 'CreateBackup failed')}: {code}: {exc.response['Error'].get('Message', '')}"
-        logger.error("backup not started", extra={"run_id": run_id, "table": table, "reason": reason})
-        return TableResult(table=table, status="FAILED", backup_name=name, error=reason)
-    logger.info("backup started", extra={"run_id": run_id, "table": table, "backup_arn": arn})
-    return TableResult(table=table, status="PENDING", backup_arn=arn, backup_name=name)
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            result.backup_arn = with_backoff(call, deps.sleep)
+            logger.info("backup started", extra={"run_id": run.run_id, "table": table,
+                                                 "backup_arn": result.backup_arn})
+            return
+        except (ClientError, BotoCoreError) as exc:
+            if not is_transient(exc) or attempt == CREATE_ATTEMPTS - 1:
+                result.status, result.error = "FAILED", _failure(exc)
+                logger.error("backup not started", extra={"run_id": run.run_id, "table": table,
+                                                          "reason": result.error})
+                return
+            deps.sleep(2.0 ** attempt)
+            found = find_backup(deps, table, name, since)
+            if found:
+                result.backup_arn = found
+                logger.info("backup found after a failed answer", extra={
+                    "run_id": run.run_id, "table": table, "backup_arn": found})
+                return
 
 
 def _queue_monitor(deps: Deps, run: Run, store: RunStore) -> None:
@@ -131,9 +188,9 @@ def _repair(deps: Deps, store: RunStore, run: Run, now: datetime, stale: datetim
         if not store.abandon(run.run_id, run.claimed_at, now, "abandoned: its starter stopped while starting"):
             return False
         try:
-            alerts.publish(deps, f"timekeeper: backup run {run.run_id} abandoned", {
+            retry_transient(lambda: alerts.publish(deps, f"timekeeper: backup run {run.run_id} abandoned", {
                 "run_id": run.run_id, "reason": "the run stopped while starting; its tables are "
-                "backed up by the next run"})
+                "backed up by the next run"}), deps.sleep)
         except Exception:
             store.unabandon(run.run_id, run.claimed_at)  # the next trigger tries the alert again
             raise
@@ -157,54 +214,107 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
     names the same run. The second delivery stops if the run is under way
     (raising while the first still holds it, so an async retry comes back
     later), finishes queueing the monitor if the first died before that, and
-    takes over a start whose worker died.
+    takes over a start whose worker died (after the lease).
     """
     now = deps.clock()
     store = RunStore(deps)
     repair_stale_runs(deps, store, now)
     run = Run(run_id=run_id or new_run_id(now), started_at=now, trigger=trigger, claimed_at=now)
-    if not store.create(run):
+    existing = store.get(run.run_id) if run_id else None
+    if existing is None:
+        chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps)
+        prefix = deps.settings.backup_name_prefix
+        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now)) for t in chosen}
+        if store.create(run):
+            logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
+            if chosen:
+                _send_watch(deps, run.run_id)
+            return _start(deps, store, run, now, resumed=False)
         existing = store.get(run.run_id)
         assert existing is not None
-        lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
-        if existing.status == RUNNING and not existing.poll_queued and existing.poll == 0:
-            if store.claim_resend(existing.run_id, 0, existing.advanced_at, now):
-                _queue_monitor(deps, existing, store)
-            return existing
-        if existing.status == STARTING and not store.reclaim_start(run.run_id, now - lease, now):
-            raise StartInProgress(f"backup run {run.run_id} is being started by another invocation")
-        if existing.status != STARTING:
-            logger.info("duplicate trigger ignored", extra={"run_id": run.run_id, "status": existing.status})
-            return existing
-        run.started_at = existing.started_at
+    return _again(deps, store, existing, now)
 
-    chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps)
-    logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
-    if not chosen:
+
+def _send_watch(deps: Deps, run_id: str) -> None:
+    try:
+        send_watch_message(deps, run_id)
+    except Exception:  # the duplicate trigger sends it again; the next trigger's repair is the last resort
+        logger.exception("could not queue the start watch", extra={"run_id": run_id})
+
+
+def _again(deps: Deps, store: RunStore, existing: Run, now: datetime) -> Run:
+    """A trigger for a run that exists already (a duplicate delivery or Lambda's async retry)."""
+    if existing.status == RUNNING and not existing.poll_queued and existing.poll == 0:
+        if store.claim_resend(existing.run_id, 0, existing.advanced_at, now):
+            _queue_monitor(deps, existing, store)
+        return existing
+    if existing.status == STARTING:
+        return resume_start(deps, store, existing, now, StartInProgress, watch_again=True)
+    logger.info("duplicate trigger ignored", extra={"run_id": existing.run_id, "status": existing.status})
+    return existing
+
+
+def resume_start(deps: Deps, store: RunStore, run: Run, now: datetime,
+                 busy: type[Exception], watch_again: bool) -> Run:
+    """Take over a STARTING run whose starter has been silent past the lease, and finish starting it;
+    raise ``busy`` while the starter may still be at work (with ``watch_again``, after queueing a
+    watch, in case the starter died before sending one)."""
+    lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
+    if not store.reclaim_start(run.run_id, now - lease, now):
+        if watch_again:
+            _send_watch(deps, run.run_id)
+        raise busy(f"backup run {run.run_id} is being started by another invocation")
+    logger.warning("backup run start taken over", extra={"run_id": run.run_id, "claimed_at": str(run.claimed_at)})
+    run.claimed_at = now
+    if not run.tables:  # a run recorded before its tables were (older versions): choose them again
+        prefix = deps.settings.backup_name_prefix
+        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, run.started_at))
+                      for t in selected_tables(deps)}
+    return _start(deps, store, run, now, resumed=True)
+
+
+def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) -> Run:
+    """CreateBackup for each table still without one, record RUNNING, queue poll 0, alert failures."""
+    if not run.tables:
         logger.warning("no tables selected for backup", extra={"run_id": run.run_id})
-        alerts.publish(deps, "timekeeper: no tables selected for backup",
-                       {"run_id": run.run_id, "reason": "no table matched BACKUP_TABLES, "
-                        "BACKUP_TABLE_PATTERN or BACKUP_TABLE_TAG"})
+        retry_transient(lambda: alerts.publish(deps, "timekeeper: no tables selected for backup", {
+            "run_id": run.run_id, "reason": "no table matched BACKUP_TABLES, BACKUP_TABLE_PATTERN or BACKUP_TABLE_TAG"}),
+            deps.sleep)
         store.complete(run.run_id, now, {"backed_up": 0, "failed": 0, "stuck": 0, "deleted": 0,
                                          "note": "no tables selected"})
         return store.get(run.run_id) or run
 
     pacer = Pacer(deps.settings.backup_create_rate, deps.clock, deps.sleep)
-    for table in chosen:
-        result = _create_backup(deps, pacer, run.run_id, table, now)
-        run.tables[table] = result
+    prefix = deps.settings.backup_name_prefix
     for result in run.tables.values():
-        if result.status == "FAILED":
-            result.alerted = True
+        if result.status == "PENDING" and not result.backup_arn:
+            result.backup_name = result.backup_name or rules.backup_name(prefix, result.table, run.started_at)
+            _back_up(deps, pacer, run, result, look_first=resumed)
     run.status = RUNNING
-    run.advanced_at = now
-    if not store.started(run, now):
+    run.advanced_at = deps.clock()
+    if not store.started(run, run.advanced_at):
         logger.info("run started elsewhere", extra={"run_id": run.run_id})
         return store.get(run.run_id) or run
     # The monitor first: an alert that fails must not leave the run without one.
     _queue_monitor(deps, run, store)
-    for result in run.tables.values():
-        if result.status == "FAILED":
-            alerts.publish(deps, f"timekeeper: backup of {result.table} failed", {
-                "run_id": run.run_id, "table": result.table, "backup_arn": None, "reason": result.error})
+    alert_failed_starts(deps, store, run)
     return run
+
+
+def alert_failed_starts(deps: Deps, store: RunStore, run: Run) -> None:
+    """Alert each table whose backup could not be started, once: the alert is claimed on the run
+    first (by the trigger, or by a monitor poll if the trigger stopped before); one that cannot
+    be sent is released for the next poll."""
+    for result in run.tables.values():
+        if result.status != "FAILED" or result.alerted or result.backup_arn:
+            continue
+        if not store.claim_alert(run.run_id, result.table):
+            continue
+        result.alerted = True
+        try:
+            retry_transient(lambda r=result: alerts.publish(  # type: ignore[misc]
+                deps, f"timekeeper: backup of {r.table} failed",
+                {"run_id": run.run_id, "table": r.table, "backup_arn": None, "reason": r.error}), deps.sleep)
+        except Exception:
+            store.release_alert(run.run_id, result.table)
+            raise

@@ -231,6 +231,7 @@ def test_destroy_deletes_the_app_and_its_resources_but_keeps_the_data_tables(
     assert "deleted queue timekeeper-prod-due" in report.changes
     assert "deleted role timekeeper-prod-scheduler" in report.changes
     assert session.client("sqs").list_queues().get("QueueUrls", []) == []
+    assert session.client("cloudwatch").describe_alarms()["MetricAlarms"] == []
     assert sorted(session.client("dynamodb").list_tables()["TableNames"]) == [
         "timekeeper-prod-state", "timekeeper-prod-tasks"]
 

@@ -127,9 +127,10 @@ ONLY = {
     "scheduler:DeleteSchedule": {"task_stream"},
     "dynamodb:GetRecords": {"task_stream"},
     "ses:SendEmail": {"task_executor"},
-    "dynamodb:CreateBackup": {"backup_trigger", iam.API_HANDLER},
+    # the monitor resumes a start whose trigger died (the start watch)
+    "dynamodb:CreateBackup": {"backup_trigger", "backup_monitor", iam.API_HANDLER},
     "dynamodb:DeleteBackup": {"backup_monitor"},
-    "dynamodb:ListBackups": {"backup_monitor"},
+    "dynamodb:ListBackups": {"backup_trigger", "backup_monitor", iam.API_HANDLER},
     "sqs:ReceiveMessage": {"backup_monitor", "task_executor"},
     "sqs:DeleteMessage": {"backup_monitor", "task_executor"},
     "dynamodb:DeleteItem": {"task_executor", iam.API_HANDLER},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 
@@ -10,7 +11,15 @@ from moto import mock_aws
 
 from chalicelib.aws import Clients
 from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
-from deploy.provision import MAX_RECEIVE_COUNT, SCHEDULER_ROLE_POLICY, iam_client, provision
+from deploy.provision import (
+    MAX_RECEIVE_COUNT,
+    SCHEDULER_ROLE_POLICY,
+    cloudwatch_client,
+    dead_letter_queues,
+    dlq_alarm,
+    iam_client,
+    provision,
+)
 
 STAGE_ENV = {"STAGE": "prod", "AWS_REGION": "us-east-1", "STATE_TABLE": "tk-prod-state", "TASKS_TABLE": "tk-prod-tasks",
              "BACKUP_MONITOR_QUEUE": "tk-prod-monitor", "BACKUP_MONITOR_DLQ": "tk-prod-monitor-dlq",
@@ -100,3 +109,54 @@ def test_drift_is_repaired_and_reported(clients: Clients) -> None:
     assert changes == ["updated queue tk-prod-monitor: DelaySeconds",
                        f"attached policy {SCHEDULER_ROLE_POLICY} of role timekeeper-prod-scheduler"]
     assert queue(clients, "tk-prod-monitor")["DelaySeconds"] == "120"
+
+
+def alarms(clients: Clients) -> dict[str, dict[str, object]]:
+    return {a["AlarmName"]: dict(a) for a in cloudwatch_client(clients).describe_alarms()["MetricAlarms"]}
+
+
+def test_every_dead_letter_queue_has_an_alarm_to_the_alert_topic_when_it_holds_a_message(clients: Clients) -> None:
+    topic = provision(clients, clients.settings).environment["ALERT_TOPIC_ARN"]
+
+    made = alarms(clients)
+
+    dlqs = ["tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]
+    assert sorted(made) == [f"{q}-not-empty" for q in dlqs]
+    for dlq in dlqs:
+        alarm = made[f"{dlq}-not-empty"]
+        assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+        assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": dlq}]
+        assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0.0)
+        assert alarm["AlarmActions"] == [topic] and alarm["ActionsEnabled"] is True
+
+
+def test_a_changed_alarm_is_put_back_and_reported(clients: Clients) -> None:
+    provision(clients, clients.settings)
+    cloudwatch_client(clients).put_metric_alarm(**{**dlq_alarm("tk-prod-task-dlq", "arn:aws:sns:us-east-1:1:x"),
+                                                   "Threshold": 5.0})
+
+    report = provision(clients, clients.settings)
+
+    assert report.changes == ["updated alarm tk-prod-task-dlq-not-empty"]
+    assert alarms(clients)["tk-prod-task-dlq-not-empty"]["Threshold"] == 0.0
+
+
+@pytest.mark.parametrize(("redrive", "expected"), [
+    ({}, ["tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]),
+    # a queue provisioned later with a redrive policy brings its DLQ, whatever its name
+    ({"tk-prod-due": "tk-prod-due-dlq", "tk-prod-monitor": "tk-prod-monitor-dlq"},
+     ["tk-prod-due-dlq", "tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]),
+])
+def test_the_dead_letter_queues_are_every_redrive_target_and_every_dlq_the_settings_name(
+        redrive: dict[str, str], expected: list[str]) -> None:
+    assert dead_letter_queues(Settings.from_env(STAGE_ENV), redrive) == expected
+
+
+def test_a_dlq_setting_added_later_is_picked_up_by_its_name() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Later(Settings):
+        due_dlq: str = "tk-prod-due-dlq"
+        audit_dlq_arn: str = "arn:aws:sqs:us-east-1:123456789012:tk-prod-audit-dlq"
+
+    later = Later(**{f.name: getattr(Settings.from_env(STAGE_ENV), f.name) for f in dataclasses.fields(Settings)})
+    assert {"tk-prod-due-dlq", "tk-prod-audit-dlq"} <= set(dead_letter_queues(later, {}))

@@ -19,7 +19,7 @@ from moto import mock_aws
 from chalicelib.aws import Clients
 from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
 from deploy import stage
-from deploy.provision import provision
+from deploy.provision import cloudwatch_client, provision
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,3 +113,29 @@ def test_the_template_has_the_queues_provision_creates_with_the_same_timings_and
         target = resources[want_redrive["deadLetterTargetArn"]["Fn::GetAtt"][0]]["Properties"]["QueueName"]
         assert have_redrive["deadLetterTargetArn"].rsplit(":", 1)[-1] == target
         assert have_redrive["maxReceiveCount"] == want_redrive["maxReceiveCount"]
+
+
+def test_the_template_has_the_dead_letter_alarms_provision_creates_with_the_same_settings(
+        prod: tuple[Clients, Settings]) -> None:
+    clients, _ = prod
+    resources = committed_resources()
+    topic = resources["AlertTopic"]["Properties"]["TopicName"]
+    in_template = {}
+    for props in of_type(resources, "AWS::CloudWatch::Alarm").values():
+        [dimension] = props["Dimensions"]
+        queue = resources[dimension["Value"]["Fn::GetAtt"][0]]["Properties"]["QueueName"]
+        assert props["AlarmActions"] == [{"Ref": "AlertTopic"}]
+        in_template[props["AlarmName"]] = {**props, "Dimensions": [{"Name": "QueueName", "Value": queue}],
+                                           "AlarmActions": [topic]}
+    provisioned = {}
+    for alarm in cloudwatch_client(clients).describe_alarms()["MetricAlarms"]:
+        provisioned[alarm["AlarmName"]] = {k: alarm[k] for k in in_template.get(alarm["AlarmName"], alarm)
+                                           if k in alarm}
+        provisioned[alarm["AlarmName"]]["AlarmActions"] = [a.rsplit(":", 1)[-1] for a in alarm["AlarmActions"]]
+    assert sorted(in_template) == sorted(provisioned)
+    assert in_template == provisioned
+    # every queue another queue redrives to has one
+    redrive_targets = {q["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+                       for q in of_type(resources, "AWS::SQS::Queue").values() if "RedrivePolicy" in q}
+    alarmed = {p["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for p in of_type(resources, "AWS::CloudWatch::Alarm").values()}
+    assert redrive_targets and redrive_targets <= alarmed

@@ -18,7 +18,18 @@ from chalicelib.backups import monitor, trigger
 from chalicelib.backups.store import RunStore
 from chalicelib.settings import SettingsError
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import Intercept, crash, create_tables, make_backup, set_status
+from tests.functional.backup_support import (
+    Intercept,
+    aws_like_backups,
+    crash,
+    create_tables,
+    monitor_messages,
+    our_backup,
+    set_status,
+)
+
+# ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
+pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 ROOT = Path(__file__).parents[2]
 
@@ -27,7 +38,7 @@ def _start(aws: Aws, deps: Deps, tables: list[str]) -> str:
     create_tables(deps, [t for t in tables if not t.startswith("missing")])
     use_settings(deps, backup_tables=tuple(tables))
     trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(deps.clock(), "scheduled"))
-    sent = aws.sent(deps.settings.backup_monitor_queue)
+    sent = monitor_messages(aws, deps)
     assert len(sent) == 1
     return sent[0][0]
 
@@ -138,7 +149,7 @@ def test_describe_backup_is_asked_only_for_an_arn_the_listing_lacks(aws: Aws, de
 def test_delete_backup_calls_stay_under_the_delete_rate(aws: Aws, deps: Deps, clock: FakeClock) -> None:
     body = _start(aws, deps, ["orders"])
     for i in range(12):
-        make_backup(deps, "orders", f"timekeeper-orders-old{i}", clock.now - timedelta(days=5 + i))
+        our_backup(deps, "orders", clock.now - timedelta(days=5 + i))
     stamps: list[float] = []
     deps.clients.dynamodb.meta.events.register(
         "before-call.dynamodb.DeleteBackup", lambda **_: stamps.append(clock.now.timestamp()))
@@ -160,13 +171,13 @@ def test_a_run_whose_monitor_message_could_not_be_sent_gets_it_from_the_duplicat
     with pytest.raises(Exception, match="simulated"):
         trigger.start_run(deps, "schedule", run_id=run_id)
     deps.clients.sqs = real
-    assert aws.sent(deps.settings.backup_monitor_queue) == []
+    assert monitor_messages(aws, deps) == []
 
     clock.advance(seconds=60)  # Lambda's async retry of the scheduled event
     trigger.start_run(deps, "schedule", run_id=run_id)
     trigger.start_run(deps, "schedule", run_id=run_id)
 
-    sent = aws.sent(deps.settings.backup_monitor_queue)
+    sent = monitor_messages(aws, deps)
     assert [json.loads(b) for b, _ in sent] == [{"run_id": run_id, "poll": 0}]
 
 
@@ -184,7 +195,7 @@ def test_an_api_run_left_without_its_monitor_gets_one_from_the_next_trigger(
     clock.advance(seconds=deps.settings.backup_run_lease_seconds + deps.settings.backup_monitor_delay_seconds + 1)
     trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
 
-    runs = {json.loads(b)["run_id"] for b, _ in aws.sent(deps.settings.backup_monitor_queue)}
+    runs = {json.loads(b)["run_id"] for b, _ in monitor_messages(aws, deps)}
     assert stranded.run_id in runs and len(runs) == 2
 
 

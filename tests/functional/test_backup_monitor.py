@@ -6,27 +6,36 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
+from chalicelib.backups import trigger
+from chalicelib.backups.rules import backup_name, parse_backup_name
 from chalicelib.backups.store import Run, RunStore
 from tests import events
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     CallCounter,
+    aws_like_backups,
     create_tables,
     make_backup,
+    monitor_messages,
     moto_backups,
+    our_backup,
     set_status,
     vanish,
 )
+
+# ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
+pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 
 def _start(aws: Aws, deps: Deps, clock: FakeClock, client: Client, tables: list[str]) -> str:
     create_tables(deps, tables)
     use_settings(deps, backup_tables=tuple(tables))
     client.lambda_.invoke("backup_trigger", events.scheduled_event(clock.now))
-    (body, _delay), = aws.sent(deps.settings.backup_monitor_queue)
+    (body, _delay), = monitor_messages(aws, deps)
     return body
 
 
@@ -44,7 +53,7 @@ def _run(deps: Deps, body: str) -> Run:
 def test_all_available_completes_the_run_applies_retention_and_publishes_a_summary(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     body = _start(aws, deps, clock, client, ["orders", "users"])
-    old = [make_backup(deps, "orders", f"timekeeper-orders-old{i}", clock.now - timedelta(days=5 + i))
+    old = [our_backup(deps, "orders", clock.now - timedelta(days=5 + i))
            for i in range(3)]
     clock.advance(minutes=5)
 
@@ -59,7 +68,7 @@ def test_all_available_completes_the_run_applies_retention_and_publishes_a_summa
     alerts = aws.alerts()
     assert len(alerts) == 1 and alerts[0]["message"]["kind"] == "summary"
     assert alerts[0]["subject"].endswith("2 ok, 0 failed, 0 stuck, 2 deleted")
-    assert aws.sent(deps.settings.backup_monitor_queue) == []
+    assert monitor_messages(aws, deps) == []
 
 
 def test_creating_backups_re_send_the_message_with_the_same_delay(
@@ -71,7 +80,7 @@ def test_creating_backups_re_send_the_message_with_the_same_delay(
 
     _deliver(client, deps, body)
 
-    sent = aws.sent(deps.settings.backup_monitor_queue)
+    sent = monitor_messages(aws, deps)
     assert len(sent) == 1
     next_body, delay = sent[0]
     assert delay == 300
@@ -101,7 +110,7 @@ def test_a_deleted_backup_alerts_exactly_once_when_the_message_is_delivered_twic
     assert alerts[0]["message"] == {
         "subject": "timekeeper: backup of orders failed", "table": "orders", "run_id": run.run_id,
         "backup_arn": run.tables["orders"].backup_arn, "reason": "backup was deleted"}
-    assert [json.loads(b)["poll"] for b, _ in aws.sent(deps.settings.backup_monitor_queue)] == [1]
+    assert [json.loads(b)["poll"] for b, _ in monitor_messages(aws, deps)] == [1]
     assert _run(deps, body).poll == 1
 
 
@@ -133,14 +142,14 @@ def test_creating_past_the_deadline_is_stuck_alerted_and_the_run_finishes(
     assert run.status == "COMPLETE" and run.summary["stuck"] == 1
     alerts = aws.alerts()
     assert next(a["subject"] for a in alerts) == "timekeeper: backup of orders stuck"
-    assert aws.sent(deps.settings.backup_monitor_queue) == []
+    assert monitor_messages(aws, deps) == []
 
 
 def test_a_finished_run_delivered_again_neither_deletes_nor_alerts_again(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     body = _start(aws, deps, clock, client, ["orders"])
     for i in range(4):
-        make_backup(deps, "orders", f"timekeeper-orders-old{i}", clock.now - timedelta(days=5 + i))
+        our_backup(deps, "orders", clock.now - timedelta(days=5 + i))
     deletes = CallCounter()
     deps.clients.dynamodb.meta.events.register("before-call.dynamodb.DeleteBackup", deletes)
 
@@ -164,7 +173,7 @@ def test_one_poll_over_100_creating_backups_costs_one_status_call(
 
     backup_status_calls = [c for c in counter.calls if "Backup" in c]
     assert backup_status_calls == ["dynamodb:ListBackups"]  # at most 2 allowed; one page here
-    assert len(aws.sent(deps.settings.backup_monitor_queue)) == 1
+    assert len(monitor_messages(aws, deps)) == 1
 
 
 def test_an_unreadable_message_is_dead_lettered_not_retried(
@@ -189,13 +198,13 @@ def test_retention_never_touches_other_prefixes_other_tables_or_system_backups(
     long_ago = clock.now - timedelta(days=30)
     keep = [
         make_backup(deps, "orders", "manual-orders-1", long_ago),
-        make_backup(deps, "orders", "timekeeper-orders-sys", long_ago, type_="SYSTEM"),
-        make_backup(deps, "orders", "timekeeper-orders-aws", long_ago, type_="AWS_BACKUP"),
-        make_backup(deps, "unselected", "timekeeper-unselected-1", long_ago),
-        make_backup(deps, "unselected", "timekeeper-unselected-2", long_ago),
-        make_backup(deps, "unselected", "timekeeper-unselected-3", long_ago),
+        make_backup(deps, "orders", backup_name("timekeeper", "orders", long_ago), long_ago),  # another stage's
+        make_backup(deps, "orders", f"{deps.settings.backup_name_prefix}-orders-by-hand", long_ago),
+        our_backup(deps, "orders", long_ago, type_="SYSTEM"),
+        our_backup(deps, "orders", long_ago, type_="AWS_BACKUP"),
+        *[our_backup(deps, "unselected", long_ago - timedelta(days=i)) for i in range(3)],
     ]
-    ours = [make_backup(deps, "orders", f"timekeeper-orders-{i}", long_ago + timedelta(days=i)) for i in range(3)]
+    ours = [our_backup(deps, "orders", long_ago + timedelta(days=i)) for i in range(3)]
 
     _deliver(client, deps, body)
 
@@ -203,3 +212,24 @@ def test_retention_never_touches_other_prefixes_other_tables_or_system_backups(
     assert set(keep) <= remaining
     assert remaining & set(ours) == {ours[2]}  # the newest old one + today's make BACKUP_MIN_KEEP
     assert _summaries(aws.alerts())[0]["message"]["deleted"] == sorted(ours[:2])
+
+
+def test_two_stages_backing_up_one_table_never_prune_each_others_backups(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    """dev and prod in one account, each with its default prefix, both back up "orders" every day."""
+    create_tables(deps, ["orders"])
+    stages = {"prod": "timekeeper-prod", "dev": "timekeeper-prod-dev"}  # dev's prefix starts with prod's
+    for _day in range(6):
+        for stage in stages:
+            use_settings(deps, stage=stage, backup_name_prefix=stages[stage], backup_tables=("orders",),
+                         backup_retention_days=3, backup_min_keep=2)
+            trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, stage))
+            for body, _ in monitor_messages(aws, deps):
+                _deliver(client, deps, body)
+        clock.advance(days=1)
+
+    names = sorted(b.name for b in moto_backups(deps).values())
+    for stage, prefix in stages.items():
+        mine = [n for n in names if parse_backup_name(n, prefix, "orders")]
+        # each stage keeps its own: retention 3 days deletes only what is older, never the other's
+        assert len(mine) == 4, (stage, names)

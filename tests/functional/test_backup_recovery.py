@@ -12,19 +12,30 @@ from chalicelib.aws import Deps
 from chalicelib.backups import monitor, trigger
 from chalicelib.backups.store import RunStore
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import Intercept, crash, create_tables, make_backup, set_status
+from tests.functional.backup_support import (
+    Intercept,
+    aws_like_backups,
+    crash,
+    create_tables,
+    monitor_messages,
+    our_backup,
+    set_status,
+)
+
+# ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
+pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 
 def _start(aws: Aws, deps: Deps, tables: list[str]) -> str:
     create_tables(deps, tables)
     use_settings(deps, backup_tables=tuple(tables))
     trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(deps.clock(), "scheduled"))
-    (body, _), = aws.sent(deps.settings.backup_monitor_queue)
+    (body, _), = monitor_messages(aws, deps)
     return body
 
 
 def _polls(aws: Aws, deps: Deps) -> list[int]:
-    return [json.loads(body)["poll"] for body, _ in aws.sent(deps.settings.backup_monitor_queue)]
+    return [json.loads(body)["poll"] for body, _ in monitor_messages(aws, deps)]
 
 
 def test_two_deliveries_racing_on_one_poll_send_one_next_message(aws: Aws, deps: Deps, clock: FakeClock) -> None:
@@ -76,7 +87,7 @@ def test_a_worker_dying_between_claiming_a_poll_and_sending_is_repaired_by_the_r
 def test_a_finisher_dying_mid_retention_is_taken_over_after_its_lease(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
     body = _start(aws, deps, ["orders"])
-    old = [make_backup(deps, "orders", f"timekeeper-orders-old{i}", clock.now - timedelta(days=5 + i))
+    old = [our_backup(deps, "orders", clock.now - timedelta(days=5 + i))
            for i in range(4)]
     real = deps.clients.dynamodb
     deps.clients.dynamodb = Intercept(  # type: ignore[assignment]
@@ -151,7 +162,7 @@ def test_a_run_whose_monitor_message_was_dead_lettered_is_re_queued_by_the_next_
 
     trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
 
-    polls = {json.loads(b)["run_id"]: json.loads(b)["poll"] for b, _ in aws.sent(deps.settings.backup_monitor_queue)}
+    polls = {json.loads(b)["run_id"]: json.loads(b)["poll"] for b, _ in monitor_messages(aws, deps)}
     assert polls[run_id] == 0 and len(polls) == 2
     set_status(deps, run.tables["orders"].backup_arn, "AVAILABLE")
     assert monitor.check_run(deps, json.dumps({"run_id": run_id, "poll": 0})) == "complete"
@@ -163,7 +174,7 @@ def test_a_healthy_run_is_not_re_queued(aws: Aws, deps: Deps, clock: FakeClock) 
 
     trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
 
-    runs = [json.loads(b)["run_id"] for b, _ in aws.sent(deps.settings.backup_monitor_queue)]
+    runs = [json.loads(b)["run_id"] for b, _ in monitor_messages(aws, deps)]
     assert json.loads(body)["run_id"] not in runs and len(runs) == 1
 
 

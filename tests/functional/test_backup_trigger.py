@@ -8,13 +8,17 @@ import random
 import re
 from typing import Any
 
+import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
 from chalicelib.backups.store import RunStore
 from tests import events
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import FlakyDynamoDB, create_tables
+from tests.functional.backup_support import FlakyDynamoDB, aws_like_backups, create_tables, monitor_messages
+
+# ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
+pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 
 def _trigger(client: Client, clock: FakeClock) -> None:
@@ -27,7 +31,7 @@ def _backed_up_tables(deps: Deps) -> list[str]:
 
 
 def _only_monitor_message(aws: Aws, deps: Deps) -> dict[str, Any]:
-    sent = aws.sent(deps.settings.backup_monitor_queue)
+    sent = monitor_messages(aws, deps)
     assert len(sent) == 1, sent
     body, delay = sent[0]
     assert delay == deps.settings.backup_monitor_delay_seconds == 300
@@ -50,7 +54,7 @@ def test_listed_tables_are_backed_up_recorded_and_one_delayed_message_is_sent(
     assert run.started_at == started
     assert {t: r.status for t, r in run.tables.items()} == {"orders": "PENDING", "users": "PENDING"}
     assert all(r.backup_arn.startswith("arn:aws:dynamodb:") for r in run.tables.values())
-    assert re.fullmatch(r"timekeeper-orders-20261122T120000", run.tables["orders"].backup_name)
+    assert re.fullmatch(r"timekeeper-test-orders-20261122T120000", run.tables["orders"].backup_name)
 
 
 def test_pattern_selects_across_two_list_tables_pages(
@@ -91,7 +95,7 @@ def test_nothing_selected_is_an_alert_not_a_crash(aws: Aws, deps: Deps, clock: F
 
     alerts = aws.alerts()
     assert [a["subject"] for a in alerts] == ["timekeeper: no tables selected for backup"]
-    assert aws.sent(deps.settings.backup_monitor_queue) == []
+    assert monitor_messages(aws, deps) == []
 
 
 def test_a_missing_table_is_recorded_and_alerted_and_the_others_are_backed_up(

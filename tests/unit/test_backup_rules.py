@@ -7,25 +7,57 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from chalicelib.backups.rules import Outcome, backup_name, outcome, select_tables
+from chalicelib.backups.rules import Outcome, backup_name, outcome, parse_backup_name, select_tables
 
 AT = datetime(2026, 11, 22, 12, 30, 5, tzinfo=UTC)
 
 
+AWS_BACKUP_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+
+
 @pytest.mark.parametrize(("prefix", "table", "expected"), [
-    ("timekeeper", "orders", "timekeeper-orders-20261122T123005"),
+    ("timekeeper-prod", "orders", "timekeeper-prod-orders-20261122T123005"),
     ("tk", "my.table_1-x", "tk-my.table_1-x-20261122T123005"),
     ("bad prefix!", "orders", "bad_prefix_-orders-20261122T123005"),
 ])
 def test_backup_name(prefix: str, table: str, expected: str) -> None:
     assert backup_name(prefix, table, AT) == expected
+    assert parse_backup_name(expected, prefix, table) == AT.replace(microsecond=0)
 
 
-def test_a_long_table_name_is_trimmed_to_255_keeping_prefix_and_time() -> None:
-    name = backup_name("timekeeper", "t" * 255, AT)
-    assert len(name) == 255
-    assert name.startswith("timekeeper-t") and name.endswith("-20261122T123005")
-    assert re.fullmatch(r"[A-Za-z0-9_.-]{3,255}", name)
+@pytest.mark.parametrize(("prefix", "table"), [
+    ("timekeeper", "t" * 255),
+    ("p" * 100, "t" * 255),
+    ("p" * 100, "a.b-c_d" * 36),
+    ("timekeeper-prod", "x" * 223),   # fits exactly: 15 + 1 + 223 + 1 + 15 = 255
+    ("timekeeper-prod", "x" * 224),   # one more: trimmed and hashed
+])
+def test_a_long_table_name_gives_a_valid_name_that_parses_back_keeping_prefix_and_time(prefix: str, table: str) -> None:
+    name = backup_name(prefix, table, AT)
+    assert AWS_BACKUP_NAME.fullmatch(name), name
+    assert name.startswith(f"{prefix}-") and name.endswith("-20261122T123005")
+    assert parse_backup_name(name, prefix, table) == AT.replace(microsecond=0)
+
+
+def test_two_long_tables_sharing_their_start_get_different_names() -> None:
+    first, second = "t" * 250 + "a", "t" * 250 + "b"
+    assert backup_name("timekeeper-prod", first, AT) != backup_name("timekeeper-prod", second, AT)
+    assert parse_backup_name(backup_name("timekeeper-prod", first, AT), "timekeeper-prod", second) is None
+
+
+@pytest.mark.parametrize(("name", "prefix", "table"), [
+    ("timekeeper-prod-orders-20261122T123005", "timekeeper", "prod-orders"),  # parses, but as table prod-orders
+    ("timekeeper-prod-orders-20261122T123005", "timekeeper-prod", "users"),
+    ("timekeeper-prod-orders-20261122T123005", "timekeeper-pro", "orders"),
+    ("timekeeper-prod-orders-20261122T123005x", "timekeeper-prod", "orders"),
+    ("timekeeper-prod-orders-20261122T123005\n", "timekeeper-prod", "orders"),
+    ("timekeeper-prod-orders-copy-20261122T123005", "timekeeper-prod", "orders"),
+    ("timekeeper-prod-orders-20261399T123005", "timekeeper-prod", "orders"),
+    ("timekeeper-prod-orders-manual", "timekeeper-prod", "orders"),
+])
+def test_only_this_prefix_and_tables_exact_names_parse(name: str, prefix: str, table: str) -> None:
+    expected = AT.replace(microsecond=0) if (prefix, table) == ("timekeeper", "prod-orders") else None
+    assert parse_backup_name(name, prefix, table) == expected
 
 
 STARTED = AT

@@ -16,7 +16,7 @@ def test_defaults() -> None:
     assert s.backup_monitor_delay_seconds == 300
     assert s.backup_deadline_minutes == 360
     assert s.backup_retention_days == 3 and s.backup_min_keep == 2
-    assert s.backup_name_prefix == "timekeeper"
+    assert s.backup_name_prefix == "timekeeper-local"  # timekeeper-<STAGE>
     assert s.due_attribute == "run_at" and s.ttl_attribute == "expires_at"
     assert s.default_strategy == "exact"
 

@@ -1,0 +1,60 @@
+"""The backup monitor queue's messages: poll messages and the start watch.
+
+- ``{"run_id", "poll": n}``: check run ``run_id``; each number is claimed once on the run.
+- ``{"run_id", "watch": true}``: sent when a run is created, delayed by the lease (at most
+  SQS's 900 s). If the run is still STARTING once its lease has passed, its starter died
+  and the monitor takes the start over; otherwise the watch is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from chalicelib.aws import Deps
+from chalicelib.backups.retry import retry_transient
+
+MAX_DELAY_SECONDS = 900  # SQS's DelaySeconds limit
+
+
+class BadMessage(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class MonitorMessage:
+    run_id: str
+    poll: int = 0
+    watch: bool = False
+
+
+def parse_message(body: str) -> MonitorMessage:
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise BadMessage(f"body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise BadMessage("body must be a JSON object")
+    run_id, poll, watch = data.get("run_id"), data.get("poll", 0), data.get("watch", False)
+    if not isinstance(run_id, str) or not run_id:
+        raise BadMessage("run_id must be a non-empty string")
+    if not isinstance(poll, int) or isinstance(poll, bool) or poll < 0:
+        raise BadMessage("poll must be a whole number >= 0")
+    if not isinstance(watch, bool):
+        raise BadMessage("watch must be true or false")
+    return MonitorMessage(run_id, poll, watch)
+
+
+def _send(deps: Deps, body: dict[str, object], delay: int) -> None:
+    url = deps.queue_url(deps.settings.backup_monitor_queue)
+    retry_transient(lambda: deps.clients.sqs.send_message(
+        QueueUrl=url, MessageBody=json.dumps(body), DelaySeconds=delay), deps.sleep)
+
+
+def send_poll_message(deps: Deps, run_id: str, poll: int) -> None:
+    _send(deps, {"run_id": run_id, "poll": poll}, deps.settings.backup_monitor_delay_seconds)
+
+
+def send_watch_message(deps: Deps, run_id: str) -> None:
+    _send(deps, {"run_id": run_id, "watch": True},
+          min(deps.settings.backup_run_lease_seconds, MAX_DELAY_SECONDS))

@@ -1,0 +1,272 @@
+"""Every AWS write of a backup run, under every fault, with redeliveries as AWS makes them.
+
+A run backs up a table and one that does not exist (a start failure: an
+alert), and its retention has old backups to delete. Each write the trigger and
+the monitor make in a clean run (CreateBackup, the state table's PutItem and
+UpdateItem, SendMessage, DeleteBackup, Publish), at each occurrence, gets each
+fault of tests/faults.py. The world then goes on as AWS would: the scheduled
+event's async invocation is retried twice (after 1 and 2 minutes) when the
+trigger fails or dies, and SQS delivers the monitor queue's messages after
+their delay, again after the visibility timeout when the handler fails or dies,
+and dead-letters a message after 5 receives. Then:
+
+- every table is backed up, once (a CreateBackup whose lost answer botocore
+  retried itself makes a second copy of the same name: the one documented case);
+- the run is COMPLETE within the hour (never left STARTING or FINISHING past its
+  lease), and no monitor message was dead-lettered;
+- retention deleted only expired backups and kept BACKUP_MIN_KEEP good ones;
+- each alert was sent at most once (twice only when Publish's own answer was
+  lost), and at least once unless the worker died holding it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from chalicelib.aws import Clients, Deps
+from chalicelib.backups import monitor, trigger
+from chalicelib.backups.rules import parse_backup_name
+from chalicelib.backups.store import COMPLETE, RunStore
+from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
+from deploy import iam
+from deploy.provision import Provisioned, ensure_queue, ensure_table, ensure_topic
+from tests.aws_limits import AwsLimits
+from tests.faults import Faults, Kind, WorkerCrash
+from tests.fixtures import Aws, FakeClock, use_settings
+from tests.functional.backup_support import aws_like_backups, create_tables, moto_backups, our_backup
+from tests.policy_recorder import RECORDER
+
+pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
+
+TABLES = ("orders",)          # one table to back up (a second would only repeat the same calls)
+MISSING = "gone"
+OLD_DAYS = (5, 6)             # existing good backups; retention (3 days, keep 2) deletes the 6 day old one
+ASYNC_RETRIES = (60, 120)     # Lambda's async retries of a failed scheduled invocation
+VISIBILITY = 300              # the monitor queue's visibility timeout
+MAX_RECEIVES = 5              # then SQS moves the message to the dead-letter queue
+KINDS: tuple[Kind, ...] = ("error", "lost", "retried", "crash", "crash_after")
+
+# The writes of a clean run, by operation (checked against a clean run below).
+CLEAN_WRITES = {
+    "dynamodb.CreateBackup": 2,   # orders, gone (refused: the table does not exist)
+    "dynamodb.PutItem": 1,        # the run
+    "dynamodb.UpdateItem": 6,     # started, poll 0 queued, gone's alert claimed; orders settled, finish claimed, complete
+    "sqs.SendMessage": 2,         # the start watch, poll 0
+    "dynamodb.DeleteBackup": 1,   # the expired backup
+    "sns.Publish": 2,             # gone's alert, the summary
+}
+CASES = [(op, n, kind) for op, count in CLEAN_WRITES.items() for n in range(1, count + 1) for kind in KINDS]
+
+
+@dataclass
+class Message:
+    body: str
+    visible_at: datetime
+    receives: int = 0
+    id: str = ""
+
+
+@dataclass
+class World:
+    """SQS, Lambda and EventBridge around the app, on the fake clock."""
+
+    aws: Aws
+    deps: Deps
+    clock: FakeClock
+    queue: list[Message] = field(default_factory=list)
+    dead_lettered: list[str] = field(default_factory=list)
+    sent: int = 0
+    old: dict[str, list[str]] = field(default_factory=dict)  # each table's old backups' names, newest first
+
+    def _collect(self) -> None:
+        for body, delay in self.aws.sent(self.deps.settings.backup_monitor_queue):
+            self.sent += 1
+            self.queue.append(Message(body, self.clock.now + timedelta(seconds=delay), id=f"m-{self.sent}"))
+
+    def scheduled_trigger(self, at: datetime) -> None:
+        """EventBridge's scheduled event, invoked asynchronously: retried twice if it fails or dies."""
+        for pause in (0, *ASYNC_RETRIES):
+            self.clock.advance(seconds=pause)
+            try:
+                trigger.start_run(self.deps, "schedule", run_id=trigger.new_run_id(at, "scheduled"))
+                break
+            except (Exception, WorkerCrash):
+                continue
+            finally:
+                self._collect()
+
+    def deliver_until(self, until: datetime) -> None:
+        """The monitor queue's messages in visibility order, redelivered on failure, until ``until``."""
+        while True:
+            self._collect()
+            if not self.queue:
+                return
+            message = min(self.queue, key=lambda m: m.visible_at)
+            if message.visible_at > until:
+                return
+            self.clock.now = max(self.clock.now, message.visible_at)
+            message.receives += 1
+            try:
+                monitor.check_run(self.deps, message.body, message.id)
+                self.queue.remove(message)
+            except (Exception, WorkerCrash):
+                if message.receives >= MAX_RECEIVES:
+                    self.queue.remove(message)
+                    self.dead_lettered.append(message.body)
+                else:
+                    message.visible_at = self.clock.now + timedelta(seconds=VISIBILITY)
+
+
+@pytest.fixture
+def aws() -> Iterator[Aws]:
+    """The shared ``aws`` fixture with only what a backup run touches provisioned (the state table,
+    the monitor queue and its DLQ, the alert topic), to keep some 70 scenarios quick."""
+    with mock_aws():
+        settings = Settings.from_env()
+        clients = Clients(settings)
+        RECORDER.attach(clients.session)
+        limits = AwsLimits(clients)
+        made = Provisioned()
+        ensure_table(clients, settings.state_table, made, ttl_attribute=STATE_TTL_ATTRIBUTE)
+        _, dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, made)
+        ensure_queue(clients, settings.backup_monitor_queue, made, dlq_arn=dlq_arn, visibility_timeout=VISIBILITY)
+        topic = ensure_topic(clients, iam.alert_topic_name(settings), made)
+        settings = replace(settings, alert_topic_arn=topic)
+        capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
+        capture_arn = clients.sqs.get_queue_attributes(
+            QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        clients.sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=capture_arn)
+        yield Aws(clients=clients, settings=settings, alert_queue_url=capture, limits=limits)
+        if limits.violations and not limits.expected:
+            pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
+
+
+@pytest.fixture
+def world(aws: Aws, deps: Deps, clock: FakeClock) -> World:
+    create_tables(deps, TABLES)
+    use_settings(deps, backup_tables=(*TABLES, MISSING), backup_retention_days=3, backup_min_keep=2,
+                 backup_run_lease_seconds=900, backup_monitor_delay_seconds=300)
+    world = World(aws, deps, clock)
+    for table in TABLES:
+        arns = [our_backup(deps, table, clock.now - timedelta(days=days)) for days in OLD_DAYS]
+        world.old[table] = [moto_backups(deps)[arn].name for arn in arns]
+    return world
+
+
+def _run_day(world: World) -> datetime:
+    start = world.clock.now
+    world.scheduled_trigger(start)
+    world.deliver_until(start + timedelta(hours=1))
+    return start
+
+
+def test_the_enumerated_writes_are_those_of_a_clean_run(world: World, faults: Faults) -> None:
+    _run_day(world)
+
+    writes = {op: faults.calls[op] for op in CLEAN_WRITES}
+    assert writes == CLEAN_WRITES
+    _assert_outcome(world, ("", 0, "error"), faults)
+
+
+@pytest.mark.parametrize(("operation", "occurrence", "kind"), CASES,
+                         ids=[f"{op.split('.')[1]}#{n}-{kind}" for op, n, kind in CASES])
+def test_a_backup_run_survives_a_fault_at_each_write(
+        world: World, faults: Faults, operation: str, occurrence: int, kind: Kind) -> None:
+    fault = faults.inject(operation, kind, occurrence=occurrence)
+
+    _run_day(world)
+
+    assert fault.hits == 1
+    _assert_outcome(world, (operation, occurrence, kind), faults)
+
+
+def _assert_outcome(world: World, case: tuple[str, int, Kind], faults: Faults) -> None:
+    operation, _, kind = case
+    deps, aws = world.deps, world.aws
+    [run] = RunStore(deps).recent(5)
+    # Finished within the hour: never left STARTING or FINISHING past its lease until a next day's trigger.
+    assert run.status == COMPLETE, run
+    assert run.finished_at is not None and run.finished_at - run.started_at < timedelta(hours=1)
+    assert world.dead_lettered == []
+
+    backups = moto_backups(deps)
+    for table in TABLES:
+        result = run.tables[table]
+        assert result.status == "AVAILABLE" and result.backup_arn in backups, (table, result)
+        copies = [b for b in backups.values() if b.name == result.backup_name and b.table.name == table]
+        copies_allowed = 2 if (operation, kind) == ("dynamodb.CreateBackup", "retried") else 1
+        assert 1 <= len(copies) <= copies_allowed, (table, [b.arn for b in copies])
+        # Retention: only expired backups went, and BACKUP_MIN_KEEP good ones (by name) stay, the newest old one too.
+        kept = {b.name for b in backups.values() if b.table.name == table and b.status == "AVAILABLE"
+                and parse_backup_name(b.name, deps.settings.backup_name_prefix, table)}
+        assert {result.backup_name, world.old[table][0]} <= kept
+        assert all(name in kept or days > 3 for days, name in zip(OLD_DAYS, world.old[table], strict=True))
+    assert run.tables[MISSING].status == "FAILED"
+
+    alerts = aws.alerts()
+    subjects = Counter(a["message"]["subject"] for a in alerts)
+    expected = {f"timekeeper: backup of {MISSING} failed", _summary_subject(run.run_id, alerts)}
+    most = 2 if (operation, kind) in (("sns.Publish", "lost"), ("sns.Publish", "retried")) else 1
+    assert set(subjects) <= expected, subjects
+    assert all(n <= most for n in subjects.values()), subjects
+    if kind not in ("crash", "crash_after"):
+        assert set(subjects) == expected, subjects
+
+
+def _summary_subject(run_id: str, alerts: list[dict[str, Any]]) -> str:
+    for alert in alerts:
+        if alert["message"].get("kind") == "summary":
+            return str(alert["message"]["subject"])
+    return f"timekeeper backup run {run_id}: summary"
+
+
+def test_one_error_writing_the_started_run_leaves_it_running_with_its_monitor_queued(
+        world: World, faults: Faults) -> None:
+    """Defect 8: the write after the backups were made failed once, and the run stayed STARTING for a day."""
+    faults.inject("dynamodb.UpdateItem", "error", match=lambda p: ":running" in p.get("ExpressionAttributeValues", {})
+                  and "tables" in p["UpdateExpression"])
+    start = world.clock.now
+
+    trigger.start_run(world.deps, "schedule", run_id=trigger.new_run_id(start, "scheduled"))
+
+    [run] = RunStore(world.deps).recent(1)
+    assert run.status == "RUNNING" and run.poll_queued
+    polls = [json.loads(body) for body, _ in world.aws.sent(world.deps.settings.backup_monitor_queue)]
+    assert {"run_id": run.run_id, "poll": 0} in polls
+
+
+def test_a_lost_answer_to_the_started_write_is_recognised_as_this_triggers_own(world: World, faults: Faults) -> None:
+    faults.inject("dynamodb.UpdateItem", "retried",
+                  match=lambda p: "tables" in p["UpdateExpression"] and ":running" in p["ExpressionAttributeValues"])
+
+    trigger.start_run(world.deps, "schedule", run_id=trigger.new_run_id(world.clock.now, "scheduled"))
+
+    [run] = RunStore(world.deps).recent(1)
+    assert run.status == "RUNNING" and run.poll_queued
+
+
+def test_a_trigger_that_died_after_its_backups_is_resumed_by_the_start_watch_without_a_second_backup(
+        world: World, faults: Faults) -> None:
+    faults.inject("dynamodb.UpdateItem", "crash",  # the backups are made, the run not yet RUNNING
+                  match=lambda p: "tables" in p["UpdateExpression"] and ":running" in p["ExpressionAttributeValues"])
+    start = world.clock.now
+
+    world.scheduled_trigger(start)
+    [run] = RunStore(world.deps).recent(1)
+    assert run.status == "STARTING"
+    faults.calm()
+    world.deliver_until(start + timedelta(hours=1))
+
+    [run] = RunStore(world.deps).recent(1)
+    assert run.status == COMPLETE and run.finished_at is not None
+    assert run.finished_at - start <= timedelta(seconds=900 + VISIBILITY * 2 + 300)
+    names = Counter(b.name for b in moto_backups(world.deps).values())
+    assert all(names[run.tables[t].backup_name] == 1 for t in TABLES)
