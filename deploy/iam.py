@@ -105,7 +105,8 @@ def _statement(sid: str, actions: Sequence[str], resources: Sequence[str],
 API_HANDLER = "api_handler"          # Chalice's name for the REST API's function (<app>-<stage>)
 TOKEN_AUTHORIZER = "token_authorizer"  # only with API_AUTH=token, which a deployed stage refuses
 # app.py's Lambda functions; the token authorizer joins them when API_AUTH=token (function_names).
-FUNCTIONS = (API_HANDLER, "backup_trigger", "backup_monitor", "task_stream", "interval_processor", "task_executor")
+FUNCTIONS = (API_HANDLER, "backup_trigger", "backup_monitor", "task_stream", "interval_processor", "task_executor",
+             "due_dead_letter")
 
 # Item actions each function performs, per table (DynamoDB authorizes a transaction's items one by one).
 _READ = ("dynamodb:GetItem",)
@@ -238,6 +239,13 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
                 where.arn("ses", f"identity/{s.sender_email.rsplit('@', 1)[-1]}")]),
             *([_statement("TaskActionQueues", ["sqs:SendMessage"], queues)] if queues else []),
             *([_statement("TaskActionTopics", ["sns:Publish"], topics)] if topics else []),
+        ],
+        "due_dead_letter": [
+            b.tasks_table("ReadTasks", _READ),
+            b.state_table("TaskRecordsAndClaims", [*_READ, "dynamodb:UpdateItem"]),
+            b.consume("ConsumeDueDlq", s.due_dlq),
+            b.send("ForwardToTaskDlq", s.task_dlq),
+            b.alerts(),
         ],
         TOKEN_AUTHORIZER: [],  # compares the bearer token with the settings: no AWS call
     }

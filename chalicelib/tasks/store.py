@@ -20,7 +20,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items
-from chalicelib.tasks.model import Status, TaskKey
+from chalicelib.tasks.model import Status, TaskKey, iso
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
@@ -292,6 +292,20 @@ class TaskStore:
         return update(self.state_table, items.claim_key(task_id, due), "SET #s = :state, attempts = :attempts",
                       "#s = :acted AND #o = :me", {"#s": "state", "#o": "owner"},
                       {":state": state, ":attempts": attempts, ":acted": ACTED, ":me": owner})
+
+    # --- due messages SQS gave up on ------------------------------------------------
+
+    def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any]) -> None:
+        """Keep on the task's record that its due message for ``due`` was dead-lettered (``note``); a task
+        written by another program gets a record for it (the executor's next outcome replaces it)."""
+        self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+            UpdateExpression="SET dead_letter = :note, id = if_not_exists(id, :id), "
+                             "task_pk = if_not_exists(task_pk, :pk), task_sk = if_not_exists(task_sk, :sk), "
+                             "run_at = if_not_exists(run_at, :due), #s = if_not_exists(#s, :pending)",
+            **_expression_args({"#s": "status"}, {
+                ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
+                ":due": iso(due), ":pending": Status.PENDING.value}))
 
     # --- images of lazy items too large for a due message -------------------------
 

@@ -14,7 +14,7 @@ from deploy.provision import MAX_RECEIVE_COUNT, SCHEDULER_ROLE_POLICY, iam_clien
 
 STAGE_ENV = {"STAGE": "prod", "AWS_REGION": "us-east-1", "STATE_TABLE": "tk-prod-state", "TASKS_TABLE": "tk-prod-tasks",
              "BACKUP_MONITOR_QUEUE": "tk-prod-monitor", "BACKUP_MONITOR_DLQ": "tk-prod-monitor-dlq",
-             "DUE_QUEUE": "tk-prod-due", "TASK_DLQ": "tk-prod-task-dlq", "SCHEDULE_GROUP": "tk-prod",
+             "DUE_QUEUE": "tk-prod-due", "TASK_DLQ": "tk-prod-task-dlq", "DUE_DLQ": "tk-prod-due-dlq", "SCHEDULE_GROUP": "tk-prod",
              "BACKUP_MONITOR_DELAY_SECONDS": "120", "SENDER_EMAIL": "reminders@example.com"}
 
 
@@ -53,7 +53,8 @@ def test_queues_have_their_delays_visibility_and_redrive_to_their_dead_letter_qu
     assert json.loads(monitor["RedrivePolicy"]) == {
         "deadLetterTargetArn": queue(clients, "tk-prod-monitor-dlq")["QueueArn"], "maxReceiveCount": MAX_RECEIVE_COUNT}
     assert json.loads(due["RedrivePolicy"]) == {
-        "deadLetterTargetArn": queue(clients, "tk-prod-task-dlq")["QueueArn"], "maxReceiveCount": MAX_RECEIVE_COUNT}
+        "deadLetterTargetArn": queue(clients, "tk-prod-due-dlq")["QueueArn"], "maxReceiveCount": MAX_RECEIVE_COUNT}
+    assert "RedrivePolicy" not in queue(clients, "tk-prod-due-dlq")  # its handler sees a message at once
     assert queue(clients, "tk-prod-due-scheduler-dlq")["QueueArn"].endswith(":tk-prod-due-scheduler-dlq")
 
 
