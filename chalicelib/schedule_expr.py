@@ -198,7 +198,8 @@ def parse(text: str, allow_at: bool = False) -> Expression:
 
 # The largest shift of a wall clock at a time-zone transition (DST is 1 h; a few
 # historic changes were 2 h); wall-clock candidates this far around ``after`` are
-# compared in UTC, so a time moved by a transition is never skipped or repeated.
+# compared in UTC, so the earliest instant wins even where wall-clock order and
+# UTC order differ (``after`` inside a repeated hour).
 _MAX_TRANSITION = timedelta(hours=3)
 
 
@@ -208,10 +209,21 @@ def next_fire(expr: Expression | str, after: datetime, tz: str = "UTC", *,
 
     * ``rate(...)`` has no phase of its own: it fires at ``start + k * every`` (k >= 1),
       the first such time after ``after``; without ``start``, at ``after + every``
-      (pass the previous firing).
-    * ``cron(...)`` fields are wall-clock time in ``tz`` (an IANA name).  A local time
-      skipped by a DST change fires as if the clock had not moved (one gap later), a
-      repeated one fires once, at its first occurrence, as EventBridge Scheduler does.
+      (pass the previous firing).  It is elapsed time, whatever ``tz`` says: ``rate(1 day)``
+      is 24 hours even across a DST change (the same page: "days represents a 24-hour
+      duration").
+    * ``cron(...)`` fields are wall-clock time in ``tz`` (an IANA name), with daylight
+      saving time handled as EventBridge Scheduler documents it
+      (https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html#daylist-savings-time,
+      https://repost.aws/knowledge-center/eventbridge-scheduler-adjust-dst): "When the time
+      shifts forward in Spring, your schedule invocation gets skipped if the cron expression
+      falls on a non-existent date and time.  When the time shifts back in the Fall, your
+      schedule runs only once and doesn't repeat its invocation."  So a local time that does
+      not exist (02:30 on a spring-forward night in New York) is skipped, not moved: that
+      day has no such firing; a local time that happens twice (01:30 on a fall-back night)
+      fires once, at its first occurrence.  This holds for every matching minute, wildcard
+      hours included: ``cron(30 * * * ? *)`` fires 23 times on the spring-forward day and
+      24 times on the fall-back day.
     * ``at(...)`` fires once, at its time read in ``tz``.
 
     A naive ``after`` or ``start`` is taken as UTC.  Pure: no clock, no I/O.
@@ -249,14 +261,25 @@ def _next_cron(cron: Cron, after: datetime, zone: ZoneInfo) -> datetime | None:
     for wall in _wall_times(cron, wall_after - _MAX_TRANSITION):
         if horizon is not None and wall > horizon:
             break
-        moment = wall.replace(tzinfo=zone).astimezone(UTC)  # fold=0: first occurrence; a gap shifts later
-        if moment <= after:
+        moment = _first_occurrence(wall, zone)
+        if moment is None or moment <= after:
             continue
         if best is None or moment < best:
             best = moment
         if horizon is None:
             horizon = wall + _MAX_TRANSITION
     return best
+
+
+def _first_occurrence(wall: datetime, zone: ZoneInfo) -> datetime | None:
+    """The first instant (UTC) the clocks in ``zone`` show the naive ``wall``; None if they never do.
+
+    ``fold=0`` picks the first of two occurrences (a fall-back repeat).  A time in a
+    spring-forward gap does not survive the round trip (zoneinfo reads 02:30 as 03:30
+    after the jump), so it has no instant: EventBridge Scheduler skips it.
+    """
+    moment = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    return moment if moment.astimezone(zone).replace(tzinfo=None) == wall else None
 
 
 def _wall_times(cron: Cron, begin: datetime) -> Iterator[datetime]:

@@ -16,6 +16,7 @@ import app as app_module
 from chalicelib.aws import Clients, Deps
 from chalicelib.settings import Settings
 from deploy.provision import provision
+from tests.aws_limits import AwsLimits
 from tests.faults import Faults
 from tests.policy_recorder import RECORDER
 
@@ -47,6 +48,7 @@ class Aws:
     clients: Clients
     settings: Settings
     alert_queue_url: str
+    limits: AwsLimits
 
     def queue_url(self, name: str) -> str:
         return self.clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
@@ -98,6 +100,7 @@ def aws() -> Iterator[Aws]:
         settings = Settings.from_env()
         clients = Clients(settings)
         RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy
+        limits = AwsLimits(clients)  # a request AWS would reject fails the test, though moto accepts it
         provisioned = provision(clients, settings)
         settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
                            tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"])
@@ -105,7 +108,9 @@ def aws() -> Iterator[Aws]:
         capture_arn = clients.sqs.get_queue_attributes(
             QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         clients.sns.subscribe(TopicArn=settings.alert_topic_arn, Protocol="sqs", Endpoint=capture_arn)
-        yield Aws(clients=clients, settings=settings, alert_queue_url=capture)
+        yield Aws(clients=clients, settings=settings, alert_queue_url=capture, limits=limits)
+        if limits.violations and not limits.expected:
+            pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
 
 
 @pytest.fixture

@@ -2,8 +2,10 @@
 
 Every second the poller lists the schedules of every group (ListSchedules) and
 reads new or changed ones (GetSchedule).  A schedule fires at its at(), rate()
-or cron() time in its ScheduleExpressionTimezone, within StartDate/EndDate, plus
-a random delay, as on AWS:
+or cron() time in its ScheduleExpressionTimezone (chalicelib.schedule_expr.next_fire,
+which the app uses too: a cron time skipped by a daylight saving change does not
+fire, a repeated one fires once), within StartDate/EndDate, plus a random delay,
+as on AWS:
 
 * FlexibleTimeWindow OFF: up to LOCAL_SCHEDULER_JITTER_SECONDS (default 60: AWS
   invokes somewhere in the minute);

@@ -78,6 +78,7 @@ def test_the_stream_event_reads_the_tasks_table_stream_with_the_failure_settings
     resources = template(packaged)["Resources"]
     stream_events = [e["Properties"] for r in resources.values() if r.get("Type") == "AWS::Serverless::Function"
                      for e in r["Properties"].get("Events", {}).values() if e["Type"] == "DynamoDB"]
+    assert len(stream_events) == 1, stream_events  # task_stream's
     for props in stream_events:
         assert props["Stream"] == {"Fn::GetAtt": ["TasksTable", "StreamArn"]}
         assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]

@@ -110,7 +110,8 @@ def test_a_replayed_insert_after_a_later_change_restores_what_that_record_wanted
     stream(client, insert)
     deps.clients.scheduler.update_schedule(
         Name=schedule_name(ADA), GroupName=deps.settings.schedule_group, ScheduleExpression="at(2030-01-01T00:00:00)",
-        FlexibleTimeWindow={"Mode": "OFF"}, Target={"Arn": "arn:aws:sqs:us-east-1:123456789012:x", "RoleArn": "r"})
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:sqs:us-east-1:123456789012:x", "RoleArn": "arn:aws:iam::123456789012:role/x"})
     stream(client, insert)
     schedule = schedule_of(deps, ADA)
     assert schedule is not None and schedule["ScheduleExpression"] == "at(2026-11-22T14:59:00)"

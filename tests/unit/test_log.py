@@ -55,10 +55,18 @@ def _logging_calls_with_reserved_keys(path: Path) -> list[str]:
                 keys = [keyword.arg]
             bad = [k for k in keys if k in RESERVED]
             if bad:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {bad}")
+                found.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{node.lineno} {bad}")
     return found
 
 
 def test_no_logging_call_in_the_code_uses_a_reserved_key() -> None:
     sources = [ROOT / "app.py", *[p for d in ("chalicelib", "local", "deploy") for p in (ROOT / d).rglob("*.py")]]
     assert [hit for path in sources for hit in _logging_calls_with_reserved_keys(path)] == []
+
+
+def test_the_logging_call_check_finds_a_reserved_key_in_extra_or_as_a_keyword(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text("logger.info('fine', extra={'run_id': 1})\n"
+                       "logger.info('clash', extra={'name': 1, 'table': 't'})\n"
+                       "logger.warning('clash', module='m', exc_info=True)\n")
+    assert _logging_calls_with_reserved_keys(planted) == ["planted.py:2 ['name']", "planted.py:3 ['module']"]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -73,14 +74,6 @@ CRON_ZONED = [
     ("cron(0 9 * * ? *)", "Europe/Paris", utc(2026, 7, 1), utc(2026, 7, 1, 7, 0)),    # CEST = UTC+2
     ("cron(0 9 ? * MON *)", "Asia/Tokyo", SUNDAY_NOON, utc(2026, 11, 23, 0, 0)),      # Monday 9:00 JST
     ("cron(0 0 L * ? *)", "America/New_York", utc(2026, 11, 30, 4, 0), utc(2026, 11, 30, 5, 0)),
-    # spring forward (2026-03-08 in New York): 02:30 does not exist, it fires an hour later, once
-    ("cron(30 2 * * ? *)", "America/New_York", utc(2026, 3, 7, 12, 0), utc(2026, 3, 8, 7, 30)),
-    ("cron(30 2 * * ? *)", "America/New_York", utc(2026, 3, 8, 7, 30), utc(2026, 3, 9, 6, 30)),
-    # 02:30 (skipped, fires at 03:30 EDT) comes after 03:00 EDT, which must not be lost
-    ("cron(0,30 2-3 * * ? *)", "America/New_York", utc(2026, 3, 8, 6, 59), utc(2026, 3, 8, 7, 0)),
-    # fall back (2026-11-01): 01:30 happens twice and fires once, at the first
-    ("cron(30 1 * * ? *)", "America/New_York", utc(2026, 10, 31, 12, 0), utc(2026, 11, 1, 5, 30)),
-    ("cron(30 1 * * ? *)", "America/New_York", utc(2026, 11, 1, 5, 30), utc(2026, 11, 2, 6, 30)),
 ]
 
 
@@ -88,6 +81,143 @@ CRON_ZONED = [
 def test_cron_fields_are_wall_clock_time_in_the_time_zone(expression: str, tz: str, after: datetime,
                                                           expected: datetime) -> None:
     assert next_fire(expression, after, tz) == expected
+
+
+# Daylight saving, as EventBridge Scheduler documents it: a local time that does not exist
+# (spring forward) is skipped, one that happens twice (fall back) fires once, at the first.
+# 2026 transitions:
+#   America/New_York  Mar  8 02:00 EST -> 03:00 EDT (07:00Z)   Nov  1 02:00 EDT -> 01:00 EST (06:00Z)
+#   Europe/London     Mar 29 01:00 GMT -> 02:00 BST (01:00Z)   Oct 25 02:00 BST -> 01:00 GMT (01:00Z)
+#   Australia/Sydney  Oct  4 02:00 AEST -> 03:00 AEDT (Oct 3 16:00Z)
+#                     Apr  5 03:00 AEDT -> 02:00 AEST (Apr 4 16:00Z)   (southern hemisphere)
+#   Australia/Lord_Howe  Oct 4 02:00 -> 02:30 (+10:30 -> +11)   Apr 5 02:00 -> 01:30 (+11 -> +10:30)
+#   Asia/Kolkata      no DST (+05:30 all year)
+CRON_DST = [
+    # expression, tz, after, expected
+    # -- spring forward: the missing local time is skipped that day, not moved an hour later
+    ("cron(30 2 * * ? *)", "America/New_York", utc(2026, 3, 7, 12, 0), utc(2026, 3, 9, 6, 30)),
+    ("cron(30 2 * * ? *)", "America/New_York", utc(2026, 3, 8, 6, 59), utc(2026, 3, 9, 6, 30)),
+    ("cron(30 2 * * ? *)", "America/New_York", utc(2026, 3, 6, 12, 0), utc(2026, 3, 7, 7, 30)),   # the day before
+    ("cron(0 2 * * ? *)", "America/New_York", utc(2026, 3, 7, 12, 0), utc(2026, 3, 9, 6, 0)),     # 02:00 is gone too
+    ("cron(59 2 * * ? *)", "America/New_York", utc(2026, 3, 7, 12, 0), utc(2026, 3, 9, 6, 59)),
+    ("cron(0 3 * * ? *)", "America/New_York", utc(2026, 3, 7, 12, 0), utc(2026, 3, 8, 7, 0)),     # 03:00 EDT exists
+    ("cron(59 1 * * ? *)", "America/New_York", utc(2026, 3, 7, 12, 0), utc(2026, 3, 8, 6, 59)),   # 01:59 EST exists
+    ("cron(0,30 2-3 * * ? *)", "America/New_York", utc(2026, 3, 8, 6, 59), utc(2026, 3, 8, 7, 0)),
+    ("cron(0,30 2-3 * * ? *)", "America/New_York", utc(2026, 3, 8, 7, 0), utc(2026, 3, 8, 7, 30)),
+    ("cron(0,30 2-3 * * ? *)", "America/New_York", utc(2026, 3, 8, 7, 30), utc(2026, 3, 9, 6, 0)),   # 02:00 EDT
+    ("cron(30 * * * ? *)", "America/New_York", utc(2026, 3, 8, 6, 30), utc(2026, 3, 8, 7, 30)),   # 01:30 -> 03:30
+    ("cron(30 2 ? * SUN *)", "America/New_York", utc(2026, 3, 1, 12, 0), utc(2026, 3, 15, 6, 30)),  # a week lost
+    ("cron(30 1 * * ? *)", "Europe/London", utc(2026, 3, 28, 12, 0), utc(2026, 3, 30, 0, 30)),
+    ("cron(30 1 * * ? *)", "Europe/London", utc(2026, 3, 27, 12, 0), utc(2026, 3, 28, 1, 30)),
+    ("cron(30 * * * ? *)", "Europe/London", utc(2026, 3, 29, 0, 30), utc(2026, 3, 29, 1, 30)),     # 00:30 -> 02:30 BST
+    ("cron(30 2 * * ? *)", "Australia/Sydney", utc(2026, 10, 3, 0, 0), utc(2026, 10, 4, 15, 30)),
+    ("cron(30 2 * * ? *)", "Australia/Sydney", utc(2026, 10, 2, 0, 0), utc(2026, 10, 2, 16, 30)),
+    ("cron(30 * * * ? *)", "Australia/Sydney", utc(2026, 10, 3, 15, 30), utc(2026, 10, 3, 16, 30)),  # 01:30 -> 03:30
+    ("cron(15 2 * * ? *)", "Australia/Lord_Howe", utc(2026, 10, 3, 0, 0), utc(2026, 10, 4, 15, 15)),  # half-hour jump
+    ("cron(45 2 * * ? *)", "Australia/Lord_Howe", utc(2026, 10, 3, 0, 0), utc(2026, 10, 3, 15, 45)),  # after it
+    ("cron(30 2 * * ? *)", "Asia/Kolkata", utc(2026, 3, 7, 12, 0), utc(2026, 3, 7, 21, 0)),
+    ("cron(30 2 * * ? *)", "Asia/Kolkata", utc(2026, 10, 3, 0, 0), utc(2026, 10, 3, 21, 0)),
+    # -- fall back: the repeated local time fires once, at its first occurrence
+    ("cron(30 1 * * ? *)", "America/New_York", utc(2026, 10, 31, 12, 0), utc(2026, 11, 1, 5, 30)),
+    ("cron(30 1 * * ? *)", "America/New_York", utc(2026, 11, 1, 5, 30), utc(2026, 11, 2, 6, 30)),
+    ("cron(30 1 * * ? *)", "America/New_York", utc(2026, 11, 1, 6, 10), utc(2026, 11, 2, 6, 30)),  # in the repeat
+    ("cron(30 * * * ? *)", "America/New_York", utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 7, 30)),  # 01:30 -> 02:30 EST
+    ("cron(30 * * * ? *)", "America/New_York", utc(2026, 11, 1, 6, 10), utc(2026, 11, 1, 7, 30)),
+    ("cron(0/20 1 * * ? *)", "America/New_York", utc(2026, 11, 1, 5, 40), utc(2026, 11, 2, 6, 0)),
+    ("cron(30 1 * * ? *)", "Europe/London", utc(2026, 10, 24, 12, 0), utc(2026, 10, 25, 0, 30)),
+    ("cron(30 1 * * ? *)", "Europe/London", utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)),
+    ("cron(30 * * * ? *)", "Europe/London", utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 2, 30)),
+    ("cron(30 2 * * ? *)", "Australia/Sydney", utc(2026, 4, 4, 0, 0), utc(2026, 4, 4, 15, 30)),
+    ("cron(30 2 * * ? *)", "Australia/Sydney", utc(2026, 4, 4, 15, 30), utc(2026, 4, 5, 16, 30)),
+    ("cron(30 * * * ? *)", "Australia/Sydney", utc(2026, 4, 4, 15, 30), utc(2026, 4, 4, 17, 30)),
+    ("cron(45 1 * * ? *)", "Australia/Lord_Howe", utc(2026, 4, 4, 14, 45), utc(2026, 4, 5, 15, 15)),
+    ("cron(30 1 * * ? *)", "Asia/Kolkata", utc(2026, 11, 1, 0, 0), utc(2026, 11, 1, 20, 0)),
+]
+
+
+@pytest.mark.parametrize(("expression", "tz", "after", "expected"), CRON_DST)
+def test_cron_skips_a_local_time_that_does_not_exist_and_fires_a_repeated_one_once(
+        expression: str, tz: str, after: datetime, expected: datetime) -> None:
+    assert next_fire(expression, after, tz) == expected
+
+
+def local_firings(expression: str, tz: str, day: date) -> list[str]:
+    """Every firing on the local calendar ``day``, as local wall time with its UTC offset ("01:30-04:00")."""
+    zone = ZoneInfo(tz)
+    begin = datetime.combine(day, datetime.min.time(), zone).astimezone(UTC) - timedelta(seconds=1)
+    end = datetime.combine(day + timedelta(days=1), datetime.min.time(), zone).astimezone(UTC)
+    seen, moment = [], next_fire(expression, begin, tz)
+    while moment is not None and moment < end:
+        seen.append(moment.astimezone(zone).strftime("%H:%M%z"))
+        moment = next_fire(expression, moment, tz)
+    return seen
+
+
+def hourly(offsets: dict[int, str]) -> list[str]:
+    """``HH:30<offset>`` for each local hour given, in the order given."""
+    return [f"{hour:02d}:30{offset}" for hour, offset in offsets.items()]
+
+
+HOURLY_DST = [
+    # tz, local day, the day's firings of cron(30 * * * ? *)
+    ("America/New_York", date(2026, 3, 8),
+     hourly({h: "-0500" for h in (0, 1)} | {h: "-0400" for h in range(3, 24)})),
+    ("America/New_York", date(2026, 11, 1),
+     hourly({h: "-0400" for h in (0, 1)} | {h: "-0500" for h in range(2, 24)})),
+    ("Europe/London", date(2026, 3, 29),
+     hourly({0: "+0000"} | {h: "+0100" for h in range(2, 24)})),
+    ("Europe/London", date(2026, 10, 25),
+     hourly({h: "+0100" for h in (0, 1)} | {h: "+0000" for h in range(2, 24)})),
+    ("Australia/Sydney", date(2026, 10, 4),
+     hourly({h: "+1000" for h in (0, 1)} | {h: "+1100" for h in range(3, 24)})),
+    ("Australia/Sydney", date(2026, 4, 5),
+     hourly({h: "+1100" for h in (0, 1, 2)} | {h: "+1000" for h in range(3, 24)})),
+    ("Asia/Kolkata", date(2026, 3, 8), hourly({h: "+0530" for h in range(24)})),
+    ("Asia/Kolkata", date(2026, 11, 1), hourly({h: "+0530" for h in range(24)})),
+]
+
+
+@pytest.mark.parametrize(("tz", "day", "expected"), HOURLY_DST)
+def test_an_hourly_cron_fires_once_per_existing_local_time_on_a_transition_day(
+        tz: str, day: date, expected: list[str]) -> None:
+    assert local_firings("cron(30 * * * ? *)", tz, day) == expected
+
+
+@pytest.mark.parametrize(("tz", "spring", "fall"), [
+    ("America/New_York", date(2026, 3, 8), date(2026, 11, 1)),
+    ("Europe/London", date(2026, 3, 29), date(2026, 10, 25)),
+    ("Australia/Sydney", date(2026, 10, 4), date(2026, 4, 5)),
+    ("Asia/Kolkata", date(2026, 3, 8), date(2026, 11, 1)),
+])
+def test_a_cron_every_five_minutes_loses_the_skipped_hour_and_never_repeats_the_doubled_one(
+        tz: str, spring: date, fall: date) -> None:
+    per_day = 24 * 12
+    shift = 0 if tz == "Asia/Kolkata" else 12
+    on_spring, on_fall = local_firings("cron(0/5 * * * ? *)", tz, spring), local_firings("cron(0/5 * * * ? *)", tz, fall)
+    assert len(on_spring) == per_day - shift
+    assert len(on_fall) == per_day
+    assert len({f[:5] for f in on_fall}) == per_day  # each local time once
+
+
+RATE_ACROSS_DST = [
+    # expression, tz, start, expected: elapsed time, whatever the wall clock did
+    ("rate(1 day)", "America/New_York", utc(2026, 3, 7, 12, 0), utc(2026, 3, 8, 12, 0)),
+    ("rate(1 day)", "America/New_York", utc(2026, 10, 31, 12, 0), utc(2026, 11, 1, 12, 0)),
+    ("rate(1 hour)", "America/New_York", utc(2026, 3, 8, 6, 30), utc(2026, 3, 8, 7, 30)),
+    ("rate(1 hour)", "America/New_York", utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 6, 30)),
+    ("rate(1 day)", "Europe/London", utc(2026, 3, 28, 1, 30), utc(2026, 3, 29, 1, 30)),
+    ("rate(1 day)", "Europe/London", utc(2026, 10, 24, 1, 30), utc(2026, 10, 25, 1, 30)),
+    ("rate(1 day)", "Australia/Sydney", utc(2026, 10, 3, 12, 0), utc(2026, 10, 4, 12, 0)),
+    ("rate(2 hours)", "Australia/Sydney", utc(2026, 4, 4, 15, 0), utc(2026, 4, 4, 17, 0)),
+    ("rate(1 day)", "Asia/Kolkata", utc(2026, 3, 7, 12, 0), utc(2026, 3, 8, 12, 0)),
+]
+
+
+@pytest.mark.parametrize(("expression", "tz", "start", "expected"), RATE_ACROSS_DST)
+def test_rate_is_elapsed_time_and_ignores_daylight_saving(expression: str, tz: str, start: datetime,
+                                                          expected: datetime) -> None:
+    assert next_fire(expression, start, tz, start=start) == expected
+    assert next_fire(expression, start, tz) == expected
 
 
 RATE = [

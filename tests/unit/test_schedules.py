@@ -73,7 +73,8 @@ def test_schedule_names_are_deterministic_and_differ_by_key() -> None:
 
 def test_the_client_token_is_the_same_for_a_replayed_record_and_differs_between_records() -> None:
     first = change("INSERT", seed_item(NOW + timedelta(hours=1)))
-    assert schedules.client_token(first) == schedules.client_token(first)
+    replayed = change("INSERT", seed_item(NOW + timedelta(hours=1)))  # the same record, read again
+    assert replayed is not first and schedules.client_token(replayed) == schedules.client_token(first)
     other = replace(first, sequence="100000000000000000008")
     assert schedules.client_token(other) != schedules.client_token(first)
     assert re.fullmatch(r"[a-zA-Z0-9-_]{1,64}", schedules.client_token(first))

@@ -56,6 +56,45 @@ def test_cron_reads_wall_clock_time_in_the_task_time_zone() -> None:
     assert next_due(task(due, "cron(0 9 * * ? *)", "Europe/Paris"), due) == datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 
 
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("recurrence", "tz", "due", "ran_at", "expected"), [
+    # spring forward: a recurrence whose local time does not exist that day skips the day (EventBridge's rule)
+    ("cron(30 2 * * ? *)", "America/New_York", utc(2026, 3, 7, 7, 30), utc(2026, 3, 7, 7, 30, 2),
+     utc(2026, 3, 9, 6, 30)),
+    ("cron(30 1 * * ? *)", "Europe/London", utc(2026, 3, 28, 1, 30), utc(2026, 3, 28, 1, 30, 2),
+     utc(2026, 3, 30, 0, 30)),
+    ("cron(30 2 * * ? *)", "Australia/Sydney", utc(2026, 10, 2, 16, 30), utc(2026, 10, 2, 16, 30, 2),
+     utc(2026, 10, 4, 15, 30)),
+    ("cron(30 * * * ? *)", "America/New_York", utc(2026, 3, 8, 6, 30), utc(2026, 3, 8, 6, 30, 2),
+     utc(2026, 3, 8, 7, 30)),
+    # fall back: the repeated local time runs once, at its first occurrence, even when the run ends in the repeat
+    ("cron(30 1 * * ? *)", "America/New_York", utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 5, 30, 2),
+     utc(2026, 11, 2, 6, 30)),
+    ("cron(30 1 * * ? *)", "America/New_York", utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 6, 31),
+     utc(2026, 11, 2, 6, 30)),
+    ("cron(30 1 * * ? *)", "Europe/London", utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 0, 30, 2),
+     utc(2026, 10, 26, 1, 30)),
+    ("cron(30 2 * * ? *)", "Australia/Sydney", utc(2026, 4, 4, 15, 30), utc(2026, 4, 4, 15, 30, 2),
+     utc(2026, 4, 5, 16, 30)),
+    ("cron(30 * * * ? *)", "America/New_York", utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 5, 30, 2),
+     utc(2026, 11, 1, 7, 30)),
+    # no DST: the same local time every day
+    ("cron(30 2 * * ? *)", "Asia/Kolkata", utc(2026, 3, 7, 21, 0), utc(2026, 3, 7, 21, 0, 2),
+     utc(2026, 3, 8, 21, 0)),
+    # rate() is elapsed time: 24 hours, whatever the zone's clocks did
+    ("rate(1 day)", "America/New_York", utc(2026, 3, 7, 12, 0), utc(2026, 3, 7, 12, 0, 2),
+     utc(2026, 3, 8, 12, 0)),
+    ("rate(1 day)", "Australia/Sydney", utc(2026, 4, 4, 12, 0), utc(2026, 4, 4, 12, 0, 2),
+     utc(2026, 4, 5, 12, 0)),
+])
+def test_a_recurring_task_is_rearmed_as_eventbridge_scheduler_would_fire_across_daylight_saving(
+        recurrence: str, tz: str, due: datetime, ran_at: datetime, expected: datetime) -> None:
+    assert next_due(task(due, recurrence, tz), ran_at) == expected
+
+
 @pytest.mark.parametrize(("held_for", "delay"), [(0, 301), (100, 201), (299.5, 1), (1000, 1)])
 def test_a_held_claim_is_retried_when_its_lease_ends(held_for: float, delay: int) -> None:
     assert claim_held_delay(NOW.timestamp() - held_for, 300, NOW) == delay
