@@ -37,6 +37,7 @@ from chalicelib.tasks import executor, interval, stream
 from chalicelib.tasks.model import TaskKey, iso
 from deploy.provision import MAX_RECEIVE_COUNT, provision
 from tests import events
+from tests.aws_limits import AwsLimits
 from tests.faults import Faults, Kind, WorkerCrash
 from tests.fixtures import ACCOUNT, Aws, FakeClock
 from tests.functional.stream_support import TableStream
@@ -258,6 +259,7 @@ class Lab:
         settings = Settings.from_env()
         clients = Clients(settings)
         RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy
+        limits = AwsLimits(clients)  # a request AWS would reject fails the test, though moto accepts it
         provisioned = provision(clients, settings)
         settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
                            tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"])
@@ -265,7 +267,7 @@ class Lab:
         capture_arn = clients.sqs.get_queue_attributes(
             QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         clients.sns.subscribe(TopicArn=settings.alert_topic_arn, Protocol="sqs", Endpoint=capture_arn)
-        lab = cls(Aws(clients, settings, capture), Faults(clients), TableStream(
+        lab = cls(Aws(clients, settings, capture, limits), Faults(clients), TableStream(
             Deps(settings=settings, clients=clients)), clients.ses)
         for client in (clients.dynamodb, clients.sqs, clients.sns, clients.ses, clients.scheduler):
             client.meta.events.register("before-call", lab._note)
@@ -276,6 +278,7 @@ class Lab:
             self.world.note(model)
 
     def reset(self) -> Deps:
+        self.aws.limits.violations.clear()
         self.faults.calm()
         clients, settings = self.aws.clients, self.aws.settings
         use_client(self.deps_of(), "ses", self.ses)  # a scenario may have wrapped it
@@ -400,6 +403,8 @@ def test_every_write_under_every_fault_settles_with_the_action_run_once(
     fault = lab.faults.inject(operation, kind, occurrence=occurrence, match=note)
     world.run(aws, lazy=scenario.name == "lazy")
     assert fault.hits == 1, f"{operation} #{occurrence} was never made"
+    assert not aws.limits.violations, "requests AWS would reject (moto accepted them): " + "; ".join(
+        aws.limits.violations)
     hit = Hit(operation, kind, hit_params[occurrence - 1])
 
     assert world.dead_lettered == [], "a due message was dead-lettered"
