@@ -7,15 +7,15 @@ queue to DUE_DLQ (deploy/provision.py).  For each such message:
    is settled (DONE, FAILED, SKIPPED: another delivery ran it), the item is
    gone, or the task was rescheduled, cancelled or finished (the executor's
    ``skip_reason``).  It is only forwarded.
-2. Otherwise the task's record in the state table (``TASK#<id>`` / ``RECORD``;
-   made for a task written by another program) gets ``dead_letter``: the due
-   time, when, the receive count SQS reported, the state its claim was left in
+2. Otherwise one alert goes out (with a ``dedupe_id``),
+3. the message is forwarded to TASK_DLQ with the reason, for a human, and
+4. the task's record in the state table (``TASK#<id>`` / ``RECORD``; made for
+   a task written by another program) gets ``dead_letter``: the due time,
+   when, the receive count SQS reported, the state its claim was left in
    (RUNNING: a worker claimed it and failed or died; none: it never got that
-   far) and the reason.  ``GET /tasks/{id}`` shows it, and such a task can be
-   cancelled or rescheduled even when its item says RUNNING.
-   The note is written last, after
-3. one alert (with a ``dedupe_id``) and
-4. the message forwarded to TASK_DLQ with the reason, for a human.
+   far), the reason and the message id.  ``GET /tasks/{id}`` shows it, and
+   such a task can be cancelled or rescheduled even when its item says
+   RUNNING.
 
 A redelivery that finds the note of its own message does nothing; another
 message for the same execution is only forwarded.  A worker that died (or
