@@ -61,7 +61,7 @@ ADDRESS = "ada@example.com"
 class Scenario:
     name: str
     item: Callable[[datetime], dict[str, Any]]
-    components: frozenset[str]   # whose writes are faulted: stream, processor, scheduler, executor
+    components: frozenset[str]   # whose writes are faulted: stream, processor, executor
     action_fails: bool = False
 
 
@@ -73,9 +73,9 @@ def _item(strategy: str, due_in: timedelta) -> Callable[[datetime], dict[str, An
 
 SCENARIOS = {s.name: s for s in (
     Scenario("exact-soon", _item("exact", timedelta(minutes=2)), frozenset({"stream", "executor"})),
-    Scenario("exact-later", _item("exact", timedelta(hours=1)), frozenset({"stream", "scheduler"})),
+    Scenario("exact-later", _item("exact", timedelta(hours=1)), frozenset({"stream"})),
     Scenario("interval", _item("interval", timedelta(minutes=3)), frozenset({"stream", "processor"})),
-    Scenario("lazy", _item("lazy", timedelta(minutes=5)), frozenset({"stream"})),
+    Scenario("lazy", _item("lazy", timedelta(minutes=5)), frozenset({"stream", "executor"})),
     Scenario("failing", _item("exact", timedelta(minutes=2)), frozenset({"executor"}), action_fails=True),
 )}
 
