@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck check clean deploy destroy
+.PHONY: run demo test lint typecheck check clean deploy destroy soak-fuzz
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "timekeeper needs Python 3.11 or newer (set PYTHON=python3.11); found " + sys.version.split()[0])'
@@ -35,6 +35,10 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy app.py chalicelib deploy local tests bench
 	$(BIN)/pytest
+
+## soak-fuzz: the API fuzzing with 10,000 random examples instead of the suite's 240 (README: Soak)
+soak-fuzz: $(STAMP)
+	FUZZ_EXAMPLES=10000 $(BIN)/pytest -q -p no:cacheprovider tests/functional/test_api_fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -28,7 +28,6 @@ def deps() -> Deps:
 
 # Every route but GET /health takes **protected: the authorizer API_AUTH chooses (chalicelib/auth.py).
 protected = auth.route_auth(app, settings, lambda: deps().settings)
-token_authorizer = auth.builtin_authorizer(protected)  # Lambda entry app.token_authorizer when API_AUTH=token
 
 
 # --- backups -----------------------------------------------------------------

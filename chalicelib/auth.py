@@ -11,19 +11,25 @@ iam        a SigV4 signature of an IAM principal allowed execute-api:Invoke;
            The default of the deployed stages.
 api_key    an ``x-api-key`` header with a key of a usage plan (API Gateway).
 cognito    an ``Authorization`` header with a JWT of COGNITO_USER_POOL_ARN.
-token      ``Authorization: Bearer <API_TOKEN>``, checked by a built-in
-           (Lambda) authorizer, which ``chalice local`` and
-           ``chalice.test.Client`` run too: the local stage.
+token      ``Authorization: Bearer <API_TOKEN>``, checked by the app itself
+           (an HTTP middleware, which ``chalice local`` and
+           ``chalice.test.Client`` run too): the local stage only.
 none       nothing: only for tests of other features; ``make deploy``
            refuses a stage with it.
 =========  ==================================================================
 
-GET /health never needs credentials. Without credentials a request gets 401
-(``{"message": "Unauthorized"}``); with wrong ones 403 (``{"Message": ...}``),
-from API Gateway on a deployed stage and from Chalice's local gateway offline.
+GET /health never needs credentials. Every refusal has the shape of every other
+error, ``{"error": ..., "field": ...}``: without credentials 401, with wrong
+ones 403. On a deployed stage API Gateway answers them, through the gateway
+responses of the deploy template (deploy/template.py); with ``token`` the
+middleware answers them, so the local stage's answers have the same shape
+(Chalice's local gateway would answer ``{"message": "Unauthorized"}`` from an
+authorizer).
 
-The token authorizer compares against the settings of the running container
-(``current()``), not the ones read at import, so a test can change the token.
+The token check reads the settings of the running container (``current()``),
+not the ones read at import, so a test can change the token; it protects every
+route but the public ones, so a route added without ``**protected`` is
+protected all the same.
 """
 
 from __future__ import annotations
@@ -32,18 +38,10 @@ import hmac
 from collections.abc import Callable
 from typing import Any
 
-from chalice.app import (
-    AuthRequest,
-    AuthResponse,
-    Chalice,
-    ChaliceAuthorizer,
-    CognitoUserPoolAuthorizer,
-    IAMAuthorizer,
-)
+from chalice.app import Chalice, CognitoUserPoolAuthorizer, IAMAuthorizer, Request, Response
 
 from chalicelib.settings import Settings
 
-TOKEN_AUTHORIZER = "token_authorizer"  # app.py exposes it under this name: Lambda handler app.token_authorizer
 COGNITO_AUTHORIZER = "timekeeper-users"
 BEARER = "bearer "
 
@@ -62,19 +60,39 @@ def token_allows(settings: Settings, header: str) -> bool:
     expected = settings.api_token
     if settings.api_auth != "token" or not expected or supplied is None:
         return False
-    return hmac.compare_digest(supplied.encode(), expected.encode())
+    return hmac.compare_digest(supplied.encode("utf-8", "replace"), expected.encode("utf-8", "replace"))
 
 
-def token_authorizer(app: Chalice, current: Callable[[], Settings]) -> ChaliceAuthorizer:
-    """Register the built-in bearer-token authorizer on ``app``."""
+PUBLIC_ROUTES = frozenset({("/health", "GET")})  # (path, method) that need no credentials
 
-    def token_authorizer(request: AuthRequest) -> AuthResponse:
-        if token_allows(current(), request.token or ""):
-            return AuthResponse(routes=["*"], principal_id="api-token")
-        return AuthResponse(routes=[], principal_id="anonymous")
 
-    authorizer: ChaliceAuthorizer = app.authorizer(name=TOKEN_AUTHORIZER)(token_authorizer)
-    return authorizer
+def token_refusal(settings: Settings, header: str | None) -> Response | None:
+    """The 401 or 403 for a request whose ``Authorization`` header is ``header``; None when it may pass."""
+    if not header:
+        return _refusal(401, "credentials are required: Authorization: Bearer <token>")
+    if not token_allows(settings, header):
+        return _refusal(403, "the Authorization header does not carry a valid bearer token")
+    return None
+
+
+def _refusal(status: int, message: str) -> Response:
+    return Response(body={"error": message, "field": "Authorization"}, status_code=status,
+                    headers={"Content-Type": "application/json"})
+
+
+def require_token(app: Chalice, current: Callable[[], Settings]) -> None:
+    """Check the bearer token of every request to a route that is not public (an HTTP middleware)."""
+
+    def check_token(request: Request, get_response: Callable[[Request], Response]) -> Response:
+        route = (str((request.context or {}).get("resourcePath", "")), str(request.method))
+        if route not in PUBLIC_ROUTES:
+            headers: Any = request.headers  # Chalice's case-insensitive mapping
+            refusal = token_refusal(current(), headers.get("authorization") if headers else None)
+            if refusal is not None:
+                return refusal
+        return get_response(request)
+
+    app.register_middleware(check_token, "http")
 
 
 def route_auth(app: Chalice, settings: Settings, current: Callable[[], Settings]) -> dict[str, Any]:
@@ -87,11 +105,5 @@ def route_auth(app: Chalice, settings: Settings, current: Callable[[], Settings]
         return {"authorizer": CognitoUserPoolAuthorizer(
             COGNITO_AUTHORIZER, provider_arns=[settings.cognito_user_pool_arn])}
     if settings.api_auth == "token":
-        return {"authorizer": token_authorizer(app, current)}
+        require_token(app, current)
     return {}
-
-
-def builtin_authorizer(protected: dict[str, Any]) -> ChaliceAuthorizer | None:
-    """The Lambda authorizer among ``protected``, which app.py must expose as a module attribute."""
-    authorizer = protected.get("authorizer")
-    return authorizer if isinstance(authorizer, ChaliceAuthorizer) else None

@@ -17,9 +17,14 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-_RATE = re.compile(r"^rate\((\d+)\s+(minute|minutes|hour|hours|day|days)\)$")
-_CRON = re.compile(r"^cron\((.+)\)$")
-_AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
+# Always re.fullmatch ("$" would also match before a final newline); ASCII digits only: "\\d" and
+# str.isdigit() also take digits of other scripts and "²", which EventBridge refuses (and int() may too).
+_RATE = re.compile(r"rate\(([0-9]{1,9}) +(minute|minutes|hour|hours|day|days)\)")
+_CRON = re.compile(r"cron\(([ -~]+)\)")  # printable ASCII
+_AT = re.compile(r"at\(([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})\)")
+_NUMBER = re.compile(r"[0-9]{1,4}")
+MAX_EXPRESSION = 256  # EventBridge's limit on a schedule expression
+MAX_RATE = timedelta(days=36500)  # a recurrence every century at most: its next time stays a datetime
 
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 
@@ -65,10 +70,10 @@ Expression = Rate | Cron | At
 
 
 def parse_rate(text: str) -> Rate:
-    m = _RATE.match(text.strip())
+    m = _RATE.fullmatch(text.strip())
     if not m:
         raise InvalidScheduleExpression(
-            f"{text!r} is not a rate expression like 'rate(5 minutes)'")
+            f"{_shown(text)} is not a rate expression like 'rate(5 minutes)' (at most 9 digits)")
     value, unit = int(m.group(1)), m.group(2)
     if value <= 0:
         raise InvalidScheduleExpression(f"{text!r}: the rate must be a positive number")
@@ -76,7 +81,10 @@ def parse_rate(text: str) -> Rate:
     if (value == 1) != (unit == singular):
         raise InvalidScheduleExpression(
             f"{text!r}: use '{singular}' for a value of 1 and '{singular}s' otherwise")
-    return Rate(timedelta(seconds=value * _UNIT_SECONDS[singular]))
+    every = timedelta(seconds=value * _UNIT_SECONDS[singular])
+    if every > MAX_RATE:
+        raise InvalidScheduleExpression(f"{text!r}: the rate must be at most {MAX_RATE.days} days")
+    return Rate(every)
 
 
 def _parse_values(text: str, lo: int, hi: int, names: dict[str, int], what: str) -> frozenset[int]:
@@ -85,7 +93,7 @@ def _parse_values(text: str, lo: int, hi: int, names: dict[str, int], what: str)
         step = 1
         if "/" in part:
             part, step_text = part.split("/", 1)
-            if not step_text.isdigit() or int(step_text) == 0:
+            if not _NUMBER.fullmatch(step_text) or int(step_text) == 0:
                 raise InvalidScheduleExpression(f"bad step {step_text!r} in the {what} field")
             step = int(step_text)
         if part == "*":
@@ -108,8 +116,8 @@ def _value(text: str, lo: int, hi: int, names: dict[str, int], what: str) -> int
     upper = text.upper()
     if upper in names:
         return names[upper]
-    if not text.isdigit():
-        raise InvalidScheduleExpression(f"{text!r} is not a valid value in the {what} field")
+    if not _NUMBER.fullmatch(text):
+        raise InvalidScheduleExpression(f"{_shown(text)} is not a valid value in the {what} field")
     value = int(text)
     if not lo <= value <= hi:
         raise InvalidScheduleExpression(
@@ -129,10 +137,10 @@ def _field(text: str, lo: int, hi: int, what: str, names: dict[str, int] | None 
 
 
 def parse_cron(text: str) -> Cron:
-    m = _CRON.match(text.strip())
+    m = _CRON.fullmatch(text.strip())
     if not m:
         raise InvalidScheduleExpression(
-            f"{text!r} is not a cron expression like 'cron(0 12 * * ? *)'")
+            f"{_shown(text)} is not a cron expression like 'cron(0 12 * * ? *)' (printable ASCII)")
     fields = m.group(1).split()
     if len(fields) != 6:
         raise InvalidScheduleExpression(
@@ -155,7 +163,7 @@ def parse_cron(text: str) -> Cron:
 
 
 def _special_dom(text: str) -> CronField | None:
-    if text == "L" or re.fullmatch(r"L-\d{1,2}", text) or re.fullmatch(r"\d{1,2}W|LW", text):
+    if text == "L" or re.fullmatch(r"L-[0-9]{1,2}", text) or re.fullmatch(r"[0-9]{1,2}W|LW", text):
         if text.endswith("W") and text != "LW" and not 1 <= int(text[:-1]) <= 31:
             raise InvalidScheduleExpression(f"{text!r} is not a valid day-of-month")
         return CronField(frozenset(), any=False, special=text)
@@ -171,10 +179,10 @@ def _special_dow(text: str) -> CronField | None:
 
 
 def parse_at(text: str) -> At:
-    m = _AT.match(text.strip())
+    m = _AT.fullmatch(text.strip())
     if not m:
         raise InvalidScheduleExpression(
-            f"{text!r} is not an at() expression like 'at(2030-01-31T12:00:00)'")
+            f"{_shown(text)} is not an at() expression like 'at(2030-01-31T12:00:00)'")
     try:
         return At(datetime.fromisoformat(m.group(1)))
     except ValueError as exc:
@@ -183,6 +191,8 @@ def parse_at(text: str) -> At:
 
 def parse(text: str, allow_at: bool = False) -> Expression:
     """Parse any supported expression; ``at()`` only where one-time schedules are allowed."""
+    if len(text) > MAX_EXPRESSION:
+        raise InvalidScheduleExpression(f"{_shown(text)} is longer than {MAX_EXPRESSION} characters")
     stripped = text.strip()
     if stripped.startswith("rate("):
         return parse_rate(stripped)
@@ -191,7 +201,12 @@ def parse(text: str, allow_at: bool = False) -> Expression:
     if allow_at and stripped.startswith("at("):
         return parse_at(stripped)
     kinds = "rate(...), cron(...) or at(...)" if allow_at else "rate(...) or cron(...)"
-    raise InvalidScheduleExpression(f"{text!r} is not a {kinds} expression")
+    raise InvalidScheduleExpression(f"{_shown(text)} is not a {kinds} expression")
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[:limit] + "..."
 
 
 # --- when an expression fires -------------------------------------------------
@@ -231,11 +246,14 @@ def next_fire(expr: Expression | str, after: datetime, tz: str = "UTC", *,
     parsed = parse(expr, allow_at=True) if isinstance(expr, str) else expr
     after_utc = _as_utc(after)
     if isinstance(parsed, Rate):
-        if start is None:
-            return after_utc + parsed.every
-        origin = _as_utc(start)
-        periods = max(1, (after_utc - origin) // parsed.every + 1)
-        return origin + periods * parsed.every
+        try:
+            if start is None:
+                return after_utc + parsed.every
+            origin = _as_utc(start)
+            periods = max(1, (after_utc - origin) // parsed.every + 1)
+            return origin + periods * parsed.every
+        except OverflowError:  # past year 9999: never again
+            return None
     zone = _zone(tz)
     if isinstance(parsed, At):
         when = parsed.when.replace(tzinfo=zone).astimezone(UTC)

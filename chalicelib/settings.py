@@ -96,6 +96,13 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("API_AUTH", "none", "API authorization: none, token, iam, api_key or cognito."),
     Variable("API_TOKEN", "", "Bearer token the API requires when API_AUTH=token (local stage)."),
     Variable("COGNITO_USER_POOL_ARN", "", "User pool whose JWTs the API accepts when API_AUTH=cognito."),
+    Variable("API_THROTTLE_RATE", "50",
+             "Deployed stages: requests per second API Gateway lets through to the API (steady state)."),
+    Variable("API_THROTTLE_BURST", "100", "Deployed stages: requests API Gateway lets through at once (bucket size)."),
+    Variable("TASK_ACTION_TARGET_ARNS", "",
+             "Comma-separated SQS queue / SNS topic ARNs (IAM wildcards * and ? allowed) that tasks' sqs and sns "
+             "actions may send to: the API refuses others (400), the stream dead-letters items naming others, the "
+             "executor refuses them, and task_executor's IAM policy grants exactly these. Empty: none."),
 )
 
 # Sort key of the due-bucket GSI: the due time as epoch seconds (a number), written
@@ -109,6 +116,8 @@ _DEFAULTS = {v.name: v.default for v in VARIABLES}
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _ARN = re.compile(r"^arn:aws[a-zA-Z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{12}:.+$")
+# An SQS queue or SNS topic ARN, IAM wildcards allowed in region, account and name.
+ACTION_TARGET_ARN = re.compile(r"arn:aws[a-zA-Z-]*:(?:sqs|sns):[a-z0-9*?-]+:[0-9*?]{1,12}:[A-Za-z0-9_.*?-]{1,256}")
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,9 @@ class Settings:
     api_auth: str
     api_token: str = field(repr=False)
     cognito_user_pool_arn: str = ""
+    api_throttle_rate: float = 50.0
+    api_throttle_burst: int = 100
+    task_action_target_arns: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -230,6 +242,9 @@ class Settings:
             api_auth=api_auth,
             api_token=api_token,
             cognito_user_pool_arn=cognito_user_pool_arn,
+            api_throttle_rate=env.number("API_THROTTLE_RATE", 1, 10000),
+            api_throttle_burst=env.integer("API_THROTTLE_BURST", 1, 5000),
+            task_action_target_arns=env.action_targets("TASK_ACTION_TARGET_ARNS"),
         )
 
 
@@ -277,7 +292,7 @@ class _Reader:
 
     def matching(self, name: str, pattern: re.Pattern[str], expected: str) -> str:
         def convert(value: str) -> str:
-            if not pattern.match(value):
+            if not pattern.fullmatch(value):  # "$" alone would also match before a final newline
                 raise ValueError("")
             return value
         return self._convert(name, convert, f"expected {expected}")
@@ -306,6 +321,15 @@ class _Reader:
                     raise ValueError(f"{table!r} is not a table name")
             return tuple(dict.fromkeys(names))
         return self._convert(name, convert, "expected comma-separated table names")
+
+    def action_targets(self, name: str) -> tuple[str, ...]:
+        def convert(value: str) -> tuple[str, ...]:
+            targets = [t.strip() for t in value.split(",") if t.strip()]
+            for target in targets:
+                if not ACTION_TARGET_ARN.fullmatch(target):
+                    raise ValueError(f"{target!r} is not an SQS queue or SNS topic ARN")
+            return tuple(dict.fromkeys(targets))
+        return self._convert(name, convert, "expected comma-separated SQS queue / SNS topic ARNs")
 
     def regex(self, name: str) -> re.Pattern[str] | None:
         return self._convert(name, lambda v: re.compile(v) if v else None,

@@ -11,6 +11,8 @@ from chalice.app import Request, Response
 from chalicelib.log import logger
 
 MAX_BODY_BYTES = 64 * 1024
+MAX_JSON_DEPTH = 32  # objects and arrays nested in the body; ours need 3
+MAX_QUERY_VALUE_BYTES = 4096
 
 
 class ApiError(Exception):
@@ -22,11 +24,9 @@ class ApiError(Exception):
         self.message = message
         self.field = field
 
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        return body
+    def body(self) -> dict[str, str]:
+        """Every error has the same shape: ``{"error", "field"}`` (the field is "request" when none is to blame)."""
+        return {"error": self.message, "field": self.field if self.field is not None else "request"}
 
 
 def bad_request(field: str, message: str) -> ApiError:
@@ -34,7 +34,8 @@ def bad_request(field: str, message: str) -> ApiError:
 
 
 def not_found(what: str, ident: str) -> ApiError:
-    return ApiError(404, f"{what} {ident!r} not found", "id")
+    shown = repr(ident) if len(ident) <= 100 else repr(ident[:100]) + "..."
+    return ApiError(404, f"{what} {shown} not found", "id")
 
 
 def raw_body(request: Request | None) -> bytes:
@@ -44,7 +45,11 @@ def raw_body(request: Request | None) -> bytes:
 
 def query(request: Request | None) -> dict[str, str]:
     params = request.query_params if request is not None else None
-    return {k: params[k] for k in params} if params else {}
+    found = {k: params[k] for k in params} if params else {}
+    for name, value in found.items():
+        if len(value.encode("utf-8", "replace")) > MAX_QUERY_VALUE_BYTES:
+            raise bad_request(name, f"{name} is longer than {MAX_QUERY_VALUE_BYTES} bytes")
+    return found
 
 
 def json_body(raw: bytes | None, required: bool = False) -> dict[str, Any] | None:
@@ -58,11 +63,32 @@ def json_body(raw: bytes | None, required: bool = False) -> dict[str, Any] | Non
         return None
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise bad_request("body", f"body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise bad_request("body", f"body is nested more than {MAX_JSON_DEPTH} levels deep") from exc
+    except ValueError as exc:  # not JSON, not UTF-8, or a number of more than 4300 digits
+        raise bad_request("body", f"body is not valid JSON: {str(exc)[:200]}") from exc
     if not isinstance(data, dict):
         raise bad_request("body", f"body must be a JSON object, got {type(data).__name__}")
+    _check_json(data)
     return data
+
+
+def _check_json(data: Any) -> None:
+    """At most MAX_JSON_DEPTH levels of nesting, and text that is UTF-8 (JSON may spell a lone surrogate,
+    ``"\\ud800"``, which no store or AWS call can take). Iterative: no recursion limit to hit."""
+    pending: list[tuple[Any, int]] = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise bad_request("body", f"body is nested more than {MAX_JSON_DEPTH} levels deep")
+            children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in children)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise bad_request("body", "body holds text that is not UTF-8 (a lone surrogate)") from exc
 
 
 def reject_unknown(data: dict[str, Any], allowed: set[str]) -> None:

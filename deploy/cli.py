@@ -35,7 +35,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.aws import Clients, Deps, client_config
 from chalicelib.settings import Settings
-from deploy import event_sources, iam, replay, stage, template
+from deploy import api_gateway, event_sources, iam, replay, stage, template
 from deploy.provision import SCHEDULER_ROLE_POLICY, iam_client, provision
 
 DEPLOYABLE_AUTH = ("iam", "api_key", "cognito")
@@ -107,7 +107,8 @@ def streams_client(clients: Clients) -> Any:
 
 def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str],
            project: Path = stage.PROJECT, chalice: RunChalice = run_chalice) -> Report:
-    """Provision, record, render the functions' policies, chalice deploy, apply event-source settings."""
+    """Provision, record, render the functions' policies, chalice deploy, apply event-source settings and the
+    API's gateway responses and throttling."""
     config = stage.load_config(project)
     check_deployable(config, name)
     check_policies_wired(config, name)
@@ -132,6 +133,10 @@ def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str]
     mappings = event_sources.deployed_mappings(deployed) if deployed.exists() else []
     on_failure = _queue_arn(clients, options.stream_on_failure_queue or settings.task_dlq)
     report.changes += event_sources.apply(lambda_client(clients), mappings, options, on_failure)
+    rest_api_id = api_gateway.deployed_rest_api(json.loads(deployed.read_text())) if deployed.exists() else None
+    if rest_api_id:
+        api_stage = str(config["stages"][name].get("api_gateway_stage", "api"))
+        report.changes += api_gateway.apply(_client(clients, "apigateway"), rest_api_id, api_stage, settings)
     return report
 
 

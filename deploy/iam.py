@@ -16,15 +16,11 @@ README.md (Deploying to AWS): ``ListTables``, ``ListBackups`` and ``ListStreams`
 narrower resource), and the backup actions on ``table/*`` and
 ``table/*/backup/*`` (tables chosen by pattern or tag cannot be listed ahead).
 
-Deploy-time setting (read from the environment of ``make deploy``):
-
-=======================  =======  ====================================================
-variable                 default  meaning
-=======================  =======  ====================================================
-TASK_ACTION_TARGET_ARNS  (none)   Comma-separated SQS queue / SNS topic ARNs (IAM
-                                  wildcards allowed) that tasks' ``sqs`` and ``sns``
-                                  actions may send to, besides nothing else.
-=======================  =======  ====================================================
+The queues and topics tasks' ``sqs`` and ``sns`` actions may send to are the
+stage setting TASK_ACTION_TARGET_ARNS (chalicelib/settings.py): ``task_executor``
+is granted exactly those, and the API, the stream scheduler and the executor
+refuse any other (chalicelib/tasks/actions.py ``target_refusal``), so what the
+API accepts is what IAM allows.
 """
 
 from __future__ import annotations
@@ -37,11 +33,9 @@ from typing import Any
 from chalicelib.settings import Settings
 from deploy.event_sources import Option
 
-ACTION_TARGETS_VARIABLE = "TASK_ACTION_TARGET_ARNS"
+ACTION_TARGETS_VARIABLE = "TASK_ACTION_TARGET_ARNS"  # a stage setting (it was read from make deploy's environment)
 # The deploy-time settings of this module (README.md documents each with its default).
-OPTIONS: tuple[Option, ...] = (
-    Option(ACTION_TARGETS_VARIABLE, "", "SQS queue / SNS topic ARNs tasks' sqs and sns actions may send to."),
-)
+OPTIONS: tuple[Option, ...] = ()
 ANY = "*"  # region or account before the first deploy provisions the stage
 SCHEDULER_SERVICE = "scheduler.amazonaws.com"
 _ARN = re.compile(r"^arn:(?P<partition>[^:]+):[^:]+:(?P<region>[^:]*):(?P<account>\d{12}):")
@@ -103,8 +97,7 @@ def _statement(sid: str, actions: Sequence[str], resources: Sequence[str],
 
 
 API_HANDLER = "api_handler"          # Chalice's name for the REST API's function (<app>-<stage>)
-TOKEN_AUTHORIZER = "token_authorizer"  # only with API_AUTH=token, which a deployed stage refuses
-# app.py's Lambda functions; the token authorizer joins them when API_AUTH=token (function_names).
+# app.py's Lambda functions (API_AUTH=token, offline only, checks the token in the API handler itself).
 FUNCTIONS = (API_HANDLER, "backup_trigger", "backup_monitor", "task_stream", "interval_processor", "task_executor",
              "due_dead_letter")
 
@@ -119,7 +112,7 @@ _SEND = ("sqs:SendMessage", "sqs:GetQueueUrl")
 
 def function_names(settings: Settings) -> tuple[str, ...]:
     """The Lambda functions Chalice deploys for a stage with ``settings``."""
-    return FUNCTIONS + ((TOKEN_AUTHORIZER,) if settings.api_auth == "token" else ())
+    return FUNCTIONS
 
 
 def function_log_group(settings: Settings, function: str) -> str:
@@ -172,7 +165,8 @@ class _Builder:
 
 def function_policies(settings: Settings, where: Account, action_targets: Sequence[str] = (),
                       stream_on_failure_queue: str = "") -> dict[str, Policy]:
-    """The policy of each Lambda function of the stage ``settings`` describes, by function name.
+    """The policy of each Lambda function of the stage ``settings`` describes, by function name (``action_targets``:
+    queues and topics granted to task_executor besides the stage's TASK_ACTION_TARGET_ARNS).
 
     Each gets only what its own code (and Lambda's poller of its event source) calls.
     ``stream_on_failure_queue`` is where Lambda, as the stream function, sends the position
@@ -180,8 +174,9 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
     """
     s, b = settings, _Builder(settings, where)
     on_failure = stream_on_failure_queue or s.task_dlq
-    queues = [arn for arn in action_targets if ":sqs:" in arn]
-    topics = [arn for arn in action_targets if ":sns:" in arn]
+    targets = list(dict.fromkeys([*s.task_action_target_arns, *action_targets]))
+    queues = [arn for arn in targets if ":sqs:" in arn]
+    topics = [arn for arn in targets if ":sns:" in arn]
     start_backups = [
         *b.backups(),
         b.send("SendToMonitorQueue", s.backup_monitor_queue),
@@ -247,7 +242,6 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             b.send("ForwardToTaskDlq", s.task_dlq),
             b.alerts(),
         ],
-        TOKEN_AUTHORIZER: [],  # compares the bearer token with the settings: no AWS call
     }
     return {name: {"Version": "2012-10-17", "Statement": [b.logs(name), *statements[name]]}
             for name in function_names(settings)}
@@ -280,12 +274,12 @@ def scheduler_role_policy(due_queue_arn: str, scheduler_dlq_arn: str) -> Policy:
 
 
 def action_targets_from(environ: Mapping[str, str]) -> list[str]:
-    raw = environ.get(ACTION_TARGETS_VARIABLE, "")
-    targets = [t.strip() for t in raw.split(",") if t.strip()]
-    for target in targets:
-        if not _ARN.match(target) or (":sqs:" not in target and ":sns:" not in target):
-            raise ValueError(f"{ACTION_TARGETS_VARIABLE}: {target!r} is not an SQS queue or SNS topic ARN")
-    return targets
+    """Nothing: the action targets are the stage setting TASK_ACTION_TARGET_ARNS. One set in the deploy's
+    environment is refused rather than ignored, since the API would refuse what the policy allowed."""
+    if environ.get(ACTION_TARGETS_VARIABLE, "").strip():
+        raise ValueError(f"{ACTION_TARGETS_VARIABLE} is a stage setting: set it in .chalice/config.json "
+                         "(stages.<stage>.environment_variables), where the API and the executor read it too")
+    return []
 
 
 def actions_of(policy: Policy) -> list[str]:

@@ -4,7 +4,8 @@
 module says the same in CloudFormation, for a stack built from ``chalice
 package --merge-template``: tables (stream, TTL, GSI; kept on stack deletion),
 queues (delays, redrive), the alert topic, the schedule group, the Scheduler
-role; and the event-source settings of deploy/event_sources.py on the SAM
+role; the API's gateway responses and throttling (deploy/api_gateway.py,
+merged into Chalice's ``RestAPI``); and the event-source settings of deploy/event_sources.py on the SAM
 events of app.py's handlers (the stream handler reading the TasksTable's
 stream). deploy/resources.json is the prod rendering with the settings'
 defaults (``python -m deploy.cli template``); each function's policy comes
@@ -18,7 +19,7 @@ from typing import Any
 from chalice.app import Chalice
 
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
-from deploy import event_sources, iam
+from deploy import api_gateway, event_sources, iam
 from deploy.provision import MAX_RECEIVE_COUNT
 
 RETENTION_SECONDS = 1209600
@@ -89,6 +90,8 @@ def resources(settings: Settings) -> dict[str, Any]:
                 "RoleName": iam.scheduler_role_name(settings),
                 "AssumeRolePolicyDocument": iam.cloudformation(trust),
                 "Policies": [{"PolicyName": "send-due-tasks", "PolicyDocument": send}]}},
+            # Merged into Chalice's RestAPI: errors in the app's shape, and the stage's throttling.
+            **api_gateway.overlay(settings),
         },
     }
 

@@ -21,6 +21,8 @@ TEST_ENV = {
     "SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/timekeeper-scheduler",
     "SCHEDULER_DLQ_ARN": "arn:aws:sqs:us-east-1:123456789012:timekeeper-due-scheduler-dlq",
     "SENDER_EMAIL": "reminders@example.com",
+    # The queues and topics the tests' task actions send to (moto's account); the app's own stay refused.
+    "TASK_ACTION_TARGET_ARNS": "arn:aws:sqs:us-east-1:123456789012:*,arn:aws:sns:us-east-1:123456789012:*",
 }
 # The settings every stage ships (LOG_LEVEL=INFO among them) come first: tests run the app as it is configured.
 STAGE_DEFAULTS: dict[str, str] = json.loads(

@@ -97,6 +97,7 @@ class Faults:
     _shadow: dict[str, Any] = field(default_factory=dict)
     _rng: random.Random | None = None
     _chaos: dict[str, float] = field(default_factory=dict)
+    _no_loss: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for client in (self.clients.dynamodb, self.clients.sqs, self.clients.sns, self.clients.ses,
@@ -112,11 +113,14 @@ class Faults:
         self.faults.append(fault)
         return fault
 
-    def chaos(self, seed: int, throttle: float = 0.0, error: float = 0.0, lost: float = 0.0) -> None:
+    def chaos(self, seed: int, throttle: float = 0.0, error: float = 0.0, lost: float = 0.0,
+              no_loss: tuple[str, ...] = ()) -> None:
         """Random faults from now on: ``throttle`` of all HTTP attempts (retried by botocore), ``error`` and
-        ``lost`` of all calls (hard errors the app sees; lost ones were applied)."""
+        ``lost`` of all calls (hard errors the app sees; lost ones were applied), no lost response on the
+        operations ``no_loss`` names."""
         self._rng = random.Random(seed)
         self._chaos = {"throttle": throttle, "error": error, "lost": lost}
+        self._no_loss = no_loss
 
     def calm(self) -> None:
         self._rng = None
@@ -142,7 +146,7 @@ class Faults:
             roll = self._rng.random()
             if roll < self._chaos.get("error", 0.0):
                 return self._apply("error", "InternalServerError", operation, model, context)
-            if roll < self._chaos.get("error", 0.0) + self._chaos.get("lost", 0.0):
+            if roll < self._chaos.get("error", 0.0) + self._chaos.get("lost", 0.0) and operation not in self._no_loss:
                 return self._apply("lost", "InternalServerError", operation, model, context)
         return None
 

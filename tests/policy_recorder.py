@@ -11,9 +11,8 @@ Which function made a call (``attribute``), in this order:
 
 1. The innermost app.py frame on the stack that is a Lambda entry point: a
    route's view function is the API function (``api_handler``), an event
-   handler is the function of its name (``backup_trigger``, ``task_stream``...),
-   the token authorizer is ``token_authorizer``. This covers everything the
-   tests drive through chalice.test's Client (``client.http``,
+   handler is the function of its name (``backup_trigger``, ``task_stream``...).
+   This covers everything the tests drive through chalice.test's Client (``client.http``,
    ``client.lambda_.invoke``).
 2. Otherwise (a test calls chalicelib directly, or a worker thread the handler
    started), the outermost chalicelib frame on the stack, i.e. the entry

@@ -15,7 +15,8 @@ from chalicelib.web import ApiError, bad_request, not_found, reject_unknown
 
 RECENT_LIMIT_MAX = 100
 MAX_TABLES = 100  # one request's run: CreateBackup at BACKUP_CREATE_RATE stays well inside API Gateway's 29 s
-TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[a-z0-9-]{1,40}")  # as backups.store names runs; ASCII digits only
+TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}\Z")  # \Z: "$" would also match before a final newline
 
 
 def _table_exists(deps: Deps, table: str) -> bool:
@@ -63,6 +64,8 @@ def recent(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any
 
 
 def show(deps: Deps, run_id: str) -> tuple[int, dict[str, Any]]:
+    if not RUN_ID.fullmatch(run_id):  # never a key DynamoDB would refuse (over 2048 bytes, not UTF-8)
+        raise not_found("backup run", run_id[:100])
     run = RunStore(deps).get(run_id)
     if run is None:
         raise not_found("backup run", run_id)

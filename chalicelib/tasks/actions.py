@@ -19,48 +19,124 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from chalicelib.aws import Deps
+    from chalicelib.settings import Settings
 
 # A field check: what is wrong with a value (completing "<field> ..."), or None when it is fine.
 Check = Callable[[str], str | None]
 
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
-SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$")
-SQS_URL = re.compile(r"^https?://[^\s/]+(:\d+)?/\d{12}/[A-Za-z0-9_-]{1,80}$")
+# Always re.fullmatch: "$" would also match before a final newline. ASCII digits only ("\\d" takes any script's).
+EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}\.[A-Za-z]{2,63}")
+SNS_ARN = re.compile(r"arn:aws[a-zA-Z-]{0,20}:sns:[a-z0-9-]{1,30}:[0-9]{12}:[A-Za-z0-9_-]{1,256}")
+SQS_URL = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?/[0-9]{12}/[A-Za-z0-9_-]{1,80}")
 # FIFO queues and topics are not accepted: they need a MessageGroupId, which the actions do not send.
 FIFO_SUFFIX = ".fifo"
 
 
 # --- field checks -----------------------------------------------------------------
 
+def _shown(value: str, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def any_text(value: str) -> str | None:
     return None
 
 
 def email_address(value: str) -> str | None:
-    return None if EMAIL.match(value) else f"is not an email address: {value!r}"
+    return None if EMAIL.fullmatch(value) else f"is not an email address: {_shown(value)}"
 
 
 def one_line(value: str) -> str | None:
-    return "must be one line" if "\n" in value or len(value) > 998 else None
+    return "must be one line" if "\n" in value or "\r" in value or len(value) > 998 else None
 
 
 def _not_fifo(kind: str, value: str) -> str | None:
     if value.endswith(FIFO_SUFFIX):
-        return f"is a FIFO {kind} target, which needs a MessageGroupId this action does not send: {value!r}"
+        return f"is a FIFO {kind} target, which needs a MessageGroupId this action does not send: {_shown(value)}"
     return None
 
 
 def sns_topic_arn(value: str) -> str | None:
-    return _not_fifo("SNS", value) or (None if SNS_ARN.match(value) else f"is not an SNS topic ARN: {value!r}")
+    return _not_fifo("SNS", value) or (None if SNS_ARN.fullmatch(value) else f"is not an SNS topic ARN: {_shown(value)}")
 
 
 def sqs_queue_url(value: str) -> str | None:
-    return _not_fifo("SQS", value) or (None if SQS_URL.match(value) else f"is not an SQS queue URL: {value!r}")
+    return _not_fifo("SQS", value) or (None if SQS_URL.fullmatch(value) else f"is not an SQS queue URL: {_shown(value)}")
+
+
+# --- which queues and topics a stage allows ---------------------------------------------
+
+class TargetNotAllowed(ValueError):
+    """An action's queue or topic is not in the stage's TASK_ACTION_TARGET_ARNS: permanent, never retried."""
+
+
+_SQS_HOST = re.compile(r"(?:sqs\.([a-z0-9-]+)|([a-z0-9-]+)\.queue)\.amazonaws\.com(\.cn)?")
+
+
+def queue_arn_of(url: str, default_region: str) -> str:
+    """The ARN of an SQS queue URL (``https://sqs.<region>.amazonaws.com/<account>/<name>``); a URL of another
+    endpoint (moto's, offline) is in the stage's region."""
+    rest = url.split("://", 1)[-1]
+    host, _, path = rest.partition("/")
+    host = host.split(":", 1)[0]
+    account, _, name = path.partition("/")
+    match = _SQS_HOST.fullmatch(host)
+    region = (match.group(1) or match.group(2)) if match else default_region
+    if host == "queue.amazonaws.com":
+        region = "us-east-1"
+    partition = "aws-cn" if host.endswith(".cn") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+    return f"arn:{partition}:sqs:{region}:{account}:{name}"
+
+
+def _arn_matches(arn: str, pattern: str) -> bool:
+    """IAM's wildcard match of a resource ARN: ``*`` any characters, ``?`` one, case-sensitive."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, arn, re.DOTALL) is not None
+
+
+def target_refusal(spec: Mapping[str, Any], allowed: Sequence[str], region: str,
+                   own: Sequence[str] = ()) -> tuple[str, str] | None:
+    """(field, what is wrong) when a validated action ``spec`` sends to a queue or topic that is not
+    ``allowed`` (the stage's TASK_ACTION_TARGET_ARNS, IAM wildcards) or is one of the app's ``own`` (queue
+    names and topic ARNs: a task must not feed the due queue or raise alerts); None when it may. Pure."""
+    if spec.get("type") == "sqs":
+        field, target = "queue_url", str(spec.get("queue_url", ""))
+        arn = queue_arn_of(target, region)
+        is_own = arn.rsplit(":", 1)[-1] in own
+    elif spec.get("type") == "sns":
+        field, target = "topic_arn", str(spec.get("topic_arn", ""))
+        arn = target
+        is_own = arn in own
+    else:
+        return None
+    if is_own:
+        return field, f"is one of this app's own queues and topics, which actions may not send to: {_shown(target)}"
+    if not any(_arn_matches(arn, pattern) for pattern in allowed):
+        return field, (f"is not among the queues and topics this stage allows actions to send to "
+                       f"(TASK_ACTION_TARGET_ARNS): {_shown(target)}")
+    return None
+
+
+def refuse_disallowed_target(deps: Deps, spec: Mapping[str, Any]) -> None:
+    """Raise TargetNotAllowed when ``spec`` sends where the stage does not allow (the executor's last check)."""
+    settings = deps.settings
+    refusal = target_refusal(spec, settings.task_action_target_arns, settings.region, own_targets(settings))
+    if refusal is not None:
+        field, problem = refusal
+        raise TargetNotAllowed(f"action.{field} {problem}")
+
+
+def own_targets(settings: Settings) -> tuple[str, ...]:
+    """The app's own queues (names) and topics (ARNs), which no action may send to."""
+    scheduler_dlq = settings.scheduler_dlq_arn.rsplit(":", 1)[-1] if settings.scheduler_dlq_arn else ""
+    return tuple(t for t in (settings.due_queue, settings.task_dlq, settings.backup_monitor_queue,
+                             settings.backup_monitor_dlq, scheduler_dlq, settings.alert_topic_arn) if t)
 
 
 # --- the registry -----------------------------------------------------------------
@@ -90,7 +166,9 @@ def register(cls: A) -> A:
 
 
 def run_action(deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the action ``spec`` describes (KeyError for a type without a class)."""
+    """Run the action ``spec`` describes (KeyError for a type without a class); TargetNotAllowed, without
+    any call, for a queue or topic the stage does not allow (the API and the stream refuse those first)."""
+    refuse_disallowed_target(deps, spec)
     return ACTIONS[spec["type"]].run(deps, spec)
 
 

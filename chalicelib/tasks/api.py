@@ -16,7 +16,7 @@ from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.tasks import items
 from chalicelib.tasks.items import LISTED_STATUSES
-from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Strategy, Task, TaskKey, iso, task_from_item
+from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Strategy, Task, TaskKey, check_action_target, iso, task_from_item
 from chalicelib.tasks.store import TaskStore, delete, put, set_attributes, update
 from chalicelib.web import ApiError, bad_request, not_found, reject_unknown
 
@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 LIST_LIMIT_DEFAULT = 20
 LIST_LIMIT_MAX = 50
-WHOLE_NUMBER = re.compile(r"^[0-9]{1,6}$")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+WHOLE_NUMBER = re.compile(r"[0-9]{1,6}")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 
 
 def _valid(call: Callable[[], T]) -> T:
@@ -44,10 +44,16 @@ def _key_of(task_id: str) -> TaskKey | None:
     The id is URL-decoded once more: depending on the front end a path parameter arrives encoded or not,
     and an API id never contains ``%``."""
     task_id = unquote(task_id)
-    if TASK_ID.match(task_id):
+    if TASK_ID.fullmatch(task_id):
         return TaskKey.for_id(task_id)
     pk, sep, sk = task_id.partition("|")
-    return TaskKey(pk, sk) if sep and pk and sk else None
+    key = TaskKey(pk, sk) if sep and pk and sk else None
+    # DynamoDB refuses a key over its limits (measured in UTF-8 bytes) with a ValidationException: such an
+    # item, or its record in the state table, cannot exist.
+    record = items.record_key(key.task_id) if key is not None else {}
+    if key is None or not items.fits_key(key.pk, key.sk) or not items.fits_key(record["PK"], record["SK"]):
+        return None
+    return key
 
 
 def _view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
@@ -87,6 +93,7 @@ def create(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]
     reject_unknown(body, set(items.CREATE_FIELDS))
     settings, store = deps.settings, TaskStore(deps)
     request = _valid(lambda: items.parse_request(body, settings))
+    _valid(lambda: check_action_target(request.action, settings))
     fingerprint = request.fingerprint()
     if request.id is not None:
         replay = _replay(deps, store, request.id, fingerprint)
@@ -150,7 +157,7 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
         statuses = (Status(wanted),)
     limit = LIST_LIMIT_DEFAULT
     if "limit" in query:
-        if not WHOLE_NUMBER.match(query["limit"]) or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
+        if not WHOLE_NUMBER.fullmatch(query["limit"]) or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
             raise bad_request("limit", f"limit must be a whole number from 1 to {LIST_LIMIT_MAX}")
         limit = int(query["limit"])
     partition, start_key = 0, None
@@ -244,6 +251,8 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
         raise bad_request("body", "a JSON object body is required: {run_at?, action?}")
     reject_unknown(body, set(items.PATCH_FIELDS))
     due, action = _valid(lambda: items.parse_patch(body))
+    if action is not None:
+        _valid(lambda: check_action_target(action, deps.settings))
     key, item, record, task = _current(deps, task_id)
     status = _status(record, task)
     stuck = task is not None and _dead_letter(record, iso(task.due), status) is not None

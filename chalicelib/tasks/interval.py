@@ -130,10 +130,12 @@ def _due_in(deps: Deps, bucket: str, low: int, high: int) -> Iterator[tuple[Task
     while True:
         page = with_backoff(lambda: deps.clients.dynamodb.query(**kwargs), deps.sleep)
         for item in page.get("Items", []):
-            try:
+            try:  # another program's item: anything unreadable is skipped, never a failed run
                 key = TaskKey(item["PK"]["S"], item["SK"]["S"])
                 due_epoch = int(item[DUE_EPOCH_ATTRIBUTE]["N"])
-            except (KeyError, ValueError):
+                if not low <= due_epoch <= high:
+                    raise ValueError(f"due_epoch {due_epoch} outside the query's range")
+            except (KeyError, TypeError, ValueError, ArithmeticError):
                 logger.warning("bucket index item without string keys or due_epoch", extra={"item": item})
                 continue
             yield key, due_epoch

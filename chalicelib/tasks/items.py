@@ -48,6 +48,7 @@ CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "
 PATCH_FIELDS = frozenset({"run_at", "action"})
 CLAIM_RETENTION = timedelta(days=7)
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
+MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a short status-index key
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class TaskRequest:
 def parse_request(body: dict[str, Any], settings: Settings) -> TaskRequest:
     """Validate a POST body (unknown fields are rejected by the caller); InvalidTask names the field."""
     task_id = body.get("id")
-    if task_id is not None and (not isinstance(task_id, str) or not TASK_ID.match(task_id)):
+    if task_id is not None and (not isinstance(task_id, str) or not TASK_ID.fullmatch(task_id)):
         raise InvalidTask("id", "id must be 1-128 characters of letters, digits and _ . : -")
     if "run_at" not in body:
         raise InvalidTask("run_at", "run_at is required: an ISO-8601 time or epoch seconds")
@@ -147,6 +148,18 @@ def new_item(task_id: str, request: TaskRequest, settings: Settings, now: dateti
 
 
 # --- the state table: records, the status index, claims ----------------------
+
+MAX_PARTITION_KEY_BYTES = 2048  # DynamoDB's limits, in UTF-8 bytes of the value as stored
+MAX_SORT_KEY_BYTES = 1024
+
+
+def fits_key(pk: str, sk: str) -> bool:
+    """True when DynamoDB takes (pk, sk) as a key: 1-2048 and 1-1024 bytes of UTF-8 (moto takes more)."""
+    try:
+        return 0 < len(pk.encode()) <= MAX_PARTITION_KEY_BYTES and 0 < len(sk.encode()) <= MAX_SORT_KEY_BYTES
+    except UnicodeEncodeError:  # a lone surrogate is no UTF-8
+        return False
+
 
 def record_key(task_id: str) -> dict[str, str]:
     return {"PK": RECORD_PREFIX + task_id, "SK": RECORD_SK}
@@ -249,16 +262,19 @@ def encode_token(partition: int, last_key: dict[str, str] | None) -> str:
 
 def decode_token(token: str, partitions: int) -> tuple[int, dict[str, str] | None]:
     """(partition index, exclusive start key) of a next_token; InvalidTask if it is not one of ours."""
+    if len(token) > MAX_TOKEN_CHARS:
+        raise InvalidTask("next_token", "next_token is not a token from a previous page")
     try:
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+    except (ValueError, binascii.Error, RecursionError) as exc:
         raise InvalidTask("next_token", "next_token is not a token from a previous page") from exc
     if not isinstance(data, dict):
         raise InvalidTask("next_token", "next_token is not a token from a previous page")
     partition, key = data.get("p"), data.get("k")
     valid_key = key is None or (isinstance(key, dict) and set(key) == {"PK", "SK"}
                                 and all(isinstance(v, str) and v.startswith(INDEX_PREFIX) is (k == "PK")
-                                        for k, v in key.items()))
+                                        for k, v in key.items())
+                                and fits_key(key["PK"], key["SK"]))
     if not isinstance(partition, int) or not 0 <= partition < partitions or not valid_key:
         raise InvalidTask("next_token", "next_token is not a token from a previous page (or the status changed)")
     return partition, key

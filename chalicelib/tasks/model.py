@@ -28,14 +28,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
-from chalicelib.tasks.actions import ACTIONS, EMAIL
+from chalicelib.tasks.actions import ACTIONS, EMAIL, own_targets, target_refusal
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
-TASK_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+TASK_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # always re.fullmatch: "$" would also match before a final newline
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
+MAX_DUE_TEXT = 64  # no ISO-8601 time or epoch string is longer
+EPOCH_TEXT = re.compile(r"[0-9]{9,12}(?:\.[0-9]+)?")  # ASCII digits only: float() also reads other scripts' digits
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]{1,32}(?:/[A-Za-z0-9_+-]{1,32}){0,2}")  # Europe/Paris, Etc/GMT+1, UTC
 # A due bucket (chalicelib.tasks.buckets), or the interval seed's taskDateTime without a shard.
-BUCKET_LABEL = re.compile(r"^(\d{4}-\d{2}-\d{2})#(\d{2}:\d{2})(?:#\d{1,3})?$")
+BUCKET_LABEL = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})#([0-9]{2}:[0-9]{2})(?:#[0-9]{1,3})?")
 
 
 class Strategy(StrEnum):
@@ -111,24 +115,46 @@ class Task:
         return json.dumps([self.due_epoch, self.strategy.value, self.action], sort_keys=True)
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """A short repr of a client's value for an error message; never fails (a huge int has no repr)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return "<a number too large to show>"
+    text = type(value).__name__ if isinstance(value, dict | list) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def has_control_characters(text: str) -> bool:
+    """True when ``text`` holds a control character (NUL, newline, DEL, C1 controls...)."""
+    return CONTROL.search(text) is not None
+
+
 def parse_due(value: Any, field_name: str = "run_at") -> datetime:
-    """ISO-8601 (no zone: UTC) or epoch seconds (number or digit string) -> aware UTC datetime."""
-    if isinstance(value, bool):
-        raise InvalidTask(field_name, f"{field_name} must be an ISO-8601 time or epoch seconds, got {value!r}")
-    if isinstance(value, int | float) or (isinstance(value, str) and re.fullmatch(r"\d{9,12}(\.\d+)?", value.strip())):
-        seconds = float(value)
-        if not 0 < seconds <= MAX_EPOCH:
-            raise InvalidTask(field_name, f"{field_name} epoch seconds out of range: {value!r}")
-        return datetime.fromtimestamp(seconds, UTC)
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-        except ValueError:
-            parsed = None
-        if parsed is not None:
-            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-    raise InvalidTask(field_name, f"{field_name} must be an ISO-8601 time or epoch seconds, got {value!r}")
+    """ISO-8601 (no zone: UTC) or epoch seconds (number or digit string) -> aware UTC datetime.
+
+    Anything else -- another type, a control character, a time before 1970 or after 9999 in UTC (even
+    one that only gets there through its offset), a number too large for a float -- is InvalidTask."""
+    expected = f"{field_name} must be an ISO-8601 time or epoch seconds, got {shown(value)}"
+    out_of_range = f"{field_name} is out of range (1970-01-01T00:00:01Z to 9999-12-31T23:59:59Z): {shown(value)}"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidTask(field_name, expected)
+    if isinstance(value, str) and (len(value) > MAX_DUE_TEXT or has_control_characters(value)):
+        raise InvalidTask(field_name, expected)
+    if isinstance(value, int | float) or EPOCH_TEXT.fullmatch(value.strip()):
+        number = value if isinstance(value, int | float) else float(value.strip())
+        if not 0 < number <= MAX_EPOCH:  # also false for NaN; compared before any float() of a huge int
+            raise InvalidTask(field_name, out_of_range)
+        return datetime.fromtimestamp(float(number), UTC)
+    text = value.strip()
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        at = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except ValueError as exc:
+        raise InvalidTask(field_name, expected) from exc
+    except OverflowError as exc:  # 9999-12-31T23:59:59-01:00 is in year 10000 in UTC
+        raise InvalidTask(field_name, out_of_range) from exc
+    if not 0 < at.timestamp() <= MAX_EPOCH:
+        raise InvalidTask(field_name, out_of_range)
+    return at
 
 
 def iso(at: datetime) -> str:
@@ -169,10 +195,18 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
     return clean
 
 
+def check_action_target(action: dict[str, Any], settings: Settings, where: str = "action") -> None:
+    """InvalidTask naming the field when ``action`` sends to a queue or topic the stage does not allow."""
+    refusal = target_refusal(action, settings.task_action_target_arns, settings.region, own_targets(settings))
+    if refusal is not None:
+        name, problem = refusal
+        raise InvalidTask(f"{where}.{name}", f"{where}.{name} {problem}")
+
+
 def default_action(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """The stage's default action: an email to the item's ``email`` attribute."""
     to = item.get("email")
-    if not isinstance(to, str) or not EMAIL.match(to):
+    if not isinstance(to, str) or not EMAIL.fullmatch(to):
         raise InvalidTask("action", "the item has no action and no valid 'email' attribute for the default action")
     return {"type": "email", "to": to, "subject": settings.default_email_subject,
             "body": settings.default_email_body}
@@ -181,7 +215,7 @@ def default_action(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
 def parse_recurrence(value: Any, tz: str | None) -> str | None:
     if value is None or value == "":
         return None
-    if not isinstance(value, str):
+    if not isinstance(value, str) or has_control_characters(value):
         raise InvalidTask("recurrence", "recurrence must be a rate(...) or cron(...) expression")
     try:
         schedule_expr.parse(value)
@@ -193,18 +227,18 @@ def parse_recurrence(value: Any, tz: str | None) -> str | None:
 def parse_timezone(value: Any) -> str | None:
     if value is None or value == "":
         return None
-    if not isinstance(value, str):
-        raise InvalidTask("timezone", "timezone must be an IANA time zone name like 'Europe/Paris'")
+    if not isinstance(value, str) or not ZONE_NAME.fullmatch(value):
+        raise InvalidTask("timezone", f"timezone must be an IANA time zone name like 'Europe/Paris', got {shown(value)}")
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise InvalidTask("timezone", f"timezone {value!r} is not an IANA time zone name") from exc
     return value
 
 
 def _bucket_due(value: Any) -> int | None:
     """The start (epoch seconds) of a bucket value like '2021-12-31#12:00' or '2021-12-31#12:00#3'."""
-    match = BUCKET_LABEL.match(value) if isinstance(value, str) else None
+    match = BUCKET_LABEL.fullmatch(value) if isinstance(value, str) else None
     if not match:
         return None
     try:
@@ -214,7 +248,19 @@ def _bucket_due(value: Any) -> int | None:
 
 
 def task_from_item(item: dict[str, Any], settings: Settings) -> Task:
-    """Read a task from a plain item (see chalicelib.ddb.deserialize); InvalidTask if it is not one."""
+    """Read a task from a plain item (see chalicelib.ddb.deserialize); InvalidTask if it is not one.
+
+    Pure: whatever goes wrong reading an item is the item's content, so any error becomes InvalidTask
+    (a stream record or due message of it is dead-lettered once, never retried)."""
+    try:
+        return _task_from_item(item, settings)
+    except InvalidTask:
+        raise
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+        raise InvalidTask("item", f"the item cannot be read as a task: {type(exc).__name__}: {exc}"[:500]) from exc
+
+
+def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     pk, sk = item.get("PK"), item.get("SK")
     if not isinstance(pk, str) or not isinstance(sk, str):
         raise InvalidTask("PK", "a task item needs string keys PK and SK")
@@ -226,10 +272,9 @@ def task_from_item(item: dict[str, Any], settings: Settings) -> Task:
         bucket_shaped = settings.due_attribute not in item and _bucket_due(item.get(settings.bucket_attribute)) is not None
         strategy_text = (Strategy.LAZY.value if lazy_shaped
                          else Strategy.INTERVAL.value if bucket_shaped else settings.default_strategy)
-    try:
-        strategy = Strategy(strategy_text)
-    except ValueError as exc:
-        raise InvalidTask("strategy", f"strategy must be exact, interval or lazy, got {strategy_text!r}") from exc
+    if strategy_text not in tuple(Strategy):
+        raise InvalidTask("strategy", f"strategy must be exact, interval or lazy, got {shown(strategy_text)}")
+    strategy = Strategy(strategy_text)
     due_value = item.get(settings.due_attribute)
     if due_value is None and strategy is Strategy.LAZY and settings.ttl_attribute in item:
         due_value = item[settings.ttl_attribute]
@@ -243,15 +288,14 @@ def task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     else:
         action, is_default = default_action(item, settings), True
     status_text = item.get("status") or Status.PENDING.value
-    try:
-        status = Status(status_text)
-    except ValueError as exc:
-        raise InvalidTask("status", f"unknown status {status_text!r}") from exc
+    if status_text not in tuple(Status):
+        raise InvalidTask("status", f"unknown status {shown(status_text)}")
+    status = Status(status_text)
     attempts = item.get("attempts", 0)
     timezone = parse_timezone(item.get("timezone"))
     return Task(
         key=TaskKey(pk, sk), due=due, strategy=strategy, action=action, status=status,
-        attempts=int(attempts) if isinstance(attempts, int | float) else 0,
+        attempts=int(attempts) if isinstance(attempts, int | float) and 0 <= attempts < 2**31 else 0,
         recurrence=parse_recurrence(item.get("recurrence"), timezone), timezone=timezone,
         action_is_default=is_default, item=item)
 
@@ -293,8 +337,8 @@ class DueMessage:
     def from_json(cls, body: str) -> DueMessage:
         try:
             data = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise InvalidTask("body", f"message body is not JSON: {exc}") from exc
+        except (ValueError, RecursionError) as exc:  # not JSON, too deep, or a number of over 4300 digits
+            raise InvalidTask("body", f"message body is not JSON: {str(exc)[:200]}") from exc
         if not isinstance(data, dict):
             raise InvalidTask("body", "message body must be a JSON object")
         pk, sk = data.get("pk"), data.get("sk")
@@ -311,12 +355,12 @@ class DueMessage:
                 if not isinstance(snapshot, dict):
                     raise ValueError("snapshot must be an object")
                 image = ddb.binary_as_text(ddb.serialize(snapshot))
-        except (ValueError, TypeError) as exc:
-            raise InvalidTask("image", f"the message's item image is not DynamoDB JSON: {exc}") from exc
+        except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
+            raise InvalidTask("image", f"the message's item image is not DynamoDB JSON: {str(exc)[:200]}") from exc
         hops = data.get("hops", 0)
         return cls(TaskKey(pk, sk), parse_due(data.get("due"), "due"), image, data.get("image_stored") is True,
                    hops if isinstance(hops, int) else 0)
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "Status", "Strategy", "Task", "TaskKey",
-           "default_action", "iso", "parse_action", "parse_due", "task_from_item"]
+           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "task_from_item"]

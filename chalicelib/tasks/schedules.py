@@ -34,7 +34,16 @@ from typing import Any
 from chalicelib import ddb
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 from chalicelib.tasks.buckets import due_bucket
-from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, task_from_item
+from chalicelib.tasks.model import (
+    DueMessage,
+    InvalidTask,
+    Status,
+    Strategy,
+    Task,
+    TaskKey,
+    check_action_target,
+    task_from_item,
+)
 
 # An interval task due sooner than this when its record is processed (or already
 # past due) is sent to the due queue directly: the interval processor may have
@@ -260,6 +269,9 @@ def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
         image = "OldImage" if change.event_name == "REMOVE" else "NewImage"
         return [DeadLetter(f"{image} is not a valid task: {exc.message} (field {exc.field})")]
     old = _old_task(change, settings) if change.event_name == "MODIFY" else None
+    refused = _refused_target(new, settings)
+    if refused:
+        return [DeadLetter(refused)]
 
     steps: list[Step] = []
     if old is not None and old.strategy is Strategy.EXACT and not old.status.finished and (
@@ -278,9 +290,23 @@ def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
     return steps
 
 
+def _refused_target(task: Task, settings: Settings) -> str | None:
+    """Why a task that is still to run may not: its action sends where the stage does not allow."""
+    if task.status.finished:
+        return None
+    try:
+        check_action_target(task.action, settings)
+    except InvalidTask as exc:
+        return f"the task's action is refused: {exc.message}"
+    return None
+
+
 def _plan_remove(change: Change, settings: Settings) -> list[Step]:
     old = task_from_item(change.old or {}, settings)
     if change.by_ttl:
+        refused = _refused_target(old, settings) if old.strategy is Strategy.LAZY else None
+        if refused:
+            return [DeadLetter(refused)]
         if old.strategy is Strategy.LAZY and not old.status.finished:
             return [SendDue(DueMessage(change.key, old.due, image=change.old_image), 0)]
         return []  # a TTL REMOVE of an exact or interval task (housekeeping) is not a due signal

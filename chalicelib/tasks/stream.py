@@ -4,9 +4,10 @@
 returns Lambda's partial-batch response.  Records of different keys run
 concurrently (at most STREAM_CONCURRENCY at once); the records of one key run
 one after the other in stream order.  A record that cannot be read, or whose
-image is not a valid task, or that AWS rejects as invalid, is dead-lettered to
-TASK_DLQ and skipped.  A transient failure (anything else, after botocore's
-and the throttle retries) stops that key's records, and the batch reports the
+image is not a valid task (whatever reading or planning it raised), whose
+action targets a queue or topic the stage does not allow, or that AWS rejects
+as invalid, is dead-lettered to TASK_DLQ once and skipped.  A transient failure
+(an AWS or network error, after botocore's and the throttle retries) stops that key's records, and the batch reports the
 failed record and the later ones of the same key in ``batchItemFailures``:
 Lambda (with ReportBatchItemFailures) then retries the shard from the lowest
 reported sequence number, so every later record of the batch is seen again.
@@ -25,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
@@ -114,7 +115,7 @@ def _process_group(deps: Deps, group: list[dict[str, Any]]) -> BatchResult:
     for position, record in enumerate(group):
         try:
             dead = process_record(deps, record)
-        except Exception as exc:  # anything unexpected is retried by Lambda, never lost
+        except Exception as exc:  # an AWS or network error (dead-lettering included): Lambda retries it
             logger.warning("stream record failed; will be retried",
                            extra={"event_id": schedules.record_id(record), "error": repr(exc)})
             # A record without a sequence number is reported as "": Lambda then retries the whole batch.
@@ -131,13 +132,22 @@ def _sequence(record: dict[str, Any]) -> str:
 
 
 def process_record(deps: Deps, record: dict[str, Any]) -> bool:
-    """Carry out one record; True when it was dead-lettered. Raises on a transient failure."""
+    """Carry out one record; True when it was dead-lettered. Raises on a transient failure.
+
+    Only AWS and network errors (botocore's) are transient.  Reading and planning are pure, so whatever
+    they raise would be raised again by every retry: the record's content is at fault and it is
+    dead-lettered, once, with the reason -- as is a step AWS rejects as invalid, or one that fails
+    before any AWS call."""
     try:
         change = schedules.change_from_record(record)
+        steps = schedules.plan(change, deps.settings, deps.clock())
     except InvalidRecord as exc:
         _dead_letter(deps, record, str(exc))
         return True
-    for step in schedules.plan(change, deps.settings, deps.clock()):
+    except Exception as exc:  # pure code: the same record fails the same way every time
+        _dead_letter(deps, record, f"the record cannot be planned: {type(exc).__name__}: {exc}"[:1000])
+        return True
+    for step in steps:
         if isinstance(step, DeadLetter):
             _dead_letter(deps, record, step.reason)
             return True
@@ -147,6 +157,14 @@ def process_record(deps: Deps, record: dict[str, Any]) -> bool:
             if error_code(exc) not in PERMANENT_CODES:
                 raise
             _dead_letter(deps, record, f"{type(step).__name__} was rejected: {exc}")
+            return True
+        except BotoCoreError as exc:
+            if not isinstance(exc, ParamValidationError):  # connection, timeout, credentials: transient
+                raise
+            _dead_letter(deps, record, f"{type(step).__name__} was rejected: {exc}"[:1000])
+            return True
+        except Exception as exc:  # not AWS's: the record's content, not worth a retry
+            _dead_letter(deps, record, f"{type(step).__name__} failed: {type(exc).__name__}: {exc}"[:1000])
             return True
     return False
 

@@ -59,7 +59,6 @@ def token_app(monkeypatch: pytest.MonkeyPatch, deps: Deps) -> Iterator[ModuleTyp
 @pytest.mark.parametrize("api_auth, extra, kind", [
     ("iam", {}, IAMAuthorizer),
     ("cognito", {"COGNITO_USER_POOL_ARN": POOL_ARN}, CognitoUserPoolAuthorizer),
-    ("token", {"API_TOKEN": TOKEN}, ChaliceAuthorizer),
 ])
 def test_every_route_but_health_carries_the_chosen_authorizer(
         monkeypatch: pytest.MonkeyPatch, api_auth: str, extra: dict[str, str], kind: type) -> None:
@@ -77,31 +76,39 @@ def test_api_key_mode_requires_a_key_on_every_route_but_health(monkeypatch: pyte
         assert bool(entry.api_key_required) is ((path, method) not in PUBLIC), (method, path)
 
 
-def test_the_token_authorizer_is_the_lambda_entry_point_chalice_deploys(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = import_app(monkeypatch, API_AUTH="token", API_TOKEN=TOKEN)
-    [config] = module.app.builtin_auth_handlers
-    assert config.handler_string == "app.token_authorizer"
-    assert isinstance(module.token_authorizer, ChaliceAuthorizer)
-
-
-def test_iam_mode_deploys_no_lambda_authorizer(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = import_app(monkeypatch, API_AUTH="iam")
+@pytest.mark.parametrize("api_auth, extra", [("iam", {}), ("token", {"API_TOKEN": TOKEN})])
+def test_no_mode_deploys_a_lambda_authorizer(monkeypatch: pytest.MonkeyPatch, api_auth: str,
+                                             extra: dict[str, str]) -> None:
+    module = import_app(monkeypatch, API_AUTH=api_auth, **extra)
     assert module.app.builtin_auth_handlers == []
-    assert module.token_authorizer is None
+    assert not any(isinstance(entry.authorizer, ChaliceAuthorizer) for _, _, entry in routes(module))
 
 
-def test_requests_without_a_token_get_401_json_on_every_route_but_health(token_app: ModuleType) -> None:
+def test_in_token_mode_a_route_added_without_protected_is_protected_all_the_same(token_app: ModuleType) -> None:
+    def forgotten() -> dict[str, str]:
+        return {"secret": "yes"}
+
+    token_app.app.route("/forgotten", methods=["GET"])(forgotten)
+
+    with Client(token_app.app) as client:
+        response = client.http.get("/forgotten")
+    assert response.status_code == 401
+    assert set(response.json_body) == {"error", "field"}
+
+
+def test_requests_without_a_token_get_401_with_the_error_shape_on_every_route_but_health(token_app: ModuleType) -> None:
     with Client(token_app.app) as client:
         for path, method, _ in routes(token_app):
             if (path, method) in PUBLIC:
                 continue
             response = client.http.request(method, concrete(path), headers={"Content-Type": "application/json"})
             assert response.status_code == 401, (method, path, response.body)
-            assert response.json_body == {"message": "Unauthorized"}
+            assert response.json_body == {"error": "credentials are required: Authorization: Bearer <token>",
+                                          "field": "Authorization"}
 
 
 @pytest.mark.parametrize("header", [f"Bearer {TOKEN}x", "Bearer ", f"Basic {TOKEN}", TOKEN])
-def test_requests_with_a_wrong_token_get_403_json_on_every_route_but_health(
+def test_requests_with_a_wrong_token_get_403_with_the_error_shape_on_every_route_but_health(
         token_app: ModuleType, header: str) -> None:
     with Client(token_app.app) as client:
         for path, method, _ in routes(token_app):
@@ -109,7 +116,8 @@ def test_requests_with_a_wrong_token_get_403_json_on_every_route_but_health(
                 continue
             response = client.http.request(method, concrete(path), headers={"Authorization": header})
             assert response.status_code == 403, (method, path, response.body)
-            assert "not authorized" in response.json_body["Message"]
+            assert response.json_body == {
+                "error": "the Authorization header does not carry a valid bearer token", "field": "Authorization"}
 
 
 def test_requests_with_the_token_reach_every_route(token_app: ModuleType) -> None:

@@ -4,6 +4,7 @@ template, no wildcard actions, scoped resources, each function only what it need
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -30,13 +31,11 @@ def committed_policies(name: str) -> dict[str, iam.Policy]:
 
 
 def every_policy() -> list[tuple[str, iam.Policy]]:
-    settings = Settings.from_env()
+    settings = replace(Settings.from_env(), task_action_target_arns=())  # the suite's own allow moto's account
     policies: list[tuple[str, iam.Policy]] = [
         (stage.policy_file(s, f), p) for s in stage.DEPLOYED_STAGES for f, p in committed_policies(s).items()]
     targets = ["arn:aws:sqs:us-east-1:123456789012:x"]
     policies += [(f"{f} (test stage)", p) for f, p in iam.function_policies(settings, WHERE, targets).items()]
-    token = Settings.from_env({"API_AUTH": "token", "API_TOKEN": "t"})
-    policies.append(("token_authorizer", iam.function_policies(token, WHERE)[iam.TOKEN_AUTHORIZER]))
     policies.append(("scheduler role", iam.scheduler_role_policy("arn:aws:sqs:us-east-1:1:due", "arn:aws:sqs:us-east-1:1:d")))
     return policies
 
@@ -199,3 +198,23 @@ def test_the_coverage_check_catches_a_missing_permission_and_a_foreign_resource(
     problems = denied(policy, calls, "aws", "us-east-1", "123456789012")
     assert [(c.operation, r.resource.rsplit(":", 1)[-1]) for c, r in problems] == [
         ("PutItem", "table/someone-elses"), ("Scan", "table/timekeeper-state")]
+
+
+def test_task_executor_may_send_to_exactly_the_stages_action_targets() -> None:
+    targets = "arn:aws:sqs:us-east-1:123456789012:orders,arn:aws:sns:us-east-1:123456789012:team-*"
+    settings = Settings.from_env({"TASK_ACTION_TARGET_ARNS": targets})
+    policies = iam.function_policies(settings, WHERE)
+    granted = {(action, resource) for statement in policies["task_executor"]["Statement"]
+               for action in statement["Action"] for resource in statement["Resource"]
+               if action in ("sqs:SendMessage", "sns:Publish") and "timekeeper" not in resource}
+    assert granted == {("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:orders"),
+                       ("sns:Publish", "arn:aws:sns:us-east-1:123456789012:team-*")}
+    for name, policy in policies.items():
+        if name != "task_executor":
+            assert "orders" not in json.dumps(policy) and "team-" not in json.dumps(policy), name
+
+
+def test_the_action_targets_set_in_the_deploys_environment_are_refused_not_ignored() -> None:
+    with pytest.raises(ValueError, match="stage setting"):
+        iam.action_targets_from({"TASK_ACTION_TARGET_ARNS": "arn:aws:sqs:us-east-1:123456789012:orders"})
+    assert iam.action_targets_from({"TASK_ACTION_TARGET_ARNS": ""}) == []

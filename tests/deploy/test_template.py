@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from deploy import cli
+from deploy import cli, stage
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -92,3 +92,24 @@ def test_data_tables_outlive_the_stack(packaged: Path) -> None:
     resources = template(packaged)["Resources"]
     for name in ("StateTable", "TasksTable"):
         assert resources[name]["DeletionPolicy"] == "Retain"
+
+
+def test_the_deployed_api_answers_its_own_errors_in_the_apps_error_shape(packaged: Path) -> None:
+    api = template(packaged)["Resources"]["RestAPI"]["Properties"]
+    responses = api["DefinitionBody"]["x-amazon-apigateway-gateway-responses"]
+    for kind in ("UNAUTHORIZED", "ACCESS_DENIED", "MISSING_AUTHENTICATION_TOKEN", "THROTTLED", "REQUEST_TOO_LARGE",
+                 "DEFAULT_4XX", "DEFAULT_5XX"):
+        mapping = responses[kind]["responseTemplates"]["application/json"]
+        # API Gateway substitutes $context.error.messageString with the message as a quoted JSON string.
+        body = json.loads(mapping.replace("$context.error.messageString", json.dumps('Say "no"')))
+        assert set(body) == {"error", "field"} and body["error"] == 'Say "no"', kind
+        assert isinstance(body["field"], str) and body["field"], kind
+
+
+def test_the_deployed_api_is_throttled_as_the_stage_settings_say(packaged: Path) -> None:
+    api = template(packaged)["Resources"]["RestAPI"]["Properties"]
+    settings = stage.settings(stage.load_config(ROOT), "prod", "us-east-1")
+    assert api["MethodSettings"] == [{"ResourcePath": "/*", "HttpMethod": "*",
+                                      "ThrottlingRateLimit": settings.api_throttle_rate,
+                                      "ThrottlingBurstLimit": settings.api_throttle_burst}]
+    assert (settings.api_throttle_rate, settings.api_throttle_burst) == (50.0, 100)  # README's defaults

@@ -257,6 +257,28 @@ def test_a_bad_record_goes_to_the_task_dlq_and_the_rest_of_the_batch_is_processe
     assert all(d["source"] == "task_stream" and d["payload"]["eventID"] == d["event_id"] for d in dead)
 
 
+@pytest.mark.parametrize("due", [
+    {"S": "9999-12-31T23:59:59-01:00"},   # year 10000 in UTC
+    {"S": "0001-01-01T00:00:00+01:00"},   # year 0 in UTC
+    {"N": "1" + "0" * 400},               # more than a float holds
+    {"N": "1E+125"},                      # DynamoDB's largest number
+    {"S": "2026-11-22T15:00:00\x00"},     # a control character
+])
+def test_a_poison_due_time_is_dead_lettered_once_and_the_rest_of_the_batch_is_scheduled(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, table: Table, due: dict[str, str]) -> None:
+    bob = TaskKey("USER#bob", "REMINDER#x")
+    poison = table.record("INSERT", bob, new={"PK": bob.pk, "SK": bob.sk, "email": "bob@example.com"})
+    poison["dynamodb"]["NewImage"]["REMINDER_TIMESTAMP"] = due
+    before = table.put(seed(ADA, clock.now + timedelta(hours=3)))
+    after = table.put(seed(GRACE, clock.now + timedelta(hours=4)))
+    assert stream(client, before, poison, after) == []  # nothing for Lambda to retry
+    assert schedule_of(deps, ADA) is not None and schedule_of(deps, GRACE) is not None
+    [(body, _)] = aws.sent(deps.settings.task_dlq)
+    dead = json.loads(body)
+    assert dead["event_id"] == poison["eventID"]
+    assert "REMINDER_TIMESTAMP" in dead["reason"] or "cannot be" in dead["reason"]
+
+
 def test_a_transient_failure_reports_that_record_and_the_later_ones_of_its_key_only(
         deps: Deps, clock: FakeClock, client: Client, table: Table) -> None:
     bob = TaskKey("USER#bob", "REMINDER#x")

@@ -1,0 +1,127 @@
+"""Tasks' sqs and sns actions send only where the stage allows (TASK_ACTION_TARGET_ARNS, the executor's IAM grant):
+the API refuses any other queue or topic, the stream dead-letters an item that names one, the executor never sends."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from chalice.test import Client
+
+from chalicelib.aws import Deps
+from chalicelib.tasks.actions import queue_arn_of, target_refusal
+from chalicelib.tasks.model import TaskKey, parse_due
+from tests.fixtures import Aws, FakeClock, use_settings
+from tests.functional.api_support import table_contents
+from tests.functional.stream_support import Table, schedule_of, stream
+from tests.functional.task_support import deliver, due_body, get_item, patch_task, post_task
+
+RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
+FOREIGN_QUEUE = "https://sqs.us-east-1.amazonaws.com/999999999999/theirs"
+FOREIGN_TOPIC = "arn:aws:sns:us-east-1:999999999999:theirs"
+
+
+def sqs(queue_url: str) -> dict[str, str]:
+    return {"type": "sqs", "queue_url": queue_url, "message": "m"}
+
+
+def sns(topic_arn: str) -> dict[str, str]:
+    return {"type": "sns", "topic_arn": topic_arn, "message": "m"}
+
+
+@pytest.mark.parametrize("action, field", [
+    (sqs(FOREIGN_QUEUE), "action.queue_url"),
+    (sns(FOREIGN_TOPIC), "action.topic_arn"),
+    (sqs("https://sqs.eu-west-1.amazonaws.com/123456789012/orders"), "action.queue_url"),  # another region
+])
+def test_a_queue_or_topic_the_stage_does_not_allow_is_a_400_naming_the_field_and_nothing_is_stored(
+        client: Client, deps: Deps, action: dict[str, str], field: str) -> None:
+    before = table_contents(deps)
+    response = post_task(client, {"id": "elsewhere", "run_at": RUN_AT, "action": action})
+    assert response.status_code == 400, response.body
+    assert response.json_body["field"] == field
+    assert "TASK_ACTION_TARGET_ARNS" in response.json_body["error"]
+    assert table_contents(deps) == before
+
+
+def test_the_apps_own_queues_and_alert_topic_are_refused_even_under_a_wildcard(
+        client: Client, aws: Aws, deps: Deps) -> None:
+    for action in (sqs(aws.queue_url(deps.settings.due_queue)), sqs(aws.queue_url(deps.settings.task_dlq)),
+                   sns(deps.settings.alert_topic_arn)):
+        response = post_task(client, {"id": "inject", "run_at": RUN_AT, "action": action})
+        assert response.status_code == 400, response.body
+        assert "own" in response.json_body["error"]
+
+
+def test_an_allowed_queue_is_accepted_and_a_patch_to_a_foreign_one_is_refused(client: Client, aws: Aws,
+                                                                              deps: Deps) -> None:
+    queue_url = aws.clients.sqs.create_queue(QueueName="orders")["QueueUrl"]
+    assert post_task(client, {"id": "restock", "run_at": RUN_AT, "action": sqs(queue_url)}).status_code == 201
+    before = table_contents(deps)
+    response = patch_task(client, "restock", {"action": sqs(FOREIGN_QUEUE)})
+    assert response.status_code == 400
+    assert response.json_body["field"] == "action.queue_url"
+    assert table_contents(deps) == before
+
+
+def test_with_no_targets_allowed_every_sqs_and_sns_action_is_refused(client: Client, aws: Aws, deps: Deps) -> None:
+    use_settings(deps, task_action_target_arns=())
+    queue_url = aws.clients.sqs.create_queue(QueueName="orders")["QueueUrl"]
+    response = post_task(client, {"id": "restock", "run_at": RUN_AT, "action": sqs(queue_url)})
+    assert response.status_code == 400 and response.json_body["field"] == "action.queue_url"
+
+
+def test_an_item_another_program_wrote_with_a_foreign_queue_is_dead_lettered_once_and_never_scheduled(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    table = Table(deps)
+    key = TaskKey("USER#mallory", "REMINDER#x")
+    record = table.put({"PK": key.pk, "SK": key.sk, "run_at": (clock.now + timedelta(hours=3)).isoformat(),
+                        "action": sqs(FOREIGN_QUEUE)})
+    assert stream(client, record) == []
+    assert schedule_of(deps, key) is None
+    assert aws.sent(deps.settings.due_queue) == []
+    [(body, _)] = aws.sent(deps.settings.task_dlq)
+    dead = json.loads(body)
+    assert dead["event_id"] == record["eventID"]
+    assert "action.queue_url" in dead["reason"] and "TASK_ACTION_TARGET_ARNS" in dead["reason"]
+
+
+def test_the_executor_never_sends_to_a_queue_the_stage_no_longer_allows(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    queue_url = aws.clients.sqs.create_queue(QueueName="orders")["QueueUrl"]
+    assert post_task(client, {"id": "restock", "run_at": RUN_AT, "action": sqs(queue_url)}).status_code == 201
+    use_settings(deps, task_action_target_arns=("arn:aws:sqs:us-east-1:123456789012:other-*",))
+    clock.advance(minutes=10)
+    deliver(client, due_body(TaskKey.for_id("restock"), parse_due(RUN_AT)))
+    assert aws.drain(queue_url) == []
+    item = get_item(deps, TaskKey.for_id("restock"))
+    assert item is not None and "TASK_ACTION_TARGET_ARNS" in str(item.get("last_error"))
+
+
+@pytest.mark.parametrize("url, arn", [
+    ("https://sqs.us-east-1.amazonaws.com/123456789012/orders", "arn:aws:sqs:us-east-1:123456789012:orders"),
+    ("https://eu-west-1.queue.amazonaws.com/123456789012/orders", "arn:aws:sqs:eu-west-1:123456789012:orders"),
+    ("https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q", "arn:aws-cn:sqs:cn-north-1:123456789012:q"),
+    ("http://localhost:5000/123456789012/orders", "arn:aws:sqs:ap-south-1:123456789012:orders"),
+])
+def test_a_queue_url_is_matched_by_its_arn(url: str, arn: str) -> None:
+    assert queue_arn_of(url, "ap-south-1") == arn
+
+
+@pytest.mark.parametrize("allowed, allowed_or_not", [
+    (("arn:aws:sqs:us-east-1:123456789012:orders",), True),
+    (("arn:aws:sqs:us-east-1:123456789012:order?",), True),
+    (("arn:aws:sqs:*:123456789012:*",), True),
+    (("arn:aws:sqs:us-east-1:123456789012:orders-*",), False),
+    (("arn:aws:sns:us-east-1:123456789012:*",), False),
+    ((), False),
+])
+def test_targets_match_with_iams_wildcards(allowed: tuple[str, ...], allowed_or_not: bool) -> None:
+    action: dict[str, Any] = sqs("https://sqs.us-east-1.amazonaws.com/123456789012/orders")
+    assert (target_refusal(action, allowed, "us-east-1") is None) is allowed_or_not
+
+
+def test_email_actions_need_no_target_allowed() -> None:
+    assert target_refusal({"type": "email", "to": "a@b.co"}, (), "us-east-1") is None

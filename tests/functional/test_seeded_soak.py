@@ -1,0 +1,128 @@
+"""A seeded soak under faults: 200 tasks of every strategy and a 50-table backup run, while 30 % of AWS requests
+are throttled (botocore retries them), 5 % fail hard and 5 % are applied with their response lost.
+
+Every handler runs as Lambda would run it (tests/functional/lambda_sim.py: redeliveries, visibility timeouts,
+stream retries, TTL, Scheduler, the processor's schedule) on the injected clock.  Every task must run its
+action exactly once and every table must be backed up; the counts are printed (``pytest -s`` shows them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import botocore.endpoint
+import pytest
+from chalice.test import Client
+
+from chalicelib.aws import Clients, Deps
+from tests import events
+from tests.aws_limits import AwsLimits
+from tests.faults import Faults
+from tests.fixtures import FakeClock, use_settings
+from tests.functional.backup_support import create_tables
+from tests.functional.lambda_sim import LambdaSim
+from tests.functional.task_support import emails_sent, post_task
+
+SEED = 20261123
+TASKS = int(os.environ.get("SOAK_TASKS", "200"))
+TABLES = int(os.environ.get("SOAK_TABLES", "50"))
+STRATEGIES = ("exact", "exact", "interval", "lazy")  # exact twice: due soon (SQS delay) and later (Scheduler)
+
+
+class _NoRealSleep:
+    """botocore.endpoint's ``time``: its retry backoff moves the test's clock instead of waiting."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._clock = clock
+
+    def sleep(self, seconds: float) -> None:
+        self._clock.advance(seconds=seconds)
+
+
+def _create(client: Client, body: dict[str, Any]) -> None:
+    """POST a task as a client would: retried on a 5xx (the API is idempotent for the same id and body)."""
+    for _ in range(20):
+        response = post_task(client, body)
+        if response.status_code in (200, 201):
+            return
+        assert response.status_code >= 500, response.body
+    pytest.fail(f"task {body['id']} could not be created")
+
+
+def test_every_task_runs_once_and_every_table_is_backed_up_under_throttling_errors_and_lost_responses(
+        deps: Deps, clock: FakeClock, client: Client, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # One stream thread keeps the seeded faults in one order.  Retry mode standard: adaptive mode's client-side
+    # rate limiter waits in real time once throttled, and only moves when the faults happen, not whether.
+    use_settings(deps, stream_concurrency=1, backup_table_pattern=re.compile(r"soak-\d+"), aws_retry_mode="standard")
+    deps.clients = Clients(deps.settings)
+    faults = Faults(deps.clients)
+    limits = AwsLimits(deps.clients)
+    monkeypatch.setattr(botocore.endpoint, "time", _NoRealSleep(clock))
+    create_tables(deps, [f"soak-{i:03d}" for i in range(TABLES)])
+    sim = LambdaSim(deps, client, clock)
+    # Lost responses everywhere but the action itself: an email whose answer is lost was sent, and sending it
+    # again is the one window the README documents; here every other call may lose its answer.
+    faults.chaos(seed=SEED, throttle=0.30, error=0.05, lost=0.05, no_loss=("sesv2.SendEmail",))
+
+    start = clock.now
+    for i in range(TASKS):
+        strategy = STRATEGIES[i % len(STRATEGIES)]
+        minutes = 2 + (i % 10) if i % len(STRATEGIES) != 1 else 20 + (i % 40)
+        _create(client, {
+            "id": f"soak-{i:03d}", "strategy": strategy, "run_at": (start + timedelta(minutes=minutes)).isoformat(),
+            "action": {"type": "email", "to": "ops@example.com", "subject": f"soak-{i:03d}", "body": "tick"}})
+    for _ in range(3):  # EventBridge invokes asynchronously: Lambda retries a failed trigger twice
+        if sim.invoke_ok("backup_trigger", events.scheduled_event(start)):
+            break
+
+    def settled() -> bool:
+        return len(set(_subjects())) == TASKS and _run_complete(sim)
+
+    sim.run(until=settled, limit=timedelta(hours=3))
+    faults.calm()
+    sim.run(until=lambda: False, limit=timedelta(minutes=20))  # let every retry and redelivery play out
+
+    sent = Counter(_subjects())
+    twice = sorted(subject for subject, count in sent.items() if count > 1)
+    missing = [f"soak-{i:03d}" for i in range(TASKS) if f"soak-{i:03d}" not in sent]
+    backed_up = _tables_backed_up(deps)
+    with capsys.disabled():
+        print(f"\nseeded soak (seed {SEED}): {TASKS} tasks, {len(sent)} executed, {len(twice)} twice, "
+              f"{len(missing)} missing; {len(backed_up)}/{TABLES} tables backed up; faults injected "
+              f"{dict(faults.injected)}; {sum(faults.calls.values())} AWS calls; {sim.failed_invocations} failed "
+              f"invocations; dead-lettered {sim.dead_letters()}; {clock.now - start} of simulated time; "
+              f"runs {_runs(sim)}")
+    assert missing == []
+    assert twice == []
+    assert backed_up == {f"soak-{i:03d}" for i in range(TABLES)}
+    assert _run_complete(sim)
+    assert sum(sim.dead_letters().values()) == 0
+    assert limits.violations == []
+
+
+def _subjects() -> list[str]:
+    return [m.subject for m in emails_sent() if str(m.subject).startswith("soak-")]
+
+
+def _tables_backed_up(deps: Deps) -> set[str]:
+    from tests.functional.backup_support import moto_backups
+
+    return {b.table.name for b in moto_backups(deps).values() if b.table.name.startswith("soak-")
+            and b.status == "AVAILABLE"}
+
+
+def _runs(sim: LambdaSim) -> dict[str, str]:
+    """Backup runs and their status (read through the emulation's own client: no faults)."""
+    runs = sim.ddb.query(TableName=sim.deps.settings.state_table, KeyConditionExpression="PK = :pk",
+                         ExpressionAttributeValues={":pk": {"S": "BACKUP_RUN"}})["Items"]
+    return {run["SK"]["S"]: run["status"]["S"] for run in runs}
+
+
+def _run_complete(sim: LambdaSim) -> bool:
+    runs = _runs(sim)
+    return bool(runs) and set(runs.values()) == {"COMPLETE"}
