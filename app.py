@@ -14,7 +14,7 @@ from chalicelib.container import Container
 from chalicelib.events import scheduled_time
 from chalicelib.settings import Settings
 from chalicelib.tasks import api as task_api
-from chalicelib.tasks import executor, interval, stream
+from chalicelib.tasks import dead_letters, executor, interval, stream
 from chalicelib.web import json_body, query, raw_body, respond
 
 settings = Settings.from_env()
@@ -107,6 +107,12 @@ def reschedule_task(task_id: str) -> Response:
 @app.on_sqs_message(queue=settings.due_queue, batch_size=10, name="task_executor")
 def task_executor(event: SQSEvent) -> dict[str, Any]:
     return executor.run_batch(deps(), event.to_dict()["Records"])
+
+
+# A due message the executor failed MAX_RECEIVE_COUNT times: the task shows why, one alert, on to TASK_DLQ.
+@app.on_sqs_message(queue=settings.due_dlq, batch_size=10, name="due_dead_letter")
+def due_dead_letter(event: SQSEvent) -> dict[str, Any]:
+    return dead_letters.run_batch(deps(), event.to_dict()["Records"])
 
 
 # --- health ------------------------------------------------------------------

@@ -13,16 +13,19 @@ MAX_BODY_BYTES = 250_000
 
 
 def dead_letter(deps: Deps, queue_name: str, source: str, event_id: str, reason: str, payload: Any,
-                smaller: Any = None) -> None:
+                smaller: Any = None, dedupe_id: str | None = None) -> None:
     """Log the event with its id and reason, and send it to ``queue_name`` for a human to inspect.
 
     A payload too large for one message is replaced by ``smaller`` (its keys, say), or by a note that it was
-    left out."""
+    left out.  ``dedupe_id``, when given, is the same for every copy of one dead letter a retry may send again:
+    a reader drops a message whose ``dedupe_id`` it has seen."""
     logger.error("dead-lettered", extra={"source": source, "event_id": event_id, "reason": reason})
 
     def envelope(content: Any) -> str:
-        return json.dumps({"source": source, "event_id": event_id, "reason": reason,
-                           "at": deps.clock().isoformat(), "payload": content}, default=str)
+        fields = {"source": source, "event_id": event_id, "reason": reason, "at": deps.clock().isoformat()}
+        if dedupe_id is not None:
+            fields["dedupe_id"] = dedupe_id
+        return json.dumps({**fields, "payload": content}, default=str)
 
     body = envelope(payload)
     if len(body.encode()) > MAX_BODY_BYTES:

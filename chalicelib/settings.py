@@ -90,6 +90,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SCHEDULER_DLQ_ARN", "", "Dead-letter queue (ARN) of EventBridge Scheduler deliveries."),
     Variable("DUE_QUEUE", "timekeeper-due", "SQS queue (name) of due tasks, consumed by the executor."),
     Variable("TASK_DLQ", "timekeeper-task-dlq", "SQS queue (name) for task records and messages that cannot be processed."),
+    Variable("DUE_DLQ", "timekeeper-due-dlq", "SQS queue (name) where SQS moves due messages after their last failed delivery."),
     Variable("PROCESSOR_SCHEDULE", "rate(1 minute)", "When the interval processor runs: rate() or cron()."),
     Variable("TASK_MAX_ATTEMPTS", "3", "Attempts of a failing action before the task is FAILED."),
     Variable("TASK_CLAIM_LEASE_SECONDS", "300", "A claimed execution whose worker died is taken over after this."),
@@ -178,6 +179,7 @@ class Settings:
     scheduler_dlq_arn: str
     due_queue: str
     task_dlq: str
+    due_dlq: str
     processor_schedule: str
     task_max_attempts: int
     task_claim_lease_seconds: int
@@ -246,6 +248,7 @@ class Settings:
             scheduler_dlq_arn=env.optional_arn("SCHEDULER_DLQ_ARN"),
             due_queue=env.matching("DUE_QUEUE", _QUEUE_NAME, "an SQS queue name"),
             task_dlq=env.matching("TASK_DLQ", _QUEUE_NAME, "an SQS queue name"),
+            due_dlq=env.matching("DUE_DLQ", _QUEUE_NAME, "an SQS queue name"),
             processor_schedule=env.schedule("PROCESSOR_SCHEDULE"),
             task_max_attempts=env.integer("TASK_MAX_ATTEMPTS", 1, 100),
             task_claim_lease_seconds=env.integer("TASK_CLAIM_LEASE_SECONDS", 5, 86400),

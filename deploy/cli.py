@@ -174,7 +174,7 @@ def destroy_resources(clients: Clients, settings: Settings, delete_data: bool) -
                 raise
 
     for queue in (settings.backup_monitor_queue, settings.backup_monitor_dlq, settings.due_queue,
-                  settings.task_dlq, iam.scheduler_dlq_name(settings)):
+                  settings.due_dlq, settings.task_dlq, iam.scheduler_dlq_name(settings)):
         attempt(f"queue {queue}", lambda q=queue: clients.sqs.delete_queue(  # type: ignore[misc]
             QueueUrl=clients.sqs.get_queue_url(QueueName=q)["QueueUrl"]))
     alarms = [dlq_alarm_name(q) for q in dead_letter_queues(settings, {})]

@@ -98,7 +98,8 @@ def _statement(sid: str, actions: Sequence[str], resources: Sequence[str],
 
 API_HANDLER = "api_handler"          # Chalice's name for the REST API's function (<app>-<stage>)
 # app.py's Lambda functions (API_AUTH=token, offline only, checks the token in the API handler itself).
-FUNCTIONS = (API_HANDLER, "backup_trigger", "backup_monitor", "task_stream", "interval_processor", "task_executor")
+FUNCTIONS = (API_HANDLER, "backup_trigger", "backup_monitor", "task_stream", "interval_processor", "task_executor",
+             "due_dead_letter")
 
 # Item actions each function performs, per table (DynamoDB authorizes a transaction's items one by one).
 _READ = ("dynamodb:GetItem",)
@@ -235,6 +236,13 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
                 where.arn("ses", f"identity/{s.sender_email.rsplit('@', 1)[-1]}")]),
             *([_statement("TaskActionQueues", ["sqs:SendMessage"], queues)] if queues else []),
             *([_statement("TaskActionTopics", ["sns:Publish"], topics)] if topics else []),
+        ],
+        "due_dead_letter": [
+            b.tasks_table("ReadTasks", _READ),
+            b.state_table("TaskRecordsAndClaims", [*_READ, "dynamodb:UpdateItem"]),
+            b.consume("ConsumeDueDlq", s.due_dlq),
+            b.send("ForwardToTaskDlq", s.task_dlq),
+            b.alerts(),
         ],
     }
     return {name: {"Version": "2012-10-17", "Statement": [b.logs(name), *statements[name]]}

@@ -202,8 +202,12 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
     _, monitor_dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, result)
     ensure_queue(clients, settings.backup_monitor_queue, result, dlq_arn=monitor_dlq_arn,
                  visibility_timeout=300, delay_seconds=settings.backup_monitor_delay_seconds)
-    _, task_dlq_arn = ensure_queue(clients, settings.task_dlq, result)
-    _, due_queue_arn = ensure_queue(clients, settings.due_queue, result, dlq_arn=task_dlq_arn,
+    ensure_queue(clients, settings.task_dlq, result)
+    # A due message SQS gives up on goes to its own queue, whose handler tells (README: "Dead-lettered due
+    # messages") and forwards it to TASK_DLQ.  No redrive of its own: a moved message keeps its receive count,
+    # so a redrive would pass it on before the handler saw it; one it cannot handle stays there, retried.
+    _, due_dlq_arn = ensure_queue(clients, settings.due_dlq, result)
+    _, due_queue_arn = ensure_queue(clients, settings.due_queue, result, dlq_arn=due_dlq_arn,
                                     visibility_timeout=120)
     _, scheduler_dlq_arn = ensure_queue(clients, iam.scheduler_dlq_name(settings), result)
     if not scheduler_role_arn:
@@ -224,6 +228,7 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
         "BACKUP_MONITOR_DLQ": settings.backup_monitor_dlq,
         "DUE_QUEUE": settings.due_queue,
         "TASK_DLQ": settings.task_dlq,
+        "DUE_DLQ": settings.due_dlq,
         "SCHEDULER_ROLE_ARN": scheduler_role_arn,
     })
     return result

@@ -51,6 +51,7 @@ ENTRY_MODULES = {
         ("backups/api.py", API_FUNCTION), ("tasks/api.py", API_FUNCTION),
         ("tasks/stream.py", "task_stream"), ("tasks/interval.py", "interval_processor"),
         ("tasks/executor.py", "task_executor"), ("tasks/actions.py", "task_executor"),
+        ("tasks/dead_letters.py", "due_dead_letter"),
     )
 }
 

@@ -57,6 +57,25 @@ def _key_of(task_id: str) -> TaskKey | None:
 
 
 def _view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
+    view = _plain_view(deps, task_id, item, record)
+    stuck = _dead_letter(record, view.get("run_at"), str(view.get("status")))
+    if stuck is not None:
+        view["dead_letter"] = stuck
+    return view
+
+
+def _dead_letter(record: dict[str, Any] | None, run_at: Any, status: str) -> dict[str, Any] | None:
+    """Why a PENDING or RUNNING task will not run (its due message was dead-lettered,
+    ``chalicelib.tasks.dead_letters``), or None: the note is of its current due time only."""
+    note = (record or {}).get("dead_letter")
+    if not isinstance(note, dict) or note.get("run_at") != run_at or status not in (
+            Status.PENDING.value, Status.RUNNING.value):
+        return None
+    return {k: note.get(k) for k in ("run_at", "at", "reason", "receive_count", "claim")}
+
+
+def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
+                record: dict[str, Any] | None) -> dict[str, Any]:
     if record is not None and (item is None or record.get("status") == Status.CANCELLED.value):
         return items.view_of_record(record)
     assert item is not None
@@ -196,9 +215,11 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
         return 200, _view(deps, key.task_id, item, record)
     if status in (Status.DONE.value, Status.FAILED.value):
         raise conflict(f"task {key.task_id!r} is {status} and can no longer be cancelled")
-    if status == Status.RUNNING.value:
+    stuck = task is not None and _dead_letter(record, iso(task.due), status) is not None
+    if status == Status.RUNNING.value and not stuck:
         raise conflict(f"task {key.task_id!r} is running; try again when it has finished")
     store, now = TaskStore(deps), deps.clock()
+    cancellable = "(:pending, :running)" if stuck else "(:pending)"  # a dead-lettered task stuck RUNNING too
     if task is not None:
         new_record = items.record_of(task, (record or {}).get("created_at") or task.item.get("created_at"),
                                      (record or {}).get("fingerprint"))
@@ -207,8 +228,9 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     new_record.update(status=Status.CANCELLED.value, finished_at=iso(now))
     ops = [
         delete(store.tasks_table, {"PK": key.pk, "SK": key.sk},
-               "attribute_not_exists(PK) OR attribute_not_exists(#s) OR #s = :pending",
-               {"#s": "status"}, {":pending": Status.PENDING.value}),
+               f"attribute_not_exists(PK) OR attribute_not_exists(#s) OR #s IN {cancellable}",
+               {"#s": "status"}, {":pending": Status.PENDING.value,
+                                  **({":running": Status.RUNNING.value} if stuck else {})}),
         put(store.state_table, new_record, "attribute_not_exists(PK) OR #s = :pending",
             {"#s": "status"}, {":pending": Status.PENDING.value}),
     ]
@@ -233,7 +255,8 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
         _valid(lambda: check_action_target(action, deps.settings))
     key, item, record, task = _current(deps, task_id)
     status = _status(record, task)
-    if status != Status.PENDING.value:
+    stuck = task is not None and _dead_letter(record, iso(task.due), status) is not None
+    if status != Status.PENDING.value and not (stuck and status == Status.RUNNING.value):
         raise conflict(f"task {key.task_id!r} is {status}; only a PENDING task can be changed", "status")
     if item is None:
         raise conflict(f"task {key.task_id!r} is due and being run; it can no longer be changed", "status")
@@ -248,16 +271,22 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
                                             item.get(settings.due_attribute), has_due))
     if action is not None:
         changes["action"] = action
+    changeable = "#s = :pending"
+    extra_values: dict[str, Any] = {}
+    if stuck and status == Status.RUNNING.value:  # its due message was dead-lettered: it runs again from PENDING
+        changes["status"] = Status.PENDING.value
+        changeable = "#s IN (:pending, :running)"
+        extra_values[":running"] = Status.RUNNING.value
     still_due, due_names, due_values = items.due_condition(task, settings)
     expression, names, values = set_attributes(changes)
     ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression,
-                  still_due + " AND (attribute_not_exists(#s) OR #s = :pending)",
+                  still_due + f" AND (attribute_not_exists(#s) OR {changeable})",
                   {**names, **due_names, "#s": "status"},
-                  {**values, **due_values, ":pending": Status.PENDING.value})]
+                  {**values, **due_values, **extra_values, ":pending": Status.PENDING.value})]
     updated = task_from_item({**item, **changes}, settings)
     if record is not None:
         view_changes = {"run_at": iso(updated.due), "action": updated.action}
-        expression, names, values = set_attributes(view_changes)
+        expression, names, values = set_attributes(view_changes, ["dead_letter"])
         ops.append(update(store.state_table, items.record_key(key.task_id), expression, None, names, values))
     if not store.transact(ops):
         raise conflict(f"task {key.task_id!r} changed while being rescheduled; read it and try again")

@@ -29,10 +29,14 @@ raised is reported in ``batchItemFailures`` so only it is redelivered.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib import alerts, ddb
 from chalicelib.aws import Deps
@@ -44,6 +48,8 @@ from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Ta
 from chalicelib.tasks.store import ACTED, Claim, Outcome, TaskStore, delete, put, put_raw, set_attributes, update
 
 SOURCE = "task_executor"
+
+T = TypeVar("T")
 
 
 def run_batch(deps: Deps, records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
@@ -114,7 +120,8 @@ def execute(deps: Deps, body: str, message_id: str) -> str:
     early = (task.due - deps.clock()).total_seconds()
     if early > 0:  # the message's time was rounded down to the second
         deps.sleep(early)
-    claim = store.claim(task.id, task.due, deps.clock(), settings.task_claim_lease_seconds)
+    owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised on a re-read
+    claim = store.claim(task.id, task.due, deps.clock(), settings.task_claim_lease_seconds, owner)
     if not claim.won:
         if claim.state in (Status.RUNNING.value, ACTED):
             _send_back(deps, message, timing.claim_held_delay(
@@ -123,23 +130,53 @@ def execute(deps: Deps, body: str, message_id: str) -> str:
         return "skipped: " + (claim.state.lower() or "claimed")
     outcome = claim.outcome  # taken over after the action ran: only its outcome is left to record
     if outcome is None:
-        if not message.carries_item and not _mark_running(deps, store, task):
-            store.settle_claim(task.id, task.due, "SKIPPED", 0)
+        with _released_on_error(store, task, owner):  # nothing ran yet: the redelivery takes over at once
+            still_due = message.carries_item or _mark_running(deps, store, task)
+            if not still_due:
+                store.settle_claim(task.id, task.due, "SKIPPED", 0)
+        if not still_due:
             return "skipped: changed"
         outcome = _run_with_retries(deps, task)
-        if not store.record_acted(task.id, task.due, claim.claimed_at, outcome):
+        # The one write between the action and a second run of it: retried, never released (see README).
+        acted = _persisted(deps, "the action's outcome on its claim",
+                           lambda: store.record_acted(task.id, task.due, owner, outcome))
+        if not acted:
             return "skipped: taken over by another worker"
-    try:
-        _finish(deps, store, task, message, image, record, claim, outcome, message_id, body)
-    except Exception:
-        # The redelivery takes the claim over at once and finishes from the outcome kept on it.
+    with _released_on_error(store, task, owner):  # the redelivery finishes from the outcome kept on the claim
+        _finish(deps, store, task, message, image, record, claim, owner, outcome, message_id, body)
+    return "failed" if outcome.status is Status.FAILED else "done"
+
+
+# Writes after the action ran are retried this many times in all, with backoff on the injected sleep
+# (0.5 + 1 + 2 + 4 s): a hard error the app sees after botocore's own retries is usually brief.
+WRITE_ATTEMPTS = 5
+WRITE_BACKOFF_SECONDS = 0.5
+
+
+def _persisted(deps: Deps, what: str, write: Callable[[], T]) -> T:
+    """``write``, retried on an AWS error (bounded, with backoff) before giving up with that error."""
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
         try:
-            store.release_claim(task.id, task.due, claim.claimed_at)
+            return write()
+        except (ClientError, BotoCoreError) as exc:
+            if attempt == WRITE_ATTEMPTS:
+                raise
+            logger.warning("write failed; retrying", extra={"what": what, "attempt": attempt, "error": repr(exc)})
+            deps.sleep(WRITE_BACKOFF_SECONDS * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def _released_on_error(store: TaskStore, task: Task, owner: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception:
+        try:
+            store.release_claim(task.id, task.due, owner)
         except Exception:
             logger.exception("could not release the claim; it is taken over when its lease ends",
                              extra={"task_id": task.id})
         raise
-    return "failed" if outcome.status is Status.FAILED else "done"
 
 
 def _image_of(store: TaskStore, message: DueMessage) -> dict[str, Any] | None:
@@ -152,22 +189,26 @@ def _image_of(store: TaskStore, message: DueMessage) -> dict[str, Any] | None:
 
 
 def _finish(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
-            record: dict[str, Any] | None, claim: Claim, outcome: Outcome, message_id: str, body: str) -> None:
-    """After the action ran (its outcome kept on the claim): dead-letter and alert a failure, record the outcome,
-    settle the claim.  Each step is noted on the claim, so a takeover after a crash redoes only what is left."""
+            record: dict[str, Any] | None, claim: Claim, owner: str, outcome: Outcome, message_id: str,
+            body: str) -> None:
+    """After the action ran (its outcome kept on the claim): dead-letter and alert a failure, then record the
+    outcome and settle the claim in one transaction.  Each send is noted on the claim right after it, so a
+    takeover after a crash redoes only what is left; both carry ``dedupe_id`` (one per task and due time) for
+    the one case where a send is repeated (README: "Fail loudly")."""
     if outcome.status is Status.FAILED:
+        dedupe_id = f"task-failed:{task.id}:{iso(task.due)}"
         if not claim.dead_lettered:
             dead_letter(deps, deps.settings.task_dlq, SOURCE, message_id,
                         f"task {task.id} failed after {outcome.attempts} attempts: {outcome.error}", _payload(body),
-                        smaller=_without_image(message))
-            store.mark_claim(task.id, task.due, "dead_lettered")
+                        smaller=_without_image(message), dedupe_id=dedupe_id)
+            _persisted(deps, "dead_lettered on the claim", lambda: store.mark_claim(task.id, task.due, "dead_lettered"))
         if not claim.alerted:
             alerts.publish(deps, f"Task {task.id} failed after {outcome.attempts} attempts", {
                 "task_id": task.id, "due": iso(task.due), "action": task.action["type"],
-                "attempts": outcome.attempts, "error": outcome.error})
-            store.mark_claim(task.id, task.due, "alerted")
-    _record_outcome(deps, store, task, message, image, record, outcome)
-    store.settle_claim(task.id, task.due, outcome.status.value, outcome.attempts)
+                "attempts": outcome.attempts, "error": outcome.error, "dedupe_id": dedupe_id})
+            _persisted(deps, "alerted on the claim", lambda: store.mark_claim(task.id, task.due, "alerted"))
+    _persisted(deps, "the task's outcome",
+               lambda: _record_outcome(deps, store, task, message, image, record, owner, outcome))
 
 
 def _payload(body: str) -> Any:
@@ -236,13 +277,17 @@ def outcome_changes(task: Task, status: Status, attempts: int, result: dict[str,
 
 
 def _record_outcome(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
-                    record: dict[str, Any] | None, outcome: Outcome) -> None:
+                    record: dict[str, Any] | None, owner: str, outcome: Outcome) -> None:
+    """Write the outcome to the item (and record, and status index) and settle this worker's claim, in one
+    transaction.  When a condition fails, the claim is re-read: settled already means an earlier attempt of this
+    transaction was applied (its response lost); still ACTED means the task changed while it ran (rescheduled,
+    cancelled, deleted): its outcome is not written over the change, and the claim is settled alone."""
     settings, now = deps.settings, deps.clock()
     status, attempts, result, error = outcome.status, outcome.attempts, outcome.result, outcome.error
     next_due = timing.next_due(task, now) if status is Status.DONE else None
     changes, removed = outcome_changes(task, status, attempts, result, error, next_due, now, settings)
     after = {k: v for k, v in {**task.item, **changes}.items() if k not in removed}
-    ops: list[dict[str, Any]] = []
+    ops: list[dict[str, Any]] = [store.settle_op(task.id, task.due, owner, status.value, attempts)]
     if not message.carries_item:
         condition, names, values = items.due_condition(task, settings)
         expression, set_names, set_values = set_attributes(changes, removed)
@@ -265,7 +310,11 @@ def _record_outcome(deps: Deps, store: TaskStore, task: Task, message: DueMessag
                 and updated.status.finished:
             ops.append(delete(store.state_table, items.index_key(Status.PENDING, created_at, task.id)))
             ops.append(put(store.state_table, {**items.index_key(updated.status, created_at, task.id), "id": task.id}))
-    if ops and not store.transact(ops):
+    if store.transact(ops):
+        return
+    claim = store.get_claim(task.id, task.due) or {}
+    if claim.get("owner") == owner and claim.get("state") == ACTED:
         logger.warning("task changed while it ran; its outcome was not recorded",
                        extra={"task_id": task.id, "status": status.value})
+        store.settle_claim(task.id, task.due, status.value, attempts)
 

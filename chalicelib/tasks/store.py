@@ -9,7 +9,7 @@ condition fails returns False: another request or delivery got there first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -20,7 +20,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items
-from chalicelib.tasks.model import Status, TaskKey
+from chalicelib.tasks.model import Status, TaskKey, iso
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
@@ -114,6 +114,7 @@ class Claim:
     won: bool
     state: str = ""            # the claim's state: RUNNING | ACTED | DONE | FAILED | SKIPPED
     claimed_at: float = 0.0
+    owner: str = ""
     outcome: Outcome | None = None
     dead_lettered: bool = False
     alerted: bool = False
@@ -207,42 +208,58 @@ class TaskStore:
 
     # --- claims --------------------------------------------------------------
 
-    def claim(self, task_id: str, due: datetime, now: datetime, lease_seconds: int) -> Claim:
-        """Claim the execution of ``task_id`` at ``due``: new, or taken over from a worker whose lease ran out
-        (or who released it).  A claim taken over in state ACTED keeps it: its action is not run again."""
+    def claim(self, task_id: str, due: datetime, now: datetime, lease_seconds: int, owner: str) -> Claim:
+        """Claim the execution of ``task_id`` at ``due`` for ``owner`` (a token of this attempt): new, or taken
+        over from a worker whose lease ran out (or who released it).  A claim taken over in state ACTED keeps it:
+        its action is not run again.  A write that failed but was applied (its response lost, or botocore's retry
+        of it failing its own condition) is recognised by the owner token on a consistent re-read."""
         key = items.claim_key(task_id, due)
         stamp = now.timestamp()
         try:
             response = self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(key),
-                UpdateExpression=f"SET #s = if_not_exists(#s, :running), claimed_at = :now, "
+                UpdateExpression=f"SET #s = if_not_exists(#s, :running), claimed_at = :now, #o = :owner, "
                                  f"{STATE_TTL_ATTRIBUTE} = :expires",
                 ConditionExpression="attribute_not_exists(PK) OR (#s IN (:running, :acted) AND claimed_at < :stale)",
                 ReturnValues="ALL_NEW",
-                **_expression_args({"#s": "state"}, {
+                **_expression_args({"#s": "state", "#o": "owner"}, {
                     ":running": Status.RUNNING.value, ":acted": ACTED, ":now": stamp, ":stale": stamp - lease_seconds,
-                    ":expires": int((now + items.CLAIM_RETENTION).timestamp())}))
+                    ":owner": owner, ":expires": int((now + items.CLAIM_RETENTION).timestamp())}))
             return _claim_of(True, ddb.deserialize(response.get("Attributes", {})))
         except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-        return _claim_of(False, self._get(self.state_table, key) or {})
+            current = self._reread(key, exc, lambda claim: claim.get("owner") == owner)
+        if current.get("owner") == owner:
+            return _claim_of(True, current)
+        return _claim_of(False, current)  # (a hard error not explained by the claim was raised by _reread)
 
-    def record_acted(self, task_id: str, due: datetime, claimed_at: float, outcome: Outcome) -> bool:
+    def record_acted(self, task_id: str, due: datetime, owner: str, outcome: Outcome) -> bool:
         """Keep the action's outcome on the claim (state ACTED) before anything else is written, so a takeover
-        only records it; False when the claim is no longer this worker's (another took it over)."""
+        only records it.  True when it is there (this write, or an earlier attempt of it whose response was lost);
+        False when the claim is no longer this worker's (another took it over)."""
+        key = items.claim_key(task_id, due)
         try:
             self._ddb.update_item(
-                TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
+                TableName=self.state_table, Key=ddb.serialize(key),
                 UpdateExpression="SET #s = :acted, outcome = :outcome",
-                ConditionExpression="#s = :running AND claimed_at = :mine",
-                **_expression_args({"#s": "state"}, {":acted": ACTED, ":outcome": outcome.plain(),
-                                                     ":running": Status.RUNNING.value, ":mine": claimed_at}))
+                ConditionExpression="#s = :running AND #o = :me",
+                **_expression_args({"#s": "state", "#o": "owner"}, {
+                    ":acted": ACTED, ":outcome": outcome.plain(), ":running": Status.RUNNING.value, ":me": owner}))
             return True
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
+            def applied(claim: Mapping[str, Any]) -> bool:
+                return claim.get("owner") == owner and claim.get("state") != Status.RUNNING.value
+            return applied(self._reread(key, exc, applied))
+
+    def _reread(self, key: Mapping[str, str], failure: ClientError,
+                applied: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any]:
+        """After a claim write failed: the claim as it is now (a consistent read).  A condition that failed may
+        be this worker's own write, applied by an attempt whose response was lost (botocore retried it); any
+        other error may be a write applied whose response was lost.  ``applied`` tells this worker's write from
+        the re-read; a hard error it does not explain is raised again."""
+        current = self._get(self.state_table, key) or {}
+        if error_code(failure) != "ConditionalCheckFailedException" and not applied(current):
+            raise failure
+        return current
 
     def mark_claim(self, task_id: str, due: datetime, flag: str) -> None:
         """Note on the claim that a step of finishing (``dead_lettered``, ``alerted``) is done."""
@@ -250,22 +267,45 @@ class TaskStore:
             TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
             UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
 
-    def release_claim(self, task_id: str, due: datetime, claimed_at: float) -> None:
+    def release_claim(self, task_id: str, due: datetime, owner: str) -> None:
         """Let the next delivery take the claim over at once (this worker could not finish it)."""
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
-                UpdateExpression="SET claimed_at = :released", ConditionExpression="claimed_at = :mine",
-                **_expression_args(None, {":released": 0, ":mine": claimed_at}))
+                UpdateExpression="SET claimed_at = :released", ConditionExpression="#o = :me",
+                **_expression_args({"#o": "owner"}, {":released": 0, ":me": owner}))
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
+
+    def get_claim(self, task_id: str, due: datetime) -> dict[str, Any] | None:
+        return self._get(self.state_table, items.claim_key(task_id, due))
 
     def settle_claim(self, task_id: str, due: datetime, state: str, attempts: int) -> None:
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
             UpdateExpression="SET #s = :state, attempts = :attempts",
             **_expression_args({"#s": "state"}, {":state": state, ":attempts": attempts}))
+
+    def settle_op(self, task_id: str, due: datetime, owner: str, state: str, attempts: int) -> dict[str, Any]:
+        """The TransactWriteItems Update that settles this worker's ACTED claim, in the outcome's transaction."""
+        return update(self.state_table, items.claim_key(task_id, due), "SET #s = :state, attempts = :attempts",
+                      "#s = :acted AND #o = :me", {"#s": "state", "#o": "owner"},
+                      {":state": state, ":attempts": attempts, ":acted": ACTED, ":me": owner})
+
+    # --- due messages SQS gave up on ------------------------------------------------
+
+    def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any]) -> None:
+        """Keep on the task's record that its due message for ``due`` was dead-lettered (``note``); a task
+        written by another program gets a record for it (the executor's next outcome replaces it)."""
+        self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+            UpdateExpression="SET dead_letter = :note, id = if_not_exists(id, :id), "
+                             "task_pk = if_not_exists(task_pk, :pk), task_sk = if_not_exists(task_sk, :sk), "
+                             "run_at = if_not_exists(run_at, :due), #s = if_not_exists(#s, :pending)",
+            **_expression_args({"#s": "status"}, {
+                ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
+                ":due": iso(due), ":pending": Status.PENDING.value}))
 
     # --- images of lazy items too large for a due message -------------------------
 
@@ -285,7 +325,7 @@ class TaskStore:
 
 def _claim_of(won: bool, claim: Mapping[str, Any]) -> Claim:
     outcome = claim.get("outcome")
-    return Claim(won, str(claim.get("state", "")), float(claim.get("claimed_at", 0)),
+    return Claim(won, str(claim.get("state", "")), float(claim.get("claimed_at", 0)), str(claim.get("owner", "")),
                  Outcome.of(outcome) if claim.get("state") == ACTED and isinstance(outcome, dict) else None,
                  claim.get("dead_lettered") is True, claim.get("alerted") is True)
 

@@ -31,11 +31,12 @@ def test_every_sqs_handler_finishes_within_its_queues_visibility_timeout() -> No
             if queue is None:
                 continue
             queue_name = {app_module.settings.backup_monitor_queue: settings.backup_monitor_queue,
-                          app_module.settings.due_queue: settings.due_queue}[queue]
+                          app_module.settings.due_queue: settings.due_queue,
+                          app_module.settings.due_dlq: settings.due_dlq}[queue]
             url = clients.sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
             visibility = int(clients.sqs.get_queue_attributes(
                 QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"]["VisibilityTimeout"])
             timeout = functions.get(source.name, {}).get("lambda_timeout", DEFAULT_TIMEOUT)
             assert timeout <= visibility, (source.name, timeout, visibility)
             checked.append(source.name)
-        assert sorted(checked) == ["backup_monitor", "task_executor"]
+        assert sorted(checked) == ["backup_monitor", "due_dead_letter", "task_executor"]

@@ -131,8 +131,8 @@ ONLY = {
     "dynamodb:CreateBackup": {"backup_trigger", "backup_monitor", iam.API_HANDLER},
     "dynamodb:DeleteBackup": {"backup_monitor"},
     "dynamodb:ListBackups": {"backup_trigger", "backup_monitor", iam.API_HANDLER},
-    "sqs:ReceiveMessage": {"backup_monitor", "task_executor"},
-    "sqs:DeleteMessage": {"backup_monitor", "task_executor"},
+    "sqs:ReceiveMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
+    "sqs:DeleteMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
     "dynamodb:DeleteItem": {"task_executor", iam.API_HANDLER},
 }
 

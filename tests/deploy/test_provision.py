@@ -23,7 +23,7 @@ from deploy.provision import (
 
 STAGE_ENV = {"STAGE": "prod", "AWS_REGION": "us-east-1", "STATE_TABLE": "tk-prod-state", "TASKS_TABLE": "tk-prod-tasks",
              "BACKUP_MONITOR_QUEUE": "tk-prod-monitor", "BACKUP_MONITOR_DLQ": "tk-prod-monitor-dlq",
-             "DUE_QUEUE": "tk-prod-due", "TASK_DLQ": "tk-prod-task-dlq", "SCHEDULE_GROUP": "tk-prod",
+             "DUE_QUEUE": "tk-prod-due", "TASK_DLQ": "tk-prod-task-dlq", "DUE_DLQ": "tk-prod-due-dlq", "SCHEDULE_GROUP": "tk-prod",
              "BACKUP_MONITOR_DELAY_SECONDS": "120", "SENDER_EMAIL": "reminders@example.com"}
 
 
@@ -62,7 +62,8 @@ def test_queues_have_their_delays_visibility_and_redrive_to_their_dead_letter_qu
     assert json.loads(monitor["RedrivePolicy"]) == {
         "deadLetterTargetArn": queue(clients, "tk-prod-monitor-dlq")["QueueArn"], "maxReceiveCount": MAX_RECEIVE_COUNT}
     assert json.loads(due["RedrivePolicy"]) == {
-        "deadLetterTargetArn": queue(clients, "tk-prod-task-dlq")["QueueArn"], "maxReceiveCount": MAX_RECEIVE_COUNT}
+        "deadLetterTargetArn": queue(clients, "tk-prod-due-dlq")["QueueArn"], "maxReceiveCount": MAX_RECEIVE_COUNT}
+    assert "RedrivePolicy" not in queue(clients, "tk-prod-due-dlq")  # its handler sees a message at once
     assert queue(clients, "tk-prod-due-scheduler-dlq")["QueueArn"].endswith(":tk-prod-due-scheduler-dlq")
 
 
@@ -120,7 +121,7 @@ def test_every_dead_letter_queue_has_an_alarm_to_the_alert_topic_when_it_holds_a
 
     made = alarms(clients)
 
-    dlqs = ["tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]
+    dlqs = ["tk-prod-due-dlq", "tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]
     assert sorted(made) == [f"{q}-not-empty" for q in dlqs]
     for dlq in dlqs:
         alarm = made[f"{dlq}-not-empty"]
@@ -142,7 +143,7 @@ def test_a_changed_alarm_is_put_back_and_reported(clients: Clients) -> None:
 
 
 @pytest.mark.parametrize(("redrive", "expected"), [
-    ({}, ["tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]),
+    ({}, ["tk-prod-due-dlq", "tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]),
     # a queue provisioned later with a redrive policy brings its DLQ, whatever its name
     ({"tk-prod-due": "tk-prod-due-dlq", "tk-prod-monitor": "tk-prod-monitor-dlq"},
      ["tk-prod-due-dlq", "tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]),
@@ -155,8 +156,7 @@ def test_the_dead_letter_queues_are_every_redrive_target_and_every_dlq_the_setti
 def test_a_dlq_setting_added_later_is_picked_up_by_its_name() -> None:
     @dataclasses.dataclass(frozen=True)
     class Later(Settings):
-        due_dlq: str = "tk-prod-due-dlq"
         audit_dlq_arn: str = "arn:aws:sqs:us-east-1:123456789012:tk-prod-audit-dlq"
 
     later = Later(**{f.name: getattr(Settings.from_env(STAGE_ENV), f.name) for f in dataclasses.fields(Settings)})
-    assert {"tk-prod-due-dlq", "tk-prod-audit-dlq"} <= set(dead_letter_queues(later, {}))
+    assert "tk-prod-audit-dlq" in dead_letter_queues(later, {})

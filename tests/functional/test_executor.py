@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,8 +11,10 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.tasks.executor import WRITE_ATTEMPTS
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from tests import events
+from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.stream_support import Table, stream
 from tests.functional.task_support import (
@@ -308,9 +311,9 @@ def test_an_outcome_not_written_is_recorded_by_the_redelivery_without_sending_th
         client: Client, deps: Deps, clock: FakeClock) -> None:
     due = arrange_seed(deps)
     clock.advance(minutes=3)
-    use_client(deps, "dynamodb", FlakyTransactions(deps.clients.dynamodb, failures=1))
+    use_client(deps, "dynamodb", FlakyTransactions(deps.clients.dynamodb, failures=WRITE_ATTEMPTS))
     body = due_body(SEED_KEY, due)
-    assert deliver(client, body, ids=["m-1"]) == {"m-1"}
+    assert deliver(client, body, ids=["m-1"]) == {"m-1"}  # every retry of the outcome's write failed
     assert len(emails_sent()) == 1
     assert deliver(client, body, ids=["m-1"]) == set()  # at once: the failing worker released its claim
     assert len(emails_sent()) == 1
@@ -399,3 +402,125 @@ def test_a_failed_task_whose_message_is_too_large_to_dead_letter_is_dead_lettere
     assert deliver(client, body, ids=["m-1"]) == set()
     [dead] = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
     assert dead["payload"]["pk"] == "grace@example.com" and dead["payload"]["image_omitted"]
+
+
+# --- faults at the claim's writes (tests/faults.py): the executor's own writes fail after botocore's retries ---
+
+def _claim_write(params: Mapping[str, Any]) -> bool:
+    return "claimed_at = :now" in str(params.get("UpdateExpression", ""))
+
+
+def _outcome_on_claim(params: Mapping[str, Any]) -> bool:
+    return "outcome = :outcome" in str(params.get("UpdateExpression", ""))
+
+
+def _redeliver_until_settled(client: Client, aws: Aws, deps: Deps, clock: FakeClock, body: str) -> int:
+    """Deliver ``body`` as SQS would until it is handled: a failed or crashed delivery comes back after the
+    visibility timeout, a message sent back comes back after its delay. Returns the number of deliveries."""
+    deliveries, pending = 0, [(body, 0)]
+    while pending and deliveries < 20:
+        current, delay = pending.pop(0)
+        clock.advance(seconds=delay)
+        deliveries += 1
+        try:
+            failed = deliver(client, current, ids=["m-1"])
+        except WorkerCrash:
+            failed = {"m-1"}
+        pending += aws.sent(deps.settings.due_queue)
+        if failed:
+            pending.append((current, 120))  # the due queue's visibility timeout
+    return deliveries
+
+
+def test_an_outcome_whose_claim_write_errors_is_retried_and_the_action_runs_once(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    faults.inject("dynamodb.UpdateItem", "error", match=_outcome_on_claim)
+    _redeliver_until_settled(client, aws, deps, clock, due_body(SEED_KEY, due))
+    assert len(emails_sent()) == 1
+    item = get_item(deps, SEED_KEY)
+    assert item is not None and (item["status"], item["attempts"]) == ("DONE", 1)
+
+
+def test_an_outcome_write_applied_whose_response_was_lost_is_recognised_and_the_task_is_done(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    faults.inject("dynamodb.UpdateItem", "retried", match=_outcome_on_claim)  # botocore's retry fails its condition
+    assert deliver(client, due_body(SEED_KEY, due)) == set()
+    assert len(emails_sent()) == 1
+    item = get_item(deps, SEED_KEY)
+    assert item is not None and (item["status"], item["attempts"]) == ("DONE", 1)
+
+
+def test_a_recurring_task_whose_outcome_response_was_lost_keeps_recurring(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    due = arrange_seed(deps, recurrence="rate(1 day)")
+    clock.advance(minutes=3)
+    faults.inject("dynamodb.UpdateItem", "lost", match=_outcome_on_claim)
+    _redeliver_until_settled(client, aws, deps, clock, due_body(SEED_KEY, due))
+    assert len(emails_sent()) == 1
+    item = get_item(deps, SEED_KEY)
+    assert item is not None
+    assert (item["status"], item["REMINDER_TIMESTAMP"]) == ("PENDING", "2026-11-23T12:03:00Z")
+
+
+def test_a_claim_applied_whose_response_was_lost_runs_the_task_at_once_not_after_a_lease(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    faults.inject("dynamodb.UpdateItem", "lost", match=_claim_write)
+    assert deliver(client, due_body(SEED_KEY, due)) == set()
+    assert aws.sent(deps.settings.due_queue) == []  # not sent back to wait for its own claim's lease
+    assert len(emails_sent()) == 1
+
+
+def test_a_claim_whose_retry_failed_its_own_condition_runs_the_task_at_once(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    faults.inject("dynamodb.UpdateItem", "retried", match=_claim_write)
+    assert deliver(client, due_body(SEED_KEY, due)) == set()
+    assert aws.sent(deps.settings.due_queue) == []
+    assert len(emails_sent()) == 1
+
+
+def test_an_outcome_that_cannot_be_kept_on_its_claim_runs_again_only_after_the_lease(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    """The one window README's "Delivery is at least once per action call" documents: every attempt of the
+    write that keeps the outcome on the claim failed, so the takeover after the lease runs the action again."""
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    faults.inject("dynamodb.UpdateItem", "error", times=WRITE_ATTEMPTS, match=_outcome_on_claim)
+    body = due_body(SEED_KEY, due)
+    assert deliver(client, body) != set()
+    assert len(emails_sent()) == 1
+    clock.advance(seconds=120)  # redelivered within the lease: the claim is still held, nothing runs
+    assert deliver(client, body) == set()
+    [(_, delay)] = aws.sent(deps.settings.due_queue)
+    assert len(emails_sent()) == 1
+    clock.advance(seconds=delay)
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 2
+    item = get_item(deps, SEED_KEY)
+    assert item is not None and item["status"] == "DONE"
+
+
+def test_a_failure_alert_and_dead_letter_sent_again_after_a_crash_carry_the_same_dedupe_id(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    """README "Fail loudly": a worker that dies between sending the alert and noting it on the claim leaves
+    the takeover to send it again; both copies carry one dedupe_id, and the dead letter noted before is not
+    sent again."""
+    due = arrange_seed(deps)
+    clock.advance(minutes=3)
+    use_client(deps, "ses", FlakySes(deps.clients.ses, failures=99))
+    faults.inject("sns.Publish", "crash_after")
+    _redeliver_until_settled(client, aws, deps, clock, due_body(SEED_KEY, due))
+    first, second = aws.alerts()
+    assert first["message"]["dedupe_id"] == second["message"]["dedupe_id"] == \
+        f"task-failed:{SEED_KEY.task_id}:2026-11-22T12:03:00Z"
+    [dead] = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
+    assert dead["dedupe_id"] == first["message"]["dedupe_id"]
+    item = get_item(deps, SEED_KEY)
+    assert item is not None and item["status"] == "FAILED"

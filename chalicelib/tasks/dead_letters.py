@@ -1,0 +1,125 @@
+"""Due messages SQS gave up on: the task shows why, an alert goes out once, a human gets the message.
+
+After MAX_RECEIVE_COUNT failed deliveries SQS moves a due message from the due
+queue to DUE_DLQ (deploy/provision.py).  For each such message:
+
+1. Moot?  The message no longer stands for a waiting execution when its claim
+   is settled (DONE, FAILED, SKIPPED: another delivery ran it), the item is
+   gone, or the task was rescheduled, cancelled or finished (the executor's
+   ``skip_reason``).  It is only forwarded.
+2. Otherwise one alert goes out (with a ``dedupe_id``),
+3. the message is forwarded to TASK_DLQ with the reason, for a human, and
+4. the task's record in the state table (``TASK#<id>`` / ``RECORD``; made for
+   a task written by another program) gets ``dead_letter``: the due time,
+   when, the receive count SQS reported, the state its claim was left in
+   (RUNNING: a worker claimed it and failed or died; none: it never got that
+   far), the reason and the message id.  ``GET /tasks/{id}`` shows it, and
+   such a task can be cancelled or rescheduled even when its item says
+   RUNNING.
+
+A redelivery that finds the note of its own message does nothing; another
+message for the same execution is only forwarded.  A worker that died (or
+failed) after sending and before noting leaves its redelivery to send the
+alert and the forward again, with the same ``dedupe_id`` -- the window
+README's "Dead-lettered due messages" documents.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from chalicelib import alerts
+from chalicelib.aws import Deps
+from chalicelib.deadletter import dead_letter
+from chalicelib.log import logger
+from chalicelib.tasks.executor import skip_reason
+from chalicelib.tasks.model import DueMessage, InvalidTask, Status, iso, task_from_item
+from chalicelib.tasks.store import TaskStore
+
+SOURCE = "due_dead_letter"
+SETTLED = (Status.DONE.value, Status.FAILED.value, "SKIPPED")
+
+
+def run_batch(deps: Deps, records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
+    """Handle an SQS batch of DUE_DLQ; the ids of the messages to redeliver (partial batch response)."""
+    failures: list[dict[str, str]] = []
+    for record in records:
+        message_id = str(record.get("messageId", ""))
+        attributes = record.get("attributes")
+        receives = (attributes or {}).get("ApproximateReceiveCount", "") if isinstance(attributes, dict) else ""
+        try:
+            outcome = handle(deps, str(record.get("body", "")), message_id, str(receives))
+            logger.info("dead-lettered due message handled", extra={"message_id": message_id, "outcome": outcome})
+        except Exception:
+            logger.exception("dead-lettered due message failed; it will be redelivered",
+                             extra={"message_id": message_id})
+            failures.append({"itemIdentifier": message_id})
+    return {"batchItemFailures": failures}
+
+
+def handle(deps: Deps, body: str, message_id: str, receive_count: str = "") -> str:
+    """One dead-lettered due message; returns what happened (for the log and the tests)."""
+    task_dlq = deps.settings.task_dlq
+    try:
+        message = DueMessage.from_json(body)
+    except InvalidTask as exc:
+        dead_letter(deps, task_dlq, SOURCE, message_id, f"a dead-lettered due message is unreadable: {exc.message}",
+                    body)
+        return "forwarded: unreadable"
+    store = TaskStore(deps)
+    task_id, due = message.key.task_id, iso(message.due)
+    dedupe_id = f"due-dead-lettered:{task_id}:{due}"
+    payload = _payload(body)
+    record = store.get_record(task_id)
+    claim = store.get_claim(task_id, message.due) or {}
+    moot = _moot(deps, store, message, record, claim)
+    if moot:
+        dead_letter(deps, task_dlq, SOURCE, message_id, f"due message of task {task_id} for {due} dead-lettered "
+                    f"after the execution no longer waited for it ({moot})", payload, dedupe_id=dedupe_id)
+        return "forwarded: " + moot
+    state = str(claim.get("state") or "none")
+    reason = (f"the due message of task {task_id} for {due} failed every delivery (SQS receive count "
+              f"{receive_count or 'unknown'}); its claim was left {state}; see the task_executor logs")
+    found = (record or {}).get("dead_letter")
+    noted = found if isinstance(found, dict) and found.get("run_at") == due else None
+    if noted is not None and noted.get("message_id") == message_id:
+        return "already handled"  # a redelivery of a message handled in full
+    if noted is None:
+        alerts.publish(deps, f"Task {task_id} will not run: its due message was dead-lettered", {
+            "task_id": task_id, "due": due, "receive_count": receive_count, "claim": state, "reason": reason,
+            "dedupe_id": dedupe_id})
+    dead_letter(deps, task_dlq, SOURCE, message_id, reason, payload, dedupe_id=dedupe_id)
+    if noted is None:
+        store.note_dead_letter(message.key, message.due, {
+            "run_at": due, "at": iso(deps.clock()), "receive_count": receive_count, "claim": state,
+            "reason": reason, "message_id": message_id})
+    return "noted" if noted is None else "forwarded: noted already"
+
+
+def _moot(deps: Deps, store: TaskStore, message: DueMessage, record: dict[str, Any] | None,
+          claim: dict[str, Any]) -> str | None:
+    """Why no execution waits for this message any more, or None when its task is stuck on it."""
+    if claim.get("state") in SETTLED:
+        return f"its execution is {str(claim['state']).lower()}"
+    due = iso(message.due)
+    if message.carries_item:
+        if record is not None and record.get("run_at") == due and Status(record.get("status", "PENDING")).finished:
+            return str(record["status"]).lower()
+        return None
+    item = store.get_item(message.key)
+    if item is None:
+        return "the task is gone"
+    try:
+        task = task_from_item(item, deps.settings)
+    except InvalidTask:
+        return None  # shown as stuck: the item needs writing again
+    return skip_reason(task, message, record)
+
+
+def _payload(body: str) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body

@@ -1,0 +1,178 @@
+"""Due messages SQS dead-letters after their last failed delivery: the task shows why, one alert, cancellable."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chalice.test import Client
+
+from chalicelib import ddb
+from chalicelib.aws import Deps
+from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
+from deploy.provision import MAX_RECEIVE_COUNT
+from tests import events
+from tests.faults import Faults
+from tests.fixtures import Aws, FakeClock
+from tests.functional.stream_support import TableStream, stream
+from tests.functional.task_support import EMAIL_ACTION, emails_sent, patch_task, post_task
+
+DUE = "2026-11-22T12:02:00Z"  # two minutes after the FakeClock's now
+KEY = TaskKey.for_id("standup")
+
+
+def create(client: Client) -> DueMessage:
+    created = post_task(client, {"id": "standup", "run_at": DUE, "action": EMAIL_ACTION})
+    assert created.status_code == 201, created.json_body
+    return DueMessage(KEY, parse_due(DUE))
+
+
+def dead_letter(client: Client, aws: Aws, body: str, message_id: str = "dlq-1") -> set[str] | None:
+    """Invoke due_dead_letter with one message of DUE_DLQ."""
+    record = events.sqs_record(body, aws.settings.due_dlq, message_id, receive_count=MAX_RECEIVE_COUNT + 1)
+    response = client.lambda_.invoke("due_dead_letter", events.sqs_event(record))
+    return events.batch_item_failures(response.payload)
+
+
+def forwarded(aws: Aws) -> list[dict[str, Any]]:
+    return [json.loads(m["Body"]) for m in aws.drain(aws.settings.task_dlq)]
+
+
+def stuck_running(deps: Deps, clock: FakeClock) -> None:
+    """What a worker that claimed the task and then failed every time leaves: item and claim RUNNING."""
+    deps.clients.dynamodb.update_item(
+        TableName=deps.settings.tasks_table, Key=KEY.dynamo(), UpdateExpression="SET #s = :running",
+        ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues={":running": {"S": "RUNNING"}})
+    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
+        "PK": f"CLAIM#{KEY.task_id}", "SK": DUE, "state": "RUNNING", "claimed_at": clock.now.timestamp(),
+        "owner": "a-worker"}))
+
+
+def test_a_due_message_sqs_gave_up_on_reaches_its_own_queue_and_the_task_shows_why(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    message = create(client)
+    clock.advance(minutes=2)
+    # The executor cannot read the task's record (DynamoDB keeps failing for it): every delivery fails.
+    faults.inject("dynamodb.GetItem", "error", times=1000, match=lambda p: p["Key"]["SK"]["S"] == "RECORD")
+    due_url = aws.queue_url(deps.settings.due_queue)
+    aws.clients.sqs.send_message(QueueUrl=due_url, MessageBody=message.to_json())
+    for _ in range(MAX_RECEIVE_COUNT + 1):  # as Lambda's poller receives it; SQS moves it after the last one
+        for received in aws.clients.sqs.receive_message(
+                QueueUrl=due_url, AttributeNames=["All"], VisibilityTimeout=0).get("Messages", []):
+            record = events.sqs_record_from_message(received, events.queue_arn(deps.settings.due_queue))
+            payload = client.lambda_.invoke("task_executor", events.sqs_event(record)).payload
+            assert events.batch_item_failures(payload) == {received["MessageId"]}
+    faults.calm()
+    [moved] = aws.clients.sqs.receive_message(QueueUrl=aws.queue_url(deps.settings.due_dlq),
+                                              AttributeNames=["All"]).get("Messages", [])
+    record = events.sqs_record_from_message(moved, events.queue_arn(deps.settings.due_dlq))
+    payload = client.lambda_.invoke("due_dead_letter", events.sqs_event(record)).payload
+    assert events.batch_item_failures(payload) == set()
+
+    shown = client.http.get("/tasks/standup").json_body
+    assert shown["status"] == "PENDING"
+    assert shown["dead_letter"]["run_at"] == DUE
+    assert shown["dead_letter"]["claim"] == "none"  # it never got as far as its claim
+    assert "failed every delivery" in shown["dead_letter"]["reason"]
+    [alert] = aws.alerts()
+    assert alert["message"]["task_id"] == "standup" and "dead-lettered" in alert["subject"]
+    [human] = forwarded(aws)
+    assert (human["source"], human["payload"]["pk"]) == ("due_dead_letter", KEY.pk)
+
+
+def test_a_dead_lettered_task_left_running_can_be_cancelled(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    message = create(client)
+    clock.advance(minutes=2)
+    stuck_running(deps, clock)
+    assert client.http.delete("/tasks/standup").status_code == 409  # running, and nothing says it is stuck
+    assert dead_letter(client, aws, message.to_json()) == set()
+    shown = client.http.get("/tasks/standup").json_body
+    assert (shown["status"], shown["dead_letter"]["claim"]) == ("RUNNING", "RUNNING")
+    cancelled = client.http.delete("/tasks/standup")
+    assert (cancelled.status_code, cancelled.json_body["status"]) == (200, "CANCELLED")
+    listed = client.http.get("/tasks?status=CANCELLED").json_body["tasks"]
+    assert [t["id"] for t in listed] == ["standup"]
+
+
+def test_a_dead_lettered_task_left_running_can_be_rescheduled_and_then_runs(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    message = create(client)
+    clock.advance(minutes=2)
+    stuck_running(deps, clock)
+    assert dead_letter(client, aws, message.to_json()) == set()
+    changes = TableStream(deps)
+    changes.new_records()
+    moved = patch_task(client, "standup", {"run_at": "2026-11-22T12:10:00Z"})
+    assert (moved.status_code, moved.json_body["status"]) == (200, "PENDING")
+    assert "dead_letter" not in client.http.get("/tasks/standup").json_body
+    assert stream(client, *changes.new_records()) == []
+    [(body, delay)] = aws.sent(deps.settings.due_queue)
+    clock.advance(seconds=delay)
+    payload = client.lambda_.invoke("task_executor", events.sqs_event(
+        events.sqs_record(body, deps.settings.due_queue))).payload
+    assert events.batch_item_failures(payload) == set()
+    assert len(emails_sent()) == 1
+    assert client.http.get("/tasks/standup").json_body["status"] == "DONE"
+
+
+def test_a_redelivered_dead_letter_alerts_and_forwards_once(client: Client, aws: Aws, clock: FakeClock) -> None:
+    message = create(client)
+    clock.advance(minutes=2)
+    assert dead_letter(client, aws, message.to_json()) == set()
+    assert dead_letter(client, aws, message.to_json()) == set()  # SQS delivers it again
+    assert len(aws.alerts()) == 1
+    assert len(forwarded(aws)) == 1
+
+
+def test_a_second_message_for_the_same_execution_is_forwarded_without_a_second_alert(
+        client: Client, aws: Aws, clock: FakeClock) -> None:
+    message = create(client)
+    clock.advance(minutes=2)
+    assert dead_letter(client, aws, message.to_json(), "dlq-1") == set()
+    assert dead_letter(client, aws, message.to_json(), "dlq-2") == set()
+    assert len(aws.alerts()) == 1
+    first, second = forwarded(aws)
+    assert first["dedupe_id"] == second["dedupe_id"] == f"due-dead-lettered:standup:{DUE}"
+
+
+def test_a_dead_lettered_message_whose_execution_finished_is_only_forwarded(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    message = create(client)
+    clock.advance(minutes=2)
+    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
+        "PK": f"CLAIM#{KEY.task_id}", "SK": DUE, "state": "DONE", "claimed_at": clock.now.timestamp()}))
+    assert dead_letter(client, aws, message.to_json()) == set()
+    assert aws.alerts() == []
+    [human] = forwarded(aws)
+    assert "its execution is done" in human["reason"]
+    assert "dead_letter" not in client.http.get("/tasks/standup").json_body
+
+
+def test_a_dead_lettered_message_of_a_rescheduled_task_is_only_forwarded(
+        client: Client, aws: Aws, clock: FakeClock) -> None:
+    message = create(client)
+    assert patch_task(client, "standup", {"run_at": "2026-11-22T13:00:00Z"}).status_code == 200
+    clock.advance(minutes=2)
+    assert dead_letter(client, aws, message.to_json()) == set()
+    assert aws.alerts() == []
+    assert "rescheduled" in forwarded(aws)[0]["reason"]
+
+
+def test_an_unreadable_dead_lettered_message_is_forwarded_with_the_reason(client: Client, aws: Aws) -> None:
+    assert dead_letter(client, aws, "not json") == set()
+    [human] = forwarded(aws)
+    assert "unreadable" in human["reason"] and human["payload"] == "not json"
+    assert aws.alerts() == []
+
+
+def test_a_task_of_another_program_shows_why_its_message_was_dead_lettered(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    key = TaskKey("USER#ada", "REMINDER#standup")
+    deps.clients.dynamodb.put_item(TableName=deps.settings.tasks_table, Item=ddb.serialize({
+        "PK": key.pk, "SK": key.sk, "run_at": DUE, "email": "ada@example.com"}))
+    clock.advance(minutes=2)
+    assert dead_letter(client, aws, DueMessage(key, parse_due(DUE)).to_json()) == set()
+    shown = client.http.get("/tasks/USER%23ada%7CREMINDER%23standup").json_body
+    assert (shown["status"], shown["dead_letter"]["run_at"]) == ("PENDING", DUE)
+    assert client.http.delete("/tasks/USER%23ada%7CREMINDER%23standup").status_code == 200
