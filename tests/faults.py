@@ -39,6 +39,8 @@ from typing import Any, Literal
 import boto3
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 
+from moto.core.models import botocore_stubber
+
 from chalicelib.aws import Clients
 
 Kind = Literal["error", "lost", "retried", "crash", "crash_after"]
@@ -106,6 +108,7 @@ class Faults:
             events.register("before-parameter-build", self._keep_params)
             events.register_first("before-call", self._before_call)
             events.register_first("before-send", self._before_send)
+            events.register_last("before-send", self._after_before_send)
 
     def inject(self, operation: str, kind: Kind, occurrence: int = 1, times: int = 1,
                code: str = "InternalServerError", match: Match | None = None) -> Fault:
@@ -154,7 +157,13 @@ class Faults:
         if self._rng is None or self._rng.random() >= self._chaos.get("throttle", 0.0):
             return None
         self.injected["throttle"] += 1
+        # botocore calls every before-send handler and takes the first answer: moto's stubber, after this one,
+        # must not apply a request that AWS refused.  (One thread at a time: chaos is for sequential soaks.)
+        botocore_stubber.enabled = False
         return _throttled(request)
+
+    def _after_before_send(self, **_: Any) -> None:
+        botocore_stubber.enabled = True
 
     def _apply(self, kind: Kind, code: str, operation: str, model: Any, context: dict[str, Any]) -> Any:
         self.injected[kind] += 1

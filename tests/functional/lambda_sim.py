@@ -6,8 +6,8 @@ the next (no real waiting):
 
 - the due and backup-monitor queues: messages the app sent (read from moto's
   backend, delays on the fake clock), in batches, with visibility timeouts,
-  partial batch responses, receive counts and the redrive to a dead-letter
-  list after ``MAX_RECEIVE_COUNT`` receives;
+  partial batch responses, receive counts and the redrive after
+  ``MAX_RECEIVE_COUNT`` receives (to the due queue's DLQ, whose handler runs);
 - the tasks table's stream, in order, from moto's own stream: a batch that
   reports failures is retried from the lowest failed sequence number, one that
   raises (or whose worker crashed) is retried whole;
@@ -54,6 +54,7 @@ class SimQueue:
     handler: str
     batch_size: int
     visibility_timeout: int
+    dead_letter_queue: str | None = None  # its redrive target (another emulated queue), if any
     messages: list[Message] = field(default_factory=list)
     dead: list[Message] = field(default_factory=list)
     delivered: int = 0
@@ -84,7 +85,8 @@ class LambdaSim:
         self._streams = session.client("dynamodbstreams", region_name=s.region)
         self._scheduler = session.client("scheduler", region_name=s.region)
         self._queues = {
-            s.due_queue: SimQueue(s.due_queue, "task_executor", 10, 120),
+            s.due_queue: SimQueue(s.due_queue, "task_executor", 10, 120, s.due_dlq),
+            s.due_dlq: SimQueue(s.due_dlq, "due_dead_letter", 10, 30),
             s.backup_monitor_queue: SimQueue(s.backup_monitor_queue, "backup_monitor", 1, 300),
         }
         self._next_tick = self.clock.now
@@ -154,6 +156,9 @@ class LambdaSim:
             elif m.receives >= MAX_RECEIVE_COUNT:
                 queue.messages.remove(m)
                 queue.dead.append(m)
+                if queue.dead_letter_queue in self._queues:  # SQS's redrive: the handler of the DLQ sees it
+                    self._queues[queue.dead_letter_queue].messages.append(
+                        Message(m.body, self.clock.now, m.message_id, m.receives))
         return True
 
     # --- the stream --------------------------------------------------------------------------------------

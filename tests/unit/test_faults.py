@@ -87,6 +87,12 @@ def test_chaos_throttling_is_retried_by_botocore_and_hard_faults_reach_the_calle
         aws.clients.sns.list_topics()
     assert faults.injected["throttle"] > 10
     assert all(_exists(aws, f"t{i}") for i in range(40))
+    url = aws.clients.sqs.create_queue(QueueName="throttled")["QueueUrl"]
+    faults.chaos(seed=7, throttle=1.0)
+    with pytest.raises(ClientError):
+        aws.clients.sqs.send_message(QueueUrl=url, MessageBody="refused")
+    faults.calm()
+    assert aws.drain(url) == []  # a throttled request is not applied
     faults.chaos(seed=7, error=1.0)
     with pytest.raises(ClientError):
         aws.clients.sqs.list_queues()
