@@ -38,7 +38,6 @@ from typing import Any, Literal
 
 import boto3
 from botocore.awsrequest import AWSResponse, HTTPHeaders
-
 from moto.core.models import botocore_stubber
 
 from chalicelib.aws import Clients
