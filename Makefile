@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo soak soak-fuzz test lint typecheck check clean deploy destroy
+.PHONY: run demo soak soak-fuzz bench test lint typecheck check clean deploy destroy
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "timekeeper needs Python 3.11 or newer (set PYTHON=python3.11); found " + sys.version.split()[0])'
@@ -27,6 +27,10 @@ soak: $(STAMP)
 	@if $(MAKE) -n soak-fuzz >/dev/null 2>&1; then $(MAKE) soak-fuzz; \
 	else echo "soak: this Makefile has no soak-fuzz target; the long fuzz run is skipped"; fi
 	$(BIN)/python -m local.soak --tasks $(SOAK_TASKS)
+
+## bench: cost, speed, precision and scale against the seed designs (README: Benchmarks); BENCH_QUICK=1 for a 2-minute run
+bench: $(STAMP)
+	$(BIN)/python -m bench
 
 ## deploy: provision STAGE's resources on AWS, chalice deploy, event-source settings (README: Deploying to AWS)
 STAGE ?= dev

@@ -1,0 +1,87 @@
+"""`make bench`: every section of the bench in one run; a table on stdout,
+bench/results.json, plots under docs/bench/ and the README's bench block.
+
+    .venv/bin/python -m bench                      # full (make bench, under 15 minutes on 2 cores)
+    BENCH_QUICK=1 .venv/bin/python -m bench        # smaller N, same code (under 2 minutes)
+    .venv/bin/python -m bench --only P1,P5         # some sections
+    .venv/bin/python -m bench --scale tiny --out /tmp/b --no-readme   # what the suite runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import core, readme
+from bench.core import Scale, Section
+
+#: Section keys and the module that runs them; each module has ``run(scale, plots) -> list[Section]``.
+MODULES: dict[str, str] = {
+    "P1": "bench.backups",
+    "P2": "bench.stream_batch",
+    "P3": "bench.precision",
+    "P4": "bench.task_cost",
+    "T": "bench.throughput",
+    "P5": "bench.cold_start",
+}
+
+
+def runner(key: str) -> Callable[[Scale, Path], list[Section]]:
+    module = importlib.import_module(MODULES[key])
+    run: Callable[[Scale, Path], list[Section]] = module.run
+    return run
+
+
+def run(keys: Sequence[str], scale: Scale, out: Path, plots: Path) -> dict[str, object]:
+    plots.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC)
+    sections: list[Section] = []
+    for key in keys:
+        print(f"# {key} ({MODULES[key]}, scale {scale.name}) ...", file=sys.stderr, flush=True)
+        for section in runner(key)(scale, plots):
+            sections.append(section)
+            print("\n".join(core.render(section)) + "\n", flush=True)
+    results: dict[str, object] = {
+        "date": started.strftime("%Y-%m-%d"),
+        "started": started.isoformat(timespec="seconds"),
+        "seconds": round((datetime.now(UTC) - started).total_seconds(), 1),
+        "scale": scale.name,
+        "machine": core.machine(),
+        "sections": [section.to_json() for section in sections],
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    missed = [t for s in sections for t in s.targets if not t.met]
+    print(f"{sum(len(s.targets) for s in sections) - len(missed)} targets met, {len(missed)} missed; "
+          f"{results['seconds']} s; results in {out}", flush=True)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(MODULES), help="comma-separated section keys")
+    parser.add_argument("--scale", choices=("full", "quick", "tiny"),
+                        default="quick" if os.environ.get("BENCH_QUICK") == "1" else "full")
+    parser.add_argument("--out", type=Path, default=core.RESULTS, help="results.json path")
+    parser.add_argument("--plots", type=Path, default=core.PLOTS, help="directory for the plots")
+    parser.add_argument("--no-readme", action="store_true", help="leave README.md's bench block alone")
+    args = parser.parse_args(argv)
+    keys = [key.strip() for key in args.only.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in MODULES]
+    if unknown:
+        parser.error(f"unknown section(s) {unknown}; known: {list(MODULES)}")
+    results = run(keys, Scale(args.scale), args.out, args.plots)
+    if not args.no_readme and args.scale == "full" and keys == list(MODULES):
+        readme.update(core.PROJECT / "README.md", results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
