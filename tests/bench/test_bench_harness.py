@@ -1,0 +1,97 @@
+"""The bench's shared code and P5 at tiny N: what every section relies on cannot rot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from bench import __main__ as bench_main
+from bench import core, readme
+from bench.cold_start import run as cold_start
+
+
+def test_a_target_is_met_only_on_its_side_of_the_limit() -> None:
+    assert core.Target("calls", 5, 5).met
+    assert not core.Target("calls", 5.01, 5).met
+    assert core.Target("rate", 0.8, 0.8, kind="min").met
+    assert not core.Target("rate", 0.79, 0.8, kind="min").met
+    assert "MISSED" in core.Target("calls", 9, 5).describe()
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert core.percentile(values, 50) == 50.0
+    assert core.percentile(values, 99) == 99.0
+    assert core.percentile(values, 100) == 100.0
+    assert core.percentile([3.0], 99) == 3.0
+    assert core.percentile([], 50) != core.percentile([], 50)  # NaN
+
+
+def test_the_call_counter_counts_each_api_call_once_by_operation() -> None:
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        counter = core.CallCounter().attach(sqs)
+        url = sqs.create_queue(QueueName="bench-count")["QueueUrl"]
+        for _ in range(3):
+            sqs.send_message(QueueUrl=url, MessageBody="x")
+    assert counter.calls == {"sqs:CreateQueue": 1, "sqs:SendMessage": 3}
+    assert counter.of("SendMessage") == 3
+    assert counter.of("sqs:CreateQueue") == 1
+    assert counter.reset()["sqs:SendMessage"] == 3
+    assert counter.total == 0
+
+
+def test_the_readme_block_is_replaced_between_its_markers_and_nothing_else(tmp_path: Path) -> None:
+    results = {"date": "2026-11-23", "seconds": 12.0, "scale": "full",
+               "machine": {"cpus": 2, "machine": "x86_64", "python": "3.11.7", "platform": "Linux"},
+               "sections": [core.Section("P9", "a test", ["n", "calls"], rows=[[10, 5]],
+                                         targets=[core.Target("calls", 5, 4)]).to_json()]}
+    page = tmp_path / "README.md"
+    page.write_text(f"# before\n\n{readme.START}\nold\n{readme.END}\n\n# after\n")
+    readme.update(page, results)
+    text = page.read_text()
+    assert text.startswith("# before\n") and text.endswith("# after\n")
+    assert "old" not in text
+    assert "| 10 | 5 |" in text and "calls: 5 (target <= 4) MISSED" in text and "0 of 1 targets met" in text
+    with pytest.raises(ValueError, match="no bench block"):
+        readme.replace_block("# no markers\n", "x")
+
+
+def test_the_readmes_bench_block_shows_the_committed_results() -> None:
+    block = readme.current_block((core.PROJECT / "README.md").read_text())
+    assert block is not None, "README.md lost its bench markers"
+    if core.RESULTS.exists():
+        results = json.loads(core.RESULTS.read_text())
+        assert results["scale"] == "full", "bench/results.json must come from a full `make bench`"
+        assert block == readme.render_block(results), "README's bench block differs from bench/results.json"
+        for section in results["sections"]:
+            for plot in section["plots"]:
+                assert (core.PROJECT / plot).is_file(), f"{plot} is shown in the README but not committed"
+
+
+def test_cold_start_at_tiny_scale_measures_both_imports_and_names_the_slowest(tmp_path: Path) -> None:
+    [section] = cold_start(core.TINY, tmp_path)
+    boto_row, app_row = section.rows
+    assert boto_row[0] == "boto3" and app_row[0] == "app"
+    assert app_row[1] > 0 and boto_row[1] > 0
+    assert section.figures["ratio"] == pytest.approx(app_row[1] / boto_row[1])
+    assert section.targets[0].limit == 1.2
+    assert "botocore" in section.figures["slowest_imports_ms"]
+
+
+def test_the_command_line_refuses_an_unknown_section() -> None:
+    with pytest.raises(SystemExit):
+        bench_main.main(["--only", "P42", "--no-readme"])
+
+
+def test_the_command_line_writes_results_it_can_render(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    assert bench_main.main(["--only", "P5", "--scale", "tiny", "--out", str(out), "--plots", str(tmp_path),
+                            "--no-readme"]) == 0
+    results = json.loads(out.read_text())
+    assert results["scale"] == "tiny" and [s["key"] for s in results["sections"]] == ["P5"]
+    assert readme.START in readme.render_block(results)
