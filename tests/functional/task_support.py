@@ -25,6 +25,14 @@ def post_task(client: Client, body: dict[str, Any] | str) -> Any:
     return client.http.post("/tasks", body=raw, headers=JSON)
 
 
+def get_task(client: Client, task_id: str) -> dict[str, Any]:
+    """The task as ``GET /tasks/{id}`` shows it."""
+    response = client.http.get(f"/tasks/{task_id}")
+    assert response.status_code == 200, response.body
+    task: dict[str, Any] = json.loads(response.body)
+    return task
+
+
 def patch_task(client: Client, task_id: str, body: dict[str, Any]) -> Any:
     return client.http.request("PATCH", f"/tasks/{task_id}", body=json.dumps(body).encode(), headers=JSON)
 

@@ -1,9 +1,14 @@
-"""A seeded soak under faults: 200 tasks of every strategy and a 50-table backup run, while 30 % of AWS requests
+"""A seeded soak under faults: tasks of every strategy and a backup run, while 30 % of AWS requests
 are throttled (botocore retries them), 5 % fail hard and 5 % are applied with their response lost.
 
 Every handler runs as Lambda would run it (tests/functional/lambda_sim.py: redeliveries, visibility timeouts,
-stream retries, TTL, Scheduler, the processor's schedule) on the injected clock.  Every task must run its
-action exactly once and every table must be backed up; the counts are printed (``pytest -s`` shows them).
+stream retries, TTL, Scheduler, the processor's schedule) on the injected clock.  No task may run its action
+twice; every task runs it once, or -- when SQS gave up on its due message after MAX_RECEIVE_COUNT failed
+deliveries, which at 10 % of calls failing happens to about one task in a hundred -- is dead-lettered
+where a user sees it (``GET /tasks/{id}`` shows ``dead_letter``, one alert went out).  Every table must be
+backed up.  The counts are printed (``pytest -s`` shows them).
+
+The suite runs 80 tasks and 20 tables (about a minute); ``make soak`` runs 200 and 50 (SEEDED_SOAK_TASKS, SEEDED_SOAK_TABLES).
 """
 
 from __future__ import annotations
@@ -22,14 +27,16 @@ from chalicelib.aws import Clients, Deps
 from tests import events
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
-from tests.fixtures import FakeClock, use_settings
+from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import create_tables
 from tests.functional.lambda_sim import LambdaSim
-from tests.functional.task_support import emails_sent, post_task
+from tests.functional.task_support import emails_sent, get_task, post_task
 
 SEED = 20261123
-TASKS = int(os.environ.get("SOAK_TASKS", "200"))
-TABLES = int(os.environ.get("SOAK_TABLES", "50"))
+TASKS = int(os.environ.get("SEEDED_SOAK_TASKS", "80"))
+TABLES = int(os.environ.get("SEEDED_SOAK_TABLES", "20"))
+#: Tasks SQS may give up on under this chaos (each then dead-lettered where a user sees it), at most.
+DEAD_LETTERED_AT_MOST = max(2, TASKS // 20)
 STRATEGIES = ("exact", "exact", "interval", "lazy")  # exact twice: due soon (SQS delay) and later (Scheduler)
 
 
@@ -53,8 +60,8 @@ def _create(client: Client, body: dict[str, Any]) -> None:
     pytest.fail(f"task {body['id']} could not be created")
 
 
-def test_every_task_runs_once_and_every_table_is_backed_up_under_throttling_errors_and_lost_responses(
-        deps: Deps, clock: FakeClock, client: Client, monkeypatch: pytest.MonkeyPatch,
+def test_every_task_runs_once_or_is_dead_lettered_and_every_table_is_backed_up_under_throttling_errors_and_lost_responses(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     # One stream thread keeps the seeded faults in one order.  Retry mode standard: adaptive mode's client-side
     # rate limiter waits in real time once throttled, and only moves when the faults happen, not whether.
@@ -97,11 +104,16 @@ def test_every_task_runs_once_and_every_table_is_backed_up_under_throttling_erro
               f"{dict(faults.injected)}; {sum(faults.calls.values())} AWS calls; {sim.failed_invocations} failed "
               f"invocations; dead-lettered {sim.dead_letters()}; {clock.now - start} of simulated time; "
               f"runs {_runs(sim)}")
-    assert missing == []
+    dead_lettered = {task_id for task_id in missing if "dead_letter" in get_task(client, task_id)}
+    assert set(missing) == dead_lettered, f"tasks neither run nor dead-lettered: {sorted(set(missing) - dead_lettered)}"
+    assert len(missing) <= DEAD_LETTERED_AT_MOST, missing
+    alerted = {a["message"].get("task_id") for a in aws.alerts() if "dead-lettered" in a["subject"]}
+    assert alerted == set(missing)
     assert twice == [], [(s, int(s[5:]) % len(STRATEGIES)) for s in twice]
     assert backed_up == {f"soak-{i:03d}" for i in range(TABLES)}
     assert _run_complete(sim)
-    assert sum(sim.dead_letters().values()) == 0
+    assert sim.dead_letters()["timekeeper-due"] == len(missing)
+    assert sum(sim.dead_letters().values()) == len(missing)
     assert limits.violations == []
 
 
