@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -18,9 +20,9 @@ from chalicelib.settings import Settings
 from deploy.provision import provision
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
-from tests.policy_recorder import RECORDER
+from tests.policy_recorder import ACCOUNT, RECORDER, report, suite_problems
 
-ACCOUNT = "123456789012"  # moto's default account
+__all__ = ["ACCOUNT"]  # moto's default account, re-exported for the tests
 
 
 @dataclass
@@ -146,3 +148,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "last: runs after every other test (it checks what they did)")
+
+
+# --- the IAM policy check over the whole suite, also when pytest-xdist splits it -------------
+#
+# In one process, test_zz_policy_coverage (marked ``last``) checks every call the suite recorded.  Under
+# ``pytest -n``, each worker records only its own tests' calls: each hands them to the controller when it
+# finishes, and the controller checks them all together; a call a policy does not allow fails the run.
+
+_WORKER_CALLS = "policy_calls"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        workeroutput[_WORKER_CALLS] = base64.b64encode(pickle.dumps(RECORDER.calls)).decode()
+        return
+    if not getattr(config, "_policy_workers", 0):
+        return  # one process: test_zz_policy_coverage checked these calls
+    problems = suite_problems(RECORDER.calls)
+    if problems:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"IAM policy check over the whole suite FAILED: {report(problems)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """The controller collects a finished worker's recorded calls."""
+    data = getattr(node, "workeroutput", {}).get(_WORKER_CALLS)
+    if data:
+        RECORDER.calls |= pickle.loads(base64.b64decode(data))  # our own worker's data
+        node.config._policy_workers = getattr(node.config, "_policy_workers", 0) + 1

@@ -39,6 +39,7 @@ from urllib.parse import urlparse
 import boto3
 
 from chalicelib.settings import Settings
+from deploy import iam
 
 ROOT = Path(__file__).resolve().parents[1]
 APP_CODE = (str(ROOT / "chalicelib") + "/", str(ROOT / "app.py"))
@@ -255,3 +256,36 @@ def denied(policy: Callable[[Call], Mapping[str, Any]] | Mapping[str, Any], call
         chosen = chooser(call) if callable(chooser) else chooser
         out.extend((call, r) for r in requests_of(call, partition, region, account) if not allowed(chosen, r))
     return out
+
+
+# --- the check over the whole suite -----------------------------------------------------
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's default account
+# In the tests, task actions send to queues and topics the tests create; on a stage, to TASK_ACTION_TARGET_ARNS.
+TEST_ACTION_TARGETS = [f"arn:aws:sqs:{REGION}:{ACCOUNT}:*", f"arn:aws:sns:{REGION}:{ACCOUNT}:*"]
+
+
+def policy_for(call: Call, where: iam.Account, default: Settings) -> iam.Policy:
+    """The policy of the function that made ``call`` (the union when no single function did)."""
+    settings = call.settings or default
+    targets = TEST_ACTION_TARGETS if call.origin == ACTION_MODULE else ()
+    if not call.function:
+        return iam.app_policy(settings, where, targets)
+    policies = iam.function_policies(settings, where, targets)
+    return policies.get(call.function, {"Statement": []})
+
+
+def suite_problems(calls: Iterable[Call]) -> list[tuple[Call, Request]]:
+    """Every recorded call (and authorization) the policy of the function that made it does not allow."""
+    where = iam.Account("aws", REGION, ACCOUNT)
+    default = Settings.from_env()
+    return denied(lambda call: policy_for(call, where, default), calls, "aws", REGION, ACCOUNT)
+
+
+def report(problems: list[tuple[Call, Request]]) -> str:
+    lines = [f"{request.action} on {request.resource} needed by {call.service}.{call.operation} "
+             f"in function {call.function or '(any: union of all)'} (attributed by {call.via}) "
+             f"from {call.origin} in {call.test}"
+             for call, request in problems[:30]]
+    return "the function's IAM policy (deploy/iam.py) does not allow:\n" + "\n".join(lines)

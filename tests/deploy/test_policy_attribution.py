@@ -7,8 +7,7 @@ import pytest
 
 from chalicelib.settings import Settings
 from deploy import iam
-from tests.deploy.test_zz_policy_coverage import _report, policy_for
-from tests.policy_recorder import ROOT, Call, attribute, denied
+from tests.policy_recorder import ROOT, Call, attribute, denied, policy_for, report
 
 APP = str(ROOT / "app.py")
 
@@ -47,6 +46,6 @@ def test_a_call_is_checked_against_its_own_functions_policy_not_the_union() -> N
     problems = denied(lambda call: policy_for(call, where, settings), [from_stream, from_executor, shared],
                       "aws", "us-east-1", "123456789012")
     assert [call for call, _ in problems] == [from_stream]
-    report = _report(problems)
-    assert "ses:SendEmail" in report and "in function task_stream (attributed by app.py:task_stream)" in report
-    assert "tests/x.py::test_y" in report
+    text = report(problems)
+    assert "ses:SendEmail" in text and "in function task_stream (attributed by app.py:task_stream)" in text
+    assert "tests/x.py::test_y" in text

@@ -23,36 +23,14 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.settings import Settings
 from deploy import iam
 from tests import events
 from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
-from tests.policy_recorder import ACTION_MODULE, RECORDER, Call, Recorder, Request, denied
+from tests.policy_recorder import RECORDER, REGION, Recorder, report, suite_problems
 
-REGION = "us-east-1"
-# In the tests, task actions send to queues and topics the tests create; on a stage, to TASK_ACTION_TARGET_ARNS.
-TEST_ACTION_TARGETS = [f"arn:aws:sqs:{REGION}:{ACCOUNT}:*", f"arn:aws:sns:{REGION}:{ACCOUNT}:*"]
 # The services app code calls (deploy/iam.py grants these, plus iam:PassRole checked with CreateSchedule).
 SERVICES = {"dynamodb", "sqs", "sns", "ses", "scheduler"}
 JSON = {"Content-Type": "application/json"}
-
-
-def _report(problems: list[tuple[Call, Request]]) -> str:
-    lines = [f"{request.action} on {request.resource} needed by {call.service}.{call.operation} "
-             f"in function {call.function or '(any: union of all)'} (attributed by {call.via}) "
-             f"from {call.origin} in {call.test}"
-             for call, request in problems[:30]]
-    return "the function's IAM policy (deploy/iam.py) does not allow:\n" + "\n".join(lines)
-
-
-def policy_for(call: Call, where: iam.Account, default: Settings) -> iam.Policy:
-    """The policy of the function that made ``call`` (the union when no single function did)."""
-    settings = call.settings or default
-    targets = TEST_ACTION_TARGETS if call.origin == ACTION_MODULE else ()
-    if not call.function:
-        return iam.app_policy(settings, where, targets)
-    policies = iam.function_policies(settings, where, targets)
-    return policies.get(call.function, {"Statement": []})
 
 
 class Workload:
@@ -165,7 +143,5 @@ def test_every_aws_call_the_app_made_is_allowed_by_its_policy(
     attributed = {c.function for c in RECORDER.calls if c.via.startswith("app.py:")}
     assert attributed >= set(iam.FUNCTIONS), f"no call attributed to {sorted(set(iam.FUNCTIONS) - attributed)}"
 
-    where = iam.Account("aws", REGION, ACCOUNT)
-    default = Settings.from_env()
-    problems = denied(lambda call: policy_for(call, where, default), RECORDER.calls, "aws", REGION, ACCOUNT)
-    assert not problems, _report(problems)
+    problems = suite_problems(RECORDER.calls)
+    assert not problems, report(problems)
