@@ -26,7 +26,7 @@ SOAK_TASKS ?= 10000
 soak: $(STAMP)
 	@if $(MAKE) -n soak-fuzz >/dev/null 2>&1; then $(MAKE) soak-fuzz; \
 	else echo "soak: this Makefile has no soak-fuzz target; the long fuzz run is skipped"; fi
-	SEEDED_SOAK_TASKS=200 SEEDED_SOAK_TABLES=50 $(BIN)/pytest -q -s tests/functional/test_seeded_soak.py
+	SEEDED_SOAK_TASKS=200 SEEDED_SOAK_TABLES=50 $(BIN)/pytest -n 0 -q -s tests/functional/test_seeded_soak.py
 	$(BIN)/python -m local.soak --tasks $(SOAK_TASKS)
 
 ## bench: cost, speed, precision and scale against the seed designs (README: Benchmarks); BENCH_QUICK=1 for a 2-minute run
@@ -50,7 +50,7 @@ test: $(STAMP)
 
 ## soak-fuzz: the API fuzzing with 10,000 random examples instead of the suite's 240 (README: Soak)
 soak-fuzz: $(STAMP)
-	FUZZ_EXAMPLES=10000 $(BIN)/pytest -q -p no:cacheprovider tests/functional/test_api_fuzz.py
+	FUZZ_EXAMPLES=10000 $(BIN)/pytest -n 0 -q tests/functional/test_api_fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import botocore.endpoint
 import pytest
 from chalice.test import Client
 from moto import mock_aws
@@ -121,6 +122,26 @@ def deps(aws: Aws, clock: FakeClock) -> Iterator[Deps]:
     app_module.container.use(bundle)
     yield bundle
     app_module.container.use(None)
+
+
+class _ClockBackoff:
+    """botocore.endpoint's ``time`` module, as far as its retry backoff uses it: it moves the test's clock."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._clock = clock
+
+    def sleep(self, seconds: float) -> None:
+        self._clock.advance(seconds=seconds)
+
+
+@pytest.fixture
+def fake_backoff(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """botocore's retry backoff (standard mode) moves the injected clock instead of sleeping for real.
+
+    Use it with clients in retry mode ``standard``: adaptive mode's client-side rate limiter waits in real
+    time once throttled, below anything a test can move."""
+    monkeypatch.setattr(botocore.endpoint, "time", _ClockBackoff(clock))
+    return clock
 
 
 @pytest.fixture

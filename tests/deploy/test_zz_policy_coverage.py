@@ -111,6 +111,9 @@ class Workload:
         records = [events.sqs_record(body, self.deps.settings.due_queue) for body in due]
         self.step("task_executor", lambda: self.client.lambda_.invoke("task_executor", events.sqs_event(*records)))
         self.stream_batch()  # the outcomes' MODIFY records
+        # SQS gave up on a due message (here one already run: the handler reads its state and forwards it).
+        self.step("due_dead_letter", lambda: self.client.lambda_.invoke("due_dead_letter", events.sqs_event(
+            events.sqs_record(due[0], self.deps.settings.due_dlq, "dlq-1", receive_count=6))))
 
         self.clock.advance(hours=2)
         self.step("interval_processor", lambda: self.client.lambda_.invoke(

@@ -19,7 +19,6 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-import botocore.endpoint
 import pytest
 from chalice.test import Client
 
@@ -40,16 +39,6 @@ DEAD_LETTERED_AT_MOST = max(2, TASKS // 20)
 STRATEGIES = ("exact", "exact", "interval", "lazy")  # exact twice: due soon (SQS delay) and later (Scheduler)
 
 
-class _NoRealSleep:
-    """botocore.endpoint's ``time``: its retry backoff moves the test's clock instead of waiting."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self._clock = clock
-
-    def sleep(self, seconds: float) -> None:
-        self._clock.advance(seconds=seconds)
-
-
 def _create(client: Client, body: dict[str, Any]) -> None:
     """POST a task as a client would: retried on a 5xx (the API is idempotent for the same id and body)."""
     for _ in range(20):
@@ -61,15 +50,14 @@ def _create(client: Client, body: dict[str, Any]) -> None:
 
 
 def test_every_task_runs_once_or_is_dead_lettered_and_every_table_is_backed_up_under_throttling_errors_and_lost_responses(
-        aws: Aws, deps: Deps, clock: FakeClock, client: Client, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client,
+        capsys: pytest.CaptureFixture[str], fake_backoff: FakeClock) -> None:
     # One stream thread keeps the seeded faults in one order.  Retry mode standard: adaptive mode's client-side
     # rate limiter waits in real time once throttled, and only moves when the faults happen, not whether.
     use_settings(deps, stream_concurrency=1, backup_table_pattern=re.compile(r"soak-\d+"), aws_retry_mode="standard")
     deps.clients = Clients(deps.settings)
     faults = Faults(deps.clients)
     limits = AwsLimits(deps.clients)
-    monkeypatch.setattr(botocore.endpoint, "time", _NoRealSleep(clock))
     create_tables(deps, [f"soak-{i:03d}" for i in range(TABLES)])
     sim = LambdaSim(deps, client, clock)
     # Lost responses everywhere but the action itself: an email whose answer is lost was sent, and sending it

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from botocore.exceptions import ClientError
 
+from chalicelib.aws import Clients
 from tests.faults import Faults, WorkerCrash
-from tests.fixtures import Aws
+from tests.fixtures import Aws, FakeClock
 
 TABLE = "faults-probe"
 
@@ -79,7 +82,10 @@ def test_a_fault_hits_only_the_occurrence_and_parameters_armed(aws: Aws, table: 
 
 
 def test_chaos_throttling_is_retried_by_botocore_and_hard_faults_reach_the_caller(
-        aws: Aws, table: str, faults: Faults) -> None:
+        aws: Aws, table: str, fake_backoff: FakeClock) -> None:
+    # Retry mode standard, its backoff on the test's clock: adaptive mode's rate limiter would wait for real.
+    aws.clients = Clients(replace(aws.settings, aws_retry_mode="standard"))
+    faults = Faults(aws.clients)
     faults.chaos(seed=7, throttle=0.3)
     for i in range(40):
         aws.clients.dynamodb.put_item(TableName=TABLE, Item={"PK": {"S": f"t{i}"}})
