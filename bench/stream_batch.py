@@ -86,7 +86,7 @@ def _measure(stage: task_stage.Stage, handle: Callable[[list[dict[str, Any]]], N
 
 def _app_deps(stage: task_stage.Stage) -> tuple[Deps, CallCounter]:
     """A new container's deps: fresh clients, each with the latency and a call counter."""
-    stream._queue_arns.clear()  # a module-level cache of a new container is empty
+    task_stage.new_container()
     clients = Clients(stage.settings)
     built = task_stage.build_all(clients)
     Latency(LATENCY).attach(*built)

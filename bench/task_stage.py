@@ -75,6 +75,14 @@ def stage(**changes: Any) -> Iterator[Stage]:
         yield Stage(settings=settings, setup=Clients(settings))
 
 
+def new_container() -> None:
+    """Forget what a Lambda container keeps between invocations at module level (the stream handler's queue
+    ARNs): the next deps built are a new container's."""
+    from chalicelib.tasks import stream
+
+    stream._queue_arns.clear()
+
+
 def build_all(clients: Clients) -> list[Any]:
     """Every client the app builds (lazily, on first use), built now: the bench hooks each one."""
     return [clients.dynamodb, clients.sqs, clients.sns, clients.ses, clients.scheduler]
