@@ -1,0 +1,93 @@
+"""AWS list prices the cost bench (P4) turns usage into dollars with: us-east-1, on demand, USD.
+
+Each price names the page it comes from and the date it was read.  Free tiers are left out: the
+figures are the marginal cost of a task at scale.  Where a price has volume tiers, the first
+paid tier is used.  What AWS does not charge for is listed with a price of 0 and its source, so
+that leaving it out is a documented decision, not an omission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+READ = "2026-11-23"
+
+
+@dataclass(frozen=True)
+class Price:
+    name: str
+    usd: float      # per unit
+    unit: str
+    source: str
+    read: str = READ
+
+
+LAMBDA_REQUEST = Price("Lambda requests", 0.20 / 1e6, "request (an invocation, whatever its batch)",
+                       "https://aws.amazon.com/lambda/pricing/")
+LAMBDA_GB_SECOND = Price("Lambda duration", 0.0000166667, "GB-second (x86, first 6 billion GB-s a month; "
+                         "billed per 1 ms)", "https://aws.amazon.com/lambda/pricing/")
+DYNAMODB_WRITE_UNIT = Price("DynamoDB write request units", 0.625 / 1e6,
+                            "write request unit (1 KB of item; 2 per KB in a transaction)",
+                            "https://aws.amazon.com/dynamodb/pricing/on-demand/")
+DYNAMODB_READ_UNIT = Price("DynamoDB read request units", 0.125 / 1e6,
+                           "read request unit (4 KB strongly consistent, 8 KB eventually; 2 per 4 KB in a transaction)",
+                           "https://aws.amazon.com/dynamodb/pricing/on-demand/")
+SQS_REQUEST = Price("SQS requests", 0.40 / 1e6, "request of a standard queue (each 64 KB chunk of a payload is one)",
+                    "https://aws.amazon.com/sqs/pricing/")
+SNS_PUBLISH = Price("SNS publishes", 0.50 / 1e6, "request of a standard topic (64 KB chunk; deliveries to SQS free)",
+                    "https://aws.amazon.com/sns/pricing/")
+SCHEDULER_INVOCATION = Price("EventBridge Scheduler invocations", 1.00 / 1e6,
+                             "invocation (after 14 million free a month; schedule create/update/delete not charged)",
+                             "https://aws.amazon.com/eventbridge/pricing/")
+STREAM_READ_BY_LAMBDA = Price("DynamoDB Streams reads by Lambda", 0.0,
+                              "GetRecords made by a Lambda trigger are not charged",
+                              "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Change data capture)")
+TTL_DELETE = Price("DynamoDB TTL deletes", 0.0, "deletes made by TTL consume no write units",
+                   "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html")
+
+TABLE: tuple[Price, ...] = (LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_UNIT, DYNAMODB_READ_UNIT, SQS_REQUEST,
+                            SNS_PUBLISH, SCHEDULER_INVOCATION, STREAM_READ_BY_LAMBDA, TTL_DELETE)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one task uses, on average (fractions: a batch or a fixed cost shared by many tasks)."""
+
+    lambda_requests: float = 0.0
+    lambda_gb_seconds: float = 0.0
+    write_units: float = 0.0
+    read_units: float = 0.0
+    sqs_requests: float = 0.0
+    sns_publishes: float = 0.0
+    scheduler_invocations: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+#: Which price each kind of usage is charged at.
+PRICE_OF: dict[str, Price] = {
+    "lambda_requests": LAMBDA_REQUEST,
+    "lambda_gb_seconds": LAMBDA_GB_SECOND,
+    "write_units": DYNAMODB_WRITE_UNIT,
+    "read_units": DYNAMODB_READ_UNIT,
+    "sqs_requests": SQS_REQUEST,
+    "sns_publishes": SNS_PUBLISH,
+    "scheduler_invocations": SCHEDULER_INVOCATION,
+}
+
+
+def cost(usage: Usage) -> dict[str, float]:
+    """Dollars per task, by kind of usage."""
+    return {f.name: getattr(usage, f.name) * PRICE_OF[f.name].usd for f in fields(usage)}
+
+
+def per_million(usage: Usage) -> float:
+    """Dollars per million tasks."""
+    return sum(cost(usage).values()) * 1e6
+
+
+def table() -> list[dict[str, Any]]:
+    """The price table, for results.json."""
+    return [asdict(price) for price in TABLE]

@@ -1,0 +1,169 @@
+"""P2, stream batch: one batch of INSERT records of exact tasks through the app's stream handler, with a
+fixed latency on every AWS call, against seed 001's record-by-record loop.
+
+The batch (100 records; 5 at tiny scale) is built as Lambda delivers a DynamoDB stream batch and handed to
+``chalicelib.tasks.stream.process_records`` -- what app.py's ``task_stream`` handler calls -- with a
+``Deps`` of fresh moto-backed clients on a fixed clock.  Every client the app builds gets ``LATENCY`` of
+sleep before each request it sends (a round trip to AWS) and a call counter.  Two paths, chosen by the due
+time against ``DIRECT_QUEUE_HORIZON_SECONDS`` (900 s): tasks due in about 10 minutes go straight to the due
+queue with ``DelaySeconds`` (the SQS-delay path), tasks due in about 30 minutes get a Scheduler schedule.
+Warm: the deps already handled one batch (clients built, queue URL and ARN looked up); cold: fresh ``Deps``
+and ``Clients`` and no cached queue ARN, as in a new container (the clients are constructed before the clock
+starts: that is CPU time, the same for every design, not a round trip).  The figure is the wall time in
+round trips (wall / ``LATENCY``), the median of a few batches, so the machine's speed shows only in the
+CPU time between calls.  Seed 001's consumer (bench/seed_tasks.py) runs the same records through a client
+with the same latency.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench import seed_tasks, task_stage
+from bench.core import CallCounter, Latency, Scale, Section, Target, median, stopwatch
+from chalicelib import ddb
+from chalicelib.aws import Clients, Deps
+from chalicelib.tasks import stream
+from local import events
+
+LATENCY = 0.020
+TARGET_ROUND_TRIPS = 8
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+#: Path name -> how far ahead its tasks are due (the setting DIRECT_QUEUE_HORIZON_SECONDS chooses the path).
+PATHS: dict[str, timedelta] = {"SQS delay": timedelta(minutes=10), "Scheduler": timedelta(minutes=30)}
+
+
+@dataclass
+class Batch:
+    """One measured batch: wall time and the AWS calls made."""
+
+    seconds: float
+    cpu_seconds: float  # the process's CPU time meanwhile: botocore's and moto's work, in-process
+    calls: int
+    by_operation: dict[str, int]
+
+    @property
+    def round_trips(self) -> float:
+        return self.seconds / LATENCY
+
+
+_numbers = itertools.count()
+
+
+def insert_records(count: int, ahead: timedelta, settings: Any) -> list[dict[str, Any]]:
+    """``count`` INSERT records of new exact tasks due ``ahead`` (a second apart), as Lambda delivers them."""
+    records = []
+    for _ in range(count):
+        n = next(_numbers)
+        item = {"PK": f"BENCH#{n}", "SK": "TASK", "strategy": "exact",
+                settings.due_attribute: (NOW + ahead + timedelta(seconds=n % 60)).isoformat(),
+                "action": {"type": "email", "to": "ada@example.com", "subject": f"bench {n}", "body": "p2"}}
+        records.append(events.stream_record(
+            "INSERT", ddb.serialize({"PK": item["PK"], "SK": item["SK"]}), new_image=ddb.serialize(item),
+            sequence_number=str(300000000000000000000 + n * 100), created=NOW,
+            source_arn=settings.tasks_stream_arn))
+    return records
+
+
+def _measure(stage: task_stage.Stage, handle: Callable[[list[dict[str, Any]]], None],
+             records: list[dict[str, Any]], counter: CallCounter) -> Batch:
+    counter.reset()
+    cpu = time.process_time()
+    with stopwatch() as took:
+        handle(records)
+    batch = Batch(took[0], time.process_time() - cpu, counter.total, dict(counter.calls))
+    # moto's SendMessage scans the whole queue: empty it so that each batch meets the same queue.
+    task_stage.empty_queue(stage.settings, stage.settings.due_queue)
+    return batch
+
+
+def _app_deps(stage: task_stage.Stage) -> tuple[Deps, CallCounter]:
+    """A new container's deps: fresh clients, each with the latency and a call counter."""
+    task_stage.new_container()
+    clients = Clients(stage.settings)
+    built = task_stage.build_all(clients)
+    Latency(LATENCY).attach(*built)
+    counter = CallCounter().attach(*built)
+    return Deps(settings=stage.settings, clients=clients, clock=lambda: NOW), counter
+
+
+def _ours(deps: Deps) -> Callable[[list[dict[str, Any]]], None]:
+    def handle(records: list[dict[str, Any]]) -> None:
+        response = stream.process_records(deps, records)
+        if response["batchItemFailures"]:
+            raise RuntimeError(f"the stream handler failed records: {response}")
+    return handle
+
+
+def _seed(stage: task_stage.Stage) -> tuple[Callable[[list[dict[str, Any]]], None], CallCounter]:
+    scheduler = Clients(stage.settings).scheduler
+    Latency(LATENCY).attach(scheduler)
+    counter = CallCounter().attach(scheduler)
+
+    def handle(records: list[dict[str, Any]]) -> None:
+        seed_tasks.handle_stream_batch(scheduler, records, stage.settings.schedule_group, stage.settings.due_attribute)
+    return handle, counter
+
+
+def measure_path(stage: task_stage.Stage, ahead: timedelta, size: int, repeats: int) -> dict[str, list[Batch]]:
+    """Batches of ``size`` records, ``repeats`` times each: ours warm and cold, the seed's warm and cold."""
+    out: dict[str, list[Batch]] = {"ours warm": [], "ours cold": [], "seed warm": [], "seed cold": []}
+    for _ in range(repeats):
+        deps, counter = _app_deps(stage)
+        out["ours cold"].append(_measure(stage, _ours(deps), insert_records(size, ahead, stage.settings), counter))
+        out["ours warm"].append(_measure(stage, _ours(deps), insert_records(size, ahead, stage.settings), counter))
+        handle, seed_counter = _seed(stage)
+        out["seed cold"].append(_measure(stage, handle, insert_records(size, ahead, stage.settings), seed_counter))
+        out["seed warm"].append(_measure(stage, handle, insert_records(size, ahead, stage.settings), seed_counter))
+    return out
+
+
+def _row(path: str, design: str, container: str, size: int, batches: Sequence[Batch],
+         seed_round_trips: float) -> list[Any]:
+    calls = median(b.calls for b in batches)
+    round_trips = median(b.round_trips for b in batches)
+    return [path, design, container, size, calls, calls / size, round_trips,
+            min(b.round_trips for b in batches), median(b.cpu_seconds for b in batches) / LATENCY,
+            round_trips / seed_round_trips]
+
+
+def run(scale: Scale, plots: Path) -> list[Section]:
+    size = scale.pick(100, 100, 5)
+    repeats = scale.pick(3, 1, 1)
+    section = Section(
+        key="P2", title=f"stream batch: {size} INSERT records of exact tasks, {LATENCY * 1000:.0f} ms per AWS call "
+                        f"(median of {repeats} batches each)",
+        columns=["path", "design", "container", "records", "AWS calls", "calls/record", "round trips",
+                 "min round trips", "CPU time in round trips", "vs seed"])
+    figures: dict[str, Any] = {"records": size, "repeats": repeats, "latency_seconds": LATENCY, "paths": {}}
+    with task_stage.stage() as stage:
+        for path, ahead in PATHS.items():
+            measured = measure_path(stage, ahead, size, repeats)
+            for container in ("warm", "cold"):
+                seed_rt = median(b.round_trips for b in measured[f"seed {container}"])
+                section.rows.append(_row(path, "timekeeper", container, size, measured[f"ours {container}"], seed_rt))
+                section.rows.append(_row(path, "seed 001 loop", container, size, measured[f"seed {container}"],
+                                         seed_rt))
+                ours_rt = median(b.round_trips for b in measured[f"ours {container}"])
+                section.targets.append(Target(f"{path}, {container}: {size} records in round trips", ours_rt,
+                                              TARGET_ROUND_TRIPS))
+            figures["paths"][path] = {
+                name: [{"seconds": b.seconds, "cpu_seconds": b.cpu_seconds, "round_trips": b.round_trips,
+                        "calls": b.calls,
+                        "by_operation": b.by_operation} for b in batches]
+                for name, batches in measured.items()}
+    section.figures = figures
+    section.notes.append(
+        f"due in {PATHS['SQS delay']} goes to the due queue with DelaySeconds, in {PATHS['Scheduler']} to a "
+        "Scheduler schedule (DIRECT_QUEUE_HORIZON_SECONDS = 900); records of one batch run on "
+        "STREAM_CONCURRENCY threads; cold = new Deps/Clients, no queue URL or ARN looked up yet")
+    section.notes.append("CPU time in round trips: the process's CPU time during the batch (botocore's and moto's "
+                         "work, in-process, a few ms a call), over 20 ms: what of the wall time is not latency")
+    return [section]

@@ -1,0 +1,418 @@
+"""P4, cost: AWS calls, stream records and dollars per executed task, per strategy and path, end to end,
+against seed 001's design.
+
+Each workload (exact via SQS delay, exact via Scheduler, interval, lazy; N tasks each) runs in its own
+moto account, driven in-process on an injected clock by ``tests/functional/lambda_sim.py``, which delivers
+what Lambda's sources would (the stream in batches, the due queue with its delays, TTL deletes, Scheduler
+firing, the processor's minute) to app.py's handlers through Chalice's test client.  The tasks are plain
+items written by another program (``put_item`` through the bench's own client, not counted: the item write
+is excluded), due a few minutes apart at arbitrary fractions of a second, each with an email action.
+
+Counted: every call the app's clients make (a ``before-call`` hook), attributed to the function being
+invoked; the emulation's own calls are not the app's, and Scheduler firing its target is a Scheduler
+invocation, priced as such.  Calls include the action (one SendEmail); dollars exclude it.  Stream records
+per task are read back from the table's stream (the item's own write, every write the app makes to it,
+and for lazy tasks the TTL delete).  Write and read units come from the sizes of the items each call
+touches (DynamoDB's rules).  Lambda: every invocation is a request; its billed duration is its calls one
+after another at ``CALL_SECONDS`` each (the action's excluded) plus the time it waited on the clock (an
+early message waits out its last second), at the function's memory from .chalice/config.json.  Lambda's
+SQS poller makes one ReceiveMessage and one DeleteMessageBatch per batch it delivers (its idle long polls
+are a fixed cost).  The interval processor's queries are shared by the interval tasks due meanwhile (a
+fixed cost per minute: the more tasks, the cheaper each); for the other strategies they are not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chalice.test import Client, InvokeResponse, TestLambdaClient
+
+from bench import prices, seed_tasks, task_stage
+from bench.core import PROJECT, CallCounter, Scale, Section, Target
+from bench.prices import Usage
+from chalicelib import ddb
+from chalicelib.aws import Clients, Deps
+from chalicelib.tasks import interval
+from tests.aws_limits import item_size
+
+if TYPE_CHECKING:
+    from tests.fixtures import FakeClock
+
+# app.py (and the test helpers that import it) are imported where they are used: after bench.task_stage
+# has set the environment they read at import.
+
+#: One AWS call's share of a Lambda's billed duration (a round trip in the region).
+CALL_SECONDS = 0.020
+#: The action's own calls: counted as calls, left out of the dollars (the action is the user's cost).
+ACTION_OPERATIONS = frozenset({"sesv2:SendEmail"})
+#: Lambda's SQS poller: one ReceiveMessage and one DeleteMessageBatch per batch delivered.
+POLLER_REQUESTS_PER_BATCH = 2
+STREAM_BATCH = 100
+TARGET_CALLS = {"exact via SQS delay": 5.0, "exact via Scheduler": 6.0}
+TARGET_DOLLARS = 2.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    strategy: str
+    first_due: timedelta     # the first task's due time after the start
+    spread: timedelta        # the last task's due time after the first
+    functions: frozenset[str]  # the handlers whose invocations the tasks cost
+
+
+PATH_FUNCTIONS = frozenset({"task_stream", "task_executor", "due_dead_letter"})
+WORKLOADS = (
+    Workload("exact via SQS delay", "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
+    Workload("exact via Scheduler", "exact", timedelta(minutes=20), timedelta(minutes=10), PATH_FUNCTIONS),
+    Workload("interval", "interval", timedelta(minutes=2), timedelta(minutes=10),
+             PATH_FUNCTIONS | {"interval_processor"}),
+    Workload("lazy", "lazy", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
+)
+
+
+# --- measuring the app's calls ----------------------------------------------------------------------------
+
+def _units(size: int, per: int) -> int:
+    return max(1, math.ceil(size / per))
+
+
+class Capacity:
+    """DynamoDB request units of the app's calls, from the sizes of the items they touch: a write unit per
+    KB (of the larger of the item before and after), twice in a transaction; a read unit per 4 KB read
+    strongly consistent, half eventually consistent.  Items are read through ``reader`` (not counted)."""
+
+    def __init__(self, reader: Any) -> None:
+        self.write_units = 0.0
+        self.read_units = 0.0
+        self._reader = reader
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def attach(self, client: Any) -> Capacity:
+        client.meta.events.register("provide-client-params.dynamodb.*", self._before)
+        client.meta.events.register("after-call.dynamodb.*", self._after)
+        return self
+
+    def _current(self, table: str, key: dict[str, Any]) -> int:
+        found = self._reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        return item_size(found) if found else 0
+
+    def _write(self, operation: str, op: dict[str, Any]) -> int:
+        if operation in ("PutItem", "Put"):
+            key = {name: op["Item"][name] for name in ("PK", "SK") if name in op["Item"]}
+            return _units(max(item_size(op["Item"]), self._current(op["TableName"], key)), 1024)
+        current = self._current(op["TableName"], op["Key"])
+        if operation in ("UpdateItem", "Update"):  # at most what it had plus every value it sets
+            return _units(current + item_size(op.get("ExpressionAttributeValues", {})), 1024)
+        return _units(current, 1024)  # Delete, ConditionCheck
+
+    def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self._local.params = params
+        name = model.name
+        units = 0
+        if name in ("PutItem", "UpdateItem", "DeleteItem"):
+            units = self._write(name, params)
+        elif name == "TransactWriteItems":
+            units = 2 * sum(self._write(kind, op) for item in params["TransactItems"] for kind, op in item.items())
+        elif name == "BatchWriteItem":
+            units = sum(self._write("PutItem" if "PutRequest" in r else "DeleteItem",
+                                    {"TableName": table, **(r.get("PutRequest") or r["DeleteRequest"])})
+                        for table, requests in params["RequestItems"].items() for r in requests)
+        if units:
+            with self._lock:
+                self.write_units += units
+
+    def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        params: dict[str, Any] = getattr(self._local, "params", {})
+        factor = 1.0 if params.get("ConsistentRead") else 0.5
+        name = model.name
+        units = 0.0
+        if name == "GetItem":
+            units = factor * _units(item_size(parsed.get("Item") or {}), 4096)
+        elif name in ("Query", "Scan"):
+            units = factor * _units(sum(item_size(i) for i in parsed.get("Items", [])), 4096)
+        elif name == "BatchGetItem":
+            units = sum(0.5 * _units(item_size(i), 4096) for items in parsed.get("Responses", {}).values()
+                        for i in items)
+        elif name == "TransactGetItems":
+            units = sum(2 * _units(item_size(r.get("Item") or {}), 4096) for r in parsed.get("Responses", []))
+        if units:
+            with self._lock:
+                self.read_units += units
+
+
+@dataclass
+class Invocations:
+    """Per function: invocations, the app's calls made during them, their billed seconds and units."""
+
+    count: Counter[str] = field(default_factory=Counter)
+    calls: dict[str, Counter[str]] = field(default_factory=dict)
+    billed_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    write_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    read_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+
+@dataclass
+class Meter:
+    """What the app's clients of the current workload count, and what each invocation cost."""
+
+    counter: CallCounter
+    capacity: Capacity
+    invocations: Invocations = field(default_factory=Invocations)
+
+
+class MeteredLambda(TestLambdaClient):
+    """Chalice's test Lambda client, noting what each invocation cost (the emulation invokes through it)."""
+
+    def __init__(self, app: Any, config: Any, meter: Meter, clock: FakeClock) -> None:
+        super().__init__(app, config)
+        self.meter, self._clock = meter, clock
+
+    def invoke(self, function_name: str, payload: Any | None = None) -> InvokeResponse:
+        counter, capacity, out = self.meter.counter, self.meter.capacity, self.meter.invocations
+        calls, slept = Counter(counter.calls), self._clock.slept
+        writes, reads = capacity.write_units, capacity.read_units
+        try:
+            return super().invoke(function_name, payload)
+        finally:
+            made = Counter(counter.calls)
+            made.subtract(calls)
+            made = +made
+            out.count[function_name] += 1
+            out.calls.setdefault(function_name, Counter()).update(made)
+            timed = sum(n for op, n in made.items() if op not in ACTION_OPERATIONS)
+            out.billed_seconds[function_name] += max(0.001, timed * CALL_SECONDS + self._clock.slept - slept)
+            out.write_units[function_name] += capacity.write_units - writes
+            out.read_units[function_name] += capacity.read_units - reads
+
+
+class MeteredClient(Client):
+    """Chalice's test client whose Lambda client is a ``MeteredLambda``."""
+
+    def __init__(self, app: Any, meter: Meter, clock: FakeClock) -> None:
+        super().__init__(app, project_dir=str(PROJECT))
+        self._meter, self._clock = meter, clock
+        self._metered_lambda: MeteredLambda | None = None
+
+    @property
+    def lambda_(self) -> TestLambdaClient:
+        if self._metered_lambda is None:
+            self._metered_lambda = MeteredLambda(self._app, self._chalice_config, self._meter, self._clock)
+        return self._metered_lambda
+
+
+# --- one workload -------------------------------------------------------------------------------------------
+
+@dataclass
+class Measured:
+    workload: Workload
+    tasks: int
+    executed: Counter[str]             # task id -> times its action ran
+    invocations: Invocations
+    stream_records: int
+    schedules_fired: int
+    memory_mb: dict[str, int]
+
+    def _functions(self) -> list[str]:
+        return [f for f in self.invocations.count if f in self.workload.functions]
+
+    def calls(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for function in self._functions():
+            total.update(self.invocations.calls.get(function, Counter()))
+        return total
+
+    def calls_per_task(self) -> float:
+        return sum(self.calls().values()) / self.tasks
+
+    def usage(self) -> Usage:
+        inv, n = self.invocations, self.tasks
+        functions = self._functions()
+        calls = self.calls()
+        sqs = sum(c for op, c in calls.items() if op.startswith("sqs:"))
+        polled = sum(inv.count[f] for f in functions if f in ("task_executor", "due_dead_letter"))
+        return Usage(
+            lambda_requests=sum(inv.count[f] for f in functions) / n,
+            lambda_gb_seconds=sum(inv.billed_seconds[f] * self.memory_mb[f] / 1024 for f in functions) / n,
+            write_units=sum(inv.write_units[f] for f in functions) / n,
+            read_units=sum(inv.read_units[f] for f in functions) / n,
+            sqs_requests=(sqs + POLLER_REQUESTS_PER_BATCH * polled) / n,
+            sns_publishes=sum(c for op, c in calls.items() if op.startswith("sns:")) / n,
+            scheduler_invocations=self.schedules_fired / n,
+        )
+
+
+def memory_sizes(stage_name: str = "prod") -> dict[str, int]:
+    """Each function's memory (MB) in the stage, as Chalice resolves it (128 when nothing sets it)."""
+    config = json.loads((PROJECT / ".chalice" / "config.json").read_text())
+    stage = config.get("stages", {}).get(stage_name, {})
+    functions = ("task_stream", "task_executor", "due_dead_letter", "interval_processor")
+    sizes = {}
+    for name in functions:
+        sizes[name] = int(stage.get("lambda_functions", {}).get(name, {}).get("lambda_memory_size")
+                          or stage.get("lambda_memory_size")
+                          or config.get("lambda_functions", {}).get(name, {}).get("lambda_memory_size")
+                          or config.get("lambda_memory_size") or 128)
+    return sizes
+
+
+def _item(workload: Workload, i: int, n: int, start: Any, settings: Any) -> dict[str, Any]:
+    step = workload.spread / max(1, n - 1)
+    fraction = timedelta(seconds=round((i * 0.37) % 1, 3))  # due at arbitrary fractions of a second
+    due = start + workload.first_due + step * i + fraction
+    return {"PK": f"{_prefix(workload)}{i}", "SK": "TASK", "strategy": workload.strategy,
+            settings.due_attribute: due.isoformat(),
+            "action": {"type": "email", "to": "ada@example.com", "subject": _subject(workload, i), "body": "p4"}}
+
+
+def _prefix(workload: Workload) -> str:
+    return f"P4#{WORKLOADS.index(workload)}#"
+
+
+def _subject(workload: Workload, i: int) -> str:
+    return f"p4 {workload.name} {i}"
+
+
+def _stream_records(stage: task_stage.Stage, prefix: str) -> int:
+    """Records of the items whose key starts with ``prefix`` in the tasks table's stream, from its start."""
+    streams = stage.setup.session.client("dynamodbstreams", region_name=stage.settings.region)
+    arn = stage.settings.tasks_stream_arn
+    [shard] = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    count = 0
+    while iterator:
+        page = streams.get_records(ShardIterator=iterator, Limit=1000)
+        count += sum(1 for r in page["Records"] if r["dynamodb"]["Keys"]["PK"]["S"].startswith(prefix))
+        if not page["Records"]:
+            break
+        iterator = page.get("NextShardIterator")
+    return count
+
+
+def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
+    """Each workload in turn on one provisioned account and one emulation, each with a new container's deps."""
+    import app as app_module
+    from tests.fixtures import FakeClock
+    from tests.functional.lambda_sim import LambdaSim
+    from tests.functional.task_support import emails_sent
+
+    results = []
+    with task_stage.stage() as stage:
+        clock = FakeClock()
+        # The processor has been running: its first run does not look back an hour.
+        interval.save_progress(Deps(settings=stage.settings, clients=stage.setup, clock=clock),
+                               int(clock.now.timestamp()))
+        meter = Meter(CallCounter(), Capacity(stage.setup.dynamodb))
+        # The processor's minute matters only to the interval tasks: they run first, then it ticks once a day.
+        ordered = sorted(workloads, key=lambda w: "interval_processor" not in w.functions)
+        sim = LambdaSim(Deps(settings=stage.settings, clients=stage.setup, clock=clock),
+                        MeteredClient(app_module.app, meter, clock), clock)
+        for workload in ordered:
+            task_stage.new_container()
+            sim.processor_period = (timedelta(minutes=1) if "interval_processor" in workload.functions
+                                    else timedelta(days=1))
+            clients = Clients(stage.settings, session=stage.setup.session)
+            meter.counter = CallCounter().attach(*task_stage.build_all(clients))
+            meter.capacity = Capacity(stage.setup.dynamodb).attach(clients.dynamodb)
+            meter.invocations = Invocations()
+            app_module.container.use(Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep))
+            try:
+                start = clock.now
+                for i in range(n):
+                    stage.setup.dynamodb.put_item(TableName=stage.settings.tasks_table,
+                                                  Item=ddb.serialize(_item(workload, i, n, start, stage.settings)))
+                subjects = frozenset(_subject(workload, i) for i in range(n))
+
+                def executed(subjects: frozenset[str] = subjects) -> Counter[str]:
+                    return Counter(str(m.subject) for m in emails_sent() if str(m.subject) in subjects)
+
+                sim.run(until=lambda: len(executed()) == n,
+                        limit=workload.first_due + workload.spread + timedelta(hours=1))
+                for _ in range(1000):  # the stream records the executions made, and anything else pending now
+                    if not sim.step():
+                        break
+            finally:
+                app_module.container.use(None)
+            results.append(Measured(workload, n, executed(), meter.invocations,
+                                    _stream_records(stage, _prefix(workload)), sim.schedules_fired, memory_sizes()))
+            sim.schedules_fired = 0
+    return sorted(results, key=lambda m: workloads.index(m.workload))
+
+
+# --- the seed's design ------------------------------------------------------------------------------------
+
+def seed_usage(n: int, memory_mb: int = 128) -> Usage:
+    """Seed 001 per task: its INSERT in the stream consumer's batch (up to 100, CreateSchedule one after another),
+    one Scheduler invocation and one invocation of the target function (which only runs the action)."""
+    stream_invocations = math.ceil(n / STREAM_BATCH) / n
+    gb = memory_mb / 1024
+    return Usage(
+        lambda_requests=stream_invocations + seed_tasks.TARGET_INVOCATIONS,
+        lambda_gb_seconds=(seed_tasks.CREATE_SCHEDULE_CALLS * CALL_SECONDS + 0.001) * gb,
+        scheduler_invocations=seed_tasks.SCHEDULER_INVOCATIONS,
+    )
+
+
+SEED_CALLS_PER_TASK = seed_tasks.CREATE_SCHEDULE_CALLS + 1  # and the action, in the target
+SEED_STREAM_RECORDS_PER_TASK = 1
+
+
+# --- the section --------------------------------------------------------------------------------------------
+
+def run(scale: Scale, plots: Path) -> list[Section]:
+    n = scale.pick(50, 20, 4)
+    seed = seed_usage(n)
+    seed_dollars = prices.per_million(seed)
+    section = Section(
+        key="P4", title=f"cost per executed task, end to end ({n} tasks per strategy), against seed 001's design",
+        columns=["strategy / path", "tasks", "ran once", "AWS calls/task", "executor calls/task",
+                 "stream records/task", "Lambda invocations/task", "write units/task", "read units/task",
+                 "$ per million tasks", "vs seed"])
+    figures: dict[str, Any] = {"tasks": n, "call_seconds": CALL_SECONDS, "prices": prices.table(), "workloads": {}}
+    for m in measure(WORKLOADS, n):
+        workload = m.workload
+        usage = m.usage()
+        dollars = prices.per_million(usage)
+        once = sum(1 for c in m.executed.values() if c == 1)
+        executor = sum(m.invocations.calls.get("task_executor", Counter()).values()) / n
+        section.rows.append([workload.name, n, once, m.calls_per_task(), executor, m.stream_records / n,
+                             usage.lambda_requests, usage.write_units, usage.read_units, dollars,
+                             dollars / seed_dollars])
+        calls = m.calls()
+        figures["workloads"][workload.name] = {
+            "tasks": n, "executed_once": once, "executed_twice_or_more": sum(1 for c in m.executed.values() if c > 1),
+            "missing": n - len(m.executed), "calls_per_task": m.calls_per_task(),
+            "calls_by_operation": dict(calls), "invocations": dict(m.invocations.count),
+            "billed_seconds": dict(m.invocations.billed_seconds), "stream_records": m.stream_records,
+            "schedules_fired": m.schedules_fired, "usage_per_task": usage.as_dict(),
+            "dollars_per_task": prices.cost(usage), "dollars_per_million": dollars}
+        section.notes.append(f"{workload.name}, calls per task: " + ", ".join(
+            f"{op.split(':')[1]} {c / n:.2f}" for op, c in calls.most_common()))
+        if workload.name in TARGET_CALLS:
+            section.targets.append(Target(f"{workload.name}: AWS calls per task", m.calls_per_task(),
+                                          TARGET_CALLS[workload.name]))
+            section.targets.append(Target(f"{workload.name}: $ per million tasks beyond the action", dollars,
+                                          TARGET_DOLLARS, "$"))
+    section.rows.append(["seed 001 (CreateSchedule + Scheduler invokes the target)", n, "n/a",
+                         float(SEED_CALLS_PER_TASK), 0.0, float(SEED_STREAM_RECORDS_PER_TASK),
+                         seed.lambda_requests, 0.0, 0.0, seed_dollars, 1.0])
+    figures["seed"] = {"usage_per_task": seed.as_dict(), "dollars_per_task": prices.cost(seed),
+                       "dollars_per_million": seed_dollars, "calls_per_task": SEED_CALLS_PER_TASK}
+    section.figures = figures
+    section.notes.append(
+        f"calls include the action (one SendEmail); dollars exclude it; Lambda duration = calls x "
+        f"{CALL_SECONDS * 1000:.0f} ms + waits, at the functions' memory; tasks due "
+        "a few seconds apart (batches of one message), written in one burst by another program (stream batches "
+        "of up to 100; an API task's record and status index add write units to the same transaction, not calls); "
+        "prices: bench/prices.py (us-east-1 list prices, sources and dates)")
+    return [section]

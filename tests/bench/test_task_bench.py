@@ -1,0 +1,129 @@
+"""The stream-batch (P2) and cost (P4) sections of ``make bench``, run at tiny scale so that they cannot rot:
+each figure they publish is checked against what it claims to count."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from bench import __main__ as bench_main
+from bench import prices
+from bench.core import TINY
+from chalicelib.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def sections(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("bench")
+    bench_main.run(["P2", "P4"], TINY, out / "results.json", out / "plots")
+    results = json.loads((out / "results.json").read_text())
+    return {section["key"]: section for section in results["sections"]}
+
+
+def _batches(p2: dict[str, Any], path: str, name: str) -> list[dict[str, Any]]:
+    batches: list[dict[str, Any]] = p2["figures"]["paths"][path][name]
+    assert batches, f"no {name} batch measured on the {path} path"
+    return batches
+
+
+def test_the_seed_loop_makes_one_create_schedule_per_record_one_after_another(sections: dict[str, Any]) -> None:
+    p2 = sections["P2"]
+    records = p2["figures"]["records"]
+    for path in ("SQS delay", "Scheduler"):
+        for name in ("seed warm", "seed cold"):
+            for batch in _batches(p2, path, name):
+                assert batch["by_operation"] == {"scheduler:CreateSchedule": records}
+                # One after another, each call at least one injected round trip.
+                assert batch["round_trips"] >= records
+
+
+def test_the_stream_handler_sends_or_schedules_each_record_within_the_round_trips_its_threads_allow(
+        sections: dict[str, Any]) -> None:
+    p2 = sections["P2"]
+    records = p2["figures"]["records"]
+    concurrency = Settings.from_env().stream_concurrency
+    for path, operation in (("SQS delay", "sqs:SendMessage"), ("Scheduler", "scheduler:CreateSchedule")):
+        for name in ("ours warm", "ours cold"):
+            for batch in _batches(p2, path, name):
+                assert batch["by_operation"].get(operation) == records, (path, name, batch["by_operation"])
+                assert batch["round_trips"] >= math.ceil(batch["calls"] / concurrency)
+    warm = _batches(p2, "SQS delay", "ours warm")[0]["by_operation"]
+    assert "sqs:GetQueueUrl" not in warm, "a warm container looks the due queue's URL up again"
+
+
+def test_the_stream_batch_targets_report_the_round_trips_of_the_table(sections: dict[str, Any]) -> None:
+    p2 = sections["P2"]
+    ours = {(row[0], row[2]): row[6] for row in p2["rows"] if row[1] == "timekeeper"}
+    assert len(p2["targets"]) == 4
+    for target in p2["targets"]:
+        path, container = target["name"].split(":")[0].split(", ")
+        assert target["figure"] == ours[(path, container)]
+        assert target["limit"] == 8
+        assert target["met"] == (target["figure"] <= 8)
+
+
+def test_every_task_of_every_strategy_ran_its_action_exactly_once(sections: dict[str, Any]) -> None:
+    workloads = sections["P4"]["figures"]["workloads"]
+    assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy"}
+    for name, w in workloads.items():
+        assert (w["executed_once"], w["executed_twice_or_more"], w["missing"]) == (w["tasks"], 0, 0), name
+        assert w["calls_by_operation"]["sesv2:SendEmail"] == w["tasks"], name
+
+
+def test_the_cost_counts_the_app_calls_of_each_path(sections: dict[str, Any]) -> None:
+    workloads = sections["P4"]["figures"]["workloads"]
+    sqs, scheduler = workloads["exact via SQS delay"], workloads["exact via Scheduler"]
+    n = sqs["tasks"]
+    assert sqs["calls_by_operation"]["sqs:SendMessage"] >= n
+    assert "scheduler:CreateSchedule" not in sqs["calls_by_operation"]
+    assert sqs["schedules_fired"] == 0
+    assert scheduler["calls_by_operation"]["scheduler:CreateSchedule"] == n
+    assert scheduler["schedules_fired"] == n  # a Scheduler invocation, not an app call
+    assert scheduler["usage_per_task"]["scheduler_invocations"] == 1
+    for name, w in workloads.items():
+        assert w["calls_per_task"] == sum(w["calls_by_operation"].values()) / w["tasks"], name
+        assert w["stream_records"] >= w["tasks"], name  # at least each item's own write
+    lazy = workloads["lazy"]
+    assert "scheduler:CreateSchedule" not in lazy["calls_by_operation"]
+    assert lazy["stream_records"] >= 2 * lazy["tasks"]  # its write and TTL's delete at least
+
+
+def test_the_dollars_are_the_usage_at_the_listed_prices_and_each_unit_has_its_call(sections: dict[str, Any]) -> None:
+    p4 = sections["P4"]
+    table = {p["name"]: p for p in p4["figures"]["prices"]}
+    assert all(p["source"].startswith("https://") and p["read"] for p in table.values())
+    for name, w in p4["figures"]["workloads"].items():
+        usage, calls, n = w["usage_per_task"], w["calls_by_operation"], w["tasks"]
+        expected = sum(usage[kind] * prices.PRICE_OF[kind].usd for kind in usage) * 1e6
+        assert w["dollars_per_million"] == pytest.approx(expected), name
+        assert w["dollars_per_million"] > 0, name
+        app_sqs = sum(c for op, c in calls.items() if op.startswith("sqs:"))
+        assert usage["sqs_requests"] >= app_sqs / n, name
+        writes = sum(c for op, c in calls.items() if op.split(":")[1] in ("PutItem", "UpdateItem", "DeleteItem"))
+        writes += 2 * calls.get("dynamodb:TransactWriteItems", 0)  # two units at least: two items, twice each
+        assert usage["write_units"] >= writes / n, name
+        reads = sum(c for op, c in calls.items() if op.split(":")[1] in ("GetItem", "Query"))
+        assert usage["read_units"] >= 0.5 * reads / n, name
+        assert usage["lambda_requests"] >= 1, name  # the executor runs every task
+        assert usage["lambda_gb_seconds"] > 0, name
+    seed = p4["figures"]["seed"]
+    assert seed["dollars_per_million"] == pytest.approx(
+        (seed["usage_per_task"]["scheduler_invocations"] * prices.SCHEDULER_INVOCATION.usd
+         + seed["usage_per_task"]["lambda_requests"] * prices.LAMBDA_REQUEST.usd
+         + seed["usage_per_task"]["lambda_gb_seconds"] * prices.LAMBDA_GB_SECOND.usd) * 1e6)
+    assert seed["usage_per_task"]["scheduler_invocations"] == 1
+
+
+def test_the_cost_targets_report_the_figures_of_the_table(sections: dict[str, Any]) -> None:
+    p4 = sections["P4"]
+    rows = {row[0]: row for row in p4["rows"]}
+    targets = {t["name"]: t for t in p4["targets"]}
+    for path, calls_limit in (("exact via SQS delay", 5), ("exact via Scheduler", 6)):
+        assert targets[f"{path}: AWS calls per task"]["figure"] == rows[path][3]
+        assert targets[f"{path}: AWS calls per task"]["limit"] == calls_limit
+        dollars = targets[f"{path}: $ per million tasks beyond the action"]
+        assert dollars["figure"] == pytest.approx(p4["figures"]["workloads"][path]["dollars_per_million"])
+        assert dollars["limit"] == 2
