@@ -131,12 +131,12 @@ class OfflineRuntime:
         return self.process.peak_rss_mb()
 
     def close(self) -> None:
-        if self.counter is not None:
-            self.counter.stop()
-            self.counter = None
         if self.process.process.poll() is None:
             self.process.terminate(5.0)
         self.process.kill()
+        if self.counter is not None:  # after the process: its long poll ends at once
+            self.counter.stop()
+            self.counter = None
 
     def __enter__(self) -> OfflineRuntime:
         return self
