@@ -109,7 +109,7 @@ def phases(scale: Scale) -> list[Phase]:
                   budget=2 * period + 20),
         ]
     # quick and tiny: every batch in one runtime; a shorter window (the lead equals it, as the stage's do)
-    window, horizon, first, width, budget = scale.pick(None, (10, 20, 5, 15, 50), (2, 5, 3, 2, 22))
+    window, horizon, first, width, budget = scale.pick(None, (10, 15, 4, 10, 38), (2, 5, 3, 2, 30))
     exact, few = scale.pick(None, 100, 5), scale.pick(None, 30, 3)
     if scale.tiny:
         ttl_lag = 1.0

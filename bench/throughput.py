@@ -174,14 +174,15 @@ def measure(scale: Scale) -> list[Round]:
     """Each round on a fresh runtime, the floor first while it is idle, with as many threads as the
     runtime ran executor invocations at once so far (1 at first); a round that ran more at once than
     its floor had threads gets its floor measured again, on another fresh runtime."""
-    sizes = scale.pick((1_000, 10_000), (100, 500), (5, 20))
-    budgets = scale.pick((60.0, 120.0), (8.0, 12.0), (8.0, 10.0))
+    sizes = scale.pick((1_000, 10_000), (100, 500), (10,))
+    budgets = scale.pick((60.0, 120.0), (8.0, 12.0), (15.0,))
     floor_seconds, floor_limit = scale.pick((10.0, 2_000), (2.0, 300), (1.0, 50))
+    settle = scale.pick(SETTLE_SECONDS, SETTLE_SECONDS, 1.0)
     rounds: list[Round] = []
     concurrency = 1
     for size, budget in zip(sizes, budgets, strict=True):
         with OfflineRuntime() as runtime:
-            time.sleep(SETTLE_SECONDS)  # its sources finish starting (queue URLs, shards, TTL settings)
+            time.sleep(settle)  # its sources finish starting (queue URLs, shards, TTL settings)
             idle_rss = runtime.peak_rss_mb()
             create_floor_table(runtime)
             floor = measure_floor(runtime, concurrency, floor_limit, floor_seconds)
@@ -192,7 +193,7 @@ def measure(scale: Scale) -> list[Round]:
     again = [r for r in rounds if r.concurrency > r.floor.concurrency]
     if again:
         with OfflineRuntime() as idle:
-            time.sleep(SETTLE_SECONDS)
+            time.sleep(settle)
             create_floor_table(idle)
             floors: dict[int, Floor] = {}
             for result in again:
