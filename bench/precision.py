@@ -96,20 +96,20 @@ def phases(scale: Scale) -> list[Phase]:
         exact = 1000
         return [
             Phase("SQS delay", {"LOCAL_SCHEDULER_JITTER_SECONDS": f"{window:g}", "LOCAL_TTL_LAG_SECONDS": f"{ttl_lag:g}"},
-                  (Batch(SQS_PATH, "exact", exact, 8, 60),), budget=85),
-            # the schedules fire SCHEDULE_LEAD_SECONDS (60) before due, so the first is due 75 s in
+                  (Batch(SQS_PATH, "exact", exact, 6, 60),), budget=78),
+            # the schedules fire SCHEDULE_LEAD_SECONDS (60) before due, so the first is due 72 s in
             Phase("Scheduler", {"LOCAL_SCHEDULER_JITTER_SECONDS": f"{window:g}", "DIRECT_QUEUE_HORIZON_SECONDS": "0"},
-                  (Batch(SCHEDULER_PATH, "exact", exact, 75, 60), Batch(BASELINE, "at", exact, 15, 60)),
-                  budget=155),
+                  (Batch(SCHEDULER_PATH, "exact", exact, 72, 60), Batch(BASELINE, "at", exact, 12, 60)),
+                  budget=145),
             # interval tasks due over the second period after the start: the processor's tick at its end
             # sends them all, so their lateness spans a whole period
             Phase("interval and lazy", {"LOCAL_SCHEDULER_JITTER_SECONDS": f"{window:g}",
                                         "LOCAL_TTL_LAG_SECONDS": f"{ttl_lag:g}"},
                   (Batch(INTERVAL, "interval", 200, period + 1, period - 2), Batch(LAZY, "lazy", 200, 8, 60)),
-                  budget=2 * period + 20),
+                  budget=2 * period + 15),
         ]
     # quick and tiny: every batch in one runtime; a shorter window (the lead equals it, as the stage's do)
-    window, horizon, first, width, budget = scale.pick(None, (10, 15, 4, 10, 38), (2, 5, 3, 2, 30))
+    window, horizon, first, width, budget = scale.pick(None, (10, 12, 4, 8, 33), (2, 5, 3, 2, 30))
     exact, few = scale.pick(None, 100, 5), scale.pick(None, 30, 3)
     if scale.tiny:
         ttl_lag = 1.0
