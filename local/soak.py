@@ -40,7 +40,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -63,6 +63,10 @@ STALL_SECONDS = 180.0      # no task ran for this long: the soak fails
 STRATEGIES = ("exact", "interval", "lazy")
 TASKS_TABLE = "timekeeper-local-tasks"
 INVOCATION_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  (\w+) +(?:sqs|stream|schedule|scheduler) ")
+# the same line's clock time and duration (local/invoker.py Reporter.invocation)
+INVOCATION_SPAN = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d{3})  \w+ +\w+ +\d+ \w+ +(\d+) ms  ")
+# a delivery by the EventBridge Scheduler emulation (local/sources/scheduler.py SchedulerPoller.attempt)
+SCHEDULER_DELIVERY = re.compile(r"^\d\d:\d\d:\d\d\.\d{3}  schedule \S+ -> (\S+): sent message ")
 
 
 @dataclass
@@ -172,17 +176,23 @@ class SoakResult:
 # --- the process under test ------------------------------------------------------------
 
 class RuntimeProcess:
-    """``python -m local.run`` on free ports; its output is drained (the last lines kept)."""
+    """``python -m local.run`` on free ports; its output is drained (the last lines kept).
 
-    def __init__(self, token: str, python: str = sys.executable) -> None:
+    ``env`` is laid over the soak's settings (schedules fired exactly, a TTL lag of 1 s): the bench
+    runs it with the Scheduler's window on, or with the stage's settings changed."""
+
+    def __init__(self, token: str, python: str = sys.executable, env: Mapping[str, str] | None = None) -> None:
         env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "LOCAL_SCHEDULER_JITTER_SECONDS": "0",
-               "LOCAL_TTL_LAG_SECONDS": "1", "API_TOKEN": token, "PYTHONUNBUFFERED": "1"}
+               "LOCAL_TTL_LAG_SECONDS": "1", **(env or {}), "API_TOKEN": token, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen([python, "-m", "local.run"], cwd=PROJECT, env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1)
         self.tail: deque[str] = deque(maxlen=200)
         self.banner: list[str] = []
         self.failed = 0
         self.invocations: Counter[str] = Counter()  # handler -> invocation lines printed
+        # handler -> (UTC seconds of the day it ended, seconds it took) of each invocation
+        self.spans: dict[str, list[tuple[float, float]]] = {}
+        self.deliveries: Counter[str] = Counter()   # target ARN -> messages the Scheduler emulation sent there
         self.stopped = False
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -198,6 +208,14 @@ class RuntimeProcess:
                 self.invocations[invocation.group(1)] += 1
                 if "  FAILED " in line:
                     self.failed += 1
+                span = INVOCATION_SPAN.match(line)
+                if span:
+                    hours, minutes, seconds, millis = span.groups()
+                    ended = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+                    self.spans.setdefault(invocation.group(1), []).append((ended, int(millis) / 1000))
+            delivery = SCHEDULER_DELIVERY.match(line)
+            if delivery:
+                self.deliveries[delivery.group(1)] += 1
             if line.strip() == "stopped":
                 self.stopped = True
 
@@ -299,12 +317,14 @@ def burst(api_url: str, token: str, count: int, body_for: Callable[[int], dict[s
 
 
 class ActionCounter:
-    """Drains the soak queue: how many times each task id's message arrived."""
+    """Drains the soak queue: how many times each task id's message arrived, and when each copy was
+    sent (SQS's SentTimestamp, epoch seconds to the millisecond, set by the queue when it took the message)."""
 
     def __init__(self, sqs: Any, queue_url: str) -> None:
         self.sqs = sqs
         self.queue_url = queue_url
         self.seen: Counter[str] = Counter()
+        self.sent: dict[str, list[float]] = {}
         self.last_arrival = time.monotonic()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -318,7 +338,8 @@ class ActionCounter:
         while not self._stop.is_set():
             try:
                 messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
-                                                    WaitTimeSeconds=1).get("Messages", [])
+                                                    WaitTimeSeconds=1, MessageSystemAttributeNames=["SentTimestamp"],
+                                                    ).get("Messages", [])
                 if messages:
                     self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
                         {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
@@ -328,6 +349,9 @@ class ActionCounter:
             with self._lock:
                 for message in messages:
                     self.seen[message["Body"]] += 1
+                    sent = message.get("Attributes", {}).get("SentTimestamp")
+                    if sent is not None:
+                        self.sent.setdefault(message["Body"], []).append(int(sent) / 1000)
                 if messages:
                     self.last_arrival = time.monotonic()
 
@@ -338,6 +362,11 @@ class ActionCounter:
     def snapshot(self) -> Counter[str]:
         with self._lock:
             return Counter(self.seen)
+
+    def sent_times(self) -> dict[str, list[float]]:
+        """Task id -> when each copy of its message was sent, in arrival order."""
+        with self._lock:
+            return {body: list(times) for body, times in self.sent.items()}
 
     def stop(self) -> None:
         self._stop.set()
