@@ -21,7 +21,10 @@ pages of the run's backups, and the pages listing the backups older than the
 retention (TimeRangeUpperBound) once.  State writes are the app's PutItem,
 UpdateItem and DeleteItem calls on its state table; a write's units are
 ceil(max(item size before, after) / 1 KB), sizes by DynamoDB's rules
-(attribute names + values, tests/aws_limits.item_size).
+(attribute names + values, tests/aws_limits.item_size).  A write whose item
+would pass 400 KB is refused as AWS refuses it (moto would refuse it without
+telling its size): the run stops there and the row says so.  ``faster_updates``
+spares moto's whole-item copies on UpdateItem (speed only, same answers).
 """
 
 from __future__ import annotations
@@ -536,7 +539,7 @@ def _relative(path: Path) -> str:
 
 
 def run(scale: Scale, plots: Path) -> list[Section]:
-    sizes: list[int] = scale.pick([10, 100, 500, 2000], [10, 100, 200], [3, 40])
+    sizes: list[int] = scale.pick([10, 100, 500, 2000], [10, 150], [3, 40])
     started, cpu = time.perf_counter(), time.process_time()
     results = [measure(n) for n in sizes]
     wall, cpu_s = time.perf_counter() - started, time.process_time() - cpu
