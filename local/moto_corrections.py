@@ -37,14 +37,26 @@ only removes moto's departures from AWS):
 * **SES**: moto keeps every email sent; ``trim_sent_emails`` keeps the newest.
 * **Speed**: moto's server lists its own package directory (170 ``isdir`` calls) on
   every request to find a service's name; the list is read once.
+
+Not part of ``install()``, and undone on leaving: ``aws_like_backups(clock)``, for
+the backup tests and the bench (``bench/backups.py``). moto's ListBackups
+returns every backup in one page and ignores TimeRangeLowerBound/UpperBound and
+BackupType, and its CreateBackup stamps backups with the real time. Inside the
+context ListBackups pages at 100 backups (or the ``Limit`` given) with
+``LastEvaluatedBackupArn``, honours TableName, the time bounds (lower inclusive,
+upper exclusive) and BackupType (default USER), oldest first; CreateBackup
+stamps the injected clock's time and refuses a name AWS would refuse.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 WRITE_LOCK = threading.RLock()   # every DynamoDB write and every stream shard access in this process
@@ -384,6 +396,77 @@ def trim_sent_emails(keep: int) -> int:
                 del backend.sent_messages[:extra]
                 dropped += extra
     return dropped
+
+
+# --- DynamoDB backups as AWS pages and stamps them ----------------------------------
+
+LIST_BACKUPS_PAGE = 100  # AWS's ListBackups answers at most 100 backups a page
+BACKUP_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+
+
+def _epoch(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return datetime.fromisoformat(str(value)).timestamp()
+
+
+def _backup_created(backup: Any) -> float:
+    return float(backup.creation_date_time.replace(tzinfo=UTC).timestamp())
+
+
+def aws_list_backups(backend: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """ListBackups as AWS answers it, from moto's backups and the request's body."""
+    lower, upper = _epoch(body.get("TimeRangeLowerBound")), _epoch(body.get("TimeRangeUpperBound"))
+    kind = body.get("BackupType") or "USER"
+    limit = int(body.get("Limit") or LIST_BACKUPS_PAGE)
+    if not 1 <= limit <= LIST_BACKUPS_PAGE:
+        raise ValueError(f"ListBackups Limit must be 1-{LIST_BACKUPS_PAGE}, got {limit}")
+    backups = [b for b in backend.list_backups(body.get("TableName"))
+               if (kind == "ALL" or b.type == kind)
+               and (lower is None or _backup_created(b) >= lower) and (upper is None or _backup_created(b) < upper)]
+    backups.sort(key=lambda b: (_backup_created(b), b.arn))
+    start = body.get("ExclusiveStartBackupArn")
+    if start:
+        arns = [b.arn for b in backups]
+        backups = backups[arns.index(start) + 1:] if start in arns else backups
+    page, rest = backups[:limit], backups[limit:]
+    response: dict[str, Any] = {"BackupSummaries": [b.summary for b in page]}
+    if rest:
+        response["LastEvaluatedBackupArn"] = page[-1].arn
+    return response
+
+
+@contextmanager
+def aws_like_backups(clock: Callable[[], datetime]) -> Iterator[None]:
+    """Inside: moto's ListBackups and CreateBackup behave as AWS's (see the module's docstring), with
+    backups stamped at ``clock()``; moto's own methods are put back on leaving."""
+    from moto.dynamodb.exceptions import MockValidationException
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler, DynamoResult
+
+    real_create = DynamoDBBackend.create_backup
+    real_list = DynamoHandler.list_backups
+
+    def create_backup(self: Any, table_name: str, backup_name: str) -> Any:
+        if not BACKUP_NAME.fullmatch(backup_name or ""):
+            raise MockValidationException(
+                f"BackupName {backup_name!r}: AWS takes 3-255 characters of [A-Za-z0-9_.-]")
+        backup = real_create(self, table_name, backup_name)
+        backup.creation_date_time = clock().astimezone(UTC).replace(tzinfo=None)
+        return backup
+
+    def list_backups(self: Any) -> Any:
+        return DynamoResult(aws_list_backups(self.dynamodb_backend, self.body))
+
+    DynamoDBBackend.create_backup = create_backup  # type: ignore[method-assign]
+    DynamoHandler.list_backups = list_backups  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DynamoDBBackend.create_backup = real_create  # type: ignore[method-assign]
+        DynamoHandler.list_backups = real_list  # type: ignore[method-assign]
 
 
 # --- installing -----------------------------------------------------------------------

@@ -3,19 +3,18 @@
 
 moto is kinder than AWS: its ListBackups returns every backup in one page and
 ignores TimeRangeLowerBound/UpperBound and BackupType, and it stamps backups
-with the real time. ``aws_like_backups`` wraps moto's own methods in the test
-process (never the app's code): ListBackups pages at 100 backups (or the
-``Limit`` given) with ``LastEvaluatedBackupArn``, honours the time bounds
-(lower inclusive, upper exclusive) and BackupType (default USER), oldest first;
-CreateBackup stamps the injected clock's time and refuses a name AWS would refuse.
+with the real time. ``aws_like_backups`` is the correction the bench uses too
+(``local.moto_corrections.aws_like_backups``), on the test's clock: it wraps
+moto's own methods in the test process (never the app's code) so that
+ListBackups pages at 100 backups with ``LastEvaluatedBackupArn`` and honours the
+time bounds, TableName and BackupType, and CreateBackup stamps the clock's time.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -23,10 +22,8 @@ from botocore.exceptions import ClientError
 
 from chalicelib.aws import Deps
 from chalicelib.backups.rules import backup_name
+from local import moto_corrections
 from tests.fixtures import ACCOUNT, Aws, FakeClock
-
-LIST_BACKUPS_PAGE = 100  # AWS's ListBackups answers at most 100 backups a page
-BACKUP_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
 
 
 def create_tables(deps: Deps, names: Iterable[str], tags: dict[str, dict[str, str]] | None = None) -> None:
@@ -130,61 +127,11 @@ def crash(code: str = "InternalServerError") -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": "simulated failure"}}, "Simulated")
 
 
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    return datetime.fromisoformat(str(value)).timestamp()
-
-
-def _created(backup: Any) -> float:
-    return float(backup.creation_date_time.replace(tzinfo=UTC).timestamp())
-
-
-def aws_list_backups(backend: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """ListBackups as AWS answers it, from moto's backups and the request's body."""
-    lower, upper = _epoch(body.get("TimeRangeLowerBound")), _epoch(body.get("TimeRangeUpperBound"))
-    kind = body.get("BackupType") or "USER"
-    limit = int(body.get("Limit") or LIST_BACKUPS_PAGE)
-    if not 1 <= limit <= LIST_BACKUPS_PAGE:
-        raise ValueError(f"ListBackups Limit must be 1-{LIST_BACKUPS_PAGE}, got {limit}")
-    backups = [b for b in backend.list_backups(body.get("TableName"))
-               if (kind == "ALL" or b.type == kind)
-               and (lower is None or _created(b) >= lower) and (upper is None or _created(b) < upper)]
-    backups.sort(key=lambda b: (_created(b), b.arn))
-    start = body.get("ExclusiveStartBackupArn")
-    if start:
-        arns = [b.arn for b in backups]
-        backups = backups[arns.index(start) + 1:] if start in arns else backups
-    page, rest = backups[:limit], backups[limit:]
-    response: dict[str, Any] = {"BackupSummaries": [b.summary for b in page]}
-    if rest:
-        response["LastEvaluatedBackupArn"] = page[-1].arn
-    return response
-
-
 @pytest.fixture
-def aws_like_backups(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> Iterator[None]:
-    """moto's ListBackups and CreateBackup behaving as AWS's (see the module's docstring)."""
-    from moto.dynamodb.models import DynamoDBBackend
-    from moto.dynamodb.responses import DynamoHandler, DynamoResult
-
-    real_create = DynamoDBBackend.create_backup
-
-    def create_backup(self: Any, table_name: str, backup_name: str) -> Any:
-        if not BACKUP_NAME.fullmatch(backup_name or ""):
-            raise AssertionError(f"AWS refuses BackupName {backup_name!r}: 3-255 characters of [A-Za-z0-9_.-]")
-        backup = real_create(self, table_name, backup_name)
-        backup.creation_date_time = clock.now.astimezone(UTC).replace(tzinfo=None)
-        return backup
-
-    def list_backups(self: Any) -> Any:
-        return DynamoResult(aws_list_backups(self.dynamodb_backend, self.body))
-
-    monkeypatch.setattr(DynamoDBBackend, "create_backup", create_backup)
-    monkeypatch.setattr(DynamoHandler, "list_backups", list_backups)
-    yield
+def aws_like_backups(clock: FakeClock) -> Iterator[None]:
+    """moto's ListBackups and CreateBackup behaving as AWS's (local/moto_corrections.py), on the test's clock."""
+    with moto_corrections.aws_like_backups(clock):
+        yield
 
 
 def monitor_messages(aws: Aws, deps: Deps, watches: bool = False) -> list[tuple[str, int]]:
