@@ -60,7 +60,10 @@ def main() -> int:
     watchdog.start()
     print("\nstopping...", flush=True)
     stage.stop(STOP_THREADS_SECONDS)
-    print("stopped", flush=True)
+    # One write, on a line of its own: a handler thread still finishing may be between a print's text and
+    # its newline, and the line must read exactly "stopped".
+    sys.stdout.write("\nstopped\n")
+    sys.stdout.flush()
     return 0
 
 
