@@ -68,7 +68,7 @@ def measure(runs: int) -> tuple[list[float], list[float]]:
 
 
 def run(scale: Scale, plots: Path) -> list[Section]:
-    runs = scale.pick(15, 5, 1)
+    runs = scale.pick(15, 3, 1)
     app_times, boto_times = measure(runs)
     app_s, boto_s = median(app_times), median(boto_times)
     ratio = app_s / boto_s

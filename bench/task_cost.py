@@ -370,7 +370,7 @@ SEED_STREAM_RECORDS_PER_TASK = 1
 # --- the section --------------------------------------------------------------------------------------------
 
 def run(scale: Scale, plots: Path) -> list[Section]:
-    n = scale.pick(50, 20, 4)
+    n = scale.pick(50, 12, 4)
     seed = seed_usage(n)
     seed_dollars = prices.per_million(seed)
     section = Section(

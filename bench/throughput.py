@@ -174,9 +174,9 @@ def measure(scale: Scale) -> list[Round]:
     """Each round on a fresh runtime, the floor first while it is idle, with as many threads as the
     runtime ran executor invocations at once so far (1 at first); a round that ran more at once than
     its floor had threads gets its floor measured again, on another fresh runtime."""
-    sizes = scale.pick((1_000, 10_000), (100, 500), (10,))
-    budgets = scale.pick((45.0, 75.0), (7.0, 9.0), (15.0,))
-    floor_seconds, floor_limit = scale.pick((10.0, 2_000), (2.0, 300), (1.0, 50))
+    sizes = scale.pick((1_000, 10_000), (100, 300), (10,))
+    budgets = scale.pick((45.0, 75.0), (6.0, 7.0), (15.0,))
+    floor_seconds, floor_limit = scale.pick((10.0, 2_000), (1.5, 300), (1.0, 50))
     settle = scale.pick(SETTLE_SECONDS, 1.0, 1.0)
     rounds: list[Round] = []
     concurrency = 1
