@@ -40,6 +40,7 @@ from tests import events
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults, Kind, WorkerCrash
 from tests.fixtures import ACCOUNT, Aws, FakeClock
+from tests.functional.lambda_sim import Message
 from tests.functional.stream_support import TableStream
 from tests.functional.task_support import FlakySes, emails_sent, use_client
 from tests.policy_recorder import RECORDER
@@ -81,14 +82,6 @@ SCENARIOS = {s.name: s for s in (
 
 
 # --- the world: AWS's side of the task path, driven by hand ------------------------------------------------------
-
-@dataclass
-class Message:
-    body: str
-    visible_at: datetime
-    message_id: str
-    receives: int = 0
-
 
 _SEQUENCES = iter(range(900000000000000000001, 999999999999999999999))
 
