@@ -12,6 +12,7 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.tasks import items
 from chalicelib.tasks.model import DueMessage, TaskKey
 from tests import events
 from tests.fixtures import ACCOUNT
@@ -43,6 +44,22 @@ def put_item(deps: Deps, item: dict[str, Any]) -> None:
 
 def get_item(deps: Deps, key: TaskKey) -> dict[str, Any] | None:
     found = deps.clients.dynamodb.get_item(TableName=deps.settings.tasks_table, Key=key.dynamo()).get("Item")
+    return ddb.deserialize(found) if found else None
+
+
+def state_of(deps: Deps, key: TaskKey) -> dict[str, Any]:
+    """The task as ``GET /tasks/{id}`` shows it (status, attempts, last_result, ...): since the executor keeps a
+    task's execution state on its record in the state table, not on the item."""
+    from chalicelib.tasks import api
+    status, shown = api.show(deps, key.task_id)
+    assert status == 200, shown
+    return shown
+
+
+def record_of(deps: Deps, key: TaskKey) -> dict[str, Any] | None:
+    """The task's record in the state table (its execution state among the rest)."""
+    found = deps.clients.dynamodb.get_item(TableName=deps.settings.state_table, Key=ddb.serialize(
+        items.record_key(key.task_id)), ConsistentRead=True).get("Item")
     return ddb.deserialize(found) if found else None
 
 
