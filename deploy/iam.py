@@ -228,7 +228,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             b.send("SendDueTasks", s.due_queue),
         ],
         "task_executor": [
-            b.tasks_table("TaskItems", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+            b.tasks_table("TaskItems", [*_READ, "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
             b.state_table("TaskRecords", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
             b.send("SendDueTasks", s.due_queue),
             b.consume("ConsumeDueQueue", s.due_queue),

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
@@ -49,7 +49,7 @@ from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
 from chalicelib.tasks import actions, items, timing
-from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, iso, parse_due, task_from_item
+from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, task_from_item
 from chalicelib.tasks.store import RUNNING, Claim, Execution, Outcome, TaskStore
 
 SOURCE = "task_executor"
@@ -59,24 +59,63 @@ T = TypeVar("T")
 
 def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
     """Process an SQS batch, its messages at once (bounded); the ids of the messages to redeliver, as Lambda's
-    partial batch response."""
+    partial batch response.  The items of the messages due now are read together first (one BatchGetItem)."""
+    items_read = _read_due_items(deps, records)
+
     def handle(record: dict[str, Any]) -> str | None:
         message_id = str(record.get("messageId", ""))
         try:
-            outcome = execute(deps, str(record.get("body", "")), message_id)
+            outcome = execute(deps, str(record.get("body", "")), message_id, items_read)
             logger.info("due message handled", extra={"message_id": message_id, "outcome": outcome})
             return None
         except Exception:
             logger.exception("due message failed; it will be redelivered", extra={"message_id": message_id})
             return message_id
 
-    workers = max(1, min(deps.settings.executor_concurrency, len(records)))
+    def handle_group(group: list[dict[str, Any]]) -> list[str | None]:
+        return [handle(record) for record in group]
+
+    # The messages of one task one after the other (a duplicate then finds the first one's claim settled, not
+    # running); different tasks at once.
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for index, record in enumerate(records):
+        groups.setdefault(_task_of(record) or index, []).append(record)
+    workers = max(1, min(deps.settings.executor_concurrency, len(groups)))
     if workers == 1:
-        failed = [handle(record) for record in records]
+        failed = [m for group in groups.values() for m in handle_group(group)]
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task-executor") as pool:
-            failed = list(pool.map(handle, records))
+            failed = [m for ids in pool.map(handle_group, groups.values()) for m in ids]
     return {"batchItemFailures": [{"itemIdentifier": m} for m in failed if m is not None]}
+
+
+def _task_of(record: dict[str, Any]) -> TaskKey | None:
+    try:
+        return DueMessage.from_json(str(record.get("body", ""))).key
+    except InvalidTask:
+        return None
+
+
+def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[TaskKey, dict[str, Any] | None]:
+    """The items of the batch's messages that are due now (or within the second) and do not carry their item,
+    read in one BatchGetItem when there are two or more; {} when that read fails (each reads its own then)."""
+    now = deps.clock()
+    keys = []
+    for record in records:
+        try:
+            message = DueMessage.from_json(str(record.get("body", "")))
+        except InvalidTask:
+            continue
+        if not message.carries_item and timing.arrival(message.due, now).kind != "requeue":
+            keys.append(message.key)
+    if len(set(keys)) < 2:
+        return {}
+    try:
+        return TaskStore(deps).get_items(keys)
+    except (ClientError, BotoCoreError) as exc:
+        logger.warning("could not read the batch's items at once; each message reads its own",
+                       extra={"error": repr(exc)})
+        return {}
 
 
 def skip_reason(task: Task, message: DueMessage) -> str | None:
@@ -90,8 +129,10 @@ def skip_reason(task: Task, message: DueMessage) -> str | None:
     return None
 
 
-def execute(deps: Deps, body: str, message_id: str) -> str:
-    """Handle one due message; returns what happened (for the log and the tests)."""
+def execute(deps: Deps, body: str, message_id: str,
+            items_read: Mapping[TaskKey, dict[str, Any] | None] | None = None) -> str:
+    """Handle one due message; returns what happened (for the log and the tests).  ``items_read``: the batch's
+    items read at once, by key (a key not there is read here)."""
     settings = deps.settings
     try:
         message = DueMessage.from_json(body)
@@ -110,7 +151,13 @@ def execute(deps: Deps, body: str, message_id: str) -> str:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id,
                     f"the item image kept for task {message.key.task_id} is gone", _payload(body))
         return "dead-lettered"
-    item = ddb.deserialize(image) if image is not None else store.get_item(message.key)
+    item: dict[str, Any] | None
+    if image is not None:
+        item = ddb.deserialize(image)
+    elif items_read is not None and message.key in items_read:
+        item = items_read[message.key]
+    else:
+        item = store.get_item(message.key)
     if item is None:
         return "skipped: gone"
     try:

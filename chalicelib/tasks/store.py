@@ -166,6 +166,28 @@ class TaskStore:
     def get_item(self, key: TaskKey) -> dict[str, Any] | None:
         return self._get(self.tasks_table, {"PK": key.pk, "SK": key.sk})
 
+    def get_items(self, keys: Iterable[TaskKey], attempts: int = 3) -> dict[TaskKey, dict[str, Any] | None]:
+        """Task items by key, in BatchGetItem calls of 100 keys (strongly consistent); a key missing from the
+        answer (its keys left unprocessed after ``attempts`` tries) is for the caller to read alone."""
+        wanted = list(dict.fromkeys(keys))  # BatchGetItem refuses a key twice in one request
+        found: dict[TaskKey, dict[str, Any] | None] = {}
+        for start in range(0, len(wanted), BATCH_GET_LIMIT):
+            chunk = wanted[start:start + BATCH_GET_LIMIT]
+            request: dict[str, Any] = {self.tasks_table: {"Keys": [k.dynamo() for k in chunk], "ConsistentRead": True}}
+            for _ in range(attempts):
+                response = self._ddb.batch_get_item(RequestItems=request)
+                for row in response.get("Responses", {}).get(self.tasks_table, []):
+                    plain = ddb.deserialize(row)
+                    found[TaskKey(str(plain["PK"]), str(plain["SK"]))] = plain
+                request = dict(response.get("UnprocessedKeys", {}))
+                if not request:
+                    break
+            unprocessed = {(k["PK"]["S"], k["SK"]["S"]) for k in request.get(self.tasks_table, {}).get("Keys", [])}
+            for key in chunk:
+                if key not in found and (key.pk, key.sk) not in unprocessed:
+                    found[key] = None  # read, and not there
+        return found
+
     def get_record(self, task_id: str) -> dict[str, Any] | None:
         return self._get(self.state_table, items.record_key(task_id))
 

@@ -118,7 +118,8 @@ class FlakySes:
 
 
 class BrokenReads:
-    """A DynamoDB client whose get_item fails for one task key (a throttled or failing read)."""
+    """A DynamoDB client whose reads of one task key fail (a throttled or failing read): its get_item, and a
+    batch_get_item that asks for it."""
 
     def __init__(self, real: Any, pk: str) -> None:
         self._real = real
@@ -128,6 +129,11 @@ class BrokenReads:
         if kwargs.get("Key", {}).get("PK", {}).get("S") == self._pk:
             raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "GetItem")
         return self._real.get_item(**kwargs)
+
+    def batch_get_item(self, **kwargs: Any) -> Any:
+        if self._pk in json.dumps(kwargs.get("RequestItems", {})):
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "BatchGetItem")
+        return self._real.batch_get_item(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
