@@ -98,6 +98,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SCHEDULE_LEAD_SECONDS", "60", "Exact tasks' schedules fire this early; the executor waits out the rest."),
     Variable("PAST_DUE_GRACE_SECONDS", "60", "The API accepts a due time this far in the past."),
     Variable("STREAM_CONCURRENCY", "8", "Records of one stream batch processed at once (different keys)."),
+    Variable("EXECUTOR_CONCURRENCY", "10", "Due messages of one executor batch handled at once."),
     # API
     Variable("API_AUTH", "none", "API authorization: none, token, iam, api_key or cognito."),
     Variable("API_TOKEN", "", "Bearer token the API requires when API_AUTH=token (local stage)."),
@@ -187,6 +188,7 @@ class Settings:
     schedule_lead_seconds: int
     past_due_grace_seconds: int
     stream_concurrency: int
+    executor_concurrency: int
     api_auth: str
     api_token: str = field(repr=False)
     cognito_user_pool_arn: str = ""
@@ -256,6 +258,7 @@ class Settings:
             schedule_lead_seconds=env.integer("SCHEDULE_LEAD_SECONDS", 0, 900),
             past_due_grace_seconds=env.integer("PAST_DUE_GRACE_SECONDS", 0, 86400),
             stream_concurrency=env.integer("STREAM_CONCURRENCY", 1, 64),
+            executor_concurrency=env.integer("EXECUTOR_CONCURRENCY", 1, 64),
             api_auth=api_auth,
             api_token=api_token,
             cognito_user_pool_arn=cognito_user_pool_arn,

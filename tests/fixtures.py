@@ -19,6 +19,7 @@ import app as app_module
 from chalicelib.aws import Clients, Deps
 from chalicelib.settings import Settings
 from deploy.provision import provision
+from local import moto_corrections
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
 from tests.policy_recorder import ACCOUNT, RECORDER, report, suite_problems
@@ -99,6 +100,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def aws() -> Iterator[Aws]:
+    # AWS's conditional writes are atomic; moto's check and write in two steps. The handlers that run threads
+    # (the stream scheduler, the executor) need AWS's behaviour: local/moto_corrections serialises the writes.
+    moto_corrections.install()
     with mock_aws():
         settings = Settings.from_env()
         clients = Clients(settings)

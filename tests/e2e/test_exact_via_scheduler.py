@@ -38,8 +38,9 @@ def test_an_exact_task_is_scheduled_fired_by_scheduler_and_runs_at_its_time(stag
 
     def schedules() -> list[Any]:
         return list(scheduler.list_schedules(GroupName=group)["Schedules"])
-    wait_until(schedules, 5, "the task's schedule")
-    email = wait_until(lambda: emails_to(stage.aws_endpoint, to), 15, "the task's email")
+    # Each wait returns as soon as its condition holds; under xdist on 2 cores a few seconds were too short.
+    wait_until(schedules, 30, "the task's schedule")
+    email = wait_until(lambda: emails_to(stage.aws_endpoint, to), 60, "the task's email")
     assert len(email) == 1
     assert datetime.now(UTC) >= due
-    wait_until(lambda: not schedules(), 5, "the fired schedule to delete itself")
+    wait_until(lambda: not schedules(), 30, "the fired schedule to delete itself")

@@ -54,7 +54,10 @@ def test_every_task_runs_once_or_is_dead_lettered_and_every_table_is_backed_up_u
         capsys: pytest.CaptureFixture[str], fake_backoff: FakeClock) -> None:
     # One stream thread keeps the seeded faults in one order.  Retry mode standard: adaptive mode's client-side
     # rate limiter waits in real time once throttled, and only moves when the faults happen, not whether.
-    use_settings(deps, stream_concurrency=1, backup_table_pattern=re.compile(r"soak-\d+"), aws_retry_mode="standard")
+    # One thread per handler: the chaos faults' throttling switches moto off for the whole process while it
+    # answers (tests/faults.py), which a concurrent call would see.
+    use_settings(deps, stream_concurrency=1, executor_concurrency=1, backup_table_pattern=re.compile(r"soak-\d+"),
+                 aws_retry_mode="standard")
     deps.clients = Clients(deps.settings)
     faults = Faults(deps.clients)
     limits = AwsLimits(deps.clients)
