@@ -31,6 +31,9 @@ AT_IMPORT = frozenset({
     "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.web",
 })
 
+# Loaded by some handlers only: the time-zone database (schedule_fire.py: task recurrence).
+NOT_AT_IMPORT = frozenset({"zoneinfo"})
+
 LOADED = "import json, sys; import app; print(json.dumps(sorted(sys.modules)))"
 
 
@@ -52,3 +55,7 @@ def modules_after_import(stage: str) -> set[str]:
 def test_importing_app_loads_no_handlers_module_until_that_handler_runs(stage: str) -> None:
     loaded = modules_after_import(stage)
     assert {name for name in loaded if name.split(".")[0] == "chalicelib"} == AT_IMPORT
+
+
+def test_importing_app_leaves_what_only_some_handlers_use_unloaded() -> None:
+    assert modules_after_import("prod") & NOT_AT_IMPORT == set()
