@@ -1,7 +1,8 @@
 """timekeeper: routes and event bindings only; each turns its event into one call into chalicelib.
 
 Every Lambda function of the stage imports this module whole, so the top imports only what
-all handlers share (settings, clients, auth, HTTP plumbing); each handler imports its own
+the bindings need at import and every function uses (settings, boto3 clients, the route
+authorizer, the HTTP plumbing and its structured logger); each handler imports its own
 chalicelib module when it first runs, so a function's cold start loads one handler's code
 (bench P5; tests/deploy/test_cold_start.py).
 """

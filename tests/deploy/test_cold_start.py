@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIG: dict[str, Any] = json.loads((ROOT / ".chalice" / "config.json").read_text())
 
 # The chalicelib modules app.py needs at import: the settings read at import, the client
-# bundle its container builds, the route authorizer and the routes' JSON plumbing.
+# bundle its container builds, the route authorizer and the routes' JSON plumbing, with the
+# structured logger (aws-lambda-powertools).  Every function's handler logs, so loading the
+# logger later would only move its cost into the first invocation, not save it.
 AT_IMPORT = frozenset({
     "chalicelib", "chalicelib.auth", "chalicelib.aws", "chalicelib.container", "chalicelib.log",
     "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.web",
