@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from chalicelib import schedule_expr
 
@@ -31,8 +31,7 @@ class SettingsError(ValueError):
         self.value = value
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(NamedTuple):  # a NamedTuple: cheaper to define at import than a dataclass, as immutable
     name: str
     default: str
     meaning: str
@@ -268,9 +267,9 @@ class Settings:
         )
 
 
-@dataclass(frozen=True)
 class _Reader:
-    environ: Mapping[str, str]
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
 
     def raw(self, name: str) -> str:
         return self.environ.get(name, "").strip()
