@@ -9,6 +9,7 @@ a sleep that only moves that clock.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,12 +53,16 @@ class Clients:
 
     settings: Settings
     session: boto3.session.Session = field(default_factory=boto3.session.Session)
+    _making: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def _make(self, service: str) -> Any:
+        """A client (thread-safe once made); made under a lock, as a boto3 session is not thread-safe and the
+        executor's and stream scheduler's threads may ask for the same client at once on a cold start."""
         kwargs: dict[str, Any] = {"config": client_config(self.settings)}
         if self.settings.endpoint_url:
             kwargs["endpoint_url"] = self.settings.endpoint_url
-        return self.session.client(service, **kwargs)  # type: ignore[call-overload]
+        with self._making:
+            return self.session.client(service, **kwargs)  # type: ignore[call-overload]
 
     @cached_property
     def dynamodb(self) -> DynamoDBClient:
