@@ -44,6 +44,8 @@ def client_config(settings: Settings) -> Config:
         retries=cast("_RetryDict", {"mode": settings.aws_retry_mode, "total_max_attempts": settings.aws_max_attempts}),
         connect_timeout=5,
         read_timeout=30,
+        # One connection per thread of a stream batch (botocore keeps 10 by default, and discards the rest).
+        max_pool_connections=max(10, settings.stream_concurrency, settings.executor_concurrency),
     )
 
 
@@ -99,12 +101,19 @@ class Deps:
     clock: Clock = utc_now
     sleep: Sleep = time.sleep
     _queue_urls: dict[str, str] = field(default_factory=dict)
+    _lookup: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def queue_url(self, name: str) -> str:
-        """The URL of a queue by name, looked up once per container."""
-        if name not in self._queue_urls:
-            self._queue_urls[name] = self.clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-        return self._queue_urls[name]
+        """The URL of a queue by name, looked up once per container (threads that start together wait for
+        the first one's answer)."""
+        url = self._queue_urls.get(name)
+        if url is None:
+            with self._lookup:
+                url = self._queue_urls.get(name)
+                if url is None:
+                    url = self.clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+                    self._queue_urls[name] = url
+        return url
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Deps:

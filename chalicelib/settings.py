@@ -96,7 +96,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DIRECT_QUEUE_HORIZON_SECONDS", "900", "Exact tasks due sooner skip Scheduler: due queue with a delay."),
     Variable("SCHEDULE_LEAD_SECONDS", "60", "Exact tasks' schedules fire this early; the executor waits out the rest."),
     Variable("PAST_DUE_GRACE_SECONDS", "60", "The API accepts a due time this far in the past."),
-    Variable("STREAM_CONCURRENCY", "8", "Records of one stream batch processed at once (different keys)."),
+    Variable("STREAM_CONCURRENCY", "20", "Records of one stream batch processed at once (different keys)."),
     Variable("EXECUTOR_CONCURRENCY", "10", "Due messages of one executor batch handled at once."),
     # API
     Variable("API_AUTH", "none", "API authorization: none, token, iam, api_key or cognito."),

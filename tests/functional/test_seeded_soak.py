@@ -23,6 +23,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Clients, Deps
+from chalicelib.tasks.model import DueMessage
 from tests import events
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
@@ -103,8 +104,12 @@ def test_every_task_runs_once_or_is_dead_lettered_and_every_table_is_backed_up_u
     assert twice == [], [(s, int(s[5:]) % len(STRATEGIES)) for s in twice]
     assert backed_up == {f"soak-{i:03d}" for i in range(TABLES)}
     assert _run_complete(sim)
-    assert sim.dead_letters()["timekeeper-due"] == len(missing)
-    assert sum(sim.dead_letters().values()) == len(missing)
+    # SQS gave up on a message of every missing task; any other message it gave up on is a second one of a
+    # task that ran (a replayed stream record's, which the claim turns into a no-op): only forwarded, no alert.
+    died = {DueMessage.from_json(m.body).key.task_id for m in sim.queue(deps.settings.due_queue).dead}
+    assert set(missing) <= died and died - set(missing) <= set(sent), (died, missing)
+    assert sim.dead_letters()[deps.settings.due_dlq] == 0  # no redrive: SQS keeps what its handler fails on
+    assert sim.dead_letters()[deps.settings.backup_monitor_queue] == 0
     assert limits.violations == []
 
 
