@@ -106,6 +106,8 @@ class Deps:
     def queue_url(self, name: str) -> str:
         """The URL of a queue by name, looked up once per container (threads that start together wait for
         the first one's answer)."""
+        if name == self.settings.due_queue and self.settings.due_queue_url:
+            return self.settings.due_queue_url  # provisioning named it: no call at all
         url = self._queue_urls.get(name)
         if url is None:
             with self._lookup:

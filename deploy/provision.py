@@ -240,7 +240,7 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
     # messages") and forwards it to TASK_DLQ.  No redrive of its own: a moved message keeps its receive count,
     # so a redrive would pass it on before the handler saw it; one it cannot handle stays there, retried.
     _, due_dlq_arn = ensure_queue(clients, settings.due_dlq, result)
-    _, due_queue_arn = ensure_queue(clients, settings.due_queue, result, dlq_arn=due_dlq_arn,
+    due_queue_url, due_queue_arn = ensure_queue(clients, settings.due_queue, result, dlq_arn=due_dlq_arn,
                                     visibility_timeout=120)
     _, scheduler_dlq_arn = ensure_queue(clients, iam.scheduler_dlq_name(settings), result)
     if not scheduler_role_arn:
@@ -260,6 +260,8 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
         "BACKUP_MONITOR_QUEUE": settings.backup_monitor_queue,
         "BACKUP_MONITOR_DLQ": settings.backup_monitor_dlq,
         "DUE_QUEUE": settings.due_queue,
+        "DUE_QUEUE_URL": due_queue_url,
+        "DUE_QUEUE_ARN": due_queue_arn,
         "TASK_DLQ": settings.task_dlq,
         "DUE_DLQ": settings.due_dlq,
         "SCHEDULER_ROLE_ARN": scheduler_role_arn,

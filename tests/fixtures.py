@@ -110,7 +110,9 @@ def aws() -> Iterator[Aws]:
         limits = AwsLimits(clients)  # a request AWS would reject fails the test, though moto accepts it
         provisioned = provision(clients, settings)
         settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
-                           tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"])
+                           tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"],
+                           due_queue_url=provisioned.environment["DUE_QUEUE_URL"],
+                           due_queue_arn=provisioned.environment["DUE_QUEUE_ARN"])
         capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
         capture_arn = clients.sqs.get_queue_attributes(
             QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

@@ -293,7 +293,9 @@ def _carry_out(deps: Deps, change: Change, step: Step) -> None:
 # --- steps ---------------------------------------------------------------------
 
 def queue_arn(deps: Deps, name: str) -> str:
-    """The ARN of a queue by name (looked up once per queue URL)."""
+    """The ARN of a queue by name (from the settings for the due queue; otherwise looked up once per URL)."""
+    if name == deps.settings.due_queue and deps.settings.due_queue_arn:
+        return deps.settings.due_queue_arn
     url = deps.queue_url(name)
     known = _queue_arns.get(url)
     if known is None:

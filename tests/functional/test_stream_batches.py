@@ -203,7 +203,8 @@ def test_one_keys_records_keep_stream_order_across_the_batches_of_other_keys(
 
 def test_a_cold_container_looks_its_queue_url_and_arn_up_once_when_its_threads_start_together(
         deps: Deps, clock: FakeClock, table: Table) -> None:
-    use_settings(deps, stream_concurrency=20)
+    # A stage whose settings do not name the due queue's URL and ARN (provisioning sets them: no look-up then).
+    use_settings(deps, stream_concurrency=20, due_queue_url="", due_queue_arn="")
     records = [table.put({**seed(key(n), clock, hours=3)}) for n in range(20)]
     urls = InFlight(deps.clients.sqs, "get_queue_url", expected=2, timeout=0.5, grace=0.0)
     sqs = InFlight(urls, "get_queue_attributes", expected=2, timeout=0.5, grace=0.0)
@@ -213,3 +214,16 @@ def test_a_cold_container_looks_its_queue_url_and_arn_up_once_when_its_threads_s
     assert stream_scheduler.process_records(cold, records) == {"batchItemFailures": []}
     assert (urls.calls, sqs.calls) == (1, 1)
     assert all(schedule_of(deps, key(n)) is not None for n in range(20))
+
+
+def test_a_container_whose_settings_name_the_due_queue_looks_nothing_up(
+        deps: Deps, clock: FakeClock, table: Table) -> None:
+    records = [table.put({**seed(key(n), clock, hours=3)}) for n in range(3)]
+    urls = InFlight(deps.clients.sqs, "get_queue_url", expected=1, timeout=0.0, grace=0.0)
+    sqs = InFlight(urls, "get_queue_attributes", expected=1, timeout=0.0, grace=0.0)
+    cold = Deps(settings=deps.settings, clients=deps.clients, clock=clock, sleep=clock.sleep)
+    use_client(cold, "sqs", sqs)
+    stream_scheduler._queue_arns.clear()
+    assert deps.settings.due_queue_url and deps.settings.due_queue_arn  # as provisioning sets them
+    assert stream_scheduler.process_records(cold, records) == {"batchItemFailures": []}
+    assert (urls.calls, sqs.calls) == (0, 0)
