@@ -413,6 +413,6 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         f"calls include the action (one SendEmail); dollars exclude it; Lambda duration = calls x "
         f"{CALL_SECONDS * 1000:.0f} ms + waits, at the functions' memory; tasks due "
         "a few seconds apart (batches of one message), written in one burst by another program (stream batches "
-        "of up to 100; an API task's record and status index add write units to the same transaction, not calls); "
+        "of up to 100; an API task's record adds write units to the same transaction, not calls); "
         "prices: bench/prices.py (us-east-1 list prices, sources and dates)")
     return [section]
