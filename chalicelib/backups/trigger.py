@@ -168,7 +168,7 @@ def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 
     silent = now - lease - timedelta(seconds=deps.settings.backup_monitor_delay_seconds)
     mended: list[str] = []
     try:
-        runs = store.recent(recent)
+        runs = store.recent(recent, with_tables=False)
     except Exception:
         logger.exception("could not list recent backup runs to repair")
         return mended
@@ -266,10 +266,14 @@ def resume_start(deps: Deps, store: RunStore, run: Run, now: datetime,
         raise busy(f"backup run {run.run_id} is being started by another invocation")
     logger.warning("backup run start taken over", extra={"run_id": run.run_id, "claimed_at": str(run.claimed_at)})
     run.claimed_at = now
-    if not run.tables:  # a run recorded before its tables were (older versions): choose them again
+    if not run.tables or len(run.tables) < run.counts.get("count", 0):
+        # Its tables were not all recorded (an older version's run, or a starter that died writing its
+        # pages): the ones recorded, and the selection chosen again.
         prefix = deps.settings.backup_name_prefix
-        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, run.started_at))
-                      for t in selected_tables(deps)}
+        for t in selected_tables(deps):
+            if t not in run.tables:
+                run.tables[t] = TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, run.started_at))
+        run.paginate()
     return _start(deps, store, run, now, resumed=True)
 
 
@@ -308,7 +312,7 @@ def alert_failed_starts(deps: Deps, store: RunStore, run: Run) -> None:
     for result in run.tables.values():
         if result.status != "FAILED" or result.alerted or result.backup_arn:
             continue
-        if not store.claim_alert(run.run_id, result.table):
+        if not store.claim_alert(run.run_id, result):
             continue
         result.alerted = True
         try:
@@ -316,5 +320,5 @@ def alert_failed_starts(deps: Deps, store: RunStore, run: Run) -> None:
                 deps, f"timekeeper: backup of {r.table} failed",
                 {"run_id": run.run_id, "table": r.table, "backup_arn": None, "reason": r.error}), deps.sleep)
         except Exception:
-            store.release_alert(run.run_id, result.table)
+            store.release_alert(run.run_id, result)
             raise

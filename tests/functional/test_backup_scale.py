@@ -1,0 +1,107 @@
+"""Backup runs at account scale: state items of bounded size, write units linear in the tables, polls
+that cost their listing, retention that lists only what can expire, AWS's per-second quotas.
+
+The whole-run tests use the bench's world (bench/backups.py): moto with AWS's ListBackups, every
+table with this app's backups from 1 and 4 days before, and the state writes sized by DynamoDB's
+rules, each refused as AWS would above 400 KB.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from bench import backups as bench
+from chalicelib.aws import Deps
+from chalicelib.backups.rules import backup_name
+from chalicelib.backups.store import Run, RunStore, TableResult
+from tests.aws_limits import item_size
+from tests.fixtures import FakeClock
+from tests.functional.backup_support import aws_like_backups
+
+pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
+
+ITEM_BOUND = 40_000  # bytes: far below DynamoDB's 400 KB
+
+
+def _run_of(deps: Deps, clock: FakeClock, n: int) -> Run:
+    prefix = deps.settings.backup_name_prefix
+    run = Run(run_id=f"{clock.now:%Y%m%dT%H%M%SZ}-scale", started_at=clock.now, trigger="test", claimed_at=clock.now)
+    for i in range(n):
+        table = f"orders-{i:05d}-eu-west-1-production"
+        run.tables[table] = TableResult(table, "PENDING", backup_name=backup_name(prefix, table, clock.now))
+    return run
+
+
+def _state_items(deps: Deps) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for page in deps.clients.dynamodb.get_paginator("scan").paginate(TableName=deps.settings.state_table):
+        items.extend(page["Items"])
+    return items
+
+
+def test_a_10000_table_run_keeps_every_state_item_far_below_400_kb_and_shows_every_table(
+        deps: Deps, clock: FakeClock) -> None:
+    store = RunStore(deps)
+    run = _run_of(deps, clock, 10_000)
+    assert store.create(run)
+    for i, result in enumerate(run.tables.values()):
+        result.backup_arn = (f"arn:aws:dynamodb:eu-west-1:123456789012:table/{result.table}/backup/"
+                             f"0179551242{i:04d}-c40f6c61")
+
+    assert store.started(run, clock.now)
+
+    sizes = [item_size(item) for item in _state_items(deps)]
+    assert len(sizes) == 1 + 100 and max(sizes) < ITEM_BOUND
+    shown = store.get(run.run_id)
+    assert shown is not None and len(shown.tables) == 10_000
+    assert all(r.backup_arn for r in shown.tables.values())
+    assert shown.view()["table_count"] == 10_000 and len(shown.view()["tables"]) == 10_000
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[int, bench.RunFigures]:
+    """The app's daily run (trigger, every monitor message, retention) at 20 and 250 tables."""
+    out: dict[int, bench.RunFigures] = {}
+    for n in (20, 250):
+        with bench.world(n) as w:
+            out[n] = bench.run_ours(w)
+    return out
+
+
+def test_state_write_units_per_table_do_not_grow_with_the_run(runs: dict[int, bench.RunFigures]) -> None:
+    small, large = runs[20], runs[250]
+    assert not small.failed and not large.failed
+    assert large.write_units / 250 <= small.write_units / 20
+    assert large.largest_item < ITEM_BOUND
+
+
+def test_a_pending_poll_costs_its_claim_the_listing_pages_and_the_next_message(
+        runs: dict[int, bench.RunFigures]) -> None:
+    for n, figures in runs.items():
+        assert dict(figures.pending_poll) == {
+            "dynamodb:UpdateItem": 1, "dynamodb:ListBackups": bench.pages(n), "sqs:SendMessage": 1}, n
+
+
+def test_a_run_asks_for_no_backup_one_by_one(runs: dict[int, bench.RunFigures]) -> None:
+    for figures in runs.values():
+        assert figures.of("DescribeBackup") == 0
+
+
+def test_a_poll_is_claimed_once_and_the_claim_reads_the_run(deps: Deps, clock: FakeClock) -> None:
+    store = RunStore(deps)
+    run = _run_of(deps, clock, 3)
+    assert store.create(run)
+    for result in run.tables.values():
+        result.backup_arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{result.table}/backup/1"
+    assert store.started(run, clock.now)
+    clock.advance(seconds=300)
+
+    claimed = store.claim_poll(run.run_id, 0, clock.now, "m-1")
+    again = store.claim_poll(run.run_id, 0, clock.now + timedelta(seconds=1), "m-2")
+
+    assert claimed is not None and claimed.poll == 1 and claimed.poll_message == "m-1"
+    assert claimed.counts == {"count": 3, "pages": 1, "backups": 3, "failed": 0}
+    assert again is None
