@@ -223,7 +223,7 @@ def _poll(deps: Deps, store: RunStore, run: Run, poll: int, now: datetime) -> st
     lease = timedelta(seconds=settings.backup_run_lease_seconds)
     if not store.claim_finish(run_id, poll + 1, now, now - lease):
         return "duplicate"
-    return _finish(deps, store, run, now)
+    return _finish(deps, store, run, now, (run.started_at - LISTING_SKEW, listed))
 
 
 def _watch(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
@@ -241,12 +241,35 @@ def _send_poll(deps: Deps, run_id: str, poll: int) -> None:
                                          "delay_seconds": deps.settings.backup_monitor_delay_seconds})
 
 
-def apply_retention(deps: Deps, tables: list[str], now: datetime) -> list[rules.Backup]:
+def expirable_backups(deps: Deps, tables: list[str], now: datetime,
+                      listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
+    """This app's backups of ``tables`` retention deletes now (``rules.backups_to_delete``), listing
+    only what it needs: the USER backups created before now - BACKUP_RETENTION_DAYS (the only ones
+    that can expire: TimeRangeUpperBound, every page), and, when one of them is this app's and
+    BACKUP_MIN_KEEP asks for good backups to be kept, the newer ones that may be the kept ones
+    (``listed_since``: a listing already made from a time on, which is not asked for again)."""
+    s = deps.settings
+    retention = timedelta(days=s.backup_retention_days)
+    cutoff = now - retention
+    old = list_user_backups(deps, before=cutoff)
+    selected = set(tables)
+    if not any(b.table in selected and rules.is_ours(b, s.backup_name_prefix) for b in old):
+        return []
+    newer: list[rules.Backup] = []
+    if s.backup_min_keep > 0:
+        if listed_since is not None and listed_since[0] > cutoff:
+            since, listed = listed_since
+            newer = list_user_backups(deps, since=cutoff, before=since) + [b for b in listed if b.created >= since]
+        else:
+            newer = list_user_backups(deps, since=cutoff)
+    return rules.backups_to_delete(old + newer, now, retention, s.backup_min_keep, s.backup_name_prefix, tables)
+
+
+def apply_retention(deps: Deps, tables: list[str], now: datetime,
+                    listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
     """Delete this app's expired backups of ``tables``, keeping BACKUP_MIN_KEEP good ones each."""
     s = deps.settings
-    doomed = rules.backups_to_delete(
-        list_user_backups(deps), now, timedelta(days=s.backup_retention_days), s.backup_min_keep,
-        s.backup_name_prefix, tables)
+    doomed = expirable_backups(deps, tables, now, listed_since)
     pacer = Pacer(s.backup_delete_rate, deps.clock, deps.sleep)
     deleted: list[rules.Backup] = []
     for backup in doomed:
@@ -268,8 +291,9 @@ def apply_retention(deps: Deps, tables: list[str], now: datetime) -> list[rules.
     return deleted
 
 
-def _finish(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
-    deleted = apply_retention(deps, sorted(run.tables), now)
+def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
+            listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> str:
+    deleted = apply_retention(deps, sorted(run.tables), now, listed_since)
     counts = {s: sorted(r.table for r in run.tables.values() if r.status == s)
               for s in ("AVAILABLE", "FAILED", "STUCK")}
     summary = {"tables": len(run.tables), "backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),

@@ -8,6 +8,7 @@ rules, each refused as AWS would above 400 KB.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -15,11 +16,20 @@ import pytest
 
 from bench import backups as bench
 from chalicelib.aws import Deps
+from chalicelib.backups import monitor, trigger
 from chalicelib.backups.rules import backup_name
 from chalicelib.backups.store import Run, RunStore, TableResult
 from tests.aws_limits import item_size
-from tests.fixtures import FakeClock
-from tests.functional.backup_support import aws_like_backups
+from tests.fixtures import Aws, FakeClock, use_settings
+from tests.functional.backup_support import (
+    aws_like_backups,
+    create_tables,
+    make_backup,
+    monitor_messages,
+    moto_backups,
+    our_backup,
+    set_status,
+)
 
 pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
@@ -105,3 +115,68 @@ def test_a_poll_is_claimed_once_and_the_claim_reads_the_run(deps: Deps, clock: F
     assert claimed is not None and claimed.poll == 1 and claimed.poll_message == "m-1"
     assert claimed.counts == {"count": 3, "pages": 1, "backups": 3, "failed": 0}
     assert again is None
+
+
+def _listings(deps: Deps) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+    deps.clients.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.ListBackups", lambda params, **_: calls.append(dict(params)))
+    return calls
+
+
+def _start_one(aws: Aws, deps: Deps, table: str = "orders") -> str:
+    create_tables(deps, [table])
+    use_settings(deps, backup_tables=(table,), backup_retention_days=3, backup_min_keep=2)
+    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(deps.clock(), "scheduled"))
+    (body, _), = monitor_messages(aws, deps)
+    return body
+
+
+def test_retention_lists_only_backups_older_than_the_retention_and_the_newer_ones_kept_against_them(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start_one(aws, deps)
+    old = [our_backup(deps, "orders", clock.now - timedelta(days=d)) for d in (2, 5, 6)]
+    for i in range(150):  # other backups of the account, older than the retention: two pages with ours
+        make_backup(deps, "orders", f"by-hand-{i:03d}", clock.now - timedelta(days=10))
+    listings = _listings(deps)
+    clock.advance(minutes=5)
+    cutoff = clock.now - timedelta(days=3)  # the deletes' pacing moves the clock on
+
+    assert monitor.check_run(deps, body) == "complete"
+
+    poll, *retention = listings
+    assert poll["TimeRangeLowerBound"] <= cutoff + timedelta(days=3) and "TimeRangeUpperBound" not in poll
+    assert all(c["BackupType"] == "USER" for c in listings)
+    expiring = [c for c in retention if c.get("TimeRangeUpperBound") == cutoff]
+    assert len(expiring) == 2 and "TimeRangeLowerBound" not in expiring[0]
+    assert expiring[1]["ExclusiveStartBackupArn"]
+    newer = [c for c in retention if c not in expiring]
+    assert newer and all(c["TimeRangeLowerBound"] == cutoff for c in newer)  # the ones kept (2 days old), not today's
+    assert all("TimeRangeLowerBound" in c or "TimeRangeUpperBound" in c for c in listings)
+    left = moto_backups(deps)
+    assert old[0] in left and old[1] not in left and old[2] not in left  # today's and 2 days old kept
+
+
+def test_retention_lists_nothing_newer_when_nothing_of_this_app_can_expire(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start_one(aws, deps)
+    our_backup(deps, "orders", clock.now - timedelta(days=1))
+    listings = _listings(deps)
+
+    assert monitor.check_run(deps, body) == "complete"
+
+    assert [c.get("TimeRangeUpperBound") is not None for c in listings] == [False, True]
+
+
+def test_days_of_failed_runs_never_prune_the_last_good_backups(aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start_one(aws, deps)
+    good = [our_backup(deps, "orders", clock.now - timedelta(days=d)) for d in (10, 11)]
+    older = our_backup(deps, "orders", clock.now - timedelta(days=12))
+    run = RunStore(deps).get(json.loads(body)["run_id"])
+    assert run is not None
+    set_status(deps, run.tables["orders"].backup_arn, "DELETED")  # today's backup failed
+
+    assert monitor.check_run(deps, body) == "complete"
+
+    left = moto_backups(deps)
+    assert all(arn in left for arn in good) and older not in left
