@@ -27,11 +27,12 @@ from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import rules, trigger
 from chalicelib.backups.messages import BadMessage, MonitorMessage, parse_message, send_poll_message
-from chalicelib.backups.retry import is_transient, retry_transient
+from chalicelib.backups.quotas import paced, pacer
+from chalicelib.backups.retry import retry_transient
 from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
-from chalicelib.throttle import Pacer, error_code, with_backoff
+from chalicelib.throttle import error_code, is_rate_limit
 
 LISTING_SKEW = trigger.LISTING_SKEW  # backups are listed from a little before the run started
 # A worker that claimed a poll but has not sent the next message after this long has died.
@@ -59,8 +60,9 @@ def list_user_backups(deps: Deps, since: datetime | None = None, before: datetim
         kwargs["TimeRangeUpperBound"] = before
     backups: list[rules.Backup] = []
     client = deps.clients.dynamodb
+    listing = pacer(deps, "ListBackups")
     while True:
-        page = retry_transient(lambda: client.list_backups(**kwargs), deps.sleep)
+        page = retry_transient(paced(listing, lambda: client.list_backups(**kwargs)), deps.sleep)
         backups.extend(_to_backup(s) for s in page.get("BackupSummaries", []))
         last = page.get("LastEvaluatedBackupArn")
         if not last:
@@ -82,10 +84,11 @@ def current_statuses(deps: Deps, run: Run, listed: list[rules.Backup]) -> dict[s
         return {}
     by_arn = {b.arn: b.status for b in listed}
     statuses: dict[str, str | None] = {arn: by_arn[arn] for arn in pending if arn in by_arn}
+    describing = pacer(deps, "DescribeBackup")
     for arn in sorted(pending - statuses.keys()):
         try:
-            description = retry_transient(lambda arn=arn: deps.clients.dynamodb.describe_backup(  # type: ignore[misc]
-                BackupArn=arn), deps.sleep)["BackupDescription"]
+            description = retry_transient(paced(describing, lambda arn=arn: deps.clients.dynamodb.describe_backup(  # type: ignore[misc]
+                BackupArn=arn)), deps.sleep)["BackupDescription"]
             statuses[arn] = description["BackupDetails"]["BackupStatus"]
         except ClientError as exc:
             if error_code(exc) != "BackupNotFoundException":
@@ -267,23 +270,25 @@ def expirable_backups(deps: Deps, tables: list[str], now: datetime,
 
 def apply_retention(deps: Deps, tables: list[str], now: datetime,
                     listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
-    """Delete this app's expired backups of ``tables``, keeping BACKUP_MIN_KEEP good ones each."""
-    s = deps.settings
+    """Delete this app's expired backups of ``tables``, keeping BACKUP_MIN_KEEP good ones each. A delete
+    still throttled after botocore's retries stops retention for this run: the next run deletes the rest."""
     doomed = expirable_backups(deps, tables, now, listed_since)
-    pacer = Pacer(s.backup_delete_rate, deps.clock, deps.sleep)
+    deleting = pacer(deps, "DeleteBackup")
     deleted: list[rules.Backup] = []
     for backup in doomed:
-        def call(arn: str = backup.arn) -> None:
-            pacer.wait()
-            deps.clients.dynamodb.delete_backup(BackupArn=arn)
         try:
-            with_backoff(call, deps.sleep, retryable=is_transient)
+            retry_transient(paced(deleting, lambda arn=backup.arn: deps.clients.dynamodb.delete_backup(  # type: ignore[misc]
+                BackupArn=arn)), deps.sleep)
         except ClientError as exc:
             if error_code(exc) == "BackupNotFoundException":
                 continue  # already gone: a retried finish, or deleted by hand
             if error_code(exc) == "BackupInUseException":
                 logger.warning("backup in use, kept for the next run", extra={"backup_arn": backup.arn})
                 continue
+            if is_rate_limit(exc):
+                logger.warning("retention throttled: the rest is kept for the next run", extra={
+                    "backup_arn": backup.arn, "left": len(doomed) - len(deleted)})
+                break
             raise
         deleted.append(backup)
         logger.info("backup deleted by retention", extra={

@@ -21,10 +21,11 @@ from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import rules
 from chalicelib.backups.messages import send_poll_message, send_watch_message
+from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import is_transient, retry_transient
 from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.log import logger
-from chalicelib.throttle import Pacer, error_code, with_backoff
+from chalicelib.throttle import Pacer, error_code
 
 # CreateBackup errors that concern one table; the run goes on with the others.
 TABLE_ERRORS = {
@@ -87,8 +88,9 @@ def find_backup(deps: Deps, table: str, name: str, since: datetime) -> str | Non
     """The ARN of ``table``'s backup named ``name`` (CREATING or AVAILABLE), made since ``since``, if any."""
     client = deps.clients.dynamodb
     kwargs: dict[str, Any] = {"TableName": table, "BackupType": "USER", "TimeRangeLowerBound": since - LISTING_SKEW}
+    listing = pacer(deps, "ListBackups")
     while True:
-        page = retry_transient(lambda: client.list_backups(**kwargs), deps.sleep)
+        page = retry_transient(paced(listing, lambda: client.list_backups(**kwargs)), deps.sleep)
         for summary in page.get("BackupSummaries", []):
             if summary.get("BackupName") == name and summary.get("BackupStatus") in ("CREATING", "AVAILABLE"):
                 return str(summary["BackupArn"])
@@ -105,7 +107,7 @@ def _failure(exc: Exception) -> str:
     return f"CreateBackup failed: {exc}"
 
 
-def _back_up(deps: Deps, pacer: Pacer, run: Run, result: TableResult, look_first: bool) -> None:
+def _back_up(deps: Deps, creates: Pacer, run: Run, result: TableResult, look_first: bool) -> None:
     """Give ``result`` (a PENDING table without a backup) its backup, or its error (status FAILED).
 
     A transient error may hide a backup that was made (its answer was lost): the table's
@@ -120,13 +122,13 @@ def _back_up(deps: Deps, pacer: Pacer, run: Run, result: TableResult, look_first
             return
 
     def call() -> str:
-        pacer.wait()
+        creates.wait()
         details = deps.clients.dynamodb.create_backup(TableName=table, BackupName=name)["BackupDetails"]
         return details["BackupArn"]
 
     for attempt in range(CREATE_ATTEMPTS):
         try:
-            result.backup_arn = with_backoff(call, deps.sleep)
+            result.backup_arn = call()  # throttling: botocore's retries only (quotas.py)
             logger.info("backup started", extra={"run_id": run.run_id, "table": table,
                                                  "backup_arn": result.backup_arn})
             return
@@ -288,12 +290,12 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
                                          "note": "no tables selected"})
         return store.get(run.run_id) or run
 
-    pacer = Pacer(deps.settings.backup_create_rate, deps.clock, deps.sleep)
+    creates = pacer(deps, "CreateBackup")
     prefix = deps.settings.backup_name_prefix
     for result in run.tables.values():
         if result.status == "PENDING" and not result.backup_arn:
             result.backup_name = result.backup_name or rules.backup_name(prefix, result.table, run.started_at)
-            _back_up(deps, pacer, run, result, look_first=resumed)
+            _back_up(deps, creates, run, result, look_first=resumed)
     run.status = RUNNING
     run.advanced_at = deps.clock()
     if not store.started(run, run.advanced_at):

@@ -8,6 +8,7 @@ rules, each refused as AWS would above 400 KB.
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import timedelta
 from typing import Any
@@ -15,13 +16,14 @@ from typing import Any
 import pytest
 
 from bench import backups as bench
-from chalicelib.aws import Deps
+from chalicelib.aws import Clients, Deps
 from chalicelib.backups import monitor, trigger
 from chalicelib.backups.rules import backup_name
 from chalicelib.backups.store import Run, RunStore, TableResult
 from tests.aws_limits import item_size
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
+    ThrottledHttp,
     aws_like_backups,
     create_tables,
     make_backup,
@@ -29,6 +31,7 @@ from tests.functional.backup_support import (
     moto_backups,
     our_backup,
     set_status,
+    vanish,
 )
 
 pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
@@ -71,14 +74,66 @@ def test_a_10000_table_run_keeps_every_state_item_far_below_400_kb_and_shows_eve
     assert shown.view()["table_count"] == 10_000 and len(shown.view()["tables"]) == 10_000
 
 
+STAMPS: dict[int, dict[str, list[float]]] = {}  # by table count: the clock's time at each backup call
+
+
 @pytest.fixture(scope="module")
 def runs() -> dict[int, bench.RunFigures]:
     """The app's daily run (trigger, every monitor message, retention) at 20 and 250 tables."""
     out: dict[int, bench.RunFigures] = {}
     for n in (20, 250):
         with bench.world(n) as w:
+            stamps: dict[str, list[float]] = {}
+            STAMPS[n] = stamps
+            w.deps.clients.dynamodb.meta.events.register(
+                "before-call.dynamodb.*", lambda model, w=w, stamps=stamps, **_: stamps.setdefault(
+                    model.name, []).append(w.clock.now.timestamp()))
             out[n] = bench.run_ours(w)
     return out
+
+
+def _min_gap(stamps: list[float]) -> float:
+    return min(b - a for a, b in itertools.pairwise(stamps))
+
+
+def test_backup_calls_stay_under_their_per_second_quotas(runs: dict[int, bench.RunFigures]) -> None:
+    stamps = STAMPS[250]
+    assert len(stamps["ListBackups"]) > 10 and _min_gap(stamps["ListBackups"]) >= 1 / 5 - 1e-6
+    assert len(stamps["CreateBackup"]) == 250 and _min_gap(stamps["CreateBackup"]) >= 1 / 50 - 1e-6
+    assert len(stamps["DeleteBackup"]) == 250 and _min_gap(stamps["DeleteBackup"]) >= 1 / 10 - 1e-6
+
+
+def test_describe_backup_stays_under_10_a_second(aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    tables = [f"t-{i}" for i in range(5)]
+    create_tables(deps, tables)
+    use_settings(deps, backup_tables=tuple(tables))
+    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+    (body, _), = monitor_messages(aws, deps)
+    run = RunStore(deps).get(json.loads(body)["run_id"])
+    assert run is not None
+    for result in run.tables.values():
+        vanish(deps, result.backup_arn)  # gone from the listing: each is asked for by DescribeBackup
+    stamps: list[float] = []
+    deps.clients.dynamodb.meta.events.register(
+        "before-call.dynamodb.DescribeBackup", lambda **_: stamps.append(clock.now.timestamp()))
+
+    assert monitor.check_run(deps, body) == "complete"
+
+    assert len(stamps) == 5 and _min_gap(stamps) >= 1 / 10 - 1e-6
+
+
+def test_a_throttled_call_is_retried_by_botocore_alone(
+        aws: Aws, deps: Deps, clock: FakeClock, fake_backoff: FakeClock) -> None:
+    create_tables(deps, ["orders"])
+    use_settings(deps, backup_tables=("orders",), aws_retry_mode="standard", aws_max_attempts=4)
+    deps.clients = Clients(deps.settings)
+    throttled = ThrottledHttp(deps.clients.dynamodb, "CreateBackup", lambda _n: True)
+
+    run = trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+
+    assert throttled.attempts == 4  # AWS_MAX_ATTEMPTS, botocore's; the app's loop does not try again
+    assert run.tables["orders"].status == "FAILED" and "Throttling" in run.tables["orders"].error
+    assert [a["subject"] for a in aws.alerts()] == ["timekeeper: backup of orders failed"]
 
 
 def test_state_write_units_per_table_do_not_grow_with_the_run(runs: dict[int, bench.RunFigures]) -> None:
