@@ -61,16 +61,20 @@ class TableResult:
     error: str = ""
     alerted: bool = False
     page: int = 0               # the page item holding it (INLINE: the run item)
+    tried: bool = True          # CreateBackup may have been called (trusted only after a hand-off)
 
     def to_item(self) -> dict[str, Any]:
-        return {"status": self.status, "backup_arn": self.backup_arn, "backup_name": self.backup_name,
+        item = {"status": self.status, "backup_arn": self.backup_arn, "backup_name": self.backup_name,
                 "error": self.error, "alerted": self.alerted}
+        if not self.tried:
+            item["untried"] = True
+        return item
 
     @classmethod
     def from_item(cls, table: str, item: dict[str, Any], page: int = INLINE) -> TableResult:
         return cls(table=table, status=item["status"], backup_arn=item.get("backup_arn", ""),
                    backup_name=item.get("backup_name", ""), error=item.get("error", ""),
-                   alerted=bool(item.get("alerted", False)), page=page)
+                   alerted=bool(item.get("alerted", False)), page=page, tried=not item.get("untried", False))
 
 
 def _is_inline(tables: Any) -> bool:
@@ -93,6 +97,7 @@ class Run:
     claimed_at: datetime | None = None
     finished_at: datetime | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    handed_off: bool = False           # its starter ran out of time and handed the rest on (see ``hand_off``)
     counts: dict[str, int] = field(default_factory=dict)  # the run item's ``tables``: count, pages, backups, failed
 
     def paginate(self) -> None:
@@ -123,6 +128,8 @@ class Run:
         }
         if self.poll_message:
             item["poll_message"] = self.poll_message
+        if self.handed_off:
+            item["handed_off"] = True
         if self.claimed_at:
             item["claimed_at"] = self.claimed_at.isoformat()
         if self.advanced_at:
@@ -144,6 +151,7 @@ class Run:
             poll=int(item.get("poll", 0)),
             poll_queued=bool(item.get("poll_queued", False)),
             poll_message=str(item.get("poll_message", "")),
+            handed_off=bool(item.get("handed_off", False)),
             advanced_at=datetime.fromisoformat(item["advanced_at"]) if item.get("advanced_at") else None,
             claimed_at=datetime.fromisoformat(item["claimed_at"]) if item.get("claimed_at") else None,
             finished_at=datetime.fromisoformat(item["finished_at"]) if item.get("finished_at") else None,
@@ -328,9 +336,29 @@ class RunStore:
     def reclaim_start(self, run_id: str, claimed_before: datetime, now: datetime) -> bool:
         """Take over a run whose starter died while STARTING (claimed before ``claimed_before``)."""
         return self._update(
-            run_id, "SET claimed_at = :now", "#s = :starting AND claimed_at < :stale",
+            run_id, "SET claimed_at = :now, handed_off = :f", "#s = :starting AND claimed_at < :stale",
             names={"#s": "status"},
-            values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat()})
+            values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat(),
+                    ":f": False})
+
+    def hand_off(self, run: Run, expired: datetime) -> bool:
+        """A starter out of time: record its progress (the pages, which tables were tried) and let its
+        claim lapse (``expired``: past the lease), marked handed off; False if it was taken over."""
+        claimed = run.claimed_at.isoformat() if run.claimed_at else ""
+        self.write_pages(run)
+        return self._update(run.run_id, "SET claimed_at = :expired, handed_off = :t",
+                            "#s = :starting AND claimed_at = :claimed", names={"#s": "status"},
+                            values={":expired": expired.isoformat(), ":t": True, ":starting": STARTING,
+                                    ":claimed": claimed})
+
+    def take_handoff(self, run: Run, now: datetime) -> bool:
+        """Claim a run handed off at ``run.claimed_at`` (as read with its pages): its pages' ``tried``
+        flags are then exact. False if it is no longer so (another worker took it first)."""
+        claimed = run.claimed_at.isoformat() if run.claimed_at else ""
+        return self._update(run.run_id, "SET claimed_at = :now, handed_off = :f",
+                            "#s = :starting AND claimed_at = :claimed AND handed_off = :t", names={"#s": "status"},
+                            values={":now": now.isoformat(), ":f": False, ":t": True, ":starting": STARTING,
+                                    ":claimed": claimed})
 
     def started(self, run: Run, now: datetime) -> bool:
         """Record the tables' first results (their pages, whole) and move STARTING -> RUNNING, expecting

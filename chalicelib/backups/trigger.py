@@ -40,6 +40,9 @@ TABLE_ERRORS = {
 
 
 CREATE_ATTEMPTS = 3  # CreateBackup tries per table on transient errors (each after a look for the backup)
+# A start hands the tables it has not reached on to the next invocation (through the monitor queue) after
+# this long: well inside the trigger's (300 s) and the monitor's (240 s) Lambda timeouts and the lease.
+START_BUDGET = timedelta(seconds=150)
 LISTING_SKEW = timedelta(minutes=5)  # backups are listed from a little before the run started
 
 
@@ -186,7 +189,8 @@ def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 
 
 
 def _repair(deps: Deps, store: RunStore, run: Run, now: datetime, stale: datetime, silent: datetime) -> bool:
-    if run.status == STARTING and run.claimed_at and run.claimed_at < stale:
+    handed_on_stale = run.handed_off and run.claimed_at is not None and run.claimed_at < stale - (now - stale)
+    if run.status == STARTING and run.claimed_at and run.claimed_at < stale and (handed_on_stale or not run.handed_off):
         if not store.abandon(run.run_id, run.claimed_at, now, "abandoned: its starter stopped while starting"):
             return False
         try:
@@ -226,7 +230,8 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
     if existing is None:
         chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps)
         prefix = deps.settings.backup_name_prefix
-        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now)) for t in chosen}
+        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now), tried=False)
+                      for t in chosen}
         if store.create(run):
             logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
             if chosen:
@@ -262,12 +267,19 @@ def resume_start(deps: Deps, store: RunStore, run: Run, now: datetime,
     raise ``busy`` while the starter may still be at work (with ``watch_again``, after queueing a
     watch, in case the starter died before sending one)."""
     lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
-    if not store.reclaim_start(run.run_id, now - lease, now):
+    handed_on = run.handed_off and store.take_handoff(run, now)  # its pages say which tables were tried
+    if not handed_on and not store.reclaim_start(run.run_id, now - lease, now):
         if watch_again:
             _send_watch(deps, run.run_id)
         raise busy(f"backup run {run.run_id} is being started by another invocation")
-    logger.warning("backup run start taken over", extra={"run_id": run.run_id, "claimed_at": str(run.claimed_at)})
+    if handed_on:
+        logger.info("backup run start continued", extra={"run_id": run.run_id})
+    else:
+        logger.warning("backup run start taken over", extra={"run_id": run.run_id, "claimed_at": str(run.claimed_at)})
+        for result in run.tables.values():
+            result.tried = True  # its starter died: any table may have its backup already
     run.claimed_at = now
+    run.handed_off = False
     if not run.tables or len(run.tables) < run.counts.get("count", 0):
         # Its tables were not all recorded (an older version's run, or a starter that died writing its
         # pages): the ones recorded, and the selection chosen again.
@@ -292,10 +304,15 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
 
     creates = pacer(deps, "CreateBackup")
     prefix = deps.settings.backup_name_prefix
+    out_of_time = (run.claimed_at or now) + START_BUDGET
     for result in run.tables.values():
         if result.status == "PENDING" and not result.backup_arn:
+            if deps.clock() >= out_of_time:
+                return _hand_on(deps, store, run)
             result.backup_name = result.backup_name or rules.backup_name(prefix, result.table, run.started_at)
-            _back_up(deps, creates, run, result, look_first=resumed)
+            look_first = resumed and result.tried  # a table never tried has no backup to find
+            result.tried = True
+            _back_up(deps, creates, run, result, look_first=look_first)
     run.status = RUNNING
     run.advanced_at = deps.clock()
     if not store.started(run, run.advanced_at):
@@ -304,6 +321,21 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
     # The monitor first: an alert that fails must not leave the run without one.
     _queue_monitor(deps, run, store)
     alert_failed_starts(deps, store, run)
+    return run
+
+
+def _hand_on(deps: Deps, store: RunStore, run: Run) -> Run:
+    """Out of START_BUDGET: record the progress, let the claim lapse and queue a watch with no delay,
+    whose delivery (the monitor) claims the run and goes on from the first table not tried."""
+    lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
+    assert run.claimed_at is not None
+    if not store.hand_off(run, run.claimed_at - lease):
+        logger.info("run taken over elsewhere", extra={"run_id": run.run_id})
+        return store.get(run.run_id) or run
+    run.handed_off = True
+    left = sum(1 for r in run.tables.values() if r.status == "PENDING" and not r.backup_arn)
+    logger.info("backup run start handed on", extra={"run_id": run.run_id, "tables_left": left})
+    send_watch_message(deps, run.run_id, delay=0)  # if it is lost: the lease's watch, then the next trigger
     return run
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
@@ -21,8 +22,10 @@ from chalicelib.backups import monitor, trigger
 from chalicelib.backups.rules import backup_name
 from chalicelib.backups.store import Run, RunStore, TableResult
 from tests.aws_limits import item_size
+from tests.faults import WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
+    Intercept,
     ThrottledHttp,
     aws_like_backups,
     create_tables,
@@ -235,3 +238,59 @@ def test_days_of_failed_runs_never_prune_the_last_good_backups(aws: Aws, deps: D
 
     left = moto_backups(deps)
     assert all(arn in left for arn in good) and older not in left
+
+
+def test_a_start_longer_than_one_invocation_hands_the_rest_on_through_the_monitor_queue(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    tables = [f"t-{i:03d}" for i in range(40)]
+    create_tables(deps, tables)
+    use_settings(deps, backup_tables=tuple(tables), backup_create_rate=0.2)  # 5 s a CreateBackup: 30 in 150 s
+    listings = _listings(deps)
+    started = clock.now
+
+    run = trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+
+    assert run.status == "STARTING" and clock.now - started <= trigger.START_BUDGET + timedelta(seconds=5)
+    assert sum(1 for r in run.tables.values() if r.backup_arn) == 31  # at 0, 5, ... 150 s
+    watches = monitor_messages(aws, deps, watches=True)
+    assert [delay for _, delay in watches] == [deps.settings.backup_run_lease_seconds, 0]
+    assert trigger.repair_stale_runs(deps, RunStore(deps), clock.now) == []  # a run handed on is not abandoned
+
+    assert monitor.check_run(deps, watches[1][0], "w-1") == "start resumed"
+
+    done = RunStore(deps).get(run.run_id)
+    assert done is not None and done.status == "RUNNING"
+    assert all(r.backup_arn and r.status == "PENDING" for r in done.tables.values())
+    names = [b.name for b in moto_backups(deps).values()]
+    assert sorted(names) == sorted(r.backup_name for r in done.tables.values())  # each table once
+    assert listings == []  # no table's backups looked up one by one: the tables handed on were never tried
+    assert [json.loads(b)["poll"] for b, _ in monitor_messages(aws, deps)] == [0]
+    assert monitor.check_run(deps, watches[0][0], "w-0") == "watched"
+
+
+def test_a_continuation_that_dies_is_taken_over_by_the_lease_watch_without_a_second_backup(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    tables = [f"t-{i:03d}" for i in range(36)]
+    create_tables(deps, tables)
+    use_settings(deps, backup_tables=tuple(tables), backup_create_rate=0.2)
+    run = trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+    lease_watch, handed_on = (body for body, _ in monitor_messages(aws, deps, watches=True))
+    real = deps.clients.dynamodb
+    made: list[str] = []
+
+    def die_after_two(**kwargs: Any) -> None:
+        made.append(kwargs["TableName"])
+        if len(made) > 2:
+            raise WorkerCrash("the continuation's Lambda died")
+    deps.clients.dynamodb = Intercept(real, "create_backup", die_after_two)  # type: ignore[assignment]
+    with pytest.raises(WorkerCrash):
+        monitor.check_run(deps, handed_on, "w-1")
+    deps.clients.dynamodb = real
+
+    clock.advance(seconds=deps.settings.backup_run_lease_seconds)  # the lease watch comes in
+    assert monitor.check_run(deps, lease_watch, "w-0") == "start resumed"
+
+    done = RunStore(deps).get(run.run_id)
+    assert done is not None and done.status == "RUNNING" and all(r.backup_arn for r in done.tables.values())
+    names = Counter(b.name for b in moto_backups(deps).values())
+    assert sorted(names) == sorted(r.backup_name for r in done.tables.values()) and set(names.values()) == {1}
