@@ -1,13 +1,15 @@
-"""Start a backup run: select tables, record the run, CreateBackup each (paced, retried), queue the monitor.
+"""Start a backup run: select tables, record the run, CreateBackup each (paced), queue the monitor.
 
-The run item is written first, with the chosen tables and the names their
-backups will have (``rules.backup_name`` of the run's start time), and a watch
-message goes to the monitor queue. A start that dies half way is resumed from
-the item, by the duplicate trigger after the lease or by the monitor when the
-watch comes in: backups that exist already are found by their name (ListBackups
-of the table since the run started) instead of being made twice.
+The run is written first (store.py: the run item, and the chosen tables with the
+names their backups will have, ``rules.backup_name`` of the run's start time, in
+pages), and a watch message goes to the monitor queue. A start that dies half way
+is resumed from the state, by the duplicate trigger after the lease or by the
+monitor when the watch comes in: backups that exist already are found by their
+name (ListBackups of the table since the run started) instead of being made
+twice. A start still making backups after START_BUDGET hands the rest on: it
+records which tables it tried, lets its claim lapse and sends a watch with no
+delay; the continuation makes the untried tables' backups without looking first.
 """
-
 from __future__ import annotations
 
 import uuid
