@@ -189,17 +189,19 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         # Both APIs: tasks (items, records, status index) and backups (runs; POST /backups starts one).
         API_HANDLER: [
             b.tasks_table("TaskItems", [*_READ, *_WRITE, "dynamodb:BatchGetItem"]),
-            b.state_table("TaskRecordsAndRuns", [*_READ, *_WRITE, "dynamodb:Query", "dynamodb:BatchGetItem"]),
+            b.state_table("TaskRecordsAndRuns", [*_READ, *_WRITE, "dynamodb:Query", "dynamodb:BatchGetItem",
+                                                 "dynamodb:BatchWriteItem"]),  # a run's table pages
             _statement("QueryTaskStatusIndex", ["dynamodb:Query"],
                        [b.table(f"{s.state_table}/index/{STATUS_INDEX}")]),
             *start_backups,
         ],
         "backup_trigger": [
-            b.state_table("BackupRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
+            b.state_table("BackupRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
+                                         "dynamodb:BatchWriteItem"]),
             *start_backups,
         ],
         "backup_monitor": [
-            b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem"]),
+            b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchWriteItem"]),
             *b.backups(),  # it takes over the start of a run whose trigger died (the start watch)
             _statement("ManageBackups", ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
                        [where.arn("dynamodb", "table/*/backup/*")]),

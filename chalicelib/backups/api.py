@@ -83,8 +83,8 @@ def recent(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any
         if not re.fullmatch(r"[0-9]{1,4}", query["limit"]) or not 1 <= int(query["limit"]) <= RECENT_LIMIT_MAX:
             raise bad_request("limit", f"limit must be a whole number from 1 to {RECENT_LIMIT_MAX}")
         limit = int(query["limit"])
-    runs = RunStore(deps).recent(limit)
-    return 200, {"runs": [r.view() for r in runs]}
+    runs = RunStore(deps).recent(limit, with_tables=False)
+    return 200, {"runs": [r.view(with_tables=False) for r in runs]}
 
 
 def show(deps: Deps, run_id: str) -> tuple[int, dict[str, Any]]:

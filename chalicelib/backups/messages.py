@@ -3,7 +3,8 @@
 - ``{"run_id", "poll": n}``: check run ``run_id``; each number is claimed once on the run.
 - ``{"run_id", "watch": true}``: sent when a run is created, delayed by the lease (at most
   SQS's 900 s). If the run is still STARTING once its lease has passed, its starter died
-  and the monitor takes the start over; otherwise the watch is dropped.
+  and the monitor takes the start over; otherwise the watch is dropped. A starter out of
+  time sends one with no delay after handing the rest of its tables on (trigger.py).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def send_poll_message(deps: Deps, run_id: str, poll: int) -> None:
     _send(deps, {"run_id": run_id, "poll": poll}, deps.settings.backup_monitor_delay_seconds)
 
 
-def send_watch_message(deps: Deps, run_id: str) -> None:
+def send_watch_message(deps: Deps, run_id: str, delay: int | None = None) -> None:
+    """The start watch, delayed by the lease (at most SQS's 900 s), or by ``delay`` (a start handed on)."""
     _send(deps, {"run_id": run_id, "watch": True},
-          min(deps.settings.backup_run_lease_seconds, MAX_DELAY_SECONDS))
+          min(deps.settings.backup_run_lease_seconds, MAX_DELAY_SECONDS) if delay is None else delay)

@@ -1,14 +1,23 @@
 """Check a backup run until every backup is done; alert, re-queue, finish with retention.
 
-One poll reads every status with ListBackups (paginated, from the run's start),
-so its cost is O(pages), not one DescribeBackup per table; DescribeBackup is
-used only for an ARN the listing lacks. Each message carries the run's poll
-number: the run item accepts one advance per number, so a duplicate delivery
-neither re-queues a second chain of messages nor alerts or deletes twice.
+A poll message's delivery first claims its poll number on the run item (a
+conditional UpdateItem that returns the item: one call both claims and reads),
+so of two deliveries of one message only one goes on and sends the next: a
+duplicate never starts a second chain. It then lists the run's backups with
+ListBackups (every USER backup since the run's start, paginated), O(pages), not
+one DescribeBackup per table. While every backup of the run the listing shows
+(by its name: this stage's prefix, its table, the run's start) is CREATING, as
+many as the run started, before the deadline and with no start failure to
+alert, nothing else is read or written: the poll costs the claim, the listing's
+pages and the next message's SendMessage. Otherwise the run's table pages are
+read, new outcomes settled (AVAILABLE: one UpdateItem per page; FAILED and
+STUCK: one per table, with its alert), DescribeBackup asked only for an ARN the
+listing lacks, and the run re-queued or finished.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,16 +26,18 @@ from botocore.exceptions import ClientError
 from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import rules, trigger
-from chalicelib.backups.messages import BadMessage, parse_message, send_poll_message
-from chalicelib.backups.retry import is_transient, retry_transient
+from chalicelib.backups.messages import BadMessage, MonitorMessage, parse_message, send_poll_message
+from chalicelib.backups.quotas import paced, pacer
+from chalicelib.backups.retry import retry_transient
 from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
-from chalicelib.throttle import Pacer, error_code, with_backoff
+from chalicelib.throttle import error_code, is_rate_limit
 
 LISTING_SKEW = trigger.LISTING_SKEW  # backups are listed from a little before the run started
 # A worker that claimed a poll but has not sent the next message after this long has died.
 RESEND_AFTER = timedelta(seconds=60)
+ALERT_LIST = 100  # tables of each outcome, and deleted ARNs, named in a run's summary alert
 
 
 class RetryLater(RuntimeError):
@@ -40,15 +51,18 @@ def _to_backup(summary: Any) -> rules.Backup:
         status=summary.get("BackupStatus", ""), type=summary.get("BackupType", ""))
 
 
-def list_user_backups(deps: Deps, since: datetime | None = None) -> list[rules.Backup]:
-    """All USER backups (since ``since``, if given), every page."""
+def list_user_backups(deps: Deps, since: datetime | None = None, before: datetime | None = None) -> list[rules.Backup]:
+    """All USER backups (created since ``since`` and before ``before``, if given), every page."""
     kwargs: dict[str, Any] = {"BackupType": "USER"}
     if since is not None:
         kwargs["TimeRangeLowerBound"] = since
+    if before is not None:
+        kwargs["TimeRangeUpperBound"] = before
     backups: list[rules.Backup] = []
     client = deps.clients.dynamodb
+    listing = pacer(deps, "ListBackups")
     while True:
-        page = retry_transient(lambda: client.list_backups(**kwargs), deps.sleep)
+        page = retry_transient(paced(listing, lambda: client.list_backups(**kwargs)), deps.sleep)
         backups.extend(_to_backup(s) for s in page.get("BackupSummaries", []))
         last = page.get("LastEvaluatedBackupArn")
         if not last:
@@ -56,17 +70,25 @@ def list_user_backups(deps: Deps, since: datetime | None = None) -> list[rules.B
         kwargs["ExclusiveStartBackupArn"] = last
 
 
-def current_statuses(deps: Deps, run: Run) -> dict[str, str | None]:
-    """Status of each pending backup of the run (None: it no longer exists)."""
+def run_backups(deps: Deps, run: Run, listed: Iterable[rules.Backup]) -> list[rules.Backup]:
+    """The backups of ``listed`` this run made: named by this stage for their table at the run's start."""
+    prefix = deps.settings.backup_name_prefix
+    return [b for b in listed if b.name == rules.backup_name(prefix, b.table, run.started_at)]
+
+
+def current_statuses(deps: Deps, run: Run, listed: list[rules.Backup]) -> dict[str, str | None]:
+    """Status of each pending backup of the run (None: it no longer exists), from ``listed``
+    (the USER backups since the run started) and DescribeBackup for an ARN it lacks."""
     pending = {r.backup_arn for r in run.tables.values() if r.status == "PENDING" and r.backup_arn}
     if not pending:
         return {}
-    listed = {b.arn: b.status for b in list_user_backups(deps, run.started_at - LISTING_SKEW)}
-    statuses: dict[str, str | None] = {arn: listed[arn] for arn in pending if arn in listed}
+    by_arn = {b.arn: b.status for b in listed}
+    statuses: dict[str, str | None] = {arn: by_arn[arn] for arn in pending if arn in by_arn}
+    describing = pacer(deps, "DescribeBackup")
     for arn in sorted(pending - statuses.keys()):
         try:
-            description = retry_transient(lambda arn=arn: deps.clients.dynamodb.describe_backup(  # type: ignore[misc]
-                BackupArn=arn), deps.sleep)["BackupDescription"]
+            description = retry_transient(paced(describing, lambda arn=arn: deps.clients.dynamodb.describe_backup(  # type: ignore[misc]
+                BackupArn=arn)), deps.sleep)["BackupDescription"]
             statuses[arn] = description["BackupDetails"]["BackupStatus"]
         except ClientError as exc:
             if error_code(exc) != "BackupNotFoundException":
@@ -90,13 +112,16 @@ def _settle(deps: Deps, store: RunStore, run: Run, result: TableResult) -> None:
             "run_id": run.run_id, "table": result.table, "backup_arn": result.backup_arn,
             "reason": result.error}), deps.sleep)
     except Exception:
-        store.unsettle_table(run.run_id, result.table)
+        store.unsettle_table(run.run_id, result)
         raise
 
 
-def _first_delivery_died(run: Run, poll: int, now: datetime) -> bool:
-    """This message's first delivery claimed its poll but never sent the next message."""
-    return (run.status == RUNNING and poll == run.poll - 1 and not run.poll_queued
+def _first_delivery_died(run: Run, poll: int, now: datetime, message_id: str) -> bool:
+    """This message's first delivery claimed its poll but never sent the next message: the claim
+    is this very message's (another message for the poll, a resent one, is a duplicate) and the
+    next message has not been claimed RESEND_AFTER later."""
+    own = message_id == run.poll_message if message_id and run.poll_message else not run.poll_queued
+    return (run.status == RUNNING and poll == run.poll - 1 and own
             and run.advanced_at is not None and now - run.advanced_at > RESEND_AFTER)
 
 
@@ -108,14 +133,25 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
     except BadMessage as exc:
         dead_letter(deps, settings.backup_monitor_dlq, "backup-monitor", message_id, str(exc), body)
         return "dead-lettered"
-    run_id, poll = message.run_id, message.poll
     store = RunStore(deps)
-    run = store.get(run_id)
+    now = deps.clock()
+    if not message.watch:
+        claimed = store.claim_poll(message.run_id, message.poll, now, message_id)
+        if claimed is not None:
+            return _poll(deps, store, claimed, message.poll, now)
+    return _unclaimed(deps, store, message, body, message_id, now)
+
+
+def _unclaimed(deps: Deps, store: RunStore, message: MonitorMessage, body: str, message_id: str,
+               now: datetime) -> str:
+    """A watch, or a poll message whose number the run is not at: why, and what to do."""
+    settings = deps.settings
+    run_id, poll = message.run_id, message.poll
+    run = store.get(run_id, with_tables=False)
     if run is None:
         dead_letter(deps, settings.backup_monitor_dlq, "backup-monitor", message_id,
                     f"run {run_id!r} not found", body)
         return "dead-lettered"
-    now = deps.clock()
     lease = timedelta(seconds=settings.backup_run_lease_seconds)
     if message.watch:
         return _watch(deps, store, run, now)
@@ -123,20 +159,44 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
         # The finisher may have died mid-retention: retry until its lease ends, then take over.
         if not store.claim_finish(run_id, -1, now, now - lease):
             raise RetryLater(f"run {run_id} is being finished by another worker")
+        store.load_tables(run)
         return _finish(deps, store, run, now)
     if run.status == STARTING:
         raise RetryLater(f"run {run_id} is still starting")
-    if _first_delivery_died(run, poll, now) and store.claim_resend(run_id, run.poll, run.advanced_at, now):
-        _send_poll(deps, store, run_id, run.poll)
+    if _first_delivery_died(run, poll, now, message_id) and store.claim_resend(run_id, run.poll, run.advanced_at, now):
+        _send_poll(deps, run_id, run.poll)
         return "resent"
-    if run.status != RUNNING or poll != run.poll:
-        logger.info("duplicate monitor message ignored", extra={"run_id": run_id, "poll": poll,
-                                                                 "run_poll": run.poll, "status": run.status})
-        return "duplicate"
+    logger.info("duplicate monitor message ignored", extra={"run_id": run_id, "poll": poll,
+                                                             "run_poll": run.poll, "status": run.status})
+    return "duplicate"
 
+
+def _only_creating(deps: Deps, run: Run, listed: list[rules.Backup], now: datetime) -> bool:
+    """Nothing to record: every backup of the run is listed (as many as it started), all CREATING,
+    before the deadline, and no table failed to start (whose alert may still be due)."""
+    if not run.paged or run.counts.get("failed", 0) or not run.counts.get("backups", 0):
+        return False
+    if now - run.started_at > timedelta(minutes=deps.settings.backup_deadline_minutes):
+        return False
+    ours = run_backups(deps, run, listed)
+    return len({b.name for b in ours}) >= run.counts["backups"] and all(b.status == "CREATING" for b in ours)
+
+
+def _poll(deps: Deps, store: RunStore, run: Run, poll: int, now: datetime) -> str:
+    """Poll ``poll``, claimed (``run`` is the run item as the claim left it, at ``poll + 1``)."""
+    settings = deps.settings
+    run_id = run.run_id
+    listed = list_user_backups(deps, run.started_at - LISTING_SKEW)
+    if _only_creating(deps, run, listed, now):
+        logger.info("backup run polled", extra={"run_id": run_id, "poll": poll, "pending": run.counts["backups"]})
+        _send_poll(deps, run_id, poll + 1)
+        return "requeued"
+
+    store.load_tables(run)
     trigger.alert_failed_starts(deps, store, run)  # if the trigger stopped before it could
     deadline = timedelta(minutes=settings.backup_deadline_minutes)
-    statuses = current_statuses(deps, run)
+    statuses = current_statuses(deps, run, listed)
+    available: dict[int, list[TableResult]] = {}
     for result in run.tables.values():
         if result.status != "PENDING":
             continue
@@ -145,62 +205,90 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
         if outcome is rules.Outcome.PENDING:
             continue
         result.status = outcome.value
+        if outcome is rules.Outcome.AVAILABLE:
+            available.setdefault(result.page, []).append(result)
+            continue
         if outcome is rules.Outcome.FAILED:
             result.error = "backup was deleted" if status == "DELETED" else "backup no longer exists"
         elif outcome is rules.Outcome.STUCK:
             result.error = f"still CREATING after {settings.backup_deadline_minutes} minutes"
         _settle(deps, store, run, result)
+    for results in available.values():
+        for result in store.settle_available(run_id, results):
+            logger.info("backup done", extra={"run_id": run_id, "table": result.table,
+                                              "backup_arn": result.backup_arn})
 
     pending = [r.table for r in run.tables.values() if r.status == "PENDING"]
     logger.info("backup run polled", extra={"run_id": run_id, "poll": poll, "pending": pending})
     if pending:
-        # Claim the poll first: of two deliveries of this message only one sends the next,
-        # so duplicates never start a second chain. A crash between claim and send is
-        # repaired by the redelivery of this message (see "resent" above).
-        if not store.advance_poll(run_id, poll, now):
-            return "duplicate"
-        _send_poll(deps, store, run_id, poll + 1)
+        _send_poll(deps, run_id, poll + 1)
         return "requeued"
-    if not store.claim_finish(run_id, poll, now, now - lease):
+    lease = timedelta(seconds=settings.backup_run_lease_seconds)
+    if not store.claim_finish(run_id, poll + 1, now, now - lease):
         return "duplicate"
-    return _finish(deps, store, run, now)
+    return _finish(deps, store, run, now, (run.started_at - LISTING_SKEW, listed))
 
 
 def _watch(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
     """The start watch: a run still STARTING past its lease had its starter die; take the start over."""
     if run.status != STARTING:
         return "watched"
+    store.load_tables(run)
     trigger.resume_start(deps, store, run, now, RetryLater, watch_again=False)  # SQS redelivers this one
     return "start resumed"
 
 
-def _send_poll(deps: Deps, store: RunStore, run_id: str, poll: int) -> None:
+def _send_poll(deps: Deps, run_id: str, poll: int) -> None:
     send_poll_message(deps, run_id, poll)
-    store.mark_queued(run_id, poll)
     logger.info("monitor queued", extra={"run_id": run_id, "poll": poll,
                                          "delay_seconds": deps.settings.backup_monitor_delay_seconds})
 
 
-def apply_retention(deps: Deps, tables: list[str], now: datetime) -> list[rules.Backup]:
-    """Delete this app's expired backups of ``tables``, keeping BACKUP_MIN_KEEP good ones each."""
+def expirable_backups(deps: Deps, tables: list[str], now: datetime,
+                      listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
+    """This app's backups of ``tables`` retention deletes now (``rules.backups_to_delete``), listing
+    only what it needs: the USER backups created before now - BACKUP_RETENTION_DAYS (the only ones
+    that can expire: TimeRangeUpperBound, every page), and, when one of them is this app's and
+    BACKUP_MIN_KEEP asks for good backups to be kept, the newer ones that may be the kept ones
+    (``listed_since``: a listing already made from a time on, which is not asked for again)."""
     s = deps.settings
-    doomed = rules.backups_to_delete(
-        list_user_backups(deps), now, timedelta(days=s.backup_retention_days), s.backup_min_keep,
-        s.backup_name_prefix, tables)
-    pacer = Pacer(s.backup_delete_rate, deps.clock, deps.sleep)
+    retention = timedelta(days=s.backup_retention_days)
+    cutoff = now - retention
+    old = list_user_backups(deps, before=cutoff)
+    selected = set(tables)
+    if not any(b.table in selected and rules.is_ours(b, s.backup_name_prefix) for b in old):
+        return []
+    newer: list[rules.Backup] = []
+    if s.backup_min_keep > 0:
+        if listed_since is not None and listed_since[0] > cutoff:
+            since, listed = listed_since
+            newer = list_user_backups(deps, since=cutoff, before=since) + [b for b in listed if b.created >= since]
+        else:
+            newer = list_user_backups(deps, since=cutoff)
+    return rules.backups_to_delete(old + newer, now, retention, s.backup_min_keep, s.backup_name_prefix, tables)
+
+
+def apply_retention(deps: Deps, tables: list[str], now: datetime,
+                    listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
+    """Delete this app's expired backups of ``tables``, keeping BACKUP_MIN_KEEP good ones each. A delete
+    still throttled after botocore's retries stops retention for this run: the next run deletes the rest."""
+    doomed = expirable_backups(deps, tables, now, listed_since)
+    deleting = pacer(deps, "DeleteBackup")
     deleted: list[rules.Backup] = []
     for backup in doomed:
-        def call(arn: str = backup.arn) -> None:
-            pacer.wait()
-            deps.clients.dynamodb.delete_backup(BackupArn=arn)
         try:
-            with_backoff(call, deps.sleep, retryable=is_transient)
+            retry_transient(paced(deleting, lambda arn=backup.arn: deps.clients.dynamodb.delete_backup(  # type: ignore[misc]
+                BackupArn=arn)), deps.sleep)
         except ClientError as exc:
             if error_code(exc) == "BackupNotFoundException":
                 continue  # already gone: a retried finish, or deleted by hand
             if error_code(exc) == "BackupInUseException":
                 logger.warning("backup in use, kept for the next run", extra={"backup_arn": backup.arn})
                 continue
+            if is_rate_limit(exc):
+                logger.warning("retention throttled: the rest is kept for the next run", extra={
+                    "backup_arn": backup.arn, "left": len(doomed) - len(deleted)})
+                break
             raise
         deleted.append(backup)
         logger.info("backup deleted by retention", extra={
@@ -208,19 +296,23 @@ def apply_retention(deps: Deps, tables: list[str], now: datetime) -> list[rules.
     return deleted
 
 
-def _finish(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
-    deleted = apply_retention(deps, sorted(run.tables), now)
+def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
+            listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> str:
+    deleted = apply_retention(deps, sorted(run.tables), now, listed_since)
     counts = {s: sorted(r.table for r in run.tables.values() if r.status == s)
               for s in ("AVAILABLE", "FAILED", "STUCK")}
-    summary = {"backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),
-               "stuck": len(counts["STUCK"]), "deleted": len(deleted),
-               "deleted_backups": [b.arn for b in deleted]}
+    summary = {"tables": len(run.tables), "backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),
+               "stuck": len(counts["STUCK"]), "deleted": len(deleted), "href": f"/backups/runs/{run.run_id}"}
     if store.complete(run.run_id, now, summary):
+        # Counts, the run's address, and the tables and deleted ARNs, each list cut at ALERT_LIST
+        # (at thousands of tables the whole would pass SNS's 256 KB; the run's page has every table).
         retry_transient(lambda: alerts.publish(
             deps,
             f"timekeeper backup run {run.run_id}: {summary['backed_up']} ok, {summary['failed']} failed, "
             f"{summary['stuck']} stuck, {summary['deleted']} deleted",
-            {"run_id": run.run_id, "kind": "summary", **{k.lower(): v for k, v in counts.items()},
-             "deleted": summary["deleted_backups"]}, kind="summary"), deps.sleep)
+            {"run_id": run.run_id, "kind": "summary",
+             **{k.lower(): v[:ALERT_LIST] for k, v in counts.items()},
+             "deleted": [b.arn for b in deleted][:ALERT_LIST], "counts": summary},
+            kind="summary"), deps.sleep)
     logger.info("backup run complete", extra={"run_id": run.run_id, **summary})
     return "complete"

@@ -2,7 +2,9 @@
 
 botocore's retry mode already retries throttling and 5xx answers a few times;
 what reaches the app after that (an outage of seconds, a lost response) is
-retried here a few more times before the error is raised. A retried write may
+retried here a few more times before the error is raised, except a rate limit:
+botocore's retries are the only ones a throttled call gets (quotas.py paces
+the calls so that it is rare), so it is made at most AWS_MAX_ATTEMPTS times. A retried write may
 have been applied already: conditional writes recognise their own earlier
 attempt (store.py), and CreateBackup looks for its backup by name first
 (trigger.py).
@@ -32,13 +34,14 @@ _TRANSIENT_CODES = frozenset({
 
 
 def is_transient(exc: Exception) -> bool:
-    """An error worth trying again: throttling, a 5xx, a connection or read failure."""
+    """An error worth trying again: a 5xx, a connection or read failure; not a rate limit, which
+    botocore's retry mode has retried already."""
     if isinstance(exc, BotoCoreError):
         return True
-    if not isinstance(exc, ClientError):
+    if not isinstance(exc, ClientError) or is_rate_limit(exc):
         return False
     status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    return is_rate_limit(exc) or error_code(exc) in _TRANSIENT_CODES or status >= 500
+    return error_code(exc) in _TRANSIENT_CODES or status >= 500
 
 
 def retry_transient(call: Callable[[], T], sleep: Sleep, attempts: int = ATTEMPTS,

@@ -1,20 +1,35 @@
-"""Backup runs in the state table: one item per run, the tables' outcomes in a map.
+"""Backup runs in the state table: a run item that counts, and the tables' outcomes in pages.
 
-Item: PK="BACKUP_RUN", SK=<run id> (run ids start with the UTC start time, so a
-query in reverse order lists recent runs first).  Every state change is a
-conditional write, so duplicate deliveries find the work done and stop.
+Run item: PK="BACKUP_RUN", SK=<run id> (run ids start with the UTC start time, so
+a query in reverse order lists recent runs first). Its ``tables`` attribute counts
+(``count``, ``pages``, ``backups`` started, ``failed`` to start); it never lists
+tables, so its size does not depend on how many a run backs up.
 
-Every write is retried on transient errors (retry.py) and stamps the item with
-a fresh ``write_id``. When a write's condition fails, the item is read again:
-if it holds this write's ``write_id``, the write was this worker's own earlier
-attempt whose response was lost (or botocore's retry of it), and it counts as
-done; otherwise another worker got there first.
+Table pages: PK="BACKUP_RUN#<run id>", SK=<page number, 5 digits>, each holding the
+results of up to ``PAGE_TABLES`` tables in its ``tables`` map (about 300 bytes a
+table: some 30 KB a page, far from DynamoDB's 400 KB at any table count). Pages
+are written whole, 25 to a BatchWriteItem (unprocessed ones retried), when a run
+is created and when its backups have started; the monitor settles a page's
+tables with one UpdateItem per page. So a run's state writes grow linearly with
+its tables: a few per 100 tables, each of a bounded item.
+
+Every state change that decides something (who starts, who polls, who alerts,
+who finishes) is a conditional write, so duplicate deliveries find the work done
+and stop. Every such write is retried on transient errors (retry.py) and stamps
+the item with a fresh ``write_id``. When a write's condition fails, the item is
+read again: if it holds this write's ``write_id``, the write was this worker's
+own earlier attempt whose response was lost (or botocore's retry of it), and it
+counts as done; otherwise another worker got there first.
+
+Items of runs recorded before pages existed keep their tables in the run item's
+``tables`` map (page -1 below); they are read and settled in place.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,9 +41,15 @@ from chalicelib.aws import Deps
 from chalicelib.backups.retry import retry_transient
 
 PARTITION = "BACKUP_RUN"
+PAGES_PARTITION = "BACKUP_RUN#"   # + run id: the run's table pages
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9-]{1,40}$")
+PAGE_TABLES = 100   # tables per page item: ~300 B each, ~30 KB a page
+BATCH_WRITE = 25    # DynamoDB's BatchWriteItem limit
+BATCH_ATTEMPTS = 8  # BatchWriteItem calls for one batch while some of it comes back unprocessed
+INLINE = -1         # the page of a table kept in the run item itself (runs recorded before pages)
 
 STARTING, RUNNING, FINISHING, COMPLETE = "STARTING", "RUNNING", "FINISHING", "COMPLETE"
+FINAL = ("AVAILABLE", "FAILED", "STUCK")
 
 
 @dataclass
@@ -39,16 +60,27 @@ class TableResult:
     backup_name: str = ""
     error: str = ""
     alerted: bool = False
+    page: int = 0               # the page item holding it (INLINE: the run item)
+    tried: bool = True          # CreateBackup may have been called (trusted only after a hand-off)
 
     def to_item(self) -> dict[str, Any]:
-        return {"status": self.status, "backup_arn": self.backup_arn, "backup_name": self.backup_name,
+        item = {"status": self.status, "backup_arn": self.backup_arn, "backup_name": self.backup_name,
                 "error": self.error, "alerted": self.alerted}
+        if not self.tried:
+            item["untried"] = True
+        return item
 
     @classmethod
-    def from_item(cls, table: str, item: dict[str, Any]) -> TableResult:
+    def from_item(cls, table: str, item: dict[str, Any], page: int = INLINE) -> TableResult:
         return cls(table=table, status=item["status"], backup_arn=item.get("backup_arn", ""),
                    backup_name=item.get("backup_name", ""), error=item.get("error", ""),
-                   alerted=bool(item.get("alerted", False)))
+                   alerted=bool(item.get("alerted", False)), page=page, tried=not item.get("untried", False))
+
+
+def _is_inline(tables: Any) -> bool:
+    """A run item's ``tables`` as older versions wrote it: every table's result in the item."""
+    return isinstance(tables, dict) and all(isinstance(v, dict) and "status" in v for v in tables.values()) \
+        and not {"count", "pages"} <= tables.keys()
 
 
 @dataclass
@@ -59,19 +91,45 @@ class Run:
     status: str = STARTING
     tables: dict[str, TableResult] = field(default_factory=dict)
     poll: int = 0                      # the monitor message number the run expects next
-    poll_queued: bool = False          # that message has been sent
+    poll_queued: bool = False          # that message has been sent (the trigger's poll 0)
+    poll_message: str = ""             # the SQS message id of the delivery that claimed the last poll
     advanced_at: datetime | None = None  # when ``poll`` last changed
     claimed_at: datetime | None = None
     finished_at: datetime | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    handed_off: bool = False           # its starter ran out of time and handed the rest on (see ``hand_off``)
+    counts: dict[str, int] = field(default_factory=dict)  # the run item's ``tables``: count, pages, backups, failed
+
+    def paginate(self) -> None:
+        """Give each table its page (PAGE_TABLES a page, in the run's order) and count them."""
+        for i, result in enumerate(self.tables.values()):
+            result.page = i // PAGE_TABLES
+        self.recount()
+
+    def recount(self) -> None:
+        results = self.tables.values()
+        pages = {r.page for r in results}
+        self.counts = {"count": len(self.tables), "pages": len(pages),
+                       "backups": sum(1 for r in results if r.backup_arn),
+                       "failed": sum(1 for r in results if r.status == "FAILED" and not r.backup_arn)}
+
+    def pages(self) -> dict[int, dict[str, TableResult]]:
+        out: dict[int, dict[str, TableResult]] = {}
+        for result in self.tables.values():
+            out.setdefault(result.page, {})[result.table] = result
+        return out
 
     def to_item(self) -> dict[str, Any]:
         item: dict[str, Any] = {
             "PK": PARTITION, "SK": self.run_id, "run_id": self.run_id,
             "started_at": self.started_at.isoformat(), "trigger": self.trigger, "status": self.status,
-            "tables": {t: r.to_item() for t, r in self.tables.items()}, "poll": self.poll,
+            "tables": dict(self.counts), "poll": self.poll,
             "poll_queued": self.poll_queued, "summary": self.summary,
         }
+        if self.poll_message:
+            item["poll_message"] = self.poll_message
+        if self.handed_off:
+            item["handed_off"] = True
         if self.claimed_at:
             item["claimed_at"] = self.claimed_at.isoformat()
         if self.advanced_at:
@@ -82,33 +140,49 @@ class Run:
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Run:
+        tables = item.get("tables", {})
+        inline = _is_inline(tables)
         return cls(
             run_id=item["run_id"],
             started_at=datetime.fromisoformat(item["started_at"]),
             trigger=item.get("trigger", ""),
             status=item["status"],
-            tables={t: TableResult.from_item(t, r) for t, r in item.get("tables", {}).items()},
+            tables={t: TableResult.from_item(t, r) for t, r in tables.items()} if inline else {},
             poll=int(item.get("poll", 0)),
             poll_queued=bool(item.get("poll_queued", False)),
+            poll_message=str(item.get("poll_message", "")),
+            handed_off=bool(item.get("handed_off", False)),
             advanced_at=datetime.fromisoformat(item["advanced_at"]) if item.get("advanced_at") else None,
             claimed_at=datetime.fromisoformat(item["claimed_at"]) if item.get("claimed_at") else None,
             finished_at=datetime.fromisoformat(item["finished_at"]) if item.get("finished_at") else None,
             summary=item.get("summary", {}),
+            counts={} if inline else {k: int(v) for k, v in tables.items()},
         )
 
-    def view(self) -> dict[str, Any]:
-        """What the API shows of a run."""
-        return {
+    @property
+    def paged(self) -> bool:
+        """The run's tables are in page items (not inline in the run item)."""
+        return bool(self.counts)
+
+    def view(self, with_tables: bool = True) -> dict[str, Any]:
+        """What the API shows of a run: with each table's result, or (a listing of runs) their number
+        and the run's own address, where they are shown."""
+        view: dict[str, Any] = {
             "run_id": self.run_id, "status": self.status, "trigger": self.trigger,
             "started_at": self.started_at.isoformat(),
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
-            "tables": [
+            "table_count": self.counts.get("count", len(self.tables)),
+        }
+        if with_tables:
+            view["tables"] = [
                 {"table": r.table, "status": r.status, "backup_arn": r.backup_arn or None,
                  "backup_name": r.backup_name or None, "error": r.error or None}
-                for r in self.tables.values()
-            ],
-            "summary": self.summary,
-        }
+                for r in sorted(self.tables.values(), key=lambda r: (r.page, r.table))
+            ]
+        else:
+            view["href"] = f"/backups/runs/{self.run_id}"
+        view["summary"] = self.summary
+        return view
 
 
 def _conditional_failed(exc: ClientError) -> bool:
@@ -121,81 +195,187 @@ class RunStore:
         self._table = deps.settings.state_table
         self._sleep = deps.sleep
 
-    def _key(self, run_id: str) -> dict[str, Any]:
-        return {"PK": {"S": PARTITION}, "SK": {"S": run_id}}
+    def _key(self, run_id: str, page: int = INLINE) -> dict[str, Any]:
+        if page == INLINE:
+            return {"PK": {"S": PARTITION}, "SK": {"S": run_id}}
+        return {"PK": {"S": PAGES_PARTITION + run_id}, "SK": {"S": f"{page:05d}"}}
 
     def create(self, run: Run) -> bool:
-        """Store a new run; False when a run with this id exists already (a duplicate trigger)."""
+        """Store a new run and its table pages; False when a run with this id exists already (a duplicate
+        trigger). A starter that dies between the two leaves a run with fewer tables than it counts:
+        ``get`` reads what is there, and the start's takeover chooses the tables again."""
+        run.paginate()
         write_id = uuid.uuid4().hex
         item = ddb.serialize({**run.to_item(), "write_id": write_id})
         try:
             retry_transient(lambda: self._ddb.put_item(
                 TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(PK)"), self._sleep)
-            return True
         except ClientError as exc:
             if not _conditional_failed(exc):
                 raise
-        return self._holds(run.run_id, write_id)
+            if not self._holds(self._key(run.run_id), write_id):
+                return False
+        self.write_pages(run)
+        return True
 
-    def _holds(self, run_id: str, write_id: str) -> bool:
+    def write_pages(self, run: Run, pages: Iterable[int] | None = None) -> None:
+        """Write the run's table pages whole (all, or ``pages``), BATCH_WRITE items a BatchWriteItem."""
+        by_page = run.pages()
+        wanted = sorted(by_page if pages is None else set(pages) & by_page.keys())
+        requests = [{"PutRequest": {"Item": ddb.serialize({
+            "PK": PAGES_PARTITION + run.run_id, "SK": f"{page:05d}", "run_id": run.run_id,
+            "tables": {t: r.to_item() for t, r in by_page[page].items()}})}} for page in wanted if page != INLINE]
+        for i in range(0, len(requests), BATCH_WRITE):
+            self._batch_write(requests[i:i + BATCH_WRITE])
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
+        """One BatchWriteItem, its unprocessed items sent again with backoff until none is left."""
+        pending: Any = {self._table: requests}
+        for attempt in range(BATCH_ATTEMPTS):
+            response = retry_transient(lambda items=pending: self._ddb.batch_write_item(  # type: ignore[misc]
+                RequestItems=items), self._sleep)
+            pending = response.get("UnprocessedItems") or {}
+            if not pending:
+                return
+            self._sleep(min(5.0, 0.05 * 2 ** attempt))
+        raise RuntimeError(f"BatchWriteItem left {sum(len(v) for v in pending.values())} items unprocessed "
+                           f"after {BATCH_ATTEMPTS} attempts")
+
+    def _holds(self, key: dict[str, Any], write_id: str) -> bool:
         """After a failed condition: the item holds this very write (its earlier attempt was applied)."""
         response = retry_transient(lambda: self._ddb.get_item(
-            TableName=self._table, Key=self._key(run_id), ConsistentRead=True,
+            TableName=self._table, Key=key, ConsistentRead=True,
             ProjectionExpression="write_id"), self._sleep)
         return response.get("Item", {}).get("write_id", {}).get("S") == write_id
 
-    def get(self, run_id: str) -> Run | None:
+    def get(self, run_id: str, with_tables: bool = True) -> Run | None:
+        """The run, with every table's result (``with_tables``: read from its pages), or None."""
         if not RUN_ID.fullmatch(run_id):
             return None
         response = retry_transient(lambda: self._ddb.get_item(
             TableName=self._table, Key=self._key(run_id), ConsistentRead=True), self._sleep)
         item = response.get("Item")
-        return Run.from_item(ddb.deserialize(item)) if item else None
+        if not item:
+            return None
+        run = Run.from_item(ddb.deserialize(item))
+        if with_tables:
+            self.load_tables(run)
+        return run
 
-    def recent(self, limit: int) -> list[Run]:
+    def load_tables(self, run: Run) -> None:
+        """Read the run's table pages into ``run.tables`` (a run with inline tables has them already)."""
+        if not run.paged:
+            return
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "KeyConditionExpression": "PK = :pk", "ConsistentRead": True,
+            "ExpressionAttributeValues": {":pk": {"S": PAGES_PARTITION + run.run_id}}}
+        tables: dict[str, TableResult] = {}
+        while True:
+            response = retry_transient(lambda: self._ddb.query(**kwargs), self._sleep)
+            for raw in response.get("Items", []):
+                page = ddb.deserialize(raw)
+                number = int(page["SK"])
+                for table, result in page.get("tables", {}).items():
+                    tables[table] = TableResult.from_item(table, result, number)
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        run.tables = tables
+
+    def recent(self, limit: int, with_tables: bool = True) -> list[Run]:
+        """The newest ``limit`` runs (``with_tables``: each with its tables, a Query per paged run)."""
         response = retry_transient(lambda: self._ddb.query(
             TableName=self._table, KeyConditionExpression="PK = :pk",
             ExpressionAttributeValues={":pk": {"S": PARTITION}}, ScanIndexForward=False, Limit=limit), self._sleep)
-        return [Run.from_item(ddb.deserialize(i)) for i in response.get("Items", [])]
+        runs = [Run.from_item(ddb.deserialize(i)) for i in response.get("Items", [])]
+        if with_tables:
+            for run in runs:
+                self.load_tables(run)
+        return runs
 
     def _update(self, run_id: str, update: str, condition: str,
-                names: dict[str, str] | None = None, values: dict[str, Any] | None = None) -> bool:
-        """``update`` ("SET ..." with an optional " REMOVE ...") if ``condition`` holds, or held for this
-        very write (see the module's docstring); False when another worker's write stands in the way."""
+                names: dict[str, str] | None = None, values: dict[str, Any] | None = None,
+                page: int = INLINE) -> bool:
+        """``update`` ("SET ..." with an optional " REMOVE ...") of the run item (or of its ``page``) if
+        ``condition`` holds, or held for this very write (see the module's docstring); False when
+        another worker's write stands in the way."""
+        done, _ = self._apply(run_id, update, condition, names, values, page, returning=False)
+        return done
+
+    def _apply(self, run_id: str, update: str, condition: str, names: dict[str, str] | None,
+               values: dict[str, Any] | None, page: int, returning: bool) -> tuple[bool, dict[str, Any]]:
+        """``_update``; with ``returning``, also the item as written (read again when the write that
+        stands was this worker's earlier attempt)."""
         write_id = uuid.uuid4().hex
         sets, _, removes = update.partition(" REMOVE ")
+        key = self._key(run_id, page)
         kwargs: dict[str, Any] = {
-            "TableName": self._table, "Key": self._key(run_id),
+            "TableName": self._table, "Key": key,
             "UpdateExpression": f"{sets}, write_id = :write_id" + (f" REMOVE {removes}" if removes else ""),
             "ConditionExpression": condition,
             "ExpressionAttributeValues": {k: ddb.value(v) for k, v in {**(values or {}), ":write_id": write_id}.items()},
         }
         if names:
             kwargs["ExpressionAttributeNames"] = names
+        if returning:
+            kwargs["ReturnValues"] = "ALL_NEW"
         try:
-            retry_transient(lambda: self._ddb.update_item(**kwargs), self._sleep)
-            return True
+            response = retry_transient(lambda: self._ddb.update_item(**kwargs), self._sleep)
+            return True, ddb.deserialize(response["Attributes"]) if returning else {}
         except ClientError as exc:
             if not _conditional_failed(exc):
                 raise
-        return self._holds(run_id, write_id)
+        if not self._holds(key, write_id):
+            return False, {}
+        if not returning:
+            return True, {}
+        item = retry_transient(lambda: self._ddb.get_item(
+            TableName=self._table, Key=key, ConsistentRead=True), self._sleep).get("Item")
+        return True, ddb.deserialize(item) if item else {}
 
     def reclaim_start(self, run_id: str, claimed_before: datetime, now: datetime) -> bool:
         """Take over a run whose starter died while STARTING (claimed before ``claimed_before``)."""
         return self._update(
-            run_id, "SET claimed_at = :now", "#s = :starting AND claimed_at < :stale",
+            run_id, "SET claimed_at = :now, handed_off = :f", "#s = :starting AND claimed_at < :stale",
             names={"#s": "status"},
-            values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat()})
+            values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat(),
+                    ":f": False})
+
+    def hand_off(self, run: Run, expired: datetime) -> bool:
+        """A starter out of time: record its progress (the pages, which tables were tried) and let its
+        claim lapse (``expired``: past the lease), marked handed off; False if it was taken over."""
+        claimed = run.claimed_at.isoformat() if run.claimed_at else ""
+        self.write_pages(run)
+        return self._update(run.run_id, "SET claimed_at = :expired, handed_off = :t",
+                            "#s = :starting AND claimed_at = :claimed", names={"#s": "status"},
+                            values={":expired": expired.isoformat(), ":t": True, ":starting": STARTING,
+                                    ":claimed": claimed})
+
+    def take_handoff(self, run: Run, now: datetime) -> bool:
+        """Claim a run handed off at ``run.claimed_at`` (as read with its pages): its pages' ``tried``
+        flags are then exact. False if it is no longer so (another worker took it first)."""
+        claimed = run.claimed_at.isoformat() if run.claimed_at else ""
+        return self._update(run.run_id, "SET claimed_at = :now, handed_off = :f",
+                            "#s = :starting AND claimed_at = :claimed AND handed_off = :t", names={"#s": "status"},
+                            values={":now": now.isoformat(), ":f": False, ":t": True, ":starting": STARTING,
+                                    ":claimed": claimed})
 
     def started(self, run: Run, now: datetime) -> bool:
-        """Record the tables' first results and move STARTING -> RUNNING, expecting monitor message 0;
-        only while the run is still this worker's (claimed at ``run.claimed_at``: not taken over)."""
+        """Record the tables' first results (their pages, whole) and move STARTING -> RUNNING, expecting
+        monitor message 0; only while the run is still this worker's (claimed at ``run.claimed_at``:
+        not taken over). The pages are written first: a RUNNING run always has its ARNs."""
         claimed = run.claimed_at.isoformat() if run.claimed_at else ""
+        if run.paged:
+            run.recount()
+            self.write_pages(run)
+            tables: dict[str, Any] = dict(run.counts)
+        else:  # a run recorded inline by an older version: kept inline
+            tables = {t: r.to_item() for t, r in run.tables.items()}
         return self._update(
             run.run_id, "SET #s = :running, tables = :tables, poll = :zero, poll_queued = :f, advanced_at = :now",
             "#s = :starting AND claimed_at = :claimed", names={"#s": "status"},
             values={":running": RUNNING, ":starting": STARTING, ":zero": 0, ":f": False, ":now": now.isoformat(),
-                    ":claimed": claimed, ":tables": {t: r.to_item() for t, r in run.tables.items()}})
+                    ":claimed": claimed, ":tables": tables})
 
     def abandon(self, run_id: str, claimed_at: datetime, now: datetime, note: str) -> bool:
         """A run whose starter died while STARTING: close it (the next run backs up afresh)."""
@@ -238,31 +418,51 @@ class RunStore:
             "tables.#t.#s = :pending",
             names={"#t": result.table, "#s": "status", "#e": "error"},
             values={":status": result.status, ":error": result.error, ":alerted": result.alerted,
-                    ":pending": "PENDING"})
+                    ":pending": "PENDING"}, page=result.page)
 
-    def claim_alert(self, run_id: str, table: str) -> bool:
+    def settle_available(self, run_id: str, results: list[TableResult]) -> list[TableResult]:
+        """PENDING -> AVAILABLE for ``results`` (all of one page) in one write, or table by table when
+        another delivery settled some of them first; the ones this call settled."""
+        if len(results) == 1:
+            return results if self.settle_table(run_id, results[0]) else []
+        names = {"#s": "status", **{f"#t{i}": r.table for i, r in enumerate(results)}}
+        sets = ", ".join(f"tables.#t{i}.#s = :available" for i in range(len(results)))
+        condition = " AND ".join(f"tables.#t{i}.#s = :pending" for i in range(len(results)))
+        if self._update(run_id, "SET " + sets, condition, names=names,
+                        values={":available": "AVAILABLE", ":pending": "PENDING"}, page=results[0].page):
+            return results
+        return [r for r in results if self.settle_table(run_id, r)]
+
+    def claim_alert(self, run_id: str, result: TableResult) -> bool:
         """A table that failed to start, not yet alerted -> alerted; False if another worker claimed it."""
         return self._update(run_id, "SET tables.#t.alerted = :t",
-                            "tables.#t.#s = :failed AND tables.#t.alerted = :f", names={"#t": table, "#s": "status"},
-                            values={":t": True, ":f": False, ":failed": "FAILED"})
+                            "tables.#t.#s = :failed AND tables.#t.alerted = :f",
+                            names={"#t": result.table, "#s": "status"},
+                            values={":t": True, ":f": False, ":failed": "FAILED"}, page=result.page)
 
-    def release_alert(self, run_id: str, table: str) -> None:
+    def release_alert(self, run_id: str, result: TableResult) -> None:
         """Undo ``claim_alert`` when the alert could not be sent, so the next poll retries it."""
-        self._update(run_id, "SET tables.#t.alerted = :f", "attribute_exists(PK)", names={"#t": table},
-                     values={":f": False})
+        self._update(run_id, "SET tables.#t.alerted = :f", "attribute_exists(PK)", names={"#t": result.table},
+                     values={":f": False}, page=result.page)
 
-    def unsettle_table(self, run_id: str, table: str) -> None:
+    def unsettle_table(self, run_id: str, result: TableResult) -> None:
         """Undo ``settle_table`` when its alert could not be sent, so a redelivery retries it."""
         self._update(run_id, "SET tables.#t.#s = :pending, tables.#t.alerted = :f",
-                     "attribute_exists(PK)", names={"#t": table, "#s": "status"},
-                     values={":pending": "PENDING", ":f": False})
+                     "attribute_exists(PK)", names={"#t": result.table, "#s": "status"},
+                     values={":pending": "PENDING", ":f": False}, page=result.page)
 
-    def advance_poll(self, run_id: str, poll: int, now: datetime) -> bool:
-        """Claim poll ``poll``: only one delivery of its message wins and sends the next one."""
-        return self._update(run_id, "SET poll = :next, poll_queued = :f, advanced_at = :now",
-                            "poll = :poll AND #s = :running", names={"#s": "status"},
-                            values={":next": poll + 1, ":poll": poll, ":running": RUNNING, ":f": False,
-                                    ":now": now.isoformat()})
+    def claim_poll(self, run_id: str, poll: int, now: datetime, message_id: str) -> Run | None:
+        """Claim poll ``poll`` of a RUNNING run for SQS message ``message_id`` (only one delivery of the
+        poll's message wins and may send the next one) and read the run item in the same write; None
+        when the run is not at that poll (or does not exist)."""
+        if not RUN_ID.fullmatch(run_id):
+            return None
+        done, item = self._apply(
+            run_id, "SET poll = :next, poll_queued = :f, advanced_at = :now, poll_message = :message",
+            "poll = :poll AND #s = :running", {"#s": "status"},
+            {":next": poll + 1, ":poll": poll, ":running": RUNNING, ":f": False, ":now": now.isoformat(),
+             ":message": message_id}, INLINE, returning=True)
+        return Run.from_item(item) if done and item else None
 
     def claim_finish(self, run_id: str, poll: int, now: datetime, stale_before: datetime) -> bool:
         """RUNNING (at this poll) -> FINISHING, or take over a FINISHING claim gone stale."""

@@ -1,13 +1,15 @@
-"""Start a backup run: select tables, record the run, CreateBackup each (paced, retried), queue the monitor.
+"""Start a backup run: select tables, record the run, CreateBackup each (paced), queue the monitor.
 
-The run item is written first, with the chosen tables and the names their
-backups will have (``rules.backup_name`` of the run's start time), and a watch
-message goes to the monitor queue. A start that dies half way is resumed from
-the item, by the duplicate trigger after the lease or by the monitor when the
-watch comes in: backups that exist already are found by their name (ListBackups
-of the table since the run started) instead of being made twice.
+The run is written first (store.py: the run item, and the chosen tables with the
+names their backups will have, ``rules.backup_name`` of the run's start time, in
+pages), and a watch message goes to the monitor queue. A start that dies half way
+is resumed from the state, by the duplicate trigger after the lease or by the
+monitor when the watch comes in: backups that exist already are found by their
+name (ListBackups of the table since the run started) instead of being made
+twice. A start still making backups after START_BUDGET hands the rest on: it
+records which tables it tried, lets its claim lapse and sends a watch with no
+delay; the continuation makes the untried tables' backups without looking first.
 """
-
 from __future__ import annotations
 
 import uuid
@@ -21,10 +23,11 @@ from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import rules
 from chalicelib.backups.messages import send_poll_message, send_watch_message
+from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import is_transient, retry_transient
 from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.log import logger
-from chalicelib.throttle import Pacer, error_code, with_backoff
+from chalicelib.throttle import Pacer, error_code
 
 # CreateBackup errors that concern one table; the run goes on with the others.
 TABLE_ERRORS = {
@@ -39,6 +42,9 @@ TABLE_ERRORS = {
 
 
 CREATE_ATTEMPTS = 3  # CreateBackup tries per table on transient errors (each after a look for the backup)
+# A start hands the tables it has not reached on to the next invocation (through the monitor queue) after
+# this long: well inside the trigger's (300 s) and the monitor's (240 s) Lambda timeouts and the lease.
+START_BUDGET = timedelta(seconds=150)
 LISTING_SKEW = timedelta(minutes=5)  # backups are listed from a little before the run started
 
 
@@ -87,8 +93,9 @@ def find_backup(deps: Deps, table: str, name: str, since: datetime) -> str | Non
     """The ARN of ``table``'s backup named ``name`` (CREATING or AVAILABLE), made since ``since``, if any."""
     client = deps.clients.dynamodb
     kwargs: dict[str, Any] = {"TableName": table, "BackupType": "USER", "TimeRangeLowerBound": since - LISTING_SKEW}
+    listing = pacer(deps, "ListBackups")
     while True:
-        page = retry_transient(lambda: client.list_backups(**kwargs), deps.sleep)
+        page = retry_transient(paced(listing, lambda: client.list_backups(**kwargs)), deps.sleep)
         for summary in page.get("BackupSummaries", []):
             if summary.get("BackupName") == name and summary.get("BackupStatus") in ("CREATING", "AVAILABLE"):
                 return str(summary["BackupArn"])
@@ -105,7 +112,7 @@ def _failure(exc: Exception) -> str:
     return f"CreateBackup failed: {exc}"
 
 
-def _back_up(deps: Deps, pacer: Pacer, run: Run, result: TableResult, look_first: bool) -> None:
+def _back_up(deps: Deps, creates: Pacer, run: Run, result: TableResult, look_first: bool) -> None:
     """Give ``result`` (a PENDING table without a backup) its backup, or its error (status FAILED).
 
     A transient error may hide a backup that was made (its answer was lost): the table's
@@ -120,13 +127,13 @@ def _back_up(deps: Deps, pacer: Pacer, run: Run, result: TableResult, look_first
             return
 
     def call() -> str:
-        pacer.wait()
+        creates.wait()
         details = deps.clients.dynamodb.create_backup(TableName=table, BackupName=name)["BackupDetails"]
         return details["BackupArn"]
 
     for attempt in range(CREATE_ATTEMPTS):
         try:
-            result.backup_arn = with_backoff(call, deps.sleep)
+            result.backup_arn = call()  # throttling: botocore's retries only (quotas.py)
             logger.info("backup started", extra={"run_id": run.run_id, "table": table,
                                                  "backup_arn": result.backup_arn})
             return
@@ -168,7 +175,7 @@ def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 
     silent = now - lease - timedelta(seconds=deps.settings.backup_monitor_delay_seconds)
     mended: list[str] = []
     try:
-        runs = store.recent(recent)
+        runs = store.recent(recent, with_tables=False)
     except Exception:
         logger.exception("could not list recent backup runs to repair")
         return mended
@@ -184,7 +191,8 @@ def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 
 
 
 def _repair(deps: Deps, store: RunStore, run: Run, now: datetime, stale: datetime, silent: datetime) -> bool:
-    if run.status == STARTING and run.claimed_at and run.claimed_at < stale:
+    handed_on_stale = run.handed_off and run.claimed_at is not None and run.claimed_at < stale - (now - stale)
+    if run.status == STARTING and run.claimed_at and run.claimed_at < stale and (handed_on_stale or not run.handed_off):
         if not store.abandon(run.run_id, run.claimed_at, now, "abandoned: its starter stopped while starting"):
             return False
         try:
@@ -224,7 +232,8 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
     if existing is None:
         chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps)
         prefix = deps.settings.backup_name_prefix
-        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now)) for t in chosen}
+        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now), tried=False)
+                      for t in chosen}
         if store.create(run):
             logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
             if chosen:
@@ -260,16 +269,27 @@ def resume_start(deps: Deps, store: RunStore, run: Run, now: datetime,
     raise ``busy`` while the starter may still be at work (with ``watch_again``, after queueing a
     watch, in case the starter died before sending one)."""
     lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
-    if not store.reclaim_start(run.run_id, now - lease, now):
+    handed_on = run.handed_off and store.take_handoff(run, now)  # its pages say which tables were tried
+    if not handed_on and not store.reclaim_start(run.run_id, now - lease, now):
         if watch_again:
             _send_watch(deps, run.run_id)
         raise busy(f"backup run {run.run_id} is being started by another invocation")
-    logger.warning("backup run start taken over", extra={"run_id": run.run_id, "claimed_at": str(run.claimed_at)})
+    if handed_on:
+        logger.info("backup run start continued", extra={"run_id": run.run_id})
+    else:
+        logger.warning("backup run start taken over", extra={"run_id": run.run_id, "claimed_at": str(run.claimed_at)})
+        for result in run.tables.values():
+            result.tried = True  # its starter died: any table may have its backup already
     run.claimed_at = now
-    if not run.tables:  # a run recorded before its tables were (older versions): choose them again
+    run.handed_off = False
+    if not run.tables or len(run.tables) < run.counts.get("count", 0):
+        # Its tables were not all recorded (an older version's run, or a starter that died writing its
+        # pages): the ones recorded, and the selection chosen again.
         prefix = deps.settings.backup_name_prefix
-        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, run.started_at))
-                      for t in selected_tables(deps)}
+        for t in selected_tables(deps):
+            if t not in run.tables:
+                run.tables[t] = TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, run.started_at))
+        run.paginate()
     return _start(deps, store, run, now, resumed=True)
 
 
@@ -284,12 +304,17 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
                                          "note": "no tables selected"})
         return store.get(run.run_id) or run
 
-    pacer = Pacer(deps.settings.backup_create_rate, deps.clock, deps.sleep)
+    creates = pacer(deps, "CreateBackup")
     prefix = deps.settings.backup_name_prefix
+    out_of_time = (run.claimed_at or now) + START_BUDGET
     for result in run.tables.values():
         if result.status == "PENDING" and not result.backup_arn:
+            if deps.clock() >= out_of_time:
+                return _hand_on(deps, store, run)
             result.backup_name = result.backup_name or rules.backup_name(prefix, result.table, run.started_at)
-            _back_up(deps, pacer, run, result, look_first=resumed)
+            look_first = resumed and result.tried  # a table never tried has no backup to find
+            result.tried = True
+            _back_up(deps, creates, run, result, look_first=look_first)
     run.status = RUNNING
     run.advanced_at = deps.clock()
     if not store.started(run, run.advanced_at):
@@ -301,6 +326,21 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
     return run
 
 
+def _hand_on(deps: Deps, store: RunStore, run: Run) -> Run:
+    """Out of START_BUDGET: record the progress, let the claim lapse and queue a watch with no delay,
+    whose delivery (the monitor) claims the run and goes on from the first table not tried."""
+    lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
+    assert run.claimed_at is not None
+    if not store.hand_off(run, run.claimed_at - lease):
+        logger.info("run taken over elsewhere", extra={"run_id": run.run_id})
+        return store.get(run.run_id) or run
+    run.handed_off = True
+    left = sum(1 for r in run.tables.values() if r.status == "PENDING" and not r.backup_arn)
+    logger.info("backup run start handed on", extra={"run_id": run.run_id, "tables_left": left})
+    send_watch_message(deps, run.run_id, delay=0)  # if it is lost: the lease's watch, then the next trigger
+    return run
+
+
 def alert_failed_starts(deps: Deps, store: RunStore, run: Run) -> None:
     """Alert each table whose backup could not be started, once: the alert is claimed on the run
     first (by the trigger, or by a monitor poll if the trigger stopped before); one that cannot
@@ -308,7 +348,7 @@ def alert_failed_starts(deps: Deps, store: RunStore, run: Run) -> None:
     for result in run.tables.values():
         if result.status != "FAILED" or result.alerted or result.backup_arn:
             continue
-        if not store.claim_alert(run.run_id, result.table):
+        if not store.claim_alert(run.run_id, result):
             continue
         result.alerted = True
         try:
@@ -316,5 +356,5 @@ def alert_failed_starts(deps: Deps, store: RunStore, run: Run) -> None:
                 deps, f"timekeeper: backup of {r.table} failed",
                 {"run_id": run.run_id, "table": r.table, "backup_arn": None, "reason": r.error}), deps.sleep)
         except Exception:
-            store.release_alert(run.run_id, result.table)
+            store.release_alert(run.run_id, result)
             raise

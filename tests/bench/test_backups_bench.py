@@ -55,13 +55,14 @@ def test_the_app_backs_up_every_table_deletes_the_expired_backups_and_spares_the
 
 
 def test_listing_pages_at_100_backups_as_aws_does(p1: tuple[Section, Path]) -> None:
-    """Each poll lists the run's backups; retention lists every USER backup: n new, 2n old and 2 not the app's."""
+    """Each poll lists the run's backups; retention lists the backups older than the retention (n of the
+    app's, 2 not) and, to keep BACKUP_MIN_KEEP good ones, the n between the retention and the run."""
     figures = by_tables(p1[0])
     listed = {n: f["ours"]["calls"]["dynamodb:ListBackups"] for n, f in figures.items()}
     for n, calls in listed.items():
-        assert calls == backups.POLLS * backups.pages(n) + backups.pages(3 * n + 2)
+        assert calls == backups.POLLS * backups.pages(n) + backups.pages(n + 2) + backups.pages(n)
     small, large = min(listed), max(listed)
-    assert backups.pages(3 * large + 2) > 1, "the tiny scale must reach a second page"
+    assert backups.pages(large + 2) > 1, "the tiny scale must reach a second page"
     assert listed[large] > listed[small]
 
 
@@ -69,7 +70,7 @@ def test_the_section_reports_every_target_and_its_plot(p1: tuple[Section, Path])
     section, plots = p1
     names = [t.name for t in section.targets]
     assert [name.split(" at ")[0].split(",")[0] for name in names] == [
-        "pending poll", "whole run", "state writes per run", "largest state item"]
+        "pending poll", "whole run", "state write units per table", "largest state item"]
     largest = max(section.figures["sizes"])
     ours = by_tables(section)[largest]["ours"]
     pending = sum(ours["pending_poll"].values())
@@ -102,17 +103,18 @@ def test_sizes_read_from_moto_follow_dynamodbs_rules() -> None:
 def test_a_run_that_fails_at_the_largest_n_is_reported_and_the_ratio_comes_from_the_largest_that_finished() -> None:
     from collections import Counter
 
-    def ours(n: int, calls: int, writes: int, failed: str = "") -> backups.RunFigures:
+    def ours(n: int, calls: int, units: int, failed: str = "") -> backups.RunFigures:
         return backups.RunFigures("ours", n, Counter({"dynamodb:CreateBackup": calls}),
                                   Counter({"dynamodb:ListBackups": 5, "sqs:SendMessage": 1}), 3, n, 0,
-                                  state_writes=writes, largest_item=500_000 if failed else 1_000, failed=failed)
+                                  state_writes=units, write_units=units, largest_item=500_000 if failed else 1_000,
+                                  failed=failed)
 
     seed = backups.RunFigures("seed 000", 0, Counter(), Counter(), 3, 0, 0)
-    targets = backups.targets({10: (ours(10, 20, 19), seed, 10), 500: (ours(500, 1500, 509), seed, 1000),
-                               2000: (ours(2000, 6000, 2009, failed="refused"), seed, 4000)})
+    targets = backups.targets({10: (ours(10, 20, 57), seed, 10), 500: (ours(500, 1500, 49_359), seed, 1000),
+                               2000: (ours(2000, 6000, 60_000, failed="refused"), seed, 4000)})
     assert [(t.name, t.figure, t.met) for t in targets] == [
         ("pending poll at 500 tables, calls (floor: 5 ListBackups pages + 1)", 6, True),
         ("whole run at 500 tables / floor (the largest N whose run finishes; at 2000 the run fails)", 1.5, False),
-        ("state writes per run, 500 tables / 10 tables", 509 / 19, False),
+        ("state write units per table, 500 tables / 10 tables", (49_359 / 500) / (57 / 10), False),
         ("largest state item at 2000 tables, bytes", 500_000, False),
     ]

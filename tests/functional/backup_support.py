@@ -82,25 +82,39 @@ class CallCounter:
         return sum(1 for c in self.calls if c.startswith(prefix))
 
 
-class FlakyDynamoDB:
-    """A DynamoDB client whose CreateBackup is throttled on the calls ``throttle(n)`` picks."""
+class ThrottledHttp:
+    """Throttles the HTTP attempts of one operation of ``client`` that ``throttle(n)`` picks (n counts
+    the attempts from 1), before moto sees them: botocore's retry mode sees AWS's throttling answer
+    and retries (use ``fake_backoff`` and retry mode standard so that it moves the test's clock)."""
 
-    def __init__(self, client: Any, throttle: Callable[[int], bool]) -> None:
-        self._client = client
-        self._throttle = throttle
-        self.create_calls = 0
+    def __init__(self, client: Any, operation: str, throttle: Callable[[int], bool]) -> None:
+        self.attempts = 0
         self.throttled = 0
+        self._operation = operation
+        self._throttle = throttle
+        # On "before-send" itself, around moto's own handler there (as tests/faults.py does).
+        client.meta.events.register_first("before-send", self._before_send)
+        client.meta.events.register_last("before-send", self._after)
 
-    def create_backup(self, **kwargs: Any) -> Any:
-        self.create_calls += 1
-        if self._throttle(self.create_calls):
-            self.throttled += 1
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}},
-                              "CreateBackup")
-        return self._client.create_backup(**kwargs)
+    def _before_send(self, request: Any, **_: Any) -> Any:
+        from moto.core.models import botocore_stubber
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+        from tests.faults import _throttled
+
+        target = request.headers.get("X-Amz-Target", b"")
+        if not (target.decode() if isinstance(target, bytes) else str(target)).endswith("." + self._operation):
+            return None
+        self.attempts += 1
+        if not self._throttle(self.attempts):
+            return None
+        self.throttled += 1
+        botocore_stubber.enabled = False  # moto must not apply a request AWS refused
+        return _throttled(request)
+
+    def _after(self, **_: Any) -> None:
+        from moto.core.models import botocore_stubber
+
+        botocore_stubber.enabled = True
 
 
 class Intercept:

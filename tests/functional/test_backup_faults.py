@@ -3,7 +3,7 @@
 A run backs up a table and one that does not exist (a start failure: an
 alert), and its retention has old backups to delete. Each write the trigger and
 the monitor make in a clean run (CreateBackup, the state table's PutItem and
-UpdateItem, SendMessage, DeleteBackup, Publish), at each occurrence, gets each
+UpdateItem and BatchWriteItem, SendMessage, DeleteBackup, Publish), at each occurrence, gets each
 fault of tests/faults.py. The world then goes on as AWS would: the scheduled
 event's async invocation is retried twice (after 1 and 2 minutes) when the
 trigger fails or dies, and SQS delivers the monitor queue's messages after
@@ -58,7 +58,9 @@ KINDS: tuple[Kind, ...] = ("error", "lost", "retried", "crash", "crash_after")
 CLEAN_WRITES = {
     "dynamodb.CreateBackup": 2,   # orders, gone (refused: the table does not exist)
     "dynamodb.PutItem": 1,        # the run
-    "dynamodb.UpdateItem": 6,     # started, poll 0 queued, gone's alert claimed; orders settled, finish claimed, complete
+    "dynamodb.BatchWriteItem": 2,  # the run's table page: when the run is recorded, when its backups have started
+    "dynamodb.UpdateItem": 7,     # started, poll 0 queued, gone's alert claimed; poll 0 claimed, orders settled,
+                                  # finish claimed, complete
     "sqs.SendMessage": 2,         # the start watch, poll 0
     "dynamodb.DeleteBackup": 1,   # the expired backup
     "sns.Publish": 2,             # gone's alert, the summary

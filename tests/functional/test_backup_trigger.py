@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from chalicelib.aws import Deps
+from chalicelib.aws import Clients, Deps
 from chalicelib.backups.store import RunStore
 from tests import events
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import FlakyDynamoDB, aws_like_backups, create_tables, monitor_messages
+from tests.functional.backup_support import ThrottledHttp, aws_like_backups, create_tables, monitor_messages
 
 # ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
 pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
@@ -119,17 +119,17 @@ def test_a_missing_table_is_recorded_and_alerted_and_the_others_are_backed_up(
 
 
 def test_thirty_percent_throttled_create_backup_calls_still_back_up_every_table(
-        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, fake_backoff: FakeClock) -> None:
     names = [f"t-{i:02d}" for i in range(40)]
     create_tables(deps, names)
     rng = random.Random(7)
-    flaky = FlakyDynamoDB(deps.clients.dynamodb, lambda _n: rng.random() < 0.3)
-    deps.clients.dynamodb = flaky  # type: ignore[assignment]
-    use_settings(deps, backup_tables=tuple(names))
+    use_settings(deps, backup_tables=tuple(names), aws_retry_mode="standard")
+    deps.clients = Clients(deps.settings)  # botocore's retry mode retries throttling (the only layer that does)
+    throttled = ThrottledHttp(deps.clients.dynamodb, "CreateBackup", lambda _n: rng.random() < 0.3)
 
     _trigger(client, clock)
 
-    assert flaky.throttled >= 8  # about 30 % of the calls really were throttled
+    assert throttled.throttled >= 8  # about 30 % of the attempts really were throttled
     assert _backed_up_tables(deps) == names
     message = _only_monitor_message(aws, deps)
     run = RunStore(deps).get(message["run_id"])
