@@ -46,7 +46,7 @@ from local.sources import Source
 from local.sources.retention import MotoRetention
 from local.sources.scheduler import SchedulerPoller
 from local.sources.schedules import ScheduledRule
-from local.sources.sqs import QueuePoller
+from local.sources.sqs import DEFAULT_MAX_CONCURRENCY, QueuePoller
 from local.sources.streams import StreamFailurePolicy, StreamPoller, forget_moto_iterator
 from local.sources.ttl import TtlLedger, TtlSweeper
 
@@ -179,6 +179,7 @@ class RuntimeOptions:
     account: str = ACCOUNT
     scheduler_jitter_seconds: float = 60.0
     ttl_lag_seconds: float = 5.0
+    sqs_max_concurrency: int = DEFAULT_MAX_CONCURRENCY  # concurrent invocations per SQS source, at most
     workers: int = 8
     # what the stream mapping does with a batch that keeps failing (Lambda's defaults: retry until it works)
     stream_failure: StreamFailurePolicy = field(default_factory=StreamFailurePolicy)
@@ -225,7 +226,7 @@ class Runtime:
             self._clients[service] = self._session.client(  # type: ignore[call-overload]
                 service, endpoint_url=self.endpoint_url, region_name=self.options.region,
                 config=BotoConfig(retries={"mode": "standard", "max_attempts": 3},
-                                  connect_timeout=2, read_timeout=15))
+                                  connect_timeout=2, read_timeout=15, max_pool_connections=64))
         return self._clients[service]
 
     def _discover(self) -> None:
@@ -237,7 +238,8 @@ class Runtime:
                                                   region=o.region, account=o.account))
             elif isinstance(config, SQSEventConfig):
                 self.sources.append(QueuePoller(config, self.invoker, self.client("sqs"),
-                                                region=o.region, account=o.account))
+                                                region=o.region, account=o.account,
+                                                max_concurrency=o.sqs_max_concurrency))
             elif isinstance(config, DynamoDBEventConfig) and not config.stream_arn.startswith("arn:"):
                 self.not_emulated.append(f"{config.name} (no stream ARN: {config.stream_arn!r})")
             elif isinstance(config, DynamoDBEventConfig):
