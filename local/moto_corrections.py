@@ -32,6 +32,12 @@ only removes moto's departures from AWS):
   ``instances_tracked`` list, for ``/moto-api/data.json``, and never removes
   one.  The registry here holds them weakly: data.json lists what is alive in a
   backend (unchanged for what the backends keep, such as sent emails).
+* **Writes are announced**: ``watch_writes(listener)`` calls ``listener(table, key,
+  attribute)`` after every DynamoDB item write in this process (PutItem, UpdateItem,
+  DeleteItem, and the writes of BatchWriteItem and TransactWriteItems), in the order
+  they happen, under the write lock: ``attribute(name)`` is the written item's
+  attribute in DynamoDB JSON (None when absent or deleted).  The TTL emulation
+  learns expiry times from it instead of scanning tables.
 * **SQS**: moto remembers the receipt handle of every deleted message (so that
   deleting again succeeds); ``bound_deleted_receipts`` keeps the newest ones.
 * **SES**: moto keeps every email sent; ``trim_sent_emails`` keeps the newest.
@@ -58,6 +64,7 @@ stamps the injected clock's time and refuses a name AWS would refuse.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import threading
@@ -68,6 +75,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 WRITE_LOCK = threading.RLock()   # every DynamoDB write and every stream shard access in this process
+# listener(table name, key in DynamoDB JSON, attribute(name) -> DynamoDB JSON or None): after each item write
+WriteListener = Callable[[str, dict[str, Any], Callable[[str], Any]], None]
+_write_listeners: list[WriteListener] = []
 _installed = False
 _install_lock = threading.Lock()
 
@@ -166,6 +176,55 @@ def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
     locked.__doc__ = method.__doc__
     locked.__wrapped__ = method  # type: ignore[attr-defined]
     return locked
+
+
+def watch_writes(listener: WriteListener) -> Callable[[], None]:
+    """Call ``listener`` after every DynamoDB item write in this process; returns what stops it."""
+    with WRITE_LOCK:
+        _write_listeners.append(listener)
+
+    def stop() -> None:
+        with WRITE_LOCK:
+            if listener in _write_listeners:
+                _write_listeners.remove(listener)
+    return stop
+
+
+def _absent(name: str) -> Any:
+    return None
+
+
+def _announced(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A backend write method that tells the write listeners what it wrote (put, update) or removed (delete)."""
+    def write(self: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, table_name, *args, **kwargs)
+        if _write_listeners:
+            _announce(self, table_name, None if method.__name__ == "delete_item" else result,
+                      kwargs.get("key", args[0] if args else None))
+        return result
+    write.__name__ = method.__name__
+    write.__doc__ = method.__doc__
+    write.__wrapped__ = method  # type: ignore[attr-defined]
+    return write
+
+
+def _announce(backend: Any, table_name: str, item: Any, key: Any) -> None:
+    try:
+        table = backend.get_table(table_name)
+        if item is not None:
+            names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+            key = {name: item.attrs[name].to_json() for name in names}
+        if not isinstance(key, dict):
+            return
+
+        def attribute(name: str) -> Any:
+            value = item.attrs.get(name) if item is not None else None
+            return value.to_json() if value is not None else None
+    except Exception:  # nothing to announce (moto's internals changed): listeners fall back on scans
+        return
+    for listener in list(_write_listeners):
+        with contextlib.suppress(Exception):  # a listener's bug never fails the write
+            listener(str(table_name), dict(key), attribute if item is not None else _absent)
 
 
 def _key_values(table: Any, key: dict[str, Any]) -> tuple[Any, Any]:
@@ -489,7 +548,7 @@ def install() -> None:
         from moto.dynamodb.models.table import StreamShard
 
         for name in ("put_item", "update_item", "delete_item"):  # BatchWriteItem calls these
-            setattr(DynamoDBBackend, name, _serialised(getattr(DynamoDBBackend, name)))
+            setattr(DynamoDBBackend, name, _serialised(_announced(getattr(DynamoDBBackend, name))))
         DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
         StreamShard.add = _shard_add(StreamShard.add)  # type: ignore[method-assign]
         StreamShard.get = _shard_get  # type: ignore[method-assign]

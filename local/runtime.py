@@ -48,7 +48,7 @@ from local.sources.scheduler import SchedulerPoller
 from local.sources.schedules import ScheduledRule
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY, QueuePoller
 from local.sources.streams import StreamFailurePolicy, StreamPoller, forget_moto_iterator
-from local.sources.ttl import TtlLedger, TtlSweeper
+from local.sources.ttl import TtlLedger, TtlSweeper, WriteFeed
 
 STOP_TIMEOUT_SECONDS = 5.0        # for every thread together, not each
 RESTART_FIRST_SECONDS = 1.0       # a source that raised runs again after this, doubling ...
@@ -190,7 +190,8 @@ class Runtime:
 
     def __init__(self, app: Chalice, endpoint_url: str, options: RuntimeOptions = RuntimeOptions(), *,
                  config: Config | None = None, clock: Clock = utc_now, out: Out = print_line,
-                 rng: random.Random | None = None, session: boto3.session.Session | None = None) -> None:
+                 rng: random.Random | None = None, session: boto3.session.Session | None = None,
+                 writes: WriteFeed | None = None) -> None:
         self.app = app
         self.endpoint_url = endpoint_url
         self.options = options
@@ -206,6 +207,7 @@ class Runtime:
         self._session = session or boto3.session.Session(region_name=options.region)
         self._clients: dict[str, Any] = {}
         self._rng = rng or random.Random()
+        self._writes = writes  # moto's write feed, when it runs in this process (local.moto_corrections)
         self.sources: list[Source] = []
         self.not_emulated: list[str] = []
         self._threads: list[threading.Thread] = []
@@ -253,7 +255,7 @@ class Runtime:
             self.client("scheduler"), self.client("sqs"), self.client("sns"), self.invoker, self.executor,
             self.clock, jitter_seconds=o.scheduler_jitter_seconds, rng=self._rng))
         self.sources.append(TtlSweeper(self.client("dynamodb"), self.ledger, self.reporter, self.clock,
-                                       lag_seconds=o.ttl_lag_seconds))
+                                       lag_seconds=o.ttl_lag_seconds, writes=self._writes))
         self.sources.append(MotoRetention([s for s in self.sources if isinstance(s, StreamPoller)],
                                           self.reporter, region=o.region, account=o.account))
 

@@ -29,6 +29,7 @@ from chalicelib.aws import Clients
 from chalicelib.settings import Settings
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
+from local import moto_corrections
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
@@ -229,7 +230,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
                            ttl_lag_seconds=local.ttl_lag_seconds,
                            sqs_max_concurrency=local.sqs_max_concurrency,
                            stream_failure=stream_failure_policy(shell, settings.task_dlq)),
-            config=chalice_config, out=out, **runtime_kwargs)
+            config=chalice_config, out=out, writes=moto_corrections.watch_writes, **runtime_kwargs)
         runtime.start()
     except BaseException:
         moto.stop()

@@ -159,3 +159,52 @@ def test_the_memory_a_cancelled_transaction_takes_does_not_grow_with_the_table()
                          capture_output=True, text=True, timeout=300, check=True)
     small, big = (int(n) for n in out.stdout.split()[-2:])
     assert big - small < 500_000, f"a table of 1,500 items: {big} bytes at the peak; of 10 items: {small}"
+
+
+def test_every_item_write_is_announced_with_its_key_and_attributes(moto: MotoServer) -> None:
+    from local.moto_corrections import watch_writes
+
+    ddb, _ = make_table(moto, "announced")
+    heard: list[tuple[str, str, Any]] = []
+    stop = watch_writes(lambda table, key, attribute: heard.append((table, key["PK"]["S"], attribute("ttl")))
+                        if table == "announced" else None)
+    try:
+        ddb.put_item(TableName="announced", Item={"PK": {"S": "a"}, "ttl": {"N": "100"}})
+        ddb.update_item(TableName="announced", Key={"PK": {"S": "a"}}, UpdateExpression="SET #t = :t",
+                        ExpressionAttributeNames={"#t": "ttl"}, ExpressionAttributeValues={":t": {"N": "200"}})
+        ddb.batch_write_item(RequestItems={"announced": [{"PutRequest": {"Item": {"PK": {"S": "b"}}}}]})
+        ddb.transact_write_items(TransactItems=[put_if_new("announced", "c")])
+        ddb.delete_item(TableName="announced", Key={"PK": {"S": "a"}})
+    finally:
+        stop()
+    ddb.put_item(TableName="announced", Item={"PK": {"S": "after"}})
+    assert heard == [("announced", "a", {"N": "100"}), ("announced", "a", {"N": "200"}),
+                     ("announced", "b", None), ("announced", "c", None), ("announced", "a", None)]
+
+
+def _sqs_round_seconds(sqs: Any, url: str, rounds: int = 5) -> float:
+    import time
+
+    began = time.perf_counter()
+    for _ in range(rounds):
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": "now"} for n in range(10)])
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
+        sqs.delete_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(received)])
+    return (time.perf_counter() - began) / rounds
+
+
+def test_sqs_calls_do_not_slow_down_with_thousands_of_delayed_messages(moto: MotoServer) -> None:
+    sqs = client(moto, "sqs")
+    quiet = sqs.create_queue(QueueName="quiet")["QueueUrl"]
+    crowded = sqs.create_queue(QueueName="crowded")["QueueUrl"]
+    for _ in range(0, 5000, 10):
+        sqs.send_message_batch(QueueUrl=crowded, Entries=[
+            {"Id": str(n), "MessageBody": "later", "DelaySeconds": 900} for n in range(10)])
+    _sqs_round_seconds(sqs, quiet, 1)  # connections open, models loaded
+    alone, among = _sqs_round_seconds(sqs, quiet), _sqs_round_seconds(sqs, crowded)
+    attributes = sqs.get_queue_attributes(QueueUrl=crowded, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesDelayed"] == "5000"
+    # a send, a receive and a delete of 10 cost about the same beside 5,000 delayed messages as in an
+    # empty queue (moto's own: 250 times as much here)
+    assert among < 5 * alone + 0.05, (among, alone)

@@ -110,3 +110,109 @@ def test_a_quiet_queue_has_one_poller() -> None:
     finally:
         stop.set()
         thread.join(WAIT_SECONDS)
+
+
+# --- TTL: what is due comes from the index, not from a scan each tick ------------------------
+
+class TtlDynamo:
+    """A DynamoDB client over one table with TTL on ``expires``; counts scans, deletes conditionally."""
+
+    def __init__(self, items: dict[str, int]) -> None:
+        self.items = dict(items)          # PK -> TTL epoch seconds
+        self.scans = 0
+        self.deleted: list[str] = []
+        self.monotonic: list[float] | None = None
+
+    def get_paginator(self, name: str) -> Any:
+        assert name == "list_tables"
+        return type("P", (), {"paginate": lambda _self: [{"TableNames": ["t"]}]})()
+
+    def describe_time_to_live(self, TableName: str) -> dict[str, Any]:
+        return {"TimeToLiveDescription": {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires"}}
+
+    def describe_table(self, TableName: str) -> dict[str, Any]:
+        return {"Table": {"KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}]}}
+
+    def scan(self, **kwargs: Any) -> dict[str, Any]:
+        self.scans += 1
+        if self.monotonic is not None:
+            self.monotonic[0] += 1.0   # a scan takes a second
+        return {"Items": [{"PK": {"S": k}, "expires": {"N": str(v)}} for k, v in self.items.items()]}
+
+    def delete_item(self, TableName: str, Key: dict[str, Any], ConditionExpression: str,
+                    ExpressionAttributeNames: Any, ExpressionAttributeValues: dict[str, Any]) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        pk = Key["PK"]["S"]
+        if str(self.items.get(pk)) != ExpressionAttributeValues[":seen"]["N"]:
+            raise ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": "no"}}, "DeleteItem")
+        del self.items[pk]
+        return {}
+
+
+class Feed:
+    """A write feed as moto's (local.moto_corrections.watch_writes): listeners hear each write."""
+
+    def __init__(self) -> None:
+        self.listeners: list[Any] = []
+
+    def __call__(self, listener: Any) -> Any:
+        self.listeners.append(listener)
+        return lambda: self.listeners.remove(listener)
+
+    def put(self, dynamo: TtlDynamo, pk: str, expires: int) -> None:
+        dynamo.items[pk] = expires
+        for listener in self.listeners:
+            listener("t", {"PK": {"S": pk}}, lambda name: {"N": str(expires)} if name == "expires" else None)
+
+
+def _sweeper(dynamo: TtlDynamo, clock: FakeClock, feed: Feed | None) -> Any:
+    from local.sources.ttl import TtlLedger, TtlSweeper
+
+    monotonic = [1000.0]
+    sweeper = TtlSweeper(dynamo, TtlLedger(), Reporter(lambda line: None, clock), clock,  # type: ignore[arg-type]
+                         lag_seconds=5, writes=feed, monotonic=lambda: monotonic[0])
+    sweeper.monotonic_now = monotonic  # type: ignore[attr-defined]
+    dynamo.monotonic = monotonic
+    sweeper.listen()
+    return sweeper
+
+
+def test_the_ttl_sweeper_learns_items_from_writes_and_scans_a_table_once() -> None:
+    clock = FakeClock()
+    now = int(clock().timestamp())
+    dynamo = TtlDynamo({f"old{n}": now + 3600 for n in range(1000)} | {"early": now - 10})
+    feed = Feed()
+    sweeper = _sweeper(dynamo, clock, feed)
+    assert sweeper.sweep() == 1 and dynamo.deleted == [] and "early" not in dynamo.items   # the first scan
+    feed.put(dynamo, "soon", now + 3)
+    feed.put(dynamo, "moved", now + 2)
+    feed.put(dynamo, "moved", now + 600)            # written again later: its first time no longer counts
+    for _ in range(10):                             # ten ticks: nothing due until 3 s + the 5 s lag
+        clock.advance(seconds=0.5)
+        sweeper.monotonic_now[0] += 0.5
+        assert sweeper.sweep() == 0
+    clock.advance(seconds=3.5)
+    sweeper.monotonic_now[0] += 3.5
+    assert sweeper.sweep() == 1 and "soon" not in dynamo.items and "moved" in dynamo.items
+    for _ in range(20):
+        sweeper.monotonic_now[0] += 1
+        sweeper.sweep()
+    assert dynamo.scans == 1                        # 1,000 items, 32 ticks, one scan
+    assert sweeper.index.due("t", now + 601) == [({"PK": {"S": "moved"}}, {"N": str(now + 600)})]
+
+
+def test_without_a_write_feed_the_ttl_sweeper_scans_again_only_after_a_pause() -> None:
+    clock = FakeClock()
+    now = int(clock().timestamp())
+    dynamo = TtlDynamo({"a": now + 100})
+    sweeper = _sweeper(dynamo, clock, None)
+    sweeper.sweep()                                 # a scan: a second
+    dynamo.items["b"] = now - 10                    # written without a feed
+    for _ in range(9):                              # 9 s: less than ten times the scan
+        sweeper.monotonic_now[0] += 1
+        sweeper.sweep()
+    assert dynamo.scans == 1 and "b" in dynamo.items
+    sweeper.monotonic_now[0] += 1
+    sweeper.sweep()
+    assert dynamo.scans == 2 and "b" not in dynamo.items and "a" in dynamo.items
