@@ -21,6 +21,7 @@ from botocore.exceptions import EndpointConnectionError
 from chalice.app import Chalice, DynamoDBEvent, SQSEvent
 
 from local.aws import MotoServer
+from local.moto_corrections import watch_writes
 from local.client import wait_until
 from local.events import TTL_USER_IDENTITY
 from local.runtime import Runtime, RuntimeOptions
@@ -130,7 +131,8 @@ def world() -> Iterator[World]:
     seen = Seen()
     app = build_app(seen, "tiny-work", stream_arn, ttl_stream_arn)
     runtime = Runtime(app, moto.endpoint, RuntimeOptions(api_port=0, scheduler_jitter_seconds=0,
-                                                         ttl_lag_seconds=1), out=lambda line: None)
+                                                         ttl_lag_seconds=1), out=lambda line: None,
+                      writes=watch_writes)  # as `make run`: TTL learns items from moto's writes
     runtime.start()
     try:
         yield World(runtime, seen, moto.endpoint, queue_url, queue_arn, "tiny-items", "tiny-expiring", stream_arn)
