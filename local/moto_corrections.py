@@ -38,6 +38,11 @@ only removes moto's departures from AWS):
   they happen, under the write lock: ``attribute(name)`` is the written item's
   attribute in DynamoDB JSON (None when absent or deleted).  The TTL emulation
   learns expiry times from it instead of scanning tables.
+* **Schedule changes are announced**: ``watch_schedules(listener)`` calls
+  ``listener(group, name)`` after every CreateSchedule, UpdateSchedule,
+  DeleteSchedule (and for each schedule of a deleted group) in this process: the
+  Scheduler emulation reads the schedules that changed instead of listing them all
+  every second (moto's ListSchedules sorts every schedule for each page).
 * **SQS**: moto remembers the receipt handle of every deleted message (so that
   deleting again succeeds); ``bound_deleted_receipts`` keeps the newest ones.
 * **SES**: moto keeps every email sent; ``trim_sent_emails`` keeps the newest.
@@ -66,6 +71,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import re
 import threading
 import weakref
@@ -176,6 +182,52 @@ def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
     locked.__doc__ = method.__doc__
     locked.__wrapped__ = method  # type: ignore[attr-defined]
     return locked
+
+
+ScheduleListener = Callable[[str, str], None]  # (group, name) after a schedule was created, updated or deleted
+_schedule_listeners: list[ScheduleListener] = []
+_schedule_lock = threading.Lock()
+
+
+def watch_schedules(listener: ScheduleListener) -> Callable[[], None]:
+    """Call ``listener(group, name)`` after every schedule change in this process; returns what stops it."""
+    with _schedule_lock:
+        _schedule_listeners.append(listener)
+
+    def stop() -> None:
+        with _schedule_lock:
+            if listener in _schedule_listeners:
+                _schedule_listeners.remove(listener)
+    return stop
+
+
+def _announce_schedules(changed: Iterable[tuple[str, str]]) -> None:
+    with _schedule_lock:
+        listeners = list(_schedule_listeners)
+    for group, name in changed:
+        for listener in listeners:
+            with contextlib.suppress(Exception):  # a listener's bug never fails the call
+                listener(group, name)
+
+
+def _schedule_announced(method: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(method)
+
+    def change(self: Any, *args: Any, **kwargs: Any) -> Any:
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        if method.__name__ == "delete_schedule_group":
+            name = arguments.get("name") or "default"
+            group = self.schedule_groups.get(name)
+            changed = [(name, s) for s in list(group.schedules if group is not None else {})]
+            result = method(self, *args, **kwargs)
+        else:
+            result = method(self, *args, **kwargs)
+            changed = [(arguments.get("group_name") or "default", str(arguments.get("name") or ""))]
+        _announce_schedules(changed)
+        return result
+    change.__name__ = method.__name__
+    change.__wrapped__ = method  # type: ignore[attr-defined]
+    return change
 
 
 def watch_writes(listener: WriteListener) -> Callable[[], None]:
@@ -555,6 +607,7 @@ def install() -> None:
         _track_weakly()
         _list_services_once()
         _fast_sqs()
+        _announce_schedule_changes()
         _installed = True
 
 
@@ -621,3 +674,10 @@ def _fast_sqs() -> None:
     Queue.approximate_number_of_messages = property(number_visible)  # type: ignore[method-assign,assignment]
     Queue.delete_message = delete_message  # type: ignore[method-assign]
     SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
+
+
+def _announce_schedule_changes() -> None:
+    from moto.scheduler.models import EventBridgeSchedulerBackend
+
+    for name in ("create_schedule", "update_schedule", "delete_schedule", "delete_schedule_group"):
+        setattr(EventBridgeSchedulerBackend, name, _schedule_announced(getattr(EventBridgeSchedulerBackend, name)))

@@ -44,7 +44,7 @@ from local.events import ACCOUNT
 from local.invoker import Clock, Invoker, Out, Reporter, print_line, utc_now
 from local.sources import Source
 from local.sources.retention import MotoRetention
-from local.sources.scheduler import SchedulerPoller
+from local.sources.scheduler import ScheduleFeed, SchedulerPoller
 from local.sources.schedules import ScheduledRule
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY, QueuePoller
 from local.sources.streams import StreamFailurePolicy, StreamPoller, forget_moto_iterator
@@ -191,7 +191,7 @@ class Runtime:
     def __init__(self, app: Chalice, endpoint_url: str, options: RuntimeOptions = RuntimeOptions(), *,
                  config: Config | None = None, clock: Clock = utc_now, out: Out = print_line,
                  rng: random.Random | None = None, session: boto3.session.Session | None = None,
-                 writes: WriteFeed | None = None) -> None:
+                 writes: WriteFeed | None = None, schedule_changes: ScheduleFeed | None = None) -> None:
         self.app = app
         self.endpoint_url = endpoint_url
         self.options = options
@@ -207,7 +207,9 @@ class Runtime:
         self._session = session or boto3.session.Session(region_name=options.region)
         self._clients: dict[str, Any] = {}
         self._rng = rng or random.Random()
-        self._writes = writes  # moto's write feed, when it runs in this process (local.moto_corrections)
+        # moto's feeds of item writes and schedule changes, when it runs in this process (local.moto_corrections)
+        self._writes = writes
+        self._schedule_changes = schedule_changes
         self.sources: list[Source] = []
         self.not_emulated: list[str] = []
         self._threads: list[threading.Thread] = []
@@ -253,7 +255,7 @@ class Runtime:
                 self.not_emulated.append(f"{config.name} ({type(config).__name__})")
         self.sources.append(SchedulerPoller(
             self.client("scheduler"), self.client("sqs"), self.client("sns"), self.invoker, self.executor,
-            self.clock, jitter_seconds=o.scheduler_jitter_seconds, rng=self._rng))
+            self.clock, jitter_seconds=o.scheduler_jitter_seconds, rng=self._rng, changes=self._schedule_changes))
         self.sources.append(TtlSweeper(self.client("dynamodb"), self.ledger, self.reporter, self.clock,
                                        lag_seconds=o.ttl_lag_seconds, writes=self._writes))
         self.sources.append(MotoRetention([s for s in self.sources if isinstance(s, StreamPoller)],

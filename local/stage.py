@@ -230,7 +230,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
                            ttl_lag_seconds=local.ttl_lag_seconds,
                            sqs_max_concurrency=local.sqs_max_concurrency,
                            stream_failure=stream_failure_policy(shell, settings.task_dlq)),
-            config=chalice_config, out=out, writes=moto_corrections.watch_writes, **runtime_kwargs)
+            config=chalice_config, out=out, writes=moto_corrections.watch_writes,
+            schedule_changes=moto_corrections.watch_schedules, **runtime_kwargs)
         runtime.start()
     except BaseException:
         moto.stop()

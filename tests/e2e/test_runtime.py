@@ -21,9 +21,9 @@ from botocore.exceptions import EndpointConnectionError
 from chalice.app import Chalice, DynamoDBEvent, SQSEvent
 
 from local.aws import MotoServer
-from local.moto_corrections import watch_writes
 from local.client import wait_until
 from local.events import TTL_USER_IDENTITY
+from local.moto_corrections import watch_schedules, watch_writes
 from local.runtime import Runtime, RuntimeOptions
 
 pytestmark = pytest.mark.e2e
@@ -132,7 +132,7 @@ def world() -> Iterator[World]:
     app = build_app(seen, "tiny-work", stream_arn, ttl_stream_arn)
     runtime = Runtime(app, moto.endpoint, RuntimeOptions(api_port=0, scheduler_jitter_seconds=0,
                                                          ttl_lag_seconds=1), out=lambda line: None,
-                      writes=watch_writes)  # as `make run`: TTL learns items from moto's writes
+                      writes=watch_writes, schedule_changes=watch_schedules)  # moto's feeds, as `make run`
     runtime.start()
     try:
         yield World(runtime, seen, moto.endpoint, queue_url, queue_arn, "tiny-items", "tiny-expiring", stream_arn)

@@ -623,7 +623,7 @@ def test_a_scheduler_schedule_woken_up_late_is_invoked_once_not_once_per_missed_
                 "Target": {"Arn": "arn:aws:sqs:us-east-1:123456789012:q"}}
     executor, lines = RecordingExecutor(), list[str]()
     poller = _scheduler(clock, schedule, executor, lines)
-    poller.plans["arn:s"] = poller._plan(schedule, NOON)
+    poller._set_plan("arn:s", poller._plan(schedule, NOON))
     clock.advance(hours=2, minutes=1)
     for _ in range(3):
         poller.dispatch()
