@@ -55,7 +55,10 @@ only removes moto's departures from AWS):
   delayed messages waiting (the tasks due within the SQS-delay horizon), every call
   took tens of milliseconds.  Here one clock reading serves a whole pass, the
   retention check reads the retention period only, and a delete finds its message
-  in one pass.  Same answers, same semantics.
+  in one pass.  Same answers, same semantics.  And a long poll (ReceiveMessage with
+  WaitTimeSeconds) returns as soon as a delayed or in-flight message becomes
+  visible, as on AWS: moto's waited for a new message or the end of the wait, so a
+  message whose delay ended during a poll came up to a whole wait late.
 
 Not part of ``install()``, and undone on leaving: ``aws_like_backups(clock)``, for
 the backup tests and the bench (``bench/backups.py``). moto's ListBackups
@@ -662,6 +665,13 @@ def _fast_sqs() -> None:
         gone = {id(m) for m in found}
         self._messages = [m for m in self._messages if id(m) not in gone]
 
+    def wait_for_messages(self: Any, timeout: int) -> None:
+        now = now_millis()
+        upcoming = [moment for m in self._messages for moment in (m.delayed_until, m.visible_at) if moment > now]
+        wait = min(float(timeout), (min(upcoming) - now) / 1000.0 + 0.001) if upcoming else float(timeout)
+        with self._messages_lock:
+            self._messages_lock.wait_for(lambda: self.messages, timeout=wait)
+
     def retained(self: Any, queue_name: str, message: Any) -> bool:
         period = int(self.get_queue(queue_name).message_retention_period)
         return bool(period + message.sent_timestamp / 1000 > time.time())
@@ -673,6 +683,7 @@ def _fast_sqs() -> None:
     Queue.approximate_number_of_messages_not_visible = property(number_not_visible)  # type: ignore[method-assign,assignment]
     Queue.approximate_number_of_messages = property(number_visible)  # type: ignore[method-assign,assignment]
     Queue.delete_message = delete_message  # type: ignore[method-assign]
+    Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
     SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
 
 

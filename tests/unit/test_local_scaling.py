@@ -4,6 +4,7 @@ due without reading everything each tick.  No moto, no real time (threads wait o
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalice.app import Chalice, SQSEventConfig
@@ -216,3 +217,125 @@ def test_without_a_write_feed_the_ttl_sweeper_scans_again_only_after_a_pause() -
     sweeper.monotonic_now[0] += 1
     sweeper.sweep()
     assert dynamo.scans == 2 and "b" not in dynamo.items and "a" in dynamo.items
+
+
+# --- Scheduler: due schedules found without listing every schedule each tick ------------------
+
+class ManySchedules:
+    """An EventBridge Scheduler client over many one-time schedules; counts listings and reads."""
+
+    def __init__(self, count: int, first: datetime) -> None:
+        self.schedules = {f"s{n}": self._schedule(f"s{n}", first + timedelta(seconds=n * 60 / count))
+                          for n in range(count)}
+        self.listings = 0
+        self.reads = 0
+        self.monotonic: list[float] | None = None
+
+    @staticmethod
+    def _schedule(name: str, at: datetime) -> dict[str, Any]:
+        return {"Name": name, "GroupName": "g", "Arn": f"arn:aws:scheduler:us-east-1:123456789012:schedule/g/{name}",
+                "ScheduleExpression": f"at({at:%Y-%m-%dT%H:%M:%S})", "ScheduleExpressionTimezone": "UTC",
+                "LastModificationDate": at - timedelta(minutes=5), "State": "ENABLED",
+                "FlexibleTimeWindow": {"Mode": "OFF"},
+                "Target": {"Arn": "arn:aws:sqs:us-east-1:123456789012:due", "Input": name}}
+
+    def get_paginator(self, name: str) -> Any:
+        outer = self
+
+        class Pages:
+            def paginate(self, **kwargs: Any) -> list[dict[str, Any]]:
+                if name == "list_schedule_groups":
+                    return [{"ScheduleGroups": [{"Name": "g"}]}]
+                outer.listings += 1
+                if outer.monotonic is not None:
+                    outer.monotonic[0] += 1.0   # a listing of thousands takes a second
+                summaries = [{k: s[k] for k in ("Name", "GroupName", "Arn", "LastModificationDate")}
+                             for s in outer.schedules.values()]
+                return [{"Schedules": summaries[i:i + 100]} for i in range(0, len(summaries), 100)]
+        return Pages()
+
+    def get_schedule(self, Name: str, GroupName: str) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        self.reads += 1
+        if Name not in self.schedules:
+            raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "gone"}}, "GetSchedule")
+        return dict(self.schedules[Name])
+
+
+class Submitted:
+    def __init__(self) -> None:
+        self.deliveries: list[Any] = []
+
+    def submit(self, fn: Any, delivery: Any) -> None:
+        self.deliveries.append(delivery)
+
+
+def _scheduler_poller(client: ManySchedules, clock: FakeClock, feed: Any) -> Any:
+    from local.sources.scheduler import SchedulerPoller
+
+    monotonic = [0.0]
+    client.monotonic = monotonic
+    poller = SchedulerPoller(client, None, None, Invoker(Chalice(app_name="tiny"), Reporter(lambda line: None, clock)),  # type: ignore[arg-type]
+                             Submitted(), clock, jitter_seconds=0, changes=feed, monotonic=lambda: monotonic[0])
+    poller.monotonic_now = monotonic  # type: ignore[attr-defined]
+    poller.listen()
+    return poller
+
+
+def _tick(poller: Any, clock: FakeClock, seconds: float) -> None:
+    clock.advance(seconds=seconds)
+    poller.monotonic_now[0] += seconds
+    poller.update()
+    poller.dispatch()
+
+
+class ScheduleFeed:
+    def __init__(self) -> None:
+        self.listeners: list[Any] = []
+
+    def __call__(self, listener: Any) -> Any:
+        self.listeners.append(listener)
+        return lambda: self.listeners.remove(listener)
+
+    def changed(self, name: str) -> None:
+        for listener in self.listeners:
+            listener("g", name)
+
+
+def test_with_a_change_feed_2000_schedules_are_listed_once_and_each_fires_once_on_time() -> None:
+    clock = FakeClock()
+    client = ManySchedules(2000, clock() + timedelta(seconds=1))
+    feed = ScheduleFeed()
+    poller = _scheduler_poller(client, clock, feed)
+    executor = poller.executor
+    poller.update()
+    assert client.listings == 1 and client.reads == 2000
+    client.schedules["late"] = client._schedule("late", clock() + timedelta(seconds=30))   # created later
+    feed.changed("late")
+    del client.schedules["s1999"]                                                           # deleted before its time
+    feed.changed("s1999")
+    fired: dict[str, list[datetime]] = {}
+    for _ in range(65 * 5):                                                                 # 65 s, 5 ticks a second
+        _tick(poller, clock, 0.2)
+        for delivery in executor.deliveries:
+            fired.setdefault(delivery.schedule["Name"], []).append(delivery.when)
+        executor.deliveries.clear()
+    assert client.listings == 1 and client.reads == 2000 + 2                               # no listing per tick
+    assert set(fired) == {f"s{n}" for n in range(1999)} | {"late"}                          # each once, none gone
+    for name, times in fired.items():
+        due = datetime.strptime(client.schedules[name]["ScheduleExpression"][3:-1], "%Y-%m-%dT%H:%M:%S")
+        assert len(times) == 1 and due.replace(tzinfo=times[0].tzinfo) <= times[0] <= due.replace(
+            tzinfo=times[0].tzinfo) + timedelta(seconds=0.2), name                          # never early, a tick late at most
+
+
+def test_without_a_change_feed_schedules_are_listed_again_after_ten_listings_time() -> None:
+    clock = FakeClock()
+    client = ManySchedules(10, clock() + timedelta(minutes=5))
+    poller = _scheduler_poller(client, clock, None)
+    poller.update()                                  # a listing: a second (the fake's)
+    for _ in range(9):
+        _tick(poller, clock, 1.0)
+    assert client.listings == 1
+    _tick(poller, clock, 1.0)
+    assert client.listings == 2
