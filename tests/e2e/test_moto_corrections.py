@@ -208,3 +208,16 @@ def test_sqs_calls_do_not_slow_down_with_thousands_of_delayed_messages(moto: Mot
     # a send, a receive and a delete of 10 cost about the same beside 5,000 delayed messages as in an
     # empty queue (moto's own: 250 times as much here)
     assert among < 5 * alone + 0.05, (among, alone)
+
+
+def test_a_long_poll_returns_when_a_delayed_message_becomes_visible(moto: MotoServer) -> None:
+    import time
+
+    sqs = client(moto, "sqs")
+    url = sqs.create_queue(QueueName="delayed")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="in 2 s", DelaySeconds=2)
+    time.sleep(0.9)  # the poll starts 0.9 s after the send: moto's own woke at 1.9 s, then 2.9 s
+    [message] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5, AttributeNames=["All"])["Messages"]
+    attributes = message["Attributes"]
+    waited = int(attributes["ApproximateFirstReceiveTimestamp"]) - int(attributes["SentTimestamp"])
+    assert 2000 <= waited < 2500, waited

@@ -277,7 +277,8 @@ def _scheduler_poller(client: ManySchedules, clock: FakeClock, feed: Any) -> Any
     monotonic = [0.0]
     client.monotonic = monotonic
     poller = SchedulerPoller(client, None, None, Invoker(Chalice(app_name="tiny"), Reporter(lambda line: None, clock)),  # type: ignore[arg-type]
-                             Submitted(), clock, jitter_seconds=0, changes=feed, monotonic=lambda: monotonic[0])
+                             Submitted(), clock,  # type: ignore[arg-type]
+                             jitter_seconds=0, changes=feed, monotonic=lambda: monotonic[0])
     poller.monotonic_now = monotonic  # type: ignore[attr-defined]
     poller.listen()
     return poller
