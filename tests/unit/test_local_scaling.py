@@ -340,3 +340,23 @@ def test_without_a_change_feed_schedules_are_listed_again_after_ten_listings_tim
     assert client.listings == 1
     _tick(poller, clock, 1.0)
     assert client.listings == 2
+
+
+def test_the_sqs_concurrency_limit_is_a_local_setting_that_reaches_every_sqs_source() -> None:
+    import pytest
+
+    from local.runtime import Runtime, RuntimeOptions
+    from local.stage import LocalSettings, LocalSettingsError
+
+    assert LocalSettings.from_env({}).sqs_max_concurrency == 8
+    assert LocalSettings.from_env({"LOCAL_SQS_MAX_CONCURRENCY": "12"}).sqs_max_concurrency == 12
+    for bad in ("0", "101", "many"):
+        with pytest.raises(LocalSettingsError, match="LOCAL_SQS_MAX_CONCURRENCY"):
+            LocalSettings.from_env({"LOCAL_SQS_MAX_CONCURRENCY": bad})
+    app = Chalice(app_name="tiny")
+    app.on_sqs_message(queue="a", name="a")(lambda event: None)
+    app.on_sqs_message(queue="b", name="b")(lambda event: None)
+    runtime = Runtime(app, "http://127.0.0.1:1", RuntimeOptions(sqs_max_concurrency=3), out=lambda line: None)
+    pollers = [s for s in runtime.sources if isinstance(s, QueuePoller)]
+    assert [p.max_concurrency for p in pollers] == [3, 3]
+    assert "up to 3 at once" in runtime.banner()
