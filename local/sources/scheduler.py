@@ -162,7 +162,9 @@ class SchedulerPoller:
         self._firing: list[tuple[datetime, int, str]] = []        # (fire_at, seq, ARN): a heap of the plans
         self._arns: dict[tuple[str, str], str] = {}               # (group, name) -> ARN
         self._changes = changes
-        self._changed: set[tuple[str, str]] = set()               # announced, not read yet
+        self._changed: dict[tuple[str, str], int] = {}            # announced, not read yet: how many times
+        self._generation = 0                                      # how many times _changed was taken
+        self._completed_keys: set[tuple[str, str]] = set()        # deleted here after their last invocation
         self._changed_lock = threading.Lock()
         self._unsubscribe: Callable[[], None] | None = None
         self._listed_at = -math.inf
@@ -194,7 +196,7 @@ class SchedulerPoller:
     def _changed_schedule(self, group: str, name: str) -> None:
         """The feed's listener (called in moto's request thread: cheap, never an AWS call)."""
         with self._changed_lock:
-            self._changed.add((group, name))
+            self._changed[(group, name)] = self._changed.get((group, name), 0) + 1
 
     def run(self, stop: threading.Event) -> None:
         self._stop = stop
@@ -279,7 +281,13 @@ class SchedulerPoller:
     def refresh_changed(self) -> None:
         """Read each schedule the feed announced since the last call: planned again, or gone."""
         with self._changed_lock:
-            changed, self._changed = self._changed, set()
+            changed, self._changed = self._changed, {}
+            completed, self._completed_keys = self._completed_keys, set()
+            self._generation += 1
+        for key in completed:  # deleted by _completed: gone, no need to read it
+            arn = self._arns.get(key)
+            if arn is not None:
+                self._drop_plan(arn)
         pending = sorted(changed)
         while pending:
             group, name = pending.pop()
@@ -292,7 +300,8 @@ class SchedulerPoller:
                 continue
             except BotoCoreError:
                 with self._changed_lock:  # read again next time
-                    self._changed.update([*pending, (group, name)])
+                    for key in [*pending, (group, name)]:
+                        self._changed[key] = self._changed.get(key, 0) + 1
                 raise
             self._set_plan(str(schedule["Arn"]), self._plan(schedule, schedule.get("LastModificationDate")))
 
@@ -433,8 +442,21 @@ class SchedulerPoller:
         schedule = delivery.schedule
         if not delivery.final or schedule.get("ActionAfterCompletion") != "DELETE":
             return
+        key = (schedule.get("GroupName") or "default", str(schedule["Name"]))
+        with self._changed_lock:
+            before, generation = self._changed.get(key, 0), self._generation
         try:
-            self.scheduler.delete_schedule(Name=schedule["Name"], GroupName=schedule.get("GroupName") or "default")
+            self.scheduler.delete_schedule(Name=key[1], GroupName=key[0])
+            with self._changed_lock:
+                # moto announced the delete during the call: when that is the only announcement since, it is
+                # ours and the schedule is gone (nothing to read); anything else is read as usual
+                if self._changes is not None and generation == self._generation \
+                        and self._changed.get(key, 0) == before + 1:
+                    if before:
+                        self._changed[key] = before
+                    else:
+                        del self._changed[key]
+                    self._completed_keys.add(key)
             self.reporter.line(f"schedule {schedule.get('GroupName')}/{schedule['Name']}: completed, deleted")
         except ClientError:
             pass  # deleted already

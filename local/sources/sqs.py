@@ -11,10 +11,11 @@
 * an AWS error (receiving or deleting) is reported and polling goes on: a
   message whose delete failed comes back after the visibility timeout and is
   handled again (at least once, as on Lambda);
-* concurrent invocations follow the backlog, as Lambda's pollers do: one poller
-  while the queue is quiet; each poller that receives a full batch starts another
-  (up to ``max_concurrency``, LOCAL_SQS_MAX_CONCURRENCY, per source), and one that
-  receives nothing stops (the last one stays).  Each poller receives, invokes and
+* concurrent invocations follow the backlog, as Lambda's pollers do ("if messages
+  are still available, Lambda increases the number of processes reading batches"):
+  one poller while the queue is quiet; each poller that receives messages starts
+  another (up to ``max_concurrency``, LOCAL_SQS_MAX_CONCURRENCY, per source), and
+  one that receives nothing stops (the last one stays).  Each poller receives, invokes and
   deletes its own batch, so a batch is still deleted only after its own
   invocation succeeded.
 """
@@ -107,8 +108,8 @@ class QueuePoller:
         return True
 
     def _poll(self, stop: threading.Event) -> None:
-        """One poller: batch after batch; a full batch (a backlog) starts another, and an empty receive
-        ends this one while others run."""
+        """One poller: batch after batch; a batch (messages are available) starts another, and an empty
+        receive ends this one while others run."""
         retired = False
         try:
             while not stop.is_set() and not retired:
@@ -135,7 +136,7 @@ class QueuePoller:
 
     def poll_once(self, stop: threading.Event, *, scale: bool = False) -> int:
         """Receive one batch and hand it to the handler; an AWS error is reported, never raised.
-        With ``scale``, a full batch (a backlog) starts another poller before the handler runs.
+        With ``scale``, a batch (messages are available) starts another poller before the handler runs.
         Returns how many messages were received."""
         try:
             batch = self.gather(stop)
@@ -145,7 +146,7 @@ class QueuePoller:
             return 0
         if not batch:
             return 0
-        if scale and len(batch) >= min(self.config.batch_size, SQS_MAX_BATCH):
+        if scale:
             self._start_poller(stop)
         try:
             self.deliver(batch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from chalice.app import Chalice, SQSEventConfig
 
@@ -37,10 +37,12 @@ class BacklogSqs:
         self.stop = stop
         self.lock = threading.Lock()
         self.deleted: list[str] = []
+        self.receives = 0
         self.drained = threading.Event()
 
     def receive_message(self, **kwargs: Any) -> dict[str, Any]:
         with self.lock:
+            self.receives += 1
             size = kwargs["MaxNumberOfMessages"]
             taken, self.messages = self.messages[:size], self.messages[size:]
         if not taken:
@@ -99,15 +101,15 @@ def test_sqs_pollers_scale_with_the_backlog_up_to_the_limit_and_back_to_one() ->
     assert wait_for(lambda: poller.pollers == 0)                             # every poller ended on the stop
 
 
-def test_a_quiet_queue_has_one_poller() -> None:
+def test_an_empty_queue_has_one_poller() -> None:
     stop = threading.Event()
-    sqs = BacklogSqs(5, stop)
+    sqs = BacklogSqs(0, stop)
     poller = _backlog_poller(sqs, lambda event: None, limit=8)
     thread = threading.Thread(target=poller.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        assert sqs.drained.wait(WAIT_SECONDS)
-        assert poller.peak_pollers == 1          # a batch short of the batch size is no backlog
+        assert wait_for(lambda: sqs.receives >= 20)
+        assert poller.peak_pollers == 1 and poller.pollers == 1
     finally:
         stop.set()
         thread.join(WAIT_SECONDS)
@@ -360,3 +362,36 @@ def test_the_sqs_concurrency_limit_is_a_local_setting_that_reaches_every_sqs_sou
     pollers = [s for s in runtime.sources if isinstance(s, QueuePoller)]
     assert [p.max_concurrency for p in pollers] == [3, 3]
     assert "up to 3 at once" in runtime.banner()
+
+
+def test_a_schedule_deleted_after_its_last_invocation_is_not_read_again() -> None:
+    clock = FakeClock()
+    client = ManySchedules(3, clock() + timedelta(seconds=1))
+    feed = ScheduleFeed()
+
+    class Sqs:
+        sent: ClassVar[list[str]] = []
+
+        def get_queue_url(self, **kwargs: Any) -> dict[str, Any]:
+            return {"QueueUrl": "http://sqs/due"}
+
+        def send_message(self, QueueUrl: str, MessageBody: str) -> dict[str, Any]:
+            self.sent.append(MessageBody)
+            return {"MessageId": MessageBody}
+
+    def delete_schedule(Name: str, GroupName: str) -> None:
+        del client.schedules[Name]
+        feed.changed(Name)                     # moto announces it during the call
+
+    client.delete_schedule = delete_schedule  # type: ignore[attr-defined]
+    for schedule in client.schedules.values():
+        schedule["ActionAfterCompletion"] = "DELETE"
+    poller = _scheduler_poller(client, clock, feed)
+    poller.sqs = Sqs()
+    poller.executor = type("Run", (), {"submit": lambda self, fn, *args: fn(*args)})()
+    poller.update()
+    assert client.reads == 3
+    for _ in range(65):
+        _tick(poller, clock, 1.0)
+    assert sorted(Sqs.sent) == ["s0", "s1", "s2"] and client.schedules == {}
+    assert client.reads == 3 and poller.plans == {}      # gone without a GetSchedule each
