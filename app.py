@@ -1,4 +1,11 @@
-"""timekeeper: routes and event bindings only; each turns its event into one call into chalicelib."""
+"""timekeeper: routes and event bindings only; each turns its event into one call into chalicelib.
+
+Every Lambda function of the stage imports this module whole, so the top imports only what
+the bindings need at import and every function uses (settings, boto3 clients, the route
+authorizer, the HTTP plumbing and its structured logger); each handler imports its own
+chalicelib module when it first runs, so a function's cold start loads one handler's code
+(bench P5; tests/deploy/test_cold_start.py).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +15,8 @@ from chalice.app import Chalice, CloudWatchEvent, DynamoDBEvent, Response, SQSEv
 
 from chalicelib import auth
 from chalicelib.aws import Deps
-from chalicelib.backups import api as backup_api
-from chalicelib.backups import monitor, trigger
 from chalicelib.container import Container
-from chalicelib.events import scheduled_time
 from chalicelib.settings import Settings
-from chalicelib.tasks import api as task_api
-from chalicelib.tasks import dead_letters, executor, interval, stream
 from chalicelib.web import json_body, query, raw_body, respond
 
 settings = Settings.from_env()
@@ -35,6 +37,8 @@ protected = auth.route_auth(app, settings, lambda: deps().settings)
 @app.schedule(settings.backup_schedule, name="backup_trigger",
               description="Start a backup run of the selected tables")
 def backup_trigger(event: CloudWatchEvent) -> None:
+    from chalicelib.backups import trigger
+    from chalicelib.events import scheduled_time
     d = deps()
     at = scheduled_time(event.time, d.clock())
     trigger.start_run(d, trigger="schedule", run_id=trigger.new_run_id(at, "scheduled"))
@@ -42,22 +46,26 @@ def backup_trigger(event: CloudWatchEvent) -> None:
 
 @app.on_sqs_message(queue=settings.backup_monitor_queue, batch_size=1, name="backup_monitor")
 def backup_monitor(event: SQSEvent) -> None:
+    from chalicelib.backups import monitor
     for record in event:
         monitor.check_run(deps(), record.body, record.to_dict().get("messageId", ""))
 
 
 @app.route("/backups", methods=["POST"], **protected)
 def start_backup_run() -> Response:
+    from chalicelib.backups import api as backup_api
     return respond(lambda: backup_api.start(deps(), json_body(raw_body(app.current_request))))
 
 
 @app.route("/backups/runs", methods=["GET"], **protected)
 def list_backup_runs() -> Response:
+    from chalicelib.backups import api as backup_api
     return respond(lambda: backup_api.recent(deps(), query(app.current_request)))
 
 
 @app.route("/backups/runs/{run_id}", methods=["GET"], **protected)
 def show_backup_run(run_id: str) -> Response:
+    from chalicelib.backups import api as backup_api
     return respond(lambda: backup_api.show(deps(), run_id))
 
 
@@ -67,12 +75,14 @@ def show_backup_run(run_id: str) -> Response:
 @app.on_dynamodb_record(stream_arn=settings.tasks_stream_arn, name="task_stream", batch_size=100,
                         starting_position="TRIM_HORIZON")
 def task_stream(event: DynamoDBEvent) -> dict[str, Any]:
+    from chalicelib.tasks import stream
     return stream.process_records(deps(), event.to_dict()["Records"])
 
 
 @app.schedule(settings.processor_schedule, name="interval_processor",
               description="Send the interval tasks that have come due to the due queue")
 def interval_processor(event: CloudWatchEvent) -> None:
+    from chalicelib.tasks import interval
     interval.process_due(deps())
 
 
@@ -80,38 +90,45 @@ def interval_processor(event: CloudWatchEvent) -> None:
 
 @app.route("/tasks", methods=["POST"], **protected)
 def create_task() -> Response:
+    from chalicelib.tasks import api as task_api
     return respond(lambda: task_api.create(deps(), json_body(raw_body(app.current_request))))
 
 
 @app.route("/tasks", methods=["GET"], **protected)
 def list_tasks() -> Response:
+    from chalicelib.tasks import api as task_api
     return respond(lambda: task_api.list_tasks(deps(), query(app.current_request)))
 
 
 @app.route("/tasks/{task_id}", methods=["GET"], **protected)
 def show_task(task_id: str) -> Response:
+    from chalicelib.tasks import api as task_api
     return respond(lambda: task_api.show(deps(), task_id))
 
 
 @app.route("/tasks/{task_id}", methods=["DELETE"], **protected)
 def cancel_task(task_id: str) -> Response:
+    from chalicelib.tasks import api as task_api
     return respond(lambda: task_api.cancel(deps(), task_id))
 
 
 @app.route("/tasks/{task_id}", methods=["PATCH"], **protected)
 def reschedule_task(task_id: str) -> Response:
+    from chalicelib.tasks import api as task_api
     return respond(lambda: task_api.reschedule(deps(), task_id, json_body(raw_body(app.current_request))))
 
 
 # Chalice cannot set ReportBatchItemFailures; deploy must set it on this mapping too.
 @app.on_sqs_message(queue=settings.due_queue, batch_size=10, name="task_executor")
 def task_executor(event: SQSEvent) -> dict[str, Any]:
+    from chalicelib.tasks import executor
     return executor.run_batch(deps(), event.to_dict()["Records"])
 
 
 # A due message the executor failed MAX_RECEIVE_COUNT times: the task shows why, one alert, on to TASK_DLQ.
 @app.on_sqs_message(queue=settings.due_dlq, batch_size=10, name="due_dead_letter")
 def due_dead_letter(event: SQSEvent) -> dict[str, Any]:
+    from chalicelib.tasks import dead_letters
     return dead_letters.run_batch(deps(), event.to_dict()["Records"])
 
 

@@ -40,7 +40,8 @@ from bench.core import PROJECT, CallCounter, Scale, Section, Target
 from bench.prices import Usage
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
-from chalicelib.tasks import interval
+from chalicelib.tasks import executor, interval
+from chalicelib.tasks.model import DueMessage, TaskKey
 from tests.aws_limits import item_size
 
 if TYPE_CHECKING:
@@ -349,6 +350,36 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
     return sorted(results, key=lambda m: workloads.index(m.workload))
 
 
+# --- the executor alone: one message, and full batches of 10 ---------------------------------------------------
+
+EXECUTOR_BATCH = 10
+TARGET_EXECUTOR_ONE = 3.0      # calls besides the action: read what is due, claim, settle
+TARGET_EXECUTOR_BATCHED = 2.0  # on average over full batches of 10
+
+
+def executor_calls(batches: int, batch_size: int) -> float:
+    """AWS calls per one-time exact task the executor makes besides its action (SendEmail), when its due
+    messages come ``batch_size`` at a time, all due now (``executor.run_batch`` as ``task_executor`` calls it)."""
+    from tests.fixtures import FakeClock
+
+    with task_stage.stage() as stage:
+        clock = FakeClock()
+        clients = Clients(stage.settings, session=stage.setup.session)
+        counter = CallCounter().attach(*task_stage.build_all(clients))
+        deps = Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep)
+        n = batches * batch_size
+        for i in range(n):
+            item = {"PK": f"EXEC#{i}", "SK": "TASK", "run_at": clock.now.isoformat(), "strategy": "exact",
+                    "action": {"type": "email", "to": "bench@example.com", "subject": f"exec-{i}", "body": "b"}}
+            stage.setup.dynamodb.put_item(TableName=stage.settings.tasks_table, Item=ddb.serialize(item))
+        for b in range(batches):
+            records = [{"messageId": f"m{i}", "body": DueMessage(TaskKey(f"EXEC#{i}", "TASK"), clock.now).to_json()}
+                       for i in range(b * batch_size, (b + 1) * batch_size)]
+            assert executor.run_batch(deps, records) == {"batchItemFailures": []}
+        calls = counter.calls
+        return (counter.total - calls["sesv2:SendEmail"]) / n
+
+
 # --- the seed's design ------------------------------------------------------------------------------------
 
 def seed_usage(n: int, memory_mb: int = 128) -> Usage:
@@ -403,6 +434,15 @@ def run(scale: Scale, plots: Path) -> list[Section]:
                                           TARGET_CALLS[workload.name]))
             section.targets.append(Target(f"{workload.name}: $ per million tasks beyond the action", dollars,
                                           TARGET_DOLLARS, "$"))
+    one, batched = executor_calls(n, 1), executor_calls(max(1, n // EXECUTOR_BATCH), EXECUTOR_BATCH)
+    figures["executor_calls_besides_action"] = {"one_message": one, f"batches_of_{EXECUTOR_BATCH}": batched}
+    section.notes.append(f"the executor alone, calls per one-time task besides the action: {one:.2f} a message at "
+                         f"a time, {batched:.2f} in full batches of {EXECUTOR_BATCH} (one BatchGetItem a batch, "
+                         "then a claim and a settle each)")
+    section.targets.append(Target("executor: calls per task besides the action, one message", one,
+                                  TARGET_EXECUTOR_ONE))
+    section.targets.append(Target(f"executor: calls per task besides the action, batches of {EXECUTOR_BATCH}",
+                                  batched, TARGET_EXECUTOR_BATCHED))
     section.rows.append(["seed 001 (CreateSchedule + Scheduler invokes the target)", n, "n/a",
                          float(SEED_CALLS_PER_TASK), 0.0, float(SEED_STREAM_RECORDS_PER_TASK),
                          seed.lambda_requests, 0.0, 0.0, seed_dollars, 1.0])
@@ -413,6 +453,6 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         f"calls include the action (one SendEmail); dollars exclude it; Lambda duration = calls x "
         f"{CALL_SECONDS * 1000:.0f} ms + waits, at the functions' memory; tasks due "
         "a few seconds apart (batches of one message), written in one burst by another program (stream batches "
-        "of up to 100; an API task's record and status index add write units to the same transaction, not calls); "
+        "of up to 100; an API task's record adds write units to the same transaction, not calls); "
         "prices: bench/prices.py (us-east-1 list prices, sources and dates)")
     return [section]

@@ -71,7 +71,9 @@ def stage(**changes: Any) -> Iterator[Stage]:
         settings = replace(settings, alert_topic_arn=environment["ALERT_TOPIC_ARN"],
                            tasks_stream_arn=environment["TASKS_STREAM_ARN"],
                            scheduler_dlq_arn=environment["SCHEDULER_DLQ_ARN"],
-                           scheduler_role_arn=environment["SCHEDULER_ROLE_ARN"], **changes)
+                           scheduler_role_arn=environment["SCHEDULER_ROLE_ARN"],
+                           due_queue_url=environment["DUE_QUEUE_URL"], due_queue_arn=environment["DUE_QUEUE_ARN"],
+                           **changes)
         yield Stage(settings=settings, setup=Clients(settings))
 
 

@@ -9,6 +9,7 @@ a sleep that only moves that clock.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ def client_config(settings: Settings) -> Config:
         retries=cast("_RetryDict", {"mode": settings.aws_retry_mode, "total_max_attempts": settings.aws_max_attempts}),
         connect_timeout=5,
         read_timeout=30,
+        # One connection per thread of a stream batch (botocore keeps 10 by default, and discards the rest).
+        max_pool_connections=max(10, settings.stream_concurrency, settings.executor_concurrency),
     )
 
 
@@ -52,12 +55,16 @@ class Clients:
 
     settings: Settings
     session: boto3.session.Session = field(default_factory=boto3.session.Session)
+    _making: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def _make(self, service: str) -> Any:
+        """A client (thread-safe once made); made under a lock, as a boto3 session is not thread-safe and the
+        executor's and stream scheduler's threads may ask for the same client at once on a cold start."""
         kwargs: dict[str, Any] = {"config": client_config(self.settings)}
         if self.settings.endpoint_url:
             kwargs["endpoint_url"] = self.settings.endpoint_url
-        return self.session.client(service, **kwargs)  # type: ignore[call-overload]
+        with self._making:
+            return self.session.client(service, **kwargs)  # type: ignore[call-overload]
 
     @cached_property
     def dynamodb(self) -> DynamoDBClient:
@@ -94,12 +101,21 @@ class Deps:
     clock: Clock = utc_now
     sleep: Sleep = time.sleep
     _queue_urls: dict[str, str] = field(default_factory=dict)
+    _lookup: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def queue_url(self, name: str) -> str:
-        """The URL of a queue by name, looked up once per container."""
-        if name not in self._queue_urls:
-            self._queue_urls[name] = self.clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-        return self._queue_urls[name]
+        """The URL of a queue by name, looked up once per container (threads that start together wait for
+        the first one's answer)."""
+        if name == self.settings.due_queue and self.settings.due_queue_url:
+            return self.settings.due_queue_url  # provisioning named it: no call at all
+        url = self._queue_urls.get(name)
+        if url is None:
+            with self._lookup:
+                url = self._queue_urls.get(name)
+                if url is None:
+                    url = self.clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+                    self._queue_urls[name] = url
+        return url
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Deps:

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from chalicelib import schedule_expr
 
@@ -31,8 +31,7 @@ class SettingsError(ValueError):
         self.value = value
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(NamedTuple):  # a NamedTuple: cheaper to define at import than a dataclass, as immutable
     name: str
     default: str
     meaning: str
@@ -88,6 +87,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SCHEDULE_GROUP", "timekeeper", "EventBridge Scheduler group of the exact strategy's schedules."),
     Variable("SCHEDULER_ROLE_ARN", "", "Role EventBridge Scheduler assumes to send to the due queue."),
     Variable("SCHEDULER_DLQ_ARN", "", "Dead-letter queue (ARN) of EventBridge Scheduler deliveries."),
+    Variable("DUE_QUEUE_URL", "", "URL of DUE_QUEUE, set by provisioning (empty: looked up once per container)."),
+    Variable("DUE_QUEUE_ARN", "", "ARN of DUE_QUEUE, set by provisioning (empty: looked up once per container)."),
     Variable("DUE_QUEUE", "timekeeper-due", "SQS queue (name) of due tasks, consumed by the executor."),
     Variable("TASK_DLQ", "timekeeper-task-dlq", "SQS queue (name) for task records and messages that cannot be processed."),
     Variable("DUE_DLQ", "timekeeper-due-dlq", "SQS queue (name) where SQS moves due messages after their last failed delivery."),
@@ -97,7 +98,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DIRECT_QUEUE_HORIZON_SECONDS", "900", "Exact tasks due sooner skip Scheduler: due queue with a delay."),
     Variable("SCHEDULE_LEAD_SECONDS", "60", "Exact tasks' schedules fire this early; the executor waits out the rest."),
     Variable("PAST_DUE_GRACE_SECONDS", "60", "The API accepts a due time this far in the past."),
-    Variable("STREAM_CONCURRENCY", "8", "Records of one stream batch processed at once (different keys)."),
+    Variable("STREAM_CONCURRENCY", "20", "Records of one stream batch processed at once (different keys)."),
+    Variable("EXECUTOR_CONCURRENCY", "10", "Due messages of one executor batch handled at once."),
     # API
     Variable("API_AUTH", "none", "API authorization: none, token, iam, api_key or cognito."),
     Variable("API_TOKEN", "", "Bearer token the API requires when API_AUTH=token (local stage)."),
@@ -121,6 +123,7 @@ STATE_TTL_ATTRIBUTE = "expires_at"
 _DEFAULTS = {v.name: v.default for v in VARIABLES}
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+_QUEUE_URL = re.compile(r"^(?:https?://[^\s/]+/[0-9]{12}/[A-Za-z0-9_-]{1,80})?$")
 _ARN = re.compile(r"^arn:aws[a-zA-Z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{12}:.+$")
 # An SQS queue or SNS topic ARN, IAM wildcards allowed in region, account and name.
 ACTION_TARGET_ARN = re.compile(r"arn:aws[a-zA-Z-]*:(?:sqs|sns):[a-z0-9*?-]+:[0-9*?]{1,12}:[A-Za-z0-9_.*?-]{1,256}")
@@ -177,6 +180,8 @@ class Settings:
     schedule_group: str
     scheduler_role_arn: str
     scheduler_dlq_arn: str
+    due_queue_url: str
+    due_queue_arn: str
     due_queue: str
     task_dlq: str
     due_dlq: str
@@ -187,6 +192,7 @@ class Settings:
     schedule_lead_seconds: int
     past_due_grace_seconds: int
     stream_concurrency: int
+    executor_concurrency: int
     api_auth: str
     api_token: str = field(repr=False)
     cognito_user_pool_arn: str = ""
@@ -246,6 +252,8 @@ class Settings:
                 "SCHEDULE_GROUP", re.compile(r"^[0-9a-zA-Z_.-]{1,64}$"), "a Scheduler group name"),
             scheduler_role_arn=env.optional_arn("SCHEDULER_ROLE_ARN"),
             scheduler_dlq_arn=env.optional_arn("SCHEDULER_DLQ_ARN"),
+            due_queue_url=env.matching("DUE_QUEUE_URL", _QUEUE_URL, "an SQS queue URL (http[s]://host/account/name)"),
+            due_queue_arn=env.optional_arn("DUE_QUEUE_ARN"),
             due_queue=env.matching("DUE_QUEUE", _QUEUE_NAME, "an SQS queue name"),
             task_dlq=env.matching("TASK_DLQ", _QUEUE_NAME, "an SQS queue name"),
             due_dlq=env.matching("DUE_DLQ", _QUEUE_NAME, "an SQS queue name"),
@@ -256,6 +264,7 @@ class Settings:
             schedule_lead_seconds=env.integer("SCHEDULE_LEAD_SECONDS", 0, 900),
             past_due_grace_seconds=env.integer("PAST_DUE_GRACE_SECONDS", 0, 86400),
             stream_concurrency=env.integer("STREAM_CONCURRENCY", 1, 64),
+            executor_concurrency=env.integer("EXECUTOR_CONCURRENCY", 1, 64),
             api_auth=api_auth,
             api_token=api_token,
             cognito_user_pool_arn=cognito_user_pool_arn,
@@ -265,9 +274,9 @@ class Settings:
         )
 
 
-@dataclass(frozen=True)
 class _Reader:
-    environ: Mapping[str, str]
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
 
     def raw(self, name: str) -> str:
         return self.environ.get(name, "").strip()

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.settings import Settings
+from chalicelib.tasks.items import STATUS_INDEX
 from deploy.event_sources import Option
 
 ACTION_TARGETS_VARIABLE = "TASK_ACTION_TARGET_ARNS"  # a stage setting (it was read from make deploy's environment)
@@ -189,6 +190,8 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         API_HANDLER: [
             b.tasks_table("TaskItems", [*_READ, *_WRITE, "dynamodb:BatchGetItem"]),
             b.state_table("TaskRecordsAndRuns", [*_READ, *_WRITE, "dynamodb:Query", "dynamodb:BatchGetItem"]),
+            _statement("QueryTaskStatusIndex", ["dynamodb:Query"],
+                       [b.table(f"{s.state_table}/index/{STATUS_INDEX}")]),
             *start_backups,
         ],
         "backup_trigger": [
@@ -225,8 +228,8 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             b.send("SendDueTasks", s.due_queue),
         ],
         "task_executor": [
-            b.tasks_table("TaskItems", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem"]),
-            b.state_table("TaskRecordsAndClaims", [*_READ, *_WRITE]),
+            b.tasks_table("TaskItems", [*_READ, "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+            b.state_table("TaskRecords", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
             b.send("SendDueTasks", s.due_queue),
             b.consume("ConsumeDueQueue", s.due_queue),
             b.send("DeadLetter", s.task_dlq),
@@ -239,7 +242,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         ],
         "due_dead_letter": [
             b.tasks_table("ReadTasks", _READ),
-            b.state_table("TaskRecordsAndClaims", [*_READ, "dynamodb:UpdateItem"]),
+            b.state_table("TaskRecords", [*_READ, "dynamodb:UpdateItem"]),
             b.consume("ConsumeDueDlq", s.due_dlq),
             b.send("ForwardToTaskDlq", s.task_dlq),
             b.alerts(),

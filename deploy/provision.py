@@ -23,6 +23,37 @@ from deploy import iam
 MAX_RECEIVE_COUNT = 5  # deliveries before SQS moves a message to its dead-letter queue
 
 
+@dataclass(frozen=True)
+class Index:
+    """A global secondary index (keys only projected): its name, hash and range attributes and their types."""
+
+    name: str
+    hash_key: str
+    range_key: str
+    range_type: str = "S"
+
+    def definition(self) -> dict[str, Any]:
+        return {"IndexName": self.name,
+                "KeySchema": [{"AttributeName": self.hash_key, "KeyType": "HASH"},
+                              {"AttributeName": self.range_key, "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"}}
+
+    def attributes(self) -> list[dict[str, str]]:
+        return [{"AttributeName": self.hash_key, "AttributeType": "S"},
+                {"AttributeName": self.range_key, "AttributeType": self.range_type}]
+
+
+def state_indexes() -> list[Index]:
+    """The state table's: the status index of API tasks' records (GET /tasks)."""
+    from chalicelib.tasks.items import LISTED, STATUS_INDEX
+    return [Index(STATUS_INDEX, "status", LISTED)]
+
+
+def tasks_indexes(settings: Settings) -> list[Index]:
+    """The tasks table's: the interval strategy's due buckets."""
+    return [Index(settings.bucket_index, settings.bucket_attribute, DUE_EPOCH_ATTRIBUTE, "N")]
+
+
 @dataclass
 class Provisioned:
     """What provisioning made or found: environment values and a log of changes."""
@@ -38,9 +69,11 @@ def _code(exc: ClientError) -> str:
 
 def ensure_table(clients: Clients, name: str, result: Provisioned, *,
                  stream: bool = False, ttl_attribute: str | None = None,
-                 gsi: tuple[str, str, str] | None = None) -> dict[str, Any]:
-    """A PAY_PER_REQUEST table with string keys PK/SK (+ stream, TTL, GSI as asked)."""
+                 indexes: list[Index] | None = None) -> dict[str, Any]:
+    """A PAY_PER_REQUEST table with string keys PK/SK (+ stream, TTL, GSIs as asked); a GSI missing from a
+    table made before it was added is created on it (DynamoDB backfills it while the table stays in use)."""
     ddb = clients.dynamodb
+    indexes = indexes or []
     try:
         table = ddb.describe_table(TableName=name)["Table"]
     except ClientError as exc:
@@ -55,21 +88,22 @@ def ensure_table(clients: Clients, name: str, result: Provisioned, *,
         }
         if stream:
             kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-        if gsi:
-            index, hash_attr, range_attr = gsi
-            attributes += [{"AttributeName": hash_attr, "AttributeType": "S"},
-                           {"AttributeName": range_attr, "AttributeType": "N"}]
-            kwargs["GlobalSecondaryIndexes"] = [{
-                "IndexName": index,
-                "KeySchema": [{"AttributeName": hash_attr, "KeyType": "HASH"},
-                              {"AttributeName": range_attr, "KeyType": "RANGE"}],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }]
+        if indexes:
+            for index in indexes:
+                attributes += [a for a in index.attributes() if a not in attributes]
+            kwargs["GlobalSecondaryIndexes"] = [index.definition() for index in indexes]
         kwargs["AttributeDefinitions"] = attributes
         table = ddb.create_table(**kwargs)["TableDescription"]
         ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         table = ddb.describe_table(TableName=name)["Table"]
         result.changes.append(f"created table {name}")
+    present = {i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])}
+    for index in indexes:
+        if index.name not in present:
+            update: dict[str, Any] = {"TableName": name, "AttributeDefinitions": index.attributes(),
+                                      "GlobalSecondaryIndexUpdates": [{"Create": index.definition()}]}
+            ddb.update_table(**update)
+            result.changes.append(f"created index {index.name} on {name}")
     if ttl_attribute:
         current = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
         if current.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING") or \
@@ -195,10 +229,9 @@ def _as_document(value: Any) -> Any:
 def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = "") -> Provisioned:
     """Every resource the app needs; returns the stage environment naming them."""
     result = Provisioned()
-    ensure_table(clients, settings.state_table, result, ttl_attribute=STATE_TTL_ATTRIBUTE)
-    tasks = ensure_table(
-        clients, settings.tasks_table, result, stream=True, ttl_attribute=settings.ttl_attribute,
-        gsi=(settings.bucket_index, settings.bucket_attribute, DUE_EPOCH_ATTRIBUTE))
+    ensure_table(clients, settings.state_table, result, ttl_attribute=STATE_TTL_ATTRIBUTE, indexes=state_indexes())
+    tasks = ensure_table(clients, settings.tasks_table, result, stream=True, ttl_attribute=settings.ttl_attribute,
+                         indexes=tasks_indexes(settings))
     _, monitor_dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, result)
     ensure_queue(clients, settings.backup_monitor_queue, result, dlq_arn=monitor_dlq_arn,
                  visibility_timeout=300, delay_seconds=settings.backup_monitor_delay_seconds)
@@ -207,7 +240,7 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
     # messages") and forwards it to TASK_DLQ.  No redrive of its own: a moved message keeps its receive count,
     # so a redrive would pass it on before the handler saw it; one it cannot handle stays there, retried.
     _, due_dlq_arn = ensure_queue(clients, settings.due_dlq, result)
-    _, due_queue_arn = ensure_queue(clients, settings.due_queue, result, dlq_arn=due_dlq_arn,
+    due_queue_url, due_queue_arn = ensure_queue(clients, settings.due_queue, result, dlq_arn=due_dlq_arn,
                                     visibility_timeout=120)
     _, scheduler_dlq_arn = ensure_queue(clients, iam.scheduler_dlq_name(settings), result)
     if not scheduler_role_arn:
@@ -227,10 +260,14 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
         "BACKUP_MONITOR_QUEUE": settings.backup_monitor_queue,
         "BACKUP_MONITOR_DLQ": settings.backup_monitor_dlq,
         "DUE_QUEUE": settings.due_queue,
+        "DUE_QUEUE_URL": due_queue_url,
+        "DUE_QUEUE_ARN": due_queue_arn,
         "TASK_DLQ": settings.task_dlq,
         "DUE_DLQ": settings.due_dlq,
         "SCHEDULER_ROLE_ARN": scheduler_role_arn,
     })
+    from deploy.migrate import migrate  # the data a previous version left, once the tables are there
+    result.changes += migrate(clients, settings)
     return result
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from chalice.app import Chalice
 
-from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
+from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
 from deploy import api_gateway, event_sources, iam
-from deploy.provision import MAX_RECEIVE_COUNT, dead_letter_queues, dlq_alarm
+from deploy.provision import MAX_RECEIVE_COUNT, Index, dead_letter_queues, dlq_alarm, state_indexes, tasks_indexes
 
 RETENTION_SECONDS = 1209600
 MONITOR_VISIBILITY_SECONDS = 300
@@ -28,22 +28,16 @@ DUE_VISIBILITY_SECONDS = 120
 DEFAULT_VISIBILITY_SECONDS = 60
 
 
-def _table(name: str, **extra: Any) -> dict[str, Any]:
+def _table(name: str, indexes: list[Index], **extra: Any) -> dict[str, Any]:
     attributes = [{"AttributeName": "PK", "AttributeType": "S"}, {"AttributeName": "SK", "AttributeType": "S"}]
-    gsi = extra.pop("gsi", None)
     props: dict[str, Any] = {
         "TableName": name, "BillingMode": "PAY_PER_REQUEST",
         "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
     }
-    if gsi:
-        index, hash_attr, range_attr = gsi
-        attributes += [{"AttributeName": hash_attr, "AttributeType": "S"},
-                       {"AttributeName": range_attr, "AttributeType": "N"}]
-        props["GlobalSecondaryIndexes"] = [{
-            "IndexName": index,
-            "KeySchema": [{"AttributeName": hash_attr, "KeyType": "HASH"},
-                          {"AttributeName": range_attr, "KeyType": "RANGE"}],
-            "Projection": {"ProjectionType": "KEYS_ONLY"}}]
+    if indexes:
+        for index in indexes:
+            attributes += [a for a in index.attributes() if a not in attributes]
+        props["GlobalSecondaryIndexes"] = [index.definition() for index in indexes]
     props["AttributeDefinitions"] = attributes
     props.update(extra)
     # Data outlives the stack, as `make destroy` keeps it unless DELETE_DATA=1.
@@ -94,13 +88,12 @@ def _resources(settings: Settings) -> dict[str, Any]:
     return {
         "Resources": {
             # Execution claims expire by STATE_TTL_ATTRIBUTE, as provision() enables it.
-            "StateTable": _table(settings.state_table,
+            "StateTable": _table(settings.state_table, state_indexes(),
                                  TimeToLiveSpecification={"AttributeName": STATE_TTL_ATTRIBUTE, "Enabled": True}),
             "TasksTable": _table(
-                settings.tasks_table,
+                settings.tasks_table, tasks_indexes(settings),
                 StreamSpecification={"StreamViewType": "NEW_AND_OLD_IMAGES"},
-                TimeToLiveSpecification={"AttributeName": settings.ttl_attribute, "Enabled": True},
-                gsi=(settings.bucket_index, settings.bucket_attribute, DUE_EPOCH_ATTRIBUTE)),
+                TimeToLiveSpecification={"AttributeName": settings.ttl_attribute, "Enabled": True}),
             "BackupMonitorDlq": _queue(settings.backup_monitor_dlq),
             "BackupMonitorQueue": _queue(settings.backup_monitor_queue, MONITOR_VISIBILITY_SECONDS,
                                          settings.backup_monitor_delay_seconds, "BackupMonitorDlq"),

@@ -19,6 +19,7 @@ import app as app_module
 from chalicelib.aws import Clients, Deps
 from chalicelib.settings import Settings
 from deploy.provision import provision
+from local import moto_corrections
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
 from tests.policy_recorder import ACCOUNT, RECORDER, report, suite_problems
@@ -99,6 +100,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def aws() -> Iterator[Aws]:
+    # AWS's conditional writes are atomic; moto's check and write in two steps. The handlers that run threads
+    # (the stream scheduler, the executor) need AWS's behaviour: local/moto_corrections serialises the writes.
+    moto_corrections.install()
     with mock_aws():
         settings = Settings.from_env()
         clients = Clients(settings)
@@ -106,7 +110,9 @@ def aws() -> Iterator[Aws]:
         limits = AwsLimits(clients)  # a request AWS would reject fails the test, though moto accepts it
         provisioned = provision(clients, settings)
         settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
-                           tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"])
+                           tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"],
+                           due_queue_url=provisioned.environment["DUE_QUEUE_URL"],
+                           due_queue_arn=provisioned.environment["DUE_QUEUE_ARN"])
         capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
         capture_arn = clients.sqs.get_queue_attributes(
             QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

@@ -81,7 +81,7 @@ def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
     assert item is not None
     created_at = record.get("created_at") if record else None
     try:
-        return items.view_of_task(task_from_item(item, deps.settings), created_at)
+        return items.view_of_task(task_from_item(item, deps.settings), record)
     except InvalidTask as exc:
         return {"id": task_id, "status": item.get("status"), "created_at": created_at,
                 "error": f"the item is not a valid task: {exc.message}", "field": exc.field}
@@ -105,13 +105,11 @@ def create(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]
     item = items.new_item(task_id, request, settings, now)
     task = task_from_item(item, settings)
     record = items.record_of(task, item["created_at"], fingerprint)
-    index = {**items.index_key(Status.PENDING, item["created_at"], task_id), "id": task_id}
     new = "attribute_not_exists(PK)"
-    if store.transact([put(store.tasks_table, item, new), put(store.state_table, record, new),
-                       put(store.state_table, index, new)]):
+    if store.transact([put(store.tasks_table, item, new), put(store.state_table, record, new)]):
         logger.info("task created", extra={"task_id": task_id, "strategy": task.strategy.value,
                                             "run_at": iso(task.due)})
-        return 201, items.view_of_task(task, item["created_at"])
+        return 201, items.view_of_task(task, record)
     replay = _replay(deps, store, task_id, fingerprint)
     if replay is not None:
         return replay
@@ -163,7 +161,7 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
     partition, start_key = 0, None
     if query.get("next_token"):
         partition, start_key = _valid(lambda: items.decode_token(query["next_token"], len(statuses)))
-        if start_key is not None and start_key["PK"] != items.INDEX_PREFIX + statuses[partition].value:
+        if start_key is not None and start_key["status"] != statuses[partition].value:
             raise bad_request("next_token", "next_token belongs to a listing with another status")
     store = TaskStore(deps)
     ids: list[str] = []
@@ -202,9 +200,18 @@ def _current(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, 
 
 
 def _status(record: dict[str, Any] | None, task: Task | None) -> str:
-    if record is not None and Status(record.get("status", "PENDING")).finished:
-        return str(record["status"])
-    return task.status.value if task is not None else str((record or {}).get("status", Status.PENDING.value))
+    return items.current_status(task, record)
+
+
+def _not_executing(due: str, stuck: bool) -> tuple[str, dict[str, Any]]:
+    """A condition on a task's record: no executor claimed its execution at ``due`` -- or, for a task stuck on a
+    dead-lettered due message, the claim it left RUNNING -- so the API may still change the task."""
+    values: dict[str, Any] = {":due": due}
+    condition = "attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
+    if stuck:
+        values[":running"] = Status.RUNNING.value
+        condition += " OR exec_state = :running"
+    return condition, values
 
 
 def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
@@ -219,26 +226,21 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     if status == Status.RUNNING.value and not stuck:
         raise conflict(f"task {key.task_id!r} is running; try again when it has finished")
     store, now = TaskStore(deps), deps.clock()
-    cancellable = "(:pending, :running)" if stuck else "(:pending)"  # a dead-lettered task stuck RUNNING too
+    cancellable = "(:pending, :running)" if stuck else "(:pending)"  # an item of the previous version: stuck RUNNING
+    new_record = dict(record or {})
     if task is not None:
-        new_record = items.record_of(task, (record or {}).get("created_at") or task.item.get("created_at"),
-                                     (record or {}).get("fingerprint"))
-    else:
-        new_record = dict(record or {})
+        new_record.update(items.record_of(task, new_record.get("created_at") or task.item.get("created_at"),
+                                          new_record.get("fingerprint")))
     new_record.update(status=Status.CANCELLED.value, finished_at=iso(now))
+    due = str(new_record.get("run_at"))
+    condition, values = _not_executing(due, stuck)
     ops = [
         delete(store.tasks_table, {"PK": key.pk, "SK": key.sk},
                f"attribute_not_exists(PK) OR attribute_not_exists(#s) OR #s IN {cancellable}",
                {"#s": "status"}, {":pending": Status.PENDING.value,
                                   **({":running": Status.RUNNING.value} if stuck else {})}),
-        put(store.state_table, new_record, "attribute_not_exists(PK) OR #s = :pending",
-            {"#s": "status"}, {":pending": Status.PENDING.value}),
+        put(store.state_table, new_record, condition, None, values),
     ]
-    created_at = new_record.get("created_at")
-    if created_at and record is not None:
-        ops.append(delete(store.state_table, items.index_key(Status.PENDING, created_at, key.task_id)))
-        ops.append(put(store.state_table, {**items.index_key(Status.CANCELLED, created_at, key.task_id),
-                                           "id": key.task_id}))
     if not store.transact(ops):
         raise conflict(f"task {key.task_id!r} changed while being cancelled; read it and try again")
     logger.info("task cancelled", extra={"task_id": key.task_id})
@@ -274,7 +276,8 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
     changeable = "#s = :pending"
     extra_values: dict[str, Any] = {}
     if stuck and status == Status.RUNNING.value:  # its due message was dead-lettered: it runs again from PENDING
-        changes["status"] = Status.PENDING.value
+        if item.get("status") == Status.RUNNING.value:  # an item the previous version marked RUNNING
+            changes["status"] = Status.PENDING.value
         changeable = "#s IN (:pending, :running)"
         extra_values[":running"] = Status.RUNNING.value
     still_due, due_names, due_values = items.due_condition(task, settings)
@@ -284,15 +287,20 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
                   {**names, **due_names, "#s": "status"},
                   {**values, **due_values, **extra_values, ":pending": Status.PENDING.value})]
     updated = task_from_item({**item, **changes}, settings)
-    if record is not None:
-        view_changes = {"run_at": iso(updated.due), "action": updated.action}
-        expression, names, values = set_attributes(view_changes, ["dead_letter"])
-        ops.append(update(store.state_table, items.record_key(key.task_id), expression, None, names, values))
+    # On the record: the new time, and the one moved from, so that an executor that read the item before this
+    # write cannot claim the old time after it (README: the executor).
+    record_changes = {"run_at": iso(updated.due), "action": updated.action, "moved_from": iso(task.due),
+                      "id": key.task_id, "task_pk": key.pk, "task_sk": key.sk}
+    expression, names, values = set_attributes(record_changes, ["dead_letter"])
+    condition, condition_values = _not_executing(iso(task.due), stuck)
+    ops.append(update(store.state_table, items.record_key(key.task_id), expression,
+                      condition.replace(":due", ":old_due"), names,
+                      {**values, **{k.replace(":due", ":old_due"): v for k, v in condition_values.items()}}))
     if not store.transact(ops):
         raise conflict(f"task {key.task_id!r} changed while being rescheduled; read it and try again")
     logger.info("task rescheduled", extra={"task_id": key.task_id, "run_at": iso(updated.due),
                                             DUE_EPOCH_ATTRIBUTE: updated.due_epoch})
-    return 200, items.view_of_task(updated, (record or {}).get("created_at"))
+    return 200, items.view_of_task(updated, {**(record or {}), **record_changes})
 
 
 __all__ = ["cancel", "create", "list_tasks", "reschedule", "show"]

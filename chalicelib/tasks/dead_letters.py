@@ -3,10 +3,11 @@
 After MAX_RECEIVE_COUNT failed deliveries SQS moves a due message from the due
 queue to DUE_DLQ (deploy/provision.py).  For each such message:
 
-1. Moot?  The message no longer stands for a waiting execution when its claim
-   is settled (DONE, FAILED, SKIPPED: another delivery ran it), the item is
-   gone, or the task was rescheduled, cancelled or finished (the executor's
-   ``skip_reason``).  It is only forwarded.
+1. Moot?  The message no longer stands for a waiting execution when the
+   execution of its due time is settled on the task's record (DONE, FAILED:
+   another delivery ran it), the item is gone, or the task was rescheduled,
+   cancelled or finished (the executor's ``skip_reason``).  It is only
+   forwarded.
 2. Otherwise one alert goes out (with a ``dedupe_id``),
 3. the message is forwarded to TASK_DLQ with the reason, for a human, and
 4. the task's record in the state table (``TASK#<id>`` / ``RECORD``; made for
@@ -36,10 +37,9 @@ from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
 from chalicelib.tasks.executor import skip_reason
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, iso, task_from_item
-from chalicelib.tasks.store import TaskStore
+from chalicelib.tasks.store import SETTLED, Execution, TaskStore
 
 SOURCE = "due_dead_letter"
-SETTLED = (Status.DONE.value, Status.FAILED.value, "SKIPPED")
 
 
 def run_batch(deps: Deps, records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
@@ -73,13 +73,13 @@ def handle(deps: Deps, body: str, message_id: str, receive_count: str = "") -> s
     dedupe_id = f"due-dead-lettered:{task_id}:{due}"
     payload = _payload(body)
     record = store.get_record(task_id)
-    claim = store.get_claim(task_id, message.due) or {}
-    moot = _moot(deps, store, message, record, claim)
+    execution = Execution.of(record)
+    moot = _moot(deps, store, message, record, execution)
     if moot:
         dead_letter(deps, task_dlq, SOURCE, message_id, f"due message of task {task_id} for {due} dead-lettered "
                     f"after the execution no longer waited for it ({moot})", payload, dedupe_id=dedupe_id)
         return "forwarded: " + moot
-    state = str(claim.get("state") or "none")
+    state = execution.state if execution.of_due(due) and execution.state else "none"
     reason = (f"the due message of task {task_id} for {due} failed every delivery (SQS receive count "
               f"{receive_count or 'unknown'}); its claim was left {state}; see the task_executor logs")
     found = (record or {}).get("dead_letter")
@@ -99,11 +99,15 @@ def handle(deps: Deps, body: str, message_id: str, receive_count: str = "") -> s
 
 
 def _moot(deps: Deps, store: TaskStore, message: DueMessage, record: dict[str, Any] | None,
-          claim: dict[str, Any]) -> str | None:
+          execution: Execution) -> str | None:
     """Why no execution waits for this message any more, or None when its task is stuck on it."""
-    if claim.get("state") in SETTLED:
-        return f"its execution is {str(claim['state']).lower()}"
     due = iso(message.due)
+    if execution.of_due(due) and execution.state in SETTLED:
+        return f"its execution is {execution.state.lower()}"
+    if record is not None and record.get("run_at") == due and record.get("status") == Status.CANCELLED.value:
+        return "cancelled"
+    if execution.moved_from == due:
+        return "rescheduled"
     if message.carries_item:
         if record is not None and record.get("run_at") == due and Status(record.get("status", "PENDING")).finished:
             return str(record["status"]).lower()
@@ -115,7 +119,7 @@ def _moot(deps: Deps, store: TaskStore, message: DueMessage, record: dict[str, A
         task = task_from_item(item, deps.settings)
     except InvalidTask:
         return None  # shown as stuck: the item needs writing again
-    return skip_reason(task, message, record)
+    return skip_reason(task, message)
 
 
 def _payload(body: str) -> Any:

@@ -1,37 +1,43 @@
 """The executor: runs each due task once, on time, from the due queue.
 
-For every message (``model.DueMessage``):
+The messages of a batch are handled concurrently (at most EXECUTOR_CONCURRENCY
+at once), so one message waiting out its last second or retrying its action
+holds no other.  For every message (``model.DueMessage``):
 
 1. Never early: a message a second or more ahead goes back to the queue with
    the remaining delay (at most 900 s a hop); under a second, it is waited out.
-2. The task is read from its item, or from the item image the message carries
-   (or kept in the state table) when the item is gone (a lazy task's TTL
-   deleted it).  Skipped: a task cancelled, finished, or rescheduled (its due
-   time no longer matches the message's; the new time has its own message).
-3. The execution (task, due time) is claimed with a conditional write in the
-   state table: a duplicate delivery finds the claim and stops; a claim held by
-   a live worker sends the message back until its lease ends, then it may be
-   taken over.
-4. The action runs, retried with backoff up to TASK_MAX_ATTEMPTS.  Its outcome
-   is first kept on the claim (state ACTED): from then on a takeover never runs
-   the action again, it only finishes recording it.
-5. A failure is dead-lettered and alerted (each noted on the claim, so neither
-   is lost nor repeated by a takeover); then the outcome is written to the item
-   (and record, and status index) in one transaction -- a recurring task gets
-   its next due time, which re-schedules it through the stream -- and the claim
-   is settled.  A worker that cannot finish releases its claim, so the
-   redelivery takes it over at once.
+2. Read what is due: the task's item (one GetItem), or the item image the
+   message carries (or keeps in the state table) when the item is gone (a lazy
+   task's TTL deleted it).  Skipped: a task gone, finished (an item of the
+   previous version says so), or rescheduled (its due time no longer matches
+   the message's; the new time has its own message).
+3. Claim the execution (task, due time) on the task's record in the state
+   table: one conditional UpdateItem.  A duplicate delivery finds it settled
+   and stops; a claim held by a live worker sends the message back until its
+   lease ends, then it may be taken over; a task cancelled at that time, or
+   moved from it by the API since step 2, is skipped.
+4. The action runs, retried with backoff up to TASK_MAX_ATTEMPTS.
+5. Settle: the outcome (status, attempts, result or error; a recurring task's
+   next due time) goes on the record, with one conditional UpdateItem.  That is
+   the one write between the action and a second run of it: retried, never
+   released (README: the executor).  A one-time task's item is never written.
+6. A failure is dead-lettered and alerted, each noted on the record after it,
+   so a redelivery that finds the claim FAILED does only what is left; a
+   recurring task's item gets its next due time (which re-schedules it through
+   the stream), and a redelivery that finds the claim DONE with the item still
+   at the old time writes it.
 
-An unreadable message is dead-lettered, not failed; a message whose handling
-raised is reported in ``batchItemFailures`` so only it is redelivered.
+So a one-time task costs three AWS calls besides its action: read, claim and
+settle.  An unreadable message is dead-lettered, not failed; a message whose
+handling raised is reported in ``batchItemFailures`` so only it is redelivered.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -42,49 +48,91 @@ from chalicelib import alerts, ddb
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
-from chalicelib.settings import Settings
 from chalicelib.tasks import actions, items, timing
-from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, iso, task_from_item
-from chalicelib.tasks.store import ACTED, Claim, Outcome, TaskStore, delete, put, put_raw, set_attributes, update
+from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, task_from_item
+from chalicelib.tasks.store import RUNNING, Claim, Execution, Outcome, TaskStore
 
 SOURCE = "task_executor"
 
 T = TypeVar("T")
 
 
-def run_batch(deps: Deps, records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
-    """Process an SQS batch; the ids of the messages to redeliver, as Lambda's partial batch response."""
-    failures: list[dict[str, str]] = []
-    for record in records:
+def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
+    """Process an SQS batch, its messages at once (bounded); the ids of the messages to redeliver, as Lambda's
+    partial batch response.  The items of the messages due now are read together first (one BatchGetItem)."""
+    items_read = _read_due_items(deps, records)
+
+    def handle(record: dict[str, Any]) -> str | None:
         message_id = str(record.get("messageId", ""))
         try:
-            outcome = execute(deps, str(record.get("body", "")), message_id)
+            outcome = execute(deps, str(record.get("body", "")), message_id, items_read)
             logger.info("due message handled", extra={"message_id": message_id, "outcome": outcome})
+            return None
         except Exception:
             logger.exception("due message failed; it will be redelivered", extra={"message_id": message_id})
-            failures.append({"itemIdentifier": message_id})
-    return {"batchItemFailures": failures}
+            return message_id
+
+    def handle_group(group: list[dict[str, Any]]) -> list[str | None]:
+        return [handle(record) for record in group]
+
+    # The messages of one task one after the other (a duplicate then finds the first one's claim settled, not
+    # running); different tasks at once.
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for index, record in enumerate(records):
+        groups.setdefault(_task_of(record) or index, []).append(record)
+    workers = max(1, min(deps.settings.executor_concurrency, len(groups)))
+    if workers == 1:
+        failed = [m for group in groups.values() for m in handle_group(group)]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task-executor") as pool:
+            failed = [m for ids in pool.map(handle_group, groups.values()) for m in ids]
+    return {"batchItemFailures": [{"itemIdentifier": m} for m in failed if m is not None]}
 
 
-def skip_reason(task: Task, message: DueMessage, record: dict[str, Any] | None) -> str | None:
-    """Why a due message must not run its task, or None. Pure.
+def _task_of(record: dict[str, Any]) -> TaskKey | None:
+    try:
+        return DueMessage.from_json(str(record.get("body", ""))).key
+    except InvalidTask:
+        return None
+
+
+def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[TaskKey, dict[str, Any] | None]:
+    """The items of the batch's messages that are due now (or within the second) and do not carry their item,
+    read in one BatchGetItem when there are two or more; {} when that read fails (each reads its own then)."""
+    now = deps.clock()
+    keys = []
+    for record in records:
+        try:
+            message = DueMessage.from_json(str(record.get("body", "")))
+        except InvalidTask:
+            continue
+        if not message.carries_item and timing.arrival(message.due, now).kind != "requeue":
+            keys.append(message.key)
+    if len(set(keys)) < 2:
+        return {}
+    try:
+        return TaskStore(deps).get_items(keys)
+    except (ClientError, BotoCoreError) as exc:
+        logger.warning("could not read the batch's items at once; each message reads its own",
+                       extra={"error": repr(exc)})
+        return {}
+
+
+def skip_reason(task: Task, message: DueMessage) -> str | None:
+    """Why a due message must not run its task, as read from the item (or the image it carries), or None. Pure.
 
     Due times match to the second: the interval processor sends ``due_epoch`` (whole seconds)."""
     if task.due_epoch != int(message.due.timestamp()):
         return "rescheduled"
-    due = iso(task.due)
-    if record is not None and record.get("status") == Status.CANCELLED.value and record.get("run_at") == due:
-        return "cancelled"
-    if task.status.finished:
+    if task.status.finished:  # an item of the previous version, which wrote the outcome on it
         return task.status.value.lower()
-    if message.carries_item and record is not None and record.get("run_at") == due \
-            and record.get("status") in (Status.DONE.value, Status.FAILED.value):
-        return str(record["status"]).lower()
     return None
 
 
-def execute(deps: Deps, body: str, message_id: str) -> str:
-    """Handle one due message; returns what happened (for the log and the tests)."""
+def execute(deps: Deps, body: str, message_id: str,
+            items_read: Mapping[TaskKey, dict[str, Any] | None] | None = None) -> str:
+    """Handle one due message; returns what happened (for the log and the tests).  ``items_read``: the batch's
+    items read at once, by key (a key not there is read here)."""
     settings = deps.settings
     try:
         message = DueMessage.from_json(body)
@@ -103,7 +151,13 @@ def execute(deps: Deps, body: str, message_id: str) -> str:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id,
                     f"the item image kept for task {message.key.task_id} is gone", _payload(body))
         return "dead-lettered"
-    item = ddb.deserialize(image) if image is not None else store.get_item(message.key)
+    item: dict[str, Any] | None
+    if image is not None:
+        item = ddb.deserialize(image)
+    elif items_read is not None and message.key in items_read:
+        item = items_read[message.key]
+    else:
+        item = store.get_item(message.key)
     if item is None:
         return "skipped: gone"
     try:
@@ -113,38 +167,106 @@ def execute(deps: Deps, body: str, message_id: str) -> str:
                     f"task {message.key.task_id} is not a valid task: {exc.message}", _payload(body),
                     smaller=_without_image(message))
         return "dead-lettered"
-    record = store.get_record(task.id)
-    reason = skip_reason(task, message, record)
+    reason = skip_reason(task, message)
     if reason:
         return "skipped: " + reason
+    if task.status is Status.RUNNING:  # left RUNNING by the previous version's executor
+        legacy = _legacy_claim(deps, store, task, message)
+        if legacy:
+            return legacy
     early = (task.due - deps.clock()).total_seconds()
     if early > 0:  # the message's time was rounded down to the second
         deps.sleep(early)
-    owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised on a re-read
-    claim = store.claim(task.id, task.due, deps.clock(), settings.task_claim_lease_seconds, owner)
+    owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised
+    claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner)
     if not claim.won:
-        if claim.state in (Status.RUNNING.value, ACTED):
-            _send_back(deps, message, timing.claim_held_delay(
-                claim.claimed_at, settings.task_claim_lease_seconds, deps.clock()))
-            return "requeued: claimed by another worker"
-        return "skipped: " + (claim.state.lower() or "claimed")
-    outcome = claim.outcome  # taken over after the action ran: only its outcome is left to record
-    if outcome is None:
-        with _released_on_error(store, task, owner):  # nothing ran yet: the redelivery takes over at once
-            still_due = message.carries_item or _mark_running(deps, store, task)
-            if not still_due:
-                store.settle_claim(task.id, task.due, "SKIPPED", 0)
-        if not still_due:
-            return "skipped: changed"
-        outcome = _run_with_retries(deps, task)
-        # The one write between the action and a second run of it: retried, never released (see README).
-        acted = _persisted(deps, "the action's outcome on its claim",
-                           lambda: store.record_acted(task.id, task.due, owner, outcome))
-        if not acted:
-            return "skipped: taken over by another worker"
-    with _released_on_error(store, task, owner):  # the redelivery finishes from the outcome kept on the claim
-        _finish(deps, store, task, message, image, record, claim, owner, outcome, message_id, body)
+        return _claim_lost(deps, store, task, message, image, claim, message_id, body)
+    outcome = _run_with_retries(deps, task)
+    next_due = timing.next_due(task, deps.clock()) if outcome.status is Status.DONE else None
+    settled = _persisted(deps, "the task's outcome",
+                         lambda: store.settle(task.key, task.due, owner, outcome, deps.clock(), next_due))
+    if not settled:
+        logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
+                       extra={"task_id": task.id, "status": outcome.status.value})
+        return "skipped: taken over by another worker"
+    _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
+           outcome, message_id, body)
     return "failed" if outcome.status is Status.FAILED else "done"
+
+
+def _claim_lost(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
+                claim: Claim, message_id: str, body: str) -> str:
+    """A duplicate or late delivery: wait for a live claim, finish what a settled one left undone, or stop."""
+    found = claim.found
+    if claim.lost in ("running", "released"):
+        _send_back(deps, message, timing.claim_held_delay(
+            found.claimed_at, deps.settings.task_claim_lease_seconds, deps.clock()))
+        return "requeued: claimed by another worker"
+    if claim.lost in ("done", "failed"):
+        next_due = parse_due(found.next_run_at) if found.next_run_at else None
+        if _after(deps, store, task, message, image, found, next_due, None, message_id, body):
+            return f"finished: {claim.lost}"
+    return "skipped: " + claim.lost
+
+
+def _after(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
+           execution: Execution, next_due: datetime | None, outcome: Outcome | None, message_id: str,
+           body: str) -> bool:
+    """What follows a settled execution: a failure dead-lettered and alerted (each noted on the record right
+    after it, so a redelivery redoes only what is left; both carry ``dedupe_id``, one per task and due time,
+    for the one case where a send is repeated: README "Fail loudly"), a recurring task's next due time written
+    to its item.  True when something was left to do."""
+    did = False
+    if execution.state == Status.FAILED.value:
+        dedupe_id = f"task-failed:{task.id}:{iso(task.due)}"
+        error = outcome.error if outcome else execution.error
+        attempts = outcome.attempts if outcome else execution.attempts
+        if not execution.dead_lettered:
+            dead_letter(deps, deps.settings.task_dlq, SOURCE, message_id,
+                        f"task {task.id} failed after {attempts} attempts: {error}", _payload(body),
+                        smaller=_without_image(message), dedupe_id=dedupe_id)
+            _persisted(deps, "dead_lettered on the record", lambda: store.mark(task.key, "dead_lettered"))
+            did = True
+        if not execution.alerted:
+            alerts.publish(deps, f"Task {task.id} failed after {attempts} attempts", {
+                "task_id": task.id, "due": iso(task.due), "action": task.action["type"],
+                "attempts": attempts, "error": error, "dedupe_id": dedupe_id})
+            _persisted(deps, "alerted on the record", lambda: store.mark(task.key, "alerted"))
+            did = True
+    elif execution.state == Status.DONE.value and next_due is not None:
+        did = _persisted(deps, "the next due time", lambda: _recur(deps, store, task, message, image, next_due))
+    return did
+
+
+def _recur(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
+           next_due: datetime) -> bool:
+    """Write a recurring task's next due time: on its item, if it still is at this due time; a lazy task's item
+    comes back exactly as it was (sets, binary, numbers), with the next TTL.  False when the item moved on."""
+    settings = deps.settings
+    has_due = settings.due_attribute in task.item or task.strategy is not Strategy.LAZY
+    changes = items.due_attributes(task.key, task.strategy, next_due, settings,
+                                   task.item.get(settings.due_attribute), has_due)
+    if message.carries_item:
+        if image is None:
+            return False
+        return store.put_back(image, ddb.serialize(changes))
+    condition, names, values = items.due_condition(task, settings)
+    return store.update_item(task.key, changes, condition, names, values)
+
+
+def _legacy_claim(deps: Deps, store: TaskStore, task: Task, message: DueMessage) -> str | None:
+    """A task the previous version's executor left RUNNING on its item (it claimed in ``CLAIM#<id>``): stop if
+    that claim is settled or acted (the action ran), wait while it is live; go on when its lease ran out."""
+    legacy = store.get_legacy_claim(task.id, task.due) or {}
+    state = str(legacy.get("state", ""))
+    if state and state != RUNNING:
+        return f"skipped: run by the previous version ({state.lower()})"
+    lease = deps.settings.task_claim_lease_seconds
+    claimed_at = float(legacy.get("claimed_at", 0) or 0)
+    if state == RUNNING and claimed_at + lease > deps.clock().timestamp():
+        _send_back(deps, message, timing.claim_held_delay(claimed_at, lease, deps.clock()))
+        return "requeued: claimed by the previous version"
+    return None
 
 
 # Writes after the action ran are retried this many times in all, with backoff on the injected sleep
@@ -166,19 +288,6 @@ def _persisted(deps: Deps, what: str, write: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-@contextmanager
-def _released_on_error(store: TaskStore, task: Task, owner: str) -> Iterator[None]:
-    try:
-        yield
-    except Exception:
-        try:
-            store.release_claim(task.id, task.due, owner)
-        except Exception:
-            logger.exception("could not release the claim; it is taken over when its lease ends",
-                             extra={"task_id": task.id})
-        raise
-
-
 def _image_of(store: TaskStore, message: DueMessage) -> dict[str, Any] | None:
     """The item a message carries (DynamoDB JSON, binary as bytes): inline, or kept in the state table."""
     if message.image is not None:
@@ -186,29 +295,6 @@ def _image_of(store: TaskStore, message: DueMessage) -> dict[str, Any] | None:
     if message.image_stored:
         return store.get_image(message.key.task_id, message.due)
     return None
-
-
-def _finish(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
-            record: dict[str, Any] | None, claim: Claim, owner: str, outcome: Outcome, message_id: str,
-            body: str) -> None:
-    """After the action ran (its outcome kept on the claim): dead-letter and alert a failure, then record the
-    outcome and settle the claim in one transaction.  Each send is noted on the claim right after it, so a
-    takeover after a crash redoes only what is left; both carry ``dedupe_id`` (one per task and due time) for
-    the one case where a send is repeated (README: "Fail loudly")."""
-    if outcome.status is Status.FAILED:
-        dedupe_id = f"task-failed:{task.id}:{iso(task.due)}"
-        if not claim.dead_lettered:
-            dead_letter(deps, deps.settings.task_dlq, SOURCE, message_id,
-                        f"task {task.id} failed after {outcome.attempts} attempts: {outcome.error}", _payload(body),
-                        smaller=_without_image(message), dedupe_id=dedupe_id)
-            _persisted(deps, "dead_lettered on the claim", lambda: store.mark_claim(task.id, task.due, "dead_lettered"))
-        if not claim.alerted:
-            alerts.publish(deps, f"Task {task.id} failed after {outcome.attempts} attempts", {
-                "task_id": task.id, "due": iso(task.due), "action": task.action["type"],
-                "attempts": outcome.attempts, "error": outcome.error, "dedupe_id": dedupe_id})
-            _persisted(deps, "alerted on the claim", lambda: store.mark_claim(task.id, task.due, "alerted"))
-    _persisted(deps, "the task's outcome",
-               lambda: _record_outcome(deps, store, task, message, image, record, owner, outcome))
 
 
 def _payload(body: str) -> Any:
@@ -230,14 +316,6 @@ def _send_back(deps: Deps, message: DueMessage, delay: int) -> None:
         MessageBody=replace(message, hops=message.hops + 1).to_json(), DelaySeconds=delay)
 
 
-def _mark_running(deps: Deps, store: TaskStore, task: Task) -> bool:
-    condition, names, values = items.due_condition(task, deps.settings)
-    return store.update_item(
-        task.key, {"status": Status.RUNNING.value},
-        condition + " AND (attribute_not_exists(#s) OR #s IN (:pending, :running))",
-        {**names, "#s": "status"}, {**values, ":pending": Status.PENDING.value, ":running": Status.RUNNING.value})
-
-
 def _run_with_retries(deps: Deps, task: Task) -> Outcome:
     """DONE with the result on success; FAILED with the last error when every attempt failed."""
     limit = deps.settings.task_max_attempts
@@ -251,70 +329,3 @@ def _run_with_retries(deps: Deps, task: Task) -> Outcome:
             if attempt < limit:
                 deps.sleep(timing.retry_delay(attempt))
     return Outcome(Status.FAILED, limit, None, error)
-
-
-def outcome_changes(task: Task, status: Status, attempts: int, result: dict[str, Any] | None,
-                    error: str | None, next_due: datetime | None, now: datetime,
-                    settings: Settings) -> tuple[dict[str, Any], list[str]]:
-    """(attributes to set, attributes to remove) on the item after a run. Pure."""
-    if status is Status.DONE and next_due is not None:
-        has_due = settings.due_attribute in task.item or task.strategy is not Strategy.LAZY
-        changes: dict[str, Any] = {
-            "status": Status.PENDING.value, "attempts": 0, "last_result": result, "last_run_at": iso(now),
-            **items.due_attributes(task.key, task.strategy, next_due, settings,
-                                   task.item.get(settings.due_attribute), has_due)}
-        return changes, ["last_error"]
-    changes = {"status": status.value, "attempts": attempts, "finished_at": iso(now), "last_run_at": iso(now)}
-    if result is not None:
-        changes["last_result"] = result
-    if error is not None:
-        changes["last_error"] = error
-    if task.strategy is Strategy.INTERVAL and task.item.get(settings.due_attribute) is None:
-        # Known by its bucket alone (the interval seed's taskDateTime): it keeps its due time when the bucket goes.
-        changes[settings.due_attribute] = iso(task.due)
-    # A finished interval task leaves the sparse bucket index, so the processor never reads it again.
-    return changes, [settings.bucket_attribute]
-
-
-def _record_outcome(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
-                    record: dict[str, Any] | None, owner: str, outcome: Outcome) -> None:
-    """Write the outcome to the item (and record, and status index) and settle this worker's claim, in one
-    transaction.  When a condition fails, the claim is re-read: settled already means an earlier attempt of this
-    transaction was applied (its response lost); still ACTED means the task changed while it ran (rescheduled,
-    cancelled, deleted): its outcome is not written over the change, and the claim is settled alone."""
-    settings, now = deps.settings, deps.clock()
-    status, attempts, result, error = outcome.status, outcome.attempts, outcome.result, outcome.error
-    next_due = timing.next_due(task, now) if status is Status.DONE else None
-    changes, removed = outcome_changes(task, status, attempts, result, error, next_due, now, settings)
-    after = {k: v for k, v in {**task.item, **changes}.items() if k not in removed}
-    ops: list[dict[str, Any]] = [store.settle_op(task.id, task.due, owner, status.value, attempts)]
-    if not message.carries_item:
-        condition, names, values = items.due_condition(task, settings)
-        expression, set_names, set_values = set_attributes(changes, removed)
-        ops.append(update(store.tasks_table, {"PK": task.key.pk, "SK": task.key.sk}, expression,
-                          condition, {**names, **set_names}, {**values, **set_values}))
-    elif next_due is not None and image is not None:
-        # A lazy task recurs: its item comes back exactly as it was (sets, binary, numbers), with the next TTL.
-        exact = {k: v for k, v in image.items() if k not in removed}
-        ops.append(put_raw(store.tasks_table, {**exact, **ddb.serialize(changes)}, "attribute_not_exists(PK)"))
-    if record is not None or task.strategy is Strategy.LAZY:
-        updated = task_from_item(after, settings)
-        created_at = (record or {}).get("created_at") or task.item.get("created_at")
-        new_record = items.record_of(updated, created_at, (record or {}).get("fingerprint"),
-                                     last_result=result, last_error=error, last_run_at=iso(now))
-        if updated.status.finished:
-            new_record["finished_at"] = iso(now)
-        ops.append(put(store.state_table, new_record, "attribute_not_exists(PK) OR NOT (#s = :cancelled AND run_at = :due)",
-                       {"#s": "status"}, {":cancelled": Status.CANCELLED.value, ":due": iso(task.due)}))
-        if created_at and record is not None and record.get("status") == Status.PENDING.value \
-                and updated.status.finished:
-            ops.append(delete(store.state_table, items.index_key(Status.PENDING, created_at, task.id)))
-            ops.append(put(store.state_table, {**items.index_key(updated.status, created_at, task.id), "id": task.id}))
-    if store.transact(ops):
-        return
-    claim = store.get_claim(task.id, task.due) or {}
-    if claim.get("owner") == owner and claim.get("state") == ACTED:
-        logger.warning("task changed while it ran; its outcome was not recorded",
-                       extra={"task_id": task.id, "status": status.value})
-        store.settle_claim(task.id, task.due, status.value, attempts)
-

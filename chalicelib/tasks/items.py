@@ -3,11 +3,12 @@
 The tasks table holds the task item (the contract in ``model``).  The state
 table holds, per task, a *record* (``TASK#<id>`` / ``RECORD``) that outlives
 the item: it answers GET after a lazy task's item expired or a task was
-cancelled, and keeps the request fingerprint for idempotent POSTs.  API tasks
-are also filed in a *status index* (``TASKS#<STATUS>`` / ``<created_at>#<id>``)
-that GET /tasks pages through; an entry moves only when a task's life ends
-(DONE, FAILED, CANCELLED), so its cost is one extra write at creation and two
-at the end.
+cancelled, keeps the request fingerprint for idempotent POSTs, and keeps the
+execution state (``exec_due``, ``exec_state``, ``exec_owner``, ``claimed_at``,
+attempts, the last result or error) that the executor writes instead of the
+item.  The records of API tasks carry ``listed`` (``<created_at>#<id>``): with
+``status`` they are the keys of a sparse GSI, the *status index* GET /tasks
+pages through; the index follows a record's status with no write of its own.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ from chalicelib.tasks.model import (
 
 RECORD_PREFIX = "TASK#"
 RECORD_SK = "RECORD"
-INDEX_PREFIX = "TASKS#"
-CLAIM_PREFIX = "CLAIM#"
+LEGACY_INDEX_PREFIX = "TASKS#"  # the previous version's status index entries (deploy/migrate.py moves them)
+LEGACY_CLAIM_PREFIX = "CLAIM#"  # the previous version's claims, one item per execution
+STATUS_INDEX = "task-status-index"  # a sparse GSI of the state table: status (hash), listed (range)
+LISTED = "listed"  # on the records of API tasks only: "<created_at>#<id>", the status index's sort key
 IMAGE_PREFIX = "IMAGE#"
 LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED)
 CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone"})
@@ -137,7 +140,7 @@ def new_item(task_id: str, request: TaskRequest, settings: Settings, now: dateti
     key = TaskKey.for_id(task_id)
     item: dict[str, Any] = {
         "PK": key.pk, "SK": key.sk, "strategy": request.strategy.value, "action": request.action,
-        "status": Status.PENDING.value, "attempts": 0, "created_at": iso(now),
+        "created_at": iso(now),
         **due_attributes(key, request.strategy, request.due, settings),
     }
     if request.recurrence:
@@ -163,14 +166,6 @@ def fits_key(pk: str, sk: str) -> bool:
 
 def record_key(task_id: str) -> dict[str, str]:
     return {"PK": RECORD_PREFIX + task_id, "SK": RECORD_SK}
-
-
-def index_key(status: Status | str, created_at: str, task_id: str) -> dict[str, str]:
-    return {"PK": INDEX_PREFIX + str(status), "SK": f"{created_at}#{task_id}"}
-
-
-def claim_key(task_id: str, due: datetime) -> dict[str, str]:
-    return {"PK": CLAIM_PREFIX + task_id, "SK": iso(due)}
 
 
 def image_key(task_id: str, due: datetime) -> dict[str, str]:
@@ -225,29 +220,57 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
     }
     if created_at:
         record["created_at"] = created_at
+        if task.key == TaskKey.for_id(task.id):  # an API task: listed by GET /tasks
+            record[LISTED] = f"{created_at}#{task.id}"
     if fingerprint:
         record["fingerprint"] = fingerprint
     record.update(extra)
     return record
 
 
-def view_of_task(task: Task, created_at: str | None) -> dict[str, Any]:
-    """What the API shows of a task read from its item."""
-    item = task.item
+def current_status(task: Task | None, record: dict[str, Any] | None) -> str:
+    """The status of a task: its record's when the record says it is finished or cancelled; RUNNING while an
+    executor holds the claim of its current due time; the item's own (an item of the previous version may say
+    DONE, FAILED or RUNNING) or PENDING otherwise. Pure."""
+    record = record or {}
+    recorded = str(record.get("status") or "")
+    if task is None or recorded == Status.CANCELLED.value:
+        return recorded or Status.PENDING.value
+    due = iso(task.due)
+    if record.get("exec_due") == due:
+        state = record.get("exec_state")
+        if state == Status.RUNNING.value:
+            return Status.RUNNING.value
+        if state in (Status.DONE.value, Status.FAILED.value) and recorded == state:
+            return recorded  # a one-time task's end (a recurring task done goes on PENDING at its next time)
+    return task.status.value
+
+
+def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | None = None) -> dict[str, Any]:
+    """What the API shows of a task read from its item, with the execution state its record keeps (the item of
+    the previous version kept it itself)."""
+    record = record or {}
+    source = record if "exec_due" in record else task.item
     return {
-        "id": task.id, "run_at": iso(task.due), "strategy": task.strategy.value, "status": task.status.value,
-        "attempts": task.attempts, "created_at": created_at or item.get("created_at"),
+        "id": task.id, "run_at": iso(task.due), "strategy": task.strategy.value,
+        "status": current_status(task, record),
+        "attempts": _count(source.get("attempts", task.attempts)),
+        "created_at": record.get("created_at") or created_at or task.item.get("created_at"),
         "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,
-        "last_result": item.get("last_result"), "last_error": item.get("last_error"),
-        "finished_at": item.get("finished_at"),
+        "last_result": source.get("last_result"), "last_error": source.get("last_error"),
+        "finished_at": source.get("finished_at"),
     }
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 2**31 else 0
 
 
 def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
     """What the API shows of a task whose item is gone (lazy after expiry, cancelled)."""
     return {
         "id": record["id"], "run_at": record.get("run_at"), "strategy": record.get("strategy"),
-        "status": record.get("status"), "attempts": int(record.get("attempts", 0)),
+        "status": record.get("status"), "attempts": _count(record.get("attempts", 0)),
         "created_at": record.get("created_at"), "action": record.get("action"),
         "recurrence": record.get("recurrence"), "timezone": record.get("timezone"),
         "last_result": record.get("last_result"), "last_error": record.get("last_error"),
@@ -271,10 +294,10 @@ def decode_token(token: str, partitions: int) -> tuple[int, dict[str, str] | Non
     if not isinstance(data, dict):
         raise InvalidTask("next_token", "next_token is not a token from a previous page")
     partition, key = data.get("p"), data.get("k")
-    valid_key = key is None or (isinstance(key, dict) and set(key) == {"PK", "SK"}
-                                and all(isinstance(v, str) and v.startswith(INDEX_PREFIX) is (k == "PK")
-                                        for k, v in key.items())
-                                and fits_key(key["PK"], key["SK"]))
+    valid_key = key is None or (isinstance(key, dict) and set(key) == {"PK", "SK", "status", LISTED}
+                                and all(isinstance(v, str) for v in key.values())
+                                and key["PK"].startswith(RECORD_PREFIX) and key["SK"] == RECORD_SK
+                                and fits_key(key["PK"], key["SK"]) and fits_key(key["status"], key[LISTED]))
     if not isinstance(partition, int) or not 0 <= partition < partitions or not valid_key:
         raise InvalidTask("next_token", "next_token is not a token from a previous page (or the status changed)")
     return partition, key

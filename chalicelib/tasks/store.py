@@ -1,15 +1,22 @@
-"""Task items (tasks table) and task records, status index and claims (state table).
+"""Task items (tasks table) and task records with their execution state (state table).
 
-Writes that must agree go in one ``TransactWriteItems`` (both tables are in
-the same account and region): creating a task writes its item, record and
-index entry; cancelling deletes the item and moves the record and the index
-entry; finishing updates item, record and index together.  A transaction whose
-condition fails returns False: another request or delivery got there first.
+The API's writes that must agree go in one ``TransactWriteItems`` (both tables
+are in the same account and region): creating a task writes its item and
+record; cancelling deletes the item and marks the record; rescheduling moves
+the due time on both.  A transaction whose condition fails returns False:
+another request or delivery got there first.
+
+The executor never writes a one-time task's item and makes no transaction: it
+claims an execution and settles it with one conditional UpdateItem each on the
+task's record, which also keeps the outcome ``GET /tasks/{id}`` shows.  The
+record's ``status`` and ``listed`` (API tasks only) are the keys of the sparse
+status index (a GSI) that ``GET /tasks`` pages through, so a task's outcome
+moves it in the listing without another write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -82,7 +89,8 @@ def set_attributes(attributes: Mapping[str, Any], remove: Iterable[str] = ()) ->
     return expression, names, values
 
 
-ACTED = "ACTED"  # claim state: the action ran, its outcome is on the claim but not yet recorded on the task
+RUNNING = Status.RUNNING.value
+SETTLED = (Status.DONE.value, Status.FAILED.value)
 
 
 @dataclass(frozen=True)
@@ -94,30 +102,52 @@ class Outcome:
     result: dict[str, Any] | None = None
     error: str | None = None
 
-    def plain(self) -> dict[str, Any]:
-        return {"status": self.status.value, "attempts": self.attempts, "result": self.result, "error": self.error}
+
+@dataclass(frozen=True)
+class Execution:
+    """The execution state a task's record keeps (state table, ``TASK#<id>`` / ``RECORD``): the latest due time
+    claimed (``exec_due``), its state (RUNNING, DONE, FAILED), the claiming worker's token and time, and for a
+    failure whether it was dead-lettered and alerted yet."""
+
+    due: str | None = None
+    state: str = ""
+    owner: str = ""
+    claimed_at: float = 0.0
+    next_run_at: str | None = None
+    dead_lettered: bool = False
+    alerted: bool = False
+    status: str = ""
+    run_at: str | None = None
+    moved_from: str | None = None
+    attempts: int = 0
+    error: str | None = None
 
     @classmethod
-    def of(cls, plain: Mapping[str, Any]) -> Outcome:
-        result, error = plain.get("result"), plain.get("error")
-        return cls(Status(str(plain["status"])), int(plain.get("attempts", 0)),
-                   result if isinstance(result, dict) else None, str(error) if error is not None else None)
+    def of(cls, record: Mapping[str, Any] | None) -> Execution:
+        record = record or {}
+        next_run = record.get("next_run_at")
+        return cls(_text(record.get("exec_due")), str(record.get("exec_state", "")), str(record.get("exec_owner", "")),
+                   float(record.get("claimed_at", 0) or 0), str(next_run) if next_run else None,
+                   record.get("dead_lettered") is True, record.get("alerted") is True,
+                   str(record.get("status", "")), _text(record.get("run_at")), _text(record.get("moved_from")),
+                   int(record.get("attempts", 0) or 0), _text(record.get("last_error")))
+
+    def of_due(self, due: str) -> bool:
+        return self.due == due
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value is not None else None
 
 
 @dataclass(frozen=True)
 class Claim:
-    """The outcome of claiming one execution: ``won``, or held by another worker, or already settled.
-
-    A claim won from a worker that had already run the action (state ACTED) carries that ``outcome``,
-    and whether its failure was already dead-lettered and alerted: only what is left is done."""
+    """The outcome of claiming one execution (task, due time): ``won``, or why not (``lost``: running -- held by
+    a live worker --, done, failed, cancelled, rescheduled), with the execution state as it was found."""
 
     won: bool
-    state: str = ""            # the claim's state: RUNNING | ACTED | DONE | FAILED | SKIPPED
-    claimed_at: float = 0.0
-    owner: str = ""
-    outcome: Outcome | None = None
-    dead_lettered: bool = False
-    alerted: bool = False
+    lost: str = ""
+    found: Execution = Execution()
 
 
 class TaskStore:
@@ -135,6 +165,28 @@ class TaskStore:
 
     def get_item(self, key: TaskKey) -> dict[str, Any] | None:
         return self._get(self.tasks_table, {"PK": key.pk, "SK": key.sk})
+
+    def get_items(self, keys: Iterable[TaskKey], attempts: int = 3) -> dict[TaskKey, dict[str, Any] | None]:
+        """Task items by key, in BatchGetItem calls of 100 keys (strongly consistent); a key missing from the
+        answer (its keys left unprocessed after ``attempts`` tries) is for the caller to read alone."""
+        wanted = list(dict.fromkeys(keys))  # BatchGetItem refuses a key twice in one request
+        found: dict[TaskKey, dict[str, Any] | None] = {}
+        for start in range(0, len(wanted), BATCH_GET_LIMIT):
+            chunk = wanted[start:start + BATCH_GET_LIMIT]
+            request: dict[str, Any] = {self.tasks_table: {"Keys": [k.dynamo() for k in chunk], "ConsistentRead": True}}
+            for _ in range(attempts):
+                response = self._ddb.batch_get_item(RequestItems=request)
+                for row in response.get("Responses", {}).get(self.tasks_table, []):
+                    plain = ddb.deserialize(row)
+                    found[TaskKey(str(plain["PK"]), str(plain["SK"]))] = plain
+                request = dict(response.get("UnprocessedKeys", {}))
+                if not request:
+                    break
+            unprocessed = {(k["PK"]["S"], k["SK"]["S"]) for k in request.get(self.tasks_table, {}).get("Keys", [])}
+            for key in chunk:
+                if key not in found and (key.pk, key.sk) not in unprocessed:
+                    found[key] = None  # read, and not there
+        return found
 
     def get_record(self, task_id: str) -> dict[str, Any] | None:
         return self._get(self.state_table, items.record_key(task_id))
@@ -166,15 +218,17 @@ class TaskStore:
 
     def query_index(self, status: Status, start_key: dict[str, str] | None,
                     limit: int) -> tuple[list[str], dict[str, str] | None]:
-        """(task ids, key to continue from) of one page of the status index, oldest first."""
+        """(task ids, key to continue from) of one page of the status index (a sparse GSI of the state table
+        over the records of API tasks: ``status``, ``listed``), oldest first."""
         kwargs: dict[str, Any] = {
-            "TableName": self.state_table, "KeyConditionExpression": "PK = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": items.INDEX_PREFIX + status.value}}, "Limit": limit,
+            "TableName": self.state_table, "IndexName": items.STATUS_INDEX,
+            "KeyConditionExpression": "#s = :status", "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {":status": {"S": status.value}}, "Limit": limit,
         }
         if start_key:
             kwargs["ExclusiveStartKey"] = ddb.serialize(start_key)
         response = self._ddb.query(**kwargs)
-        ids = [str(ddb.deserialize(row)["id"]) for row in response.get("Items", [])]
+        ids = [str(ddb.deserialize(row)["PK"])[len(items.RECORD_PREFIX):] for row in response.get("Items", [])]
         last = response.get("LastEvaluatedKey")
         return ids, ({k: str(v) for k, v in ddb.deserialize(last).items()} if last else None)
 
@@ -206,92 +260,98 @@ class TaskStore:
                 return False
             raise
 
-    # --- claims --------------------------------------------------------------
+    # --- executions: the claim and the outcome, on the task's record -----------------------------
 
-    def claim(self, task_id: str, due: datetime, now: datetime, lease_seconds: int, owner: str) -> Claim:
-        """Claim the execution of ``task_id`` at ``due`` for ``owner`` (a token of this attempt): new, or taken
-        over from a worker whose lease ran out (or who released it).  A claim taken over in state ACTED keeps it:
-        its action is not run again.  A write that failed but was applied (its response lost, or botocore's retry
-        of it failing its own condition) is recognised by the owner token on a consistent re-read."""
-        key = items.claim_key(task_id, due)
-        stamp = now.timestamp()
+    def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str) -> Claim:
+        """Claim the execution of the task at ``due`` for ``owner`` (a token of this attempt), on its record:
+        new (another due time, or none yet), or taken over from a worker whose lease ran out (or who released
+        it).  Lost when it is running under a live lease, settled already, cancelled at that time, or moved
+        away from it by the API.  One UpdateItem: a condition that fails returns the record as it was, and
+        an earlier attempt of this very write (its response lost, botocore's retry failing its condition) is
+        recognised by the owner token."""
+        due_text, stamp = iso(due), now.timestamp()
+        names = {"#s": "status"}
+        values = {":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp,
+                  ":stale": stamp - lease_seconds, ":cancelled": Status.CANCELLED.value,
+                  ":pending": Status.PENDING.value, ":id": key.task_id, ":pk": key.pk, ":sk": key.sk}
+        request: dict[str, Any] = {
+            "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
+            "UpdateExpression": "SET exec_due = :due, exec_state = :running, exec_owner = :owner, claimed_at = :now, "
+                                "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
+                                "task_sk = if_not_exists(task_sk, :sk), run_at = if_not_exists(run_at, :due), "
+                                "#s = if_not_exists(#s, :pending) REMOVE dead_lettered, alerted, next_run_at",
+            "ConditionExpression": CLAIMABLE,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         try:
-            response = self._ddb.update_item(
-                TableName=self.state_table, Key=ddb.serialize(key),
-                UpdateExpression=f"SET #s = if_not_exists(#s, :running), claimed_at = :now, #o = :owner, "
-                                 f"{STATE_TTL_ATTRIBUTE} = :expires",
-                ConditionExpression="attribute_not_exists(PK) OR (#s IN (:running, :acted) AND claimed_at < :stale)",
-                ReturnValues="ALL_NEW",
-                **_expression_args({"#s": "state", "#o": "owner"}, {
-                    ":running": Status.RUNNING.value, ":acted": ACTED, ":now": stamp, ":stale": stamp - lease_seconds,
-                    ":owner": owner, ":expires": int((now + items.CLAIM_RETENTION).timestamp())}))
-            return _claim_of(True, ddb.deserialize(response.get("Attributes", {})))
+            self._ddb.update_item(**request)
+            return Claim(True)
         except ClientError as exc:
-            current = self._reread(key, exc, lambda claim: claim.get("owner") == owner)
-        if current.get("owner") == owner:
-            return _claim_of(True, current)
-        return _claim_of(False, current)  # (a hard error not explained by the claim was raised by _reread)
+            if error_code(exc) == "ConditionalCheckFailedException":
+                found = Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
+            else:  # a hard error: the write may have been applied all the same
+                found = Execution.of(self.get_record(key.task_id))
+                if not (found.of_due(due_text) and found.owner == owner and found.state == RUNNING):
+                    raise
+        if found.of_due(due_text) and found.owner == owner and found.state == RUNNING:
+            return Claim(True, found=found)
+        return Claim(False, lost_reason(found, due_text, stamp - lease_seconds), found)
 
-    def record_acted(self, task_id: str, due: datetime, owner: str, outcome: Outcome) -> bool:
-        """Keep the action's outcome on the claim (state ACTED) before anything else is written, so a takeover
-        only records it.  True when it is there (this write, or an earlier attempt of it whose response was lost);
-        False when the claim is no longer this worker's (another took it over)."""
-        key = items.claim_key(task_id, due)
+    def settle(self, key: TaskKey, due: datetime, owner: str, outcome: Outcome, now: datetime,
+               next_due: datetime | None) -> bool:
+        """Write the outcome of this worker's claim on the task's record (status, attempts, result or error; a
+        recurring task's next due time).  True when it is there (this write, or an earlier attempt of it whose
+        response was lost); False when the claim is no longer this worker's (its lease ran out and another
+        worker took it over)."""
+        due_text, stamp = iso(due), iso(now)
+        attributes: dict[str, Any] = {"exec_state": outcome.status.value, "attempts": outcome.attempts,
+                                      "last_run_at": stamp}
+        removed: list[str] = []
+        for name, value in (("last_result", outcome.result), ("last_error", outcome.error)):
+            if value is not None:
+                attributes[name] = value
+            else:
+                removed.append(name)
+        if next_due is not None and outcome.status is Status.DONE:
+            attributes.update({"status": Status.PENDING.value, "run_at": iso(next_due), "next_run_at": iso(next_due)})
+        else:
+            attributes.update({"status": outcome.status.value, "finished_at": stamp})
+        expression, names, values = set_attributes(attributes, removed)
+        names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state"})
+        values.update({":due": due_text, ":me": owner, ":running": RUNNING})
         try:
             self._ddb.update_item(
-                TableName=self.state_table, Key=ddb.serialize(key),
-                UpdateExpression="SET #s = :acted, outcome = :outcome",
-                ConditionExpression="#s = :running AND #o = :me",
-                **_expression_args({"#s": "state", "#o": "owner"}, {
-                    ":acted": ACTED, ":outcome": outcome.plain(), ":running": Status.RUNNING.value, ":me": owner}))
+                TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                UpdateExpression=expression, ConditionExpression="#ed = :due AND #eo = :me AND #es = :running",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD", **_expression_args(names, values))
             return True
-        except ClientError as exc:
-            def applied(claim: Mapping[str, Any]) -> bool:
-                return claim.get("owner") == owner and claim.get("state") != Status.RUNNING.value
-            return applied(self._reread(key, exc, applied))
-
-    def _reread(self, key: Mapping[str, str], failure: ClientError,
-                applied: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any]:
-        """After a claim write failed: the claim as it is now (a consistent read).  A condition that failed may
-        be this worker's own write, applied by an attempt whose response was lost (botocore retried it); any
-        other error may be a write applied whose response was lost.  ``applied`` tells this worker's write from
-        the re-read; a hard error it does not explain is raised again."""
-        current = self._get(self.state_table, key) or {}
-        if error_code(failure) != "ConditionalCheckFailedException" and not applied(current):
-            raise failure
-        return current
-
-    def mark_claim(self, task_id: str, due: datetime, flag: str) -> None:
-        """Note on the claim that a step of finishing (``dead_lettered``, ``alerted``) is done."""
-        self._ddb.update_item(
-            TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
-            UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
-
-    def release_claim(self, task_id: str, due: datetime, owner: str) -> None:
-        """Let the next delivery take the claim over at once (this worker could not finish it)."""
-        try:
-            self._ddb.update_item(
-                TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
-                UpdateExpression="SET claimed_at = :released", ConditionExpression="#o = :me",
-                **_expression_args({"#o": "owner"}, {":released": 0, ":me": owner}))
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
+            found = Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
+        return found.of_due(due_text) and found.owner == owner and found.state == outcome.status.value
 
-    def get_claim(self, task_id: str, due: datetime) -> dict[str, Any] | None:
-        return self._get(self.state_table, items.claim_key(task_id, due))
-
-    def settle_claim(self, task_id: str, due: datetime, state: str, attempts: int) -> None:
+    def mark(self, key: TaskKey, flag: str) -> None:
+        """Note on the record that a step after a failure (``dead_lettered``, ``alerted``) is done."""
         self._ddb.update_item(
-            TableName=self.state_table, Key=ddb.serialize(items.claim_key(task_id, due)),
-            UpdateExpression="SET #s = :state, attempts = :attempts",
-            **_expression_args({"#s": "state"}, {":state": state, ":attempts": attempts}))
+            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+            UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
 
-    def settle_op(self, task_id: str, due: datetime, owner: str, state: str, attempts: int) -> dict[str, Any]:
-        """The TransactWriteItems Update that settles this worker's ACTED claim, in the outcome's transaction."""
-        return update(self.state_table, items.claim_key(task_id, due), "SET #s = :state, attempts = :attempts",
-                      "#s = :acted AND #o = :me", {"#s": "state", "#o": "owner"},
-                      {":state": state, ":attempts": attempts, ":acted": ACTED, ":me": owner})
+    def get_legacy_claim(self, task_id: str, due: datetime) -> dict[str, Any] | None:
+        """The claim the previous version kept per execution (``CLAIM#<id>`` / due), read only for a task its
+        executor left RUNNING on the item (see README: Upgrading)."""
+        return self._get(self.state_table, {"PK": items.LEGACY_CLAIM_PREFIX + task_id, "SK": iso(due)})
+
+    def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
+        """Put a lazy task's item back (DynamoDB JSON as it was, binary as bytes) with ``changes`` (DynamoDB
+        JSON): False when an item with its key exists again (written by its program meanwhile)."""
+        try:
+            self._ddb.put_item(TableName=self.tasks_table, Item={**image, **changes},
+                               ConditionExpression="attribute_not_exists(PK)")
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
 
     # --- due messages SQS gave up on ------------------------------------------------
 
@@ -323,16 +383,30 @@ class TaskStore:
         return dict(image) if image is not None else None
 
 
-def _claim_of(won: bool, claim: Mapping[str, Any]) -> Claim:
-    outcome = claim.get("outcome")
-    return Claim(won, str(claim.get("state", "")), float(claim.get("claimed_at", 0)), str(claim.get("owner", "")),
-                 Outcome.of(outcome) if claim.get("state") == ACTED and isinstance(outcome, dict) else None,
-                 claim.get("dead_lettered") is True, claim.get("alerted") is True)
-
-
 def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) -> dict[str, Any]:
     """A TransactWriteItems Put of an item already in DynamoDB JSON (binary as bytes), kept exactly."""
     op: dict[str, Any] = {"TableName": table, "Item": dict(image)}
     if condition:
         op["ConditionExpression"] = condition
     return {"Put": op}
+
+
+# A claim is taken when the record has no execution of this due time (none yet, or another one) or the one it
+# has is RUNNING under a lease that ran out; and the task was neither cancelled at that time nor moved away
+# from it by the API (PATCH) since it was read.
+CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due <> :due OR (exec_state = :running AND claimed_at < :stale))"
+             " AND (attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due)"
+             " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
+
+
+def lost_reason(found: Execution, due: str, stale: float) -> str:
+    """Why a claim of ``due`` was refused, from the record as it was. Pure."""
+    if found.moved_from == due:
+        return "rescheduled"
+    if found.status == Status.CANCELLED.value and found.run_at == due:
+        return "cancelled"
+    if found.of_due(due) and found.state == RUNNING:
+        return "running" if found.claimed_at >= stale else "released"
+    if found.of_due(due) and found.state in SETTLED:
+        return found.state.lower()
+    return "changed"

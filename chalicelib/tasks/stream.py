@@ -3,27 +3,40 @@
 ``process_records(deps, records)`` takes the raw records of one batch and
 returns Lambda's partial-batch response.  Records of different keys run
 concurrently (at most STREAM_CONCURRENCY at once); the records of one key run
-one after the other in stream order.  A record that cannot be read, or whose
-image is not a valid task (whatever reading or planning it raised), whose
-action targets a queue or topic the stage does not allow, or that AWS rejects
-as invalid, is dead-lettered to TASK_DLQ once and skipped.  A transient failure
-(an AWS or network error, after botocore's and the throttle retries) stops that key's records, and the batch reports the
-failed record and the later ones of the same key in ``batchItemFailures``:
-Lambda (with ReportBatchItemFailures) then retries the shard from the lowest
-reported sequence number, so every later record of the batch is seen again.
-That is safe because every step is idempotent: a schedule's name comes from
-the item key (a replay finds it there and makes it match), bucket and TTL
-writes are conditional, and a direct send replayed sends a second message for
-the same (key, due) that the executor's claim turns into a no-op.
+one after the other in stream order.  Due messages (the SQS-delay path) are
+sent in batches: every key runs until its next record has a message to send,
+the messages of all keys go out together in SendMessageBatch calls (10
+entries and 256 KiB a call, the calls concurrent; a message that has no room
+beside another goes alone), and each key goes on once its own message is
+sent.  So one key's steps keep their order, and a 100-record batch of new
+tasks takes a few round trips.  An entry SQS fails on its side (throttling,
+an internal error) is sent again a bounded number of times; one it rejects as
+the sender's fault (its content) is dead-lettered with the reason.
+
+A record that cannot be read, or whose image is not a valid task (whatever
+reading or planning it raised), whose action targets a queue or topic the
+stage does not allow, or that AWS rejects as invalid, is dead-lettered to
+TASK_DLQ once and skipped.  A transient failure (an AWS or network error,
+after botocore's and the throttle retries) stops that key's records, and the
+batch reports the failed record and the later ones of the same key in
+``batchItemFailures``: Lambda (with ReportBatchItemFailures) then retries the
+shard from the lowest reported sequence number, so every later record of the
+batch is seen again.  That is safe because every step is idempotent: a
+schedule's name comes from the item key (a replay finds it there and makes it
+match), bucket and TTL writes are conditional, and a direct send replayed
+sends a second message for the same (key, due) that the executor's claim
+turns into a no-op.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
@@ -63,6 +76,23 @@ MAX_DUE_MESSAGE_BYTES = 250_000
 # A record with two large images would not fit in one SQS message: only its key is kept then.
 MAX_DEAD_LETTER_PAYLOAD = 200_000
 
+# SendMessageBatch: at most 10 entries, and 256 KiB of messages in all.
+BATCH_ENTRIES = 10
+BATCH_BYTES = 262_144
+
+# Attempts at an entry SQS failed on its side (not the sender's fault), the first one included.
+ENTRY_SEND_ATTEMPTS = 3
+
+# SendMessageBatch refused as a whole, for its shape or one entry's content: its messages then go one by one,
+# each judged on its own.
+BATCH_REFUSED_CODES = PERMANENT_CODES | frozenset({
+    "AWS.SimpleQueueService.BatchRequestTooLong", "BatchRequestTooLong",
+    "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", "TooManyEntriesInBatchRequest",
+    "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", "BatchEntryIdsNotDistinct",
+    "AWS.SimpleQueueService.InvalidBatchEntryId", "InvalidBatchEntryId",
+    "AWS.SimpleQueueService.EmptyBatchRequest", "EmptyBatchRequest",
+    "InvalidMessageContents"})
+
 _queue_arns: dict[str, str] = {}
 _queue_arns_lock = threading.Lock()
 
@@ -75,9 +105,31 @@ class BatchResult:
     processed: int = 0
     dead_lettered: int = 0
 
+    def add(self, other: BatchResult) -> None:
+        self.failed += other.failed
+        self.processed += other.processed
+        self.dead_lettered += other.dead_lettered
+
     def response(self) -> dict[str, Any]:
         ordered = sorted(set(self.failed), key=lambda s: (len(s), s))  # numeric order of digit strings
         return {"batchItemFailures": [{"itemIdentifier": s} for s in ordered]}
+
+
+@dataclass(frozen=True)
+class OutgoingDue:
+    """A due message ready to go to the due queue: the batch sends it with the others of its round."""
+
+    body: str
+    delay_seconds: int
+
+
+class EntryRejected(Exception):
+    """SQS refused one message of a batch as the sender's fault (its content): the record is dead-lettered."""
+
+
+# A record being carried out: it yields each due message to send and is resumed when it was sent (or the send's
+# error is thrown into it); it returns True when the record was dead-lettered.
+RecordRun = Generator[OutgoingDue, None, bool]
 
 
 def process_records(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -86,44 +138,80 @@ def process_records(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, 
     for index, record in enumerate(records):
         key = schedules.record_key(record)
         groups.setdefault(key if key is not None else ("unkeyed", index), []).append(record)
+    runs = [KeyRun(deps, group) for group in groups.values()]
+    workers = max(1, min(deps.settings.stream_concurrency, len(runs)))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task-stream") if workers > 1 else None
+    try:
+        active = runs
+        while active:
+            _each(pool, [run.advance for run in active])
+            active = [run for run in active if run.waiting is not None]
+            if active:
+                errors = send_due_messages(deps, [run.waiting for run in active if run.waiting is not None], pool)
+                for run, error in zip(active, errors, strict=True):
+                    run.sent(error)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
     result = BatchResult()
-    lock = threading.Lock()
-
-    def run_group(group: list[dict[str, Any]]) -> None:
-        outcome = _process_group(deps, group)
-        with lock:
-            result.failed += outcome.failed
-            result.processed += outcome.processed
-            result.dead_lettered += outcome.dead_lettered
-
-    workers = max(1, min(deps.settings.stream_concurrency, len(groups)))
-    if workers == 1:
-        for group in groups.values():
-            run_group(group)
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task-stream") as pool:
-            for future in [pool.submit(run_group, g) for g in groups.values()]:
-                future.result()
+    for run in runs:
+        result.add(run.outcome)
     logger.info("stream batch", extra={"records": len(records), "processed": result.processed,
                                        "dead_lettered": result.dead_lettered, "failed": len(result.failed)})
     return result.response()
 
 
-def _process_group(deps: Deps, group: list[dict[str, Any]]) -> BatchResult:
-    """One key's records in order; on a transient failure, that record and the rest are reported."""
-    outcome = BatchResult()
-    for position, record in enumerate(group):
-        try:
-            dead = process_record(deps, record)
-        except Exception as exc:  # an AWS or network error (dead-lettering included): Lambda retries it
-            logger.warning("stream record failed; will be retried",
-                           extra={"event_id": schedules.record_id(record), "error": repr(exc)})
-            # A record without a sequence number is reported as "": Lambda then retries the whole batch.
-            outcome.failed += [_sequence(r) for r in group[position:]]
-            return outcome
-        outcome.processed += 1
-        outcome.dead_lettered += int(dead)
-    return outcome
+def _each(pool: ThreadPoolExecutor | None, calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Run the calls, on the pool's threads when there is one (and more than one call); their results."""
+    if pool is None or len(calls) == 1:
+        return [call() for call in calls]
+    futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]
+
+
+@dataclass
+class KeyRun:
+    """One key's records, carried out in stream order; it pauses at each due message (``waiting``), which
+    the batch sends with the other keys' before calling ``sent`` and ``advance`` again."""
+
+    deps: Deps
+    records: list[dict[str, Any]]
+    outcome: BatchResult = field(default_factory=BatchResult)
+    waiting: OutgoingDue | None = None
+    _position: int = 0
+    _run: RecordRun | None = None
+    _error: Exception | None = None  # the waiting message's send failed with this
+
+    def advance(self) -> None:
+        """Carry out steps until a due message is to be sent, the records are done, or one failed transiently."""
+        while self._position < len(self.records):
+            record = self.records[self._position]
+            try:
+                if self._run is None:
+                    self._run = record_run(self.deps, record)
+                    self.waiting = next(self._run)
+                elif self._error is not None:
+                    error, self._error = self._error, None
+                    self.waiting = self._run.throw(error)
+                else:
+                    self.waiting = self._run.send(None)
+                return
+            except StopIteration as done:
+                self.outcome.processed += 1
+                self.outcome.dead_lettered += int(done.value)
+            except Exception as exc:  # an AWS or network error (dead-lettering included): Lambda retries it
+                logger.warning("stream record failed; will be retried",
+                               extra={"event_id": schedules.record_id(record), "error": repr(exc)})
+                # A record without a sequence number is reported as "": Lambda then retries the whole batch.
+                self.outcome.failed += [_sequence(r) for r in self.records[self._position:]]
+                self._run, self.waiting, self._position = None, None, len(self.records)
+                return
+            self._run, self.waiting = None, None
+            self._position += 1
+
+    def sent(self, error: Exception | None) -> None:
+        """The waiting message was sent (``error`` None), or its send failed with ``error``."""
+        self.waiting, self._error = None, error
 
 
 def _sequence(record: dict[str, Any]) -> str:
@@ -131,13 +219,14 @@ def _sequence(record: dict[str, Any]) -> str:
     return str(dynamodb.get("SequenceNumber", "")) if isinstance(dynamodb, dict) else ""
 
 
-def process_record(deps: Deps, record: dict[str, Any]) -> bool:
-    """Carry out one record; True when it was dead-lettered. Raises on a transient failure.
+def record_run(deps: Deps, record: dict[str, Any]) -> RecordRun:
+    """Carry out one record; yields each due message for the caller to send; returns True when the record was
+    dead-lettered.  Raises on a transient failure.
 
     Only AWS and network errors (botocore's) are transient.  Reading and planning are pure, so whatever
     they raise would be raised again by every retry: the record's content is at fault and it is
-    dead-lettered, once, with the reason -- as is a step AWS rejects as invalid, or one that fails
-    before any AWS call."""
+    dead-lettered, once, with the reason -- as is a step AWS rejects as invalid, a message SQS rejects as
+    the sender's fault, or a step that fails before any AWS call."""
     try:
         change = schedules.change_from_record(record)
         steps = schedules.plan(change, deps.settings, deps.clock())
@@ -152,7 +241,13 @@ def process_record(deps: Deps, record: dict[str, Any]) -> bool:
             _dead_letter(deps, record, step.reason)
             return True
         try:
-            _carry_out(deps, change, step)
+            if isinstance(step, SendDue):
+                yield OutgoingDue(due_body(deps, step), step.delay_seconds)
+            else:
+                _carry_out(deps, change, step)
+        except EntryRejected as exc:
+            _dead_letter(deps, record, f"{type(step).__name__} was rejected: {exc}"[:1000])
+            return True
         except ClientError as exc:
             if error_code(exc) not in PERMANENT_CODES:
                 raise
@@ -189,8 +284,6 @@ def _carry_out(deps: Deps, change: Change, step: Step) -> None:
         put_schedule(deps, step, schedules.client_token(change))
     elif isinstance(step, DeleteSchedule):
         delete_schedule(deps, step)
-    elif isinstance(step, SendDue):
-        send_due(deps, step)
     elif isinstance(step, SetBucket):
         set_bucket(deps, step)
     elif isinstance(step, SetTtl):
@@ -200,16 +293,18 @@ def _carry_out(deps: Deps, change: Change, step: Step) -> None:
 # --- steps ---------------------------------------------------------------------
 
 def queue_arn(deps: Deps, name: str) -> str:
-    """The ARN of a queue by name (looked up once per queue URL)."""
+    """The ARN of a queue by name (from the settings for the due queue; otherwise looked up once per URL)."""
+    if name == deps.settings.due_queue and deps.settings.due_queue_arn:
+        return deps.settings.due_queue_arn
     url = deps.queue_url(name)
-    with _queue_arns_lock:
-        known = _queue_arns.get(url)
+    known = _queue_arns.get(url)
     if known is None:
-        attributes = _call(deps, lambda: deps.clients.sqs.get_queue_attributes(
-            QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"])
-        known = attributes["QueueArn"]
-        with _queue_arns_lock:
-            _queue_arns[url] = known
+        with _queue_arns_lock:  # threads that start together wait for the first one's answer
+            known = _queue_arns.get(url)
+            if known is None:
+                known = _call(deps, lambda: deps.clients.sqs.get_queue_attributes(
+                    QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+                _queue_arns[url] = known
     return known
 
 
@@ -252,9 +347,9 @@ def delete_schedule(deps: Deps, step: DeleteSchedule) -> None:
             raise
 
 
-def send_due(deps: Deps, step: SendDue) -> None:
-    """Send the due message; one whose item image would make it too large for SQS keeps the image in the
-    state table (a replay writes the same image again) and sends a reference instead."""
+def due_body(deps: Deps, step: SendDue) -> str:
+    """The due message's body; one whose item image would make it too large for SQS keeps the image in the
+    state table (a replay writes the same image again) and refers to it instead."""
     message = step.message
     body = message.to_json()
     if len(body.encode()) > MAX_DUE_MESSAGE_BYTES and message.image is not None:
@@ -264,9 +359,105 @@ def send_due(deps: Deps, step: SendDue) -> None:
         body = replace(message, image=None, image_stored=True).to_json()
         logger.info("item image kept in the state table", extra={"task_id": message.key.task_id,
                                                                  "bytes": len(json.dumps(message.image))})
-    url = deps.queue_url(deps.settings.due_queue)
+    return body
+
+
+def send_due_messages(deps: Deps, messages: Sequence[OutgoingDue],
+                      pool: ThreadPoolExecutor | None = None) -> list[Exception | None]:
+    """Send the messages to the due queue, in as few calls as SendMessageBatch's limits allow (concurrent on
+    ``pool``); per message, None when it was sent or the error its send ended with."""
+    try:
+        url = deps.queue_url(deps.settings.due_queue)
+    except Exception as exc:  # every message fails the way its own send would have
+        return [exc for _ in messages]
+    outcomes: list[Exception | None] = [None for _ in messages]
+
+    def send(indexes: list[int]) -> None:
+        for index, outcome in zip(indexes, _send_batch(deps, url, [messages[i] for i in indexes]), strict=True):
+            outcomes[index] = outcome
+
+    _each(pool, [partial(send, batch) for batch in pack_batches(messages)])
+    return outcomes
+
+
+def pack_batches(messages: Sequence[OutgoingDue]) -> list[list[int]]:
+    """The messages' indexes in batches of at most BATCH_ENTRIES and BATCH_BYTES; a message too large to share
+    a batch goes alone (and one larger than SQS allows is sent alone, to be rejected on its own)."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for index, message in enumerate(messages):
+        length = len(message.body.encode())
+        if current and (len(current) == BATCH_ENTRIES or size + length > BATCH_BYTES):
+            batches.append(current)
+            current, size = [], 0
+        current.append(index)
+        size += length
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _send_batch(deps: Deps, url: str, messages: list[OutgoingDue]) -> list[Exception | None]:
+    """One SendMessageBatch call (SendMessage for a single message), its failed entries sent again; per
+    message, None when sent or its error: ``EntryRejected`` for the sender's fault, else a ClientError."""
+    if len(messages) == 1:
+        return [_outcome(lambda: _send_one(deps, url, messages[0]))]
+    outcomes: dict[str, Exception | None] = {}
+    pending = {f"m{i}": message for i, message in enumerate(messages)}  # entry Ids, unique in the call
+    for attempt in range(ENTRY_SEND_ATTEMPTS):
+        entries: list[Any] = [{"Id": entry_id, "MessageBody": m.body, "DelaySeconds": m.delay_seconds}
+                              for entry_id, m in pending.items()]
+        try:
+            response = _call(deps, partial(deps.clients.sqs.send_message_batch, QueueUrl=url, Entries=entries))
+        except (ClientError, ParamValidationError) as exc:
+            if isinstance(exc, ClientError) and error_code(exc) not in BATCH_REFUSED_CODES:
+                outcomes.update({entry_id: exc for entry_id in pending})
+                break
+            logger.warning("due messages refused as a batch; sending them one by one", extra={"error": repr(exc)})
+            outcomes.update({entry_id: _outcome(partial(_send_one, deps, url, m)) for entry_id, m in pending.items()})
+            break
+        except Exception as exc:  # a network error: every entry of the call failed with it
+            outcomes.update({entry_id: exc for entry_id in pending})
+            break
+        for done in response.get("Successful", []):
+            if pending.pop(done["Id"], None) is not None:
+                outcomes[done["Id"]] = None
+        retry: dict[str, OutgoingDue] = {}
+        for failed in response.get("Failed", []):
+            message = pending.pop(failed["Id"], None)
+            if message is None:
+                continue
+            code, text = str(failed.get("Code", "")), str(failed.get("Message", ""))
+            if failed.get("SenderFault"):
+                outcomes[failed["Id"]] = EntryRejected(f"SQS refused the message: {code}: {text}")
+            else:
+                outcomes[failed["Id"]] = ClientError({"Error": {"Code": code, "Message": text}}, "SendMessageBatch")
+                retry[failed["Id"]] = message
+        for entry_id, message in pending.items():  # neither in Successful nor in Failed: not known to be sent
+            outcomes[entry_id] = ClientError({"Error": {"Code": "MissingEntry", "Message": "no result for the entry"}},
+                                             "SendMessageBatch")
+            retry[entry_id] = message
+        pending = retry
+        if not pending:
+            break
+        if attempt + 1 < ENTRY_SEND_ATTEMPTS:
+            logger.warning("due messages not sent; retrying", extra={"failed": len(pending), "attempt": attempt + 1})
+            deps.sleep(random.uniform(0, 0.2 * 2**attempt))
+    return [outcomes[f"m{i}"] for i in range(len(messages))]
+
+
+def _send_one(deps: Deps, url: str, message: OutgoingDue) -> None:
     _call(deps, lambda: deps.clients.sqs.send_message(
-        QueueUrl=url, MessageBody=body, DelaySeconds=step.delay_seconds))
+        QueueUrl=url, MessageBody=message.body, DelaySeconds=message.delay_seconds))
+
+
+def _outcome(call: Callable[[], None]) -> Exception | None:
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    return None
 
 
 def _conditional_update(deps: Deps, key_expr: dict[str, Any], update: str, condition: str,

@@ -133,7 +133,7 @@ ONLY = {
     "dynamodb:ListBackups": {"backup_trigger", "backup_monitor", iam.API_HANDLER},
     "sqs:ReceiveMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
     "sqs:DeleteMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
-    "dynamodb:DeleteItem": {"task_executor", iam.API_HANDLER},
+    "dynamodb:DeleteItem": {iam.API_HANDLER},  # the executor never deletes: it claims and settles on a record
 }
 
 

@@ -10,6 +10,8 @@ from typing import Any
 import boto3
 import pytest
 
+from chalicelib.tasks.model import TaskKey
+from chalicelib.tasks.schedules import schedule_name
 from local.client import emails_to, wait_until
 from local.demo import DEMO_ENVIRONMENT, demo_for
 from local.stage import LocalSettings, LocalStage, start_local_stage
@@ -36,10 +38,15 @@ def test_an_exact_task_is_scheduled_fired_by_scheduler_and_runs_at_its_time(stag
         "action": {"type": "email", "to": to, "subject": "via scheduler", "body": "b"}})
     assert created.status == 201, created.body
 
+    # This task's schedule only: moto's backends are per process, so a stage started earlier in this pytest
+    # worker may have left schedules of its own in the group.
+    name = schedule_name(TaskKey.for_id(created.body["id"]))
+
     def schedules() -> list[Any]:
-        return list(scheduler.list_schedules(GroupName=group)["Schedules"])
-    wait_until(schedules, 5, "the task's schedule")
-    email = wait_until(lambda: emails_to(stage.aws_endpoint, to), 15, "the task's email")
+        return [s for s in scheduler.list_schedules(GroupName=group)["Schedules"] if s["Name"] == name]
+    # Each wait returns as soon as its condition holds; under xdist on 2 cores a few seconds were too short.
+    wait_until(schedules, 30, "the task's schedule")
+    email = wait_until(lambda: emails_to(stage.aws_endpoint, to), 60, "the task's email")
     assert len(email) == 1
     assert datetime.now(UTC) >= due
-    wait_until(lambda: not schedules(), 5, "the fired schedule to delete itself")
+    wait_until(lambda: not schedules(), 30, "the fired schedule to delete itself")

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def stage() -> Iterator[LocalStage]:
     local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
-    started = start_local_stage(local, overrides={"LOG_LEVEL": "WARNING"}, out=lambda line: None)
+    started = start_local_stage(local, out=lambda line: None)  # at the stage's LOG_LEVEL (INFO), as it runs
     yield started
     started.stop()
 

@@ -8,6 +8,8 @@ the next (no real waiting):
   backend, delays on the fake clock), in batches, with visibility timeouts,
   partial batch responses, receive counts and the redrive after
   ``MAX_RECEIVE_COUNT`` receives (to the due queue's DLQ, whose handler runs);
+  the due DLQ has no redrive policy (deploy/provision.py): a message its
+  handler fails on stays there and is received again, however many times;
 - the tasks table's stream, in order, from moto's own stream: a batch that
   reports failures is retried from the lowest failed sequence number, one that
   raises (or whose worker crashed) is retried whole;
@@ -55,6 +57,7 @@ class SimQueue:
     batch_size: int
     visibility_timeout: int
     dead_letter_queue: str | None = None  # its redrive target (another emulated queue), if any
+    redrive: bool = True  # a redrive policy: after MAX_RECEIVE_COUNT failed receives SQS moves the message
     messages: list[Message] = field(default_factory=list)
     dead: list[Message] = field(default_factory=list)
     delivered: int = 0
@@ -86,7 +89,7 @@ class LambdaSim:
         self._scheduler = session.client("scheduler", region_name=s.region)
         self._queues = {
             s.due_queue: SimQueue(s.due_queue, "task_executor", 10, 120, s.due_dlq),
-            s.due_dlq: SimQueue(s.due_dlq, "due_dead_letter", 10, 30),
+            s.due_dlq: SimQueue(s.due_dlq, "due_dead_letter", 10, 30, redrive=False),
             s.backup_monitor_queue: SimQueue(s.backup_monitor_queue, "backup_monitor", 1, 300),
         }
         self._next_tick = self.clock.now
@@ -153,7 +156,7 @@ class LambdaSim:
         for m in visible:
             if m.message_id not in failed:
                 queue.messages.remove(m)
-            elif m.receives >= MAX_RECEIVE_COUNT:
+            elif queue.redrive and m.receives >= MAX_RECEIVE_COUNT:
                 queue.messages.remove(m)
                 queue.dead.append(m)
                 if queue.dead_letter_queue in self._queues:  # SQS's redrive: the handler of the DLQ sees it
@@ -264,3 +267,7 @@ class LambdaSim:
 
     def dead_letters(self) -> dict[str, int]:
         return {name: len(q.dead) for name, q in self._queues.items()}
+
+    def queue(self, name: str) -> SimQueue:
+        """The emulated queue ``name`` (its messages, the dead ones, how many it delivered)."""
+        return self._queues[name]

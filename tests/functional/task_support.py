@@ -12,6 +12,7 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.tasks import items
 from chalicelib.tasks.model import DueMessage, TaskKey
 from tests import events
 from tests.fixtures import ACCOUNT
@@ -43,6 +44,22 @@ def put_item(deps: Deps, item: dict[str, Any]) -> None:
 
 def get_item(deps: Deps, key: TaskKey) -> dict[str, Any] | None:
     found = deps.clients.dynamodb.get_item(TableName=deps.settings.tasks_table, Key=key.dynamo()).get("Item")
+    return ddb.deserialize(found) if found else None
+
+
+def state_of(deps: Deps, key: TaskKey) -> dict[str, Any]:
+    """The task as ``GET /tasks/{id}`` shows it (status, attempts, last_result, ...): since the executor keeps a
+    task's execution state on its record in the state table, not on the item."""
+    from chalicelib.tasks import api
+    status, shown = api.show(deps, key.task_id)
+    assert status == 200, shown
+    return shown
+
+
+def record_of(deps: Deps, key: TaskKey) -> dict[str, Any] | None:
+    """The task's record in the state table (its execution state among the rest)."""
+    found = deps.clients.dynamodb.get_item(TableName=deps.settings.state_table, Key=ddb.serialize(
+        items.record_key(key.task_id)), ConsistentRead=True).get("Item")
     return ddb.deserialize(found) if found else None
 
 
@@ -101,7 +118,8 @@ class FlakySes:
 
 
 class BrokenReads:
-    """A DynamoDB client whose get_item fails for one task key (a throttled or failing read)."""
+    """A DynamoDB client whose reads of one task key fail (a throttled or failing read): its get_item, and a
+    batch_get_item that asks for it."""
 
     def __init__(self, real: Any, pk: str) -> None:
         self._real = real
@@ -111,6 +129,11 @@ class BrokenReads:
         if kwargs.get("Key", {}).get("PK", {}).get("S") == self._pk:
             raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "GetItem")
         return self._real.get_item(**kwargs)
+
+    def batch_get_item(self, **kwargs: Any) -> Any:
+        if self._pk in json.dumps(kwargs.get("RequestItems", {})):
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "BatchGetItem")
+        return self._real.batch_get_item(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)

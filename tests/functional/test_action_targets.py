@@ -16,7 +16,7 @@ from chalicelib.tasks.model import TaskKey, parse_due
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.api_support import table_contents
 from tests.functional.stream_support import Table, schedule_of, stream
-from tests.functional.task_support import deliver, due_body, get_item, patch_task, post_task
+from tests.functional.task_support import deliver, due_body, patch_task, post_task, state_of
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
 FOREIGN_QUEUE = "https://sqs.us-east-1.amazonaws.com/999999999999/theirs"
@@ -96,8 +96,7 @@ def test_the_executor_never_sends_to_a_queue_the_stage_no_longer_allows(
     clock.advance(minutes=10)
     deliver(client, due_body(TaskKey.for_id("restock"), parse_due(RUN_AT)))
     assert aws.drain(queue_url) == []
-    item = get_item(deps, TaskKey.for_id("restock"))
-    assert item is not None and "TASK_ACTION_TARGET_ARNS" in str(item.get("last_error"))
+    assert "TASK_ACTION_TARGET_ARNS" in str(state_of(deps, TaskKey.for_id("restock")).get("last_error"))
 
 
 @pytest.mark.parametrize("url, arn", [

@@ -38,22 +38,27 @@ def forwarded(aws: Aws) -> list[dict[str, Any]]:
     return [json.loads(m["Body"]) for m in aws.drain(aws.settings.task_dlq)]
 
 
-def stuck_running(deps: Deps, clock: FakeClock) -> None:
-    """What a worker that claimed the task and then failed every time leaves: item and claim RUNNING."""
+def set_execution(deps: Deps, **state: Any) -> None:
+    """Write execution state on the task's record, as an executor would have."""
+    names = {f"#a{i}": name for i, name in enumerate(state)}
     deps.clients.dynamodb.update_item(
-        TableName=deps.settings.tasks_table, Key=KEY.dynamo(), UpdateExpression="SET #s = :running",
-        ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues={":running": {"S": "RUNNING"}})
-    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
-        "PK": f"CLAIM#{KEY.task_id}", "SK": DUE, "state": "RUNNING", "claimed_at": clock.now.timestamp(),
-        "owner": "a-worker"}))
+        TableName=deps.settings.state_table, Key=ddb.serialize({"PK": f"TASK#{KEY.task_id}", "SK": "RECORD"}),
+        UpdateExpression="SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(state))),
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues={f":a{i}": ddb.value(v) for i, v in enumerate(state.values())})
+
+
+def stuck_running(deps: Deps, clock: FakeClock) -> None:
+    """What a worker that claimed the task and then failed every time leaves: its claim RUNNING."""
+    set_execution(deps, exec_due=DUE, exec_state="RUNNING", exec_owner="a-worker", claimed_at=clock.now.timestamp())
 
 
 def test_a_due_message_sqs_gave_up_on_reaches_its_own_queue_and_the_task_shows_why(
         client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
     message = create(client)
     clock.advance(minutes=2)
-    # The executor cannot read the task's record (DynamoDB keeps failing for it): every delivery fails.
-    faults.inject("dynamodb.GetItem", "error", times=1000, match=lambda p: p["Key"]["SK"]["S"] == "RECORD")
+    # The executor cannot read the task's item (DynamoDB keeps failing for it): every delivery fails.
+    faults.inject("dynamodb.GetItem", "error", times=1000, match=lambda p: p["Key"]["SK"]["S"] == "TASK")
     due_url = aws.queue_url(deps.settings.due_queue)
     aws.clients.sqs.send_message(QueueUrl=due_url, MessageBody=message.to_json())
     for _ in range(MAX_RECEIVE_COUNT + 1):  # as Lambda's poller receives it; SQS moves it after the last one
@@ -140,8 +145,8 @@ def test_a_dead_lettered_message_whose_execution_finished_is_only_forwarded(
         client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
     message = create(client)
     clock.advance(minutes=2)
-    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
-        "PK": f"CLAIM#{KEY.task_id}", "SK": DUE, "state": "DONE", "claimed_at": clock.now.timestamp()}))
+    set_execution(deps, exec_due=DUE, exec_state="DONE", exec_owner="a-worker", claimed_at=clock.now.timestamp(),
+                  status="DONE")
     assert dead_letter(client, aws, message.to_json()) == set()
     assert aws.alerts() == []
     [human] = forwarded(aws)

@@ -22,7 +22,6 @@ from tests.functional.task_support import (
     BrokenReads,
     FlakySes,
     FlakySns,
-    FlakyTransactions,
     StrictConditions,
     deliver,
     due_body,
@@ -32,6 +31,7 @@ from tests.functional.task_support import (
     post_task,
     put_item,
     seed_item,
+    state_of,
     use_client,
 )
 
@@ -57,10 +57,9 @@ def test_the_seeds_sample_item_ends_in_one_email_even_when_delivered_twice(
     assert sent[0].destinations["ToAddresses"] == ["ada@example.com"]
     assert sent[0].subject == "Reminder"
     assert sent[0].source == "reminders@example.com"
-    item = get_item(deps, SEED_KEY)
-    assert item is not None
-    assert (item["status"], item["attempts"]) == ("DONE", 1)
-    assert item["REMINDER_TIMESTAMP"] == DUE  # the program's own attributes are left as they were
+    shown = state_of(deps, SEED_KEY)
+    assert (shown["status"], shown["attempts"]) == ("DONE", 1)
+    assert get_item(deps, SEED_KEY) == seed_item(DUE)  # the item is left exactly as its program wrote it
 
 
 def test_a_duplicate_in_the_same_batch_runs_once(client: Client, deps: Deps, clock: FakeClock) -> None:
@@ -104,9 +103,8 @@ def test_a_failing_action_is_retried_with_backoff_until_it_succeeds(
     flaky = FlakySes(deps.clients.ses, failures=2)
     use_client(deps, "ses", flaky)
     assert deliver(client, due_body(SEED_KEY, due)) == set()
-    item = get_item(deps, SEED_KEY)
-    assert item is not None
-    assert (item["status"], item["attempts"]) == ("DONE", 3)
+    shown = state_of(deps, SEED_KEY)
+    assert (shown["status"], shown["attempts"]) == ("DONE", 3)
     assert len(emails_sent()) == 1
     assert clock.slept == 1 + 2
 
@@ -118,10 +116,10 @@ def test_an_action_that_always_fails_is_failed_dead_lettered_and_alerted(
     use_client(deps, "ses", FlakySes(deps.clients.ses, failures=99))
     body = due_body(SEED_KEY, due)
     assert deliver(client, body, ids=["m-1"]) == set()
-    item = get_item(deps, SEED_KEY)
-    assert item is not None
-    assert (item["status"], item["attempts"]) == ("FAILED", 3)
-    assert "ServiceUnavailable" in item["last_error"]
+    shown = state_of(deps, SEED_KEY)
+    assert (shown["status"], shown["attempts"]) == ("FAILED", 3)
+    assert "ServiceUnavailable" in shown["last_error"]
+    assert "status" not in (get_item(deps, SEED_KEY) or {})
     [dead] = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
     assert (dead["event_id"], dead["payload"]) == ("m-1", json.loads(body))
     [alert] = aws.alerts()
@@ -140,7 +138,9 @@ def test_a_recurring_task_gets_its_next_due_time(client: Client, deps: Deps, clo
     assert item["REMINDER_TIMESTAMP"] == "2026-11-23T12:03:00Z"
     assert item["due_epoch"] == int((due + timedelta(days=1)).timestamp())
     assert item["due_bucket"].startswith("2026-11-23#12:03#")
-    assert (item["status"], item["attempts"]) == ("PENDING", 0)
+    assert "status" not in item and "attempts" not in item  # a recurring task writes only its next due time
+    shown = state_of(deps, SEED_KEY)
+    assert (shown["status"], shown["run_at"], shown["attempts"]) == ("PENDING", "2026-11-23T12:03:00Z", 1)
     assert len(emails_sent()) == 1
 
 
@@ -189,7 +189,7 @@ def test_a_recurring_lazy_task_is_put_back_with_its_next_expiry(
     item = get_item(deps, key)
     assert item is not None
     assert item["expires_at"] == expires + 3600
-    assert item["status"] == "PENDING"
+    assert "status" not in item
     assert "run_at" not in item  # the seed's shape is kept: its TTL is its due time
 
 
@@ -216,13 +216,15 @@ def test_a_claim_held_by_a_live_worker_sends_the_message_back_until_its_lease_en
     clock.advance(minutes=3)
     body = due_body(SEED_KEY, due)
     deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
-        "PK": f"CLAIM#{SEED_KEY.task_id}", "SK": "2026-11-22T12:03:00Z", "state": "RUNNING",
-        "claimed_at": clock.now.timestamp() - 100}))
+        "PK": f"TASK#{SEED_KEY.task_id}", "SK": "RECORD", "exec_due": "2026-11-22T12:03:00Z",
+        "exec_state": "RUNNING", "exec_owner": "another worker", "claimed_at": clock.now.timestamp() - 100}))
     assert deliver(client, body) == set()
     assert [delay for _, delay in aws.sent(deps.settings.due_queue)] == [201]
+    assert state_of(deps, SEED_KEY)["status"] == "RUNNING"
     clock.advance(seconds=201)  # the worker died: its lease ran out
     assert deliver(client, body) == set()
     assert len(emails_sent()) == 1
+    assert state_of(deps, SEED_KEY)["status"] == "DONE"
 
 
 def test_a_message_rounded_down_to_the_second_waits_for_the_exact_time(
@@ -280,9 +282,8 @@ def test_a_bucket_only_interval_item_runs_where_dynamodb_never_matches_a_missing
     assert deliver(client, due_body(SEED_KEY, parse_due(DUE))) == set()
     assert strict.refused == []
     assert len(emails_sent()) == 1
-    item = get_item(deps, SEED_KEY)
-    assert item is not None
-    assert (item["status"], item["attempts"]) == ("DONE", 1)
+    shown_state = state_of(deps, SEED_KEY)
+    assert (shown_state["status"], shown_state["attempts"]) == ("DONE", 1)
     shown = client.http.get("/tasks/USER%23ada%7CREMINDER%23standup")  # still a valid task once finished
     assert (shown.status_code, shown.json_body["status"], shown.json_body["run_at"]) == (
         200, "DONE", "2026-11-22T12:03:00Z")
@@ -303,42 +304,49 @@ def test_a_failure_alert_lost_to_an_sns_error_is_sent_on_the_redelivery_without_
     assert alert["message"]["task_id"] == SEED_KEY.task_id
     assert len(aws.drain(deps.settings.task_dlq)) == 1  # dead-lettered once, not again by the redelivery
     assert ses.calls == 3  # the action's three attempts; the redelivery did not run it again
-    item = get_item(deps, SEED_KEY)
-    assert item is not None and item["status"] == "FAILED"
+    assert state_of(deps, SEED_KEY)["status"] == "FAILED"
 
 
-def test_an_outcome_not_written_is_recorded_by_the_redelivery_without_sending_the_email_again(
+def test_a_task_the_previous_version_left_pending_runs_once_after_the_upgrade(
         client: Client, deps: Deps, clock: FakeClock) -> None:
-    due = arrange_seed(deps)
-    clock.advance(minutes=3)
-    use_client(deps, "dynamodb", FlakyTransactions(deps.clients.dynamodb, failures=WRITE_ATTEMPTS))
-    body = due_body(SEED_KEY, due)
-    assert deliver(client, body, ids=["m-1"]) == {"m-1"}  # every retry of the outcome's write failed
-    assert len(emails_sent()) == 1
-    assert deliver(client, body, ids=["m-1"]) == set()  # at once: the failing worker released its claim
-    assert len(emails_sent()) == 1
-    item = get_item(deps, SEED_KEY)
-    assert item is not None
-    assert (item["status"], item["attempts"], item["last_result"]["type"]) == ("DONE", 1, "email")
-
-
-def test_a_claim_whose_worker_died_after_acting_is_taken_over_without_acting_again(
-        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    due = arrange_seed(deps)
-    clock.advance(minutes=3)
+    """Migration: an API task of the previous layout (status and attempts on the item, a record without
+    execution state) runs once, and shows DONE."""
+    put_item(deps, {"PK": "TASK#old", "SK": "TASK", "run_at": "2026-11-22T12:03:00Z", "strategy": "exact",
+                    "action": EMAIL_ACTION, "status": "PENDING", "attempts": 0, "created_at": "2026-11-21T09:00:00Z"})
     deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
-        "PK": f"CLAIM#{SEED_KEY.task_id}", "SK": "2026-11-22T12:03:00Z", "state": "ACTED",
-        "claimed_at": clock.now.timestamp() - 100,
-        "outcome": {"status": "DONE", "attempts": 2, "result": {"type": "email", "message_id": "m"}, "error": None}}))
+        "PK": "TASK#old", "SK": "RECORD", "id": "old", "task_pk": "TASK#old", "task_sk": "TASK", "status": "PENDING",
+        "run_at": "2026-11-22T12:03:00Z", "strategy": "exact", "action": EMAIL_ACTION, "attempts": 0,
+        "created_at": "2026-11-21T09:00:00Z", "fingerprint": "f"}))
+    clock.advance(minutes=3)
+    body = due_body(TaskKey.for_id("old"), parse_due(DUE))
+    assert deliver(client, body) == set()
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 1
+    shown = client.http.get("/tasks/old").json_body
+    assert (shown["status"], shown["attempts"]) == ("DONE", 1)
+
+
+def test_a_task_the_previous_version_left_running_after_acting_is_not_run_again(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    """Migration: the previous executor marked the item RUNNING and kept its claim in CLAIM#<id>; one that
+    acted is not run again, one still live is waited for, one whose lease ran out is taken over."""
+    due = arrange_seed(deps, status="RUNNING")
+    clock.advance(minutes=3)
+    legacy = {"PK": f"CLAIM#{SEED_KEY.task_id}", "SK": "2026-11-22T12:03:00Z",
+              "claimed_at": clock.now.timestamp() - 100}
+    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table,
+                                   Item=ddb.serialize({**legacy, "state": "RUNNING"}))
     body = due_body(SEED_KEY, due)
     assert deliver(client, body) == set()
     assert [delay for _, delay in aws.sent(deps.settings.due_queue)] == [201]  # its lease still runs
-    clock.advance(seconds=201)
+    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table,
+                                   Item=ddb.serialize({**legacy, "state": "ACTED"}))
     assert deliver(client, body) == set()
     assert emails_sent() == []
-    item = get_item(deps, SEED_KEY)
-    assert item is not None
-    assert (item["status"], item["attempts"], item["last_result"]["message_id"]) == ("DONE", 2, "m")
+    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table,
+                                   Item=ddb.serialize({**legacy, "state": "RUNNING", "claimed_at": 0}))
+    assert deliver(client, body) == set()  # released, or its worker died: taken over
+    assert len(emails_sent()) == 1
 
 
 def _ttl_remove_record(deps: Deps, table: Table, key: TaskKey) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -411,7 +419,8 @@ def _claim_write(params: Mapping[str, Any]) -> bool:
 
 
 def _outcome_on_claim(params: Mapping[str, Any]) -> bool:
-    return "outcome = :outcome" in str(params.get("UpdateExpression", ""))
+    """The settle: the outcome written on the record, on the condition that the claim is still this worker's."""
+    return "#eo = :me" in str(params.get("ConditionExpression", ""))
 
 
 def _redeliver_until_settled(client: Client, aws: Aws, deps: Deps, clock: FakeClock, body: str) -> int:
@@ -439,8 +448,8 @@ def test_an_outcome_whose_claim_write_errors_is_retried_and_the_action_runs_once
     faults.inject("dynamodb.UpdateItem", "error", match=_outcome_on_claim)
     _redeliver_until_settled(client, aws, deps, clock, due_body(SEED_KEY, due))
     assert len(emails_sent()) == 1
-    item = get_item(deps, SEED_KEY)
-    assert item is not None and (item["status"], item["attempts"]) == ("DONE", 1)
+    shown = state_of(deps, SEED_KEY)
+    assert (shown["status"], shown["attempts"]) == ("DONE", 1)
 
 
 def test_an_outcome_write_applied_whose_response_was_lost_is_recognised_and_the_task_is_done(
@@ -450,8 +459,8 @@ def test_an_outcome_write_applied_whose_response_was_lost_is_recognised_and_the_
     faults.inject("dynamodb.UpdateItem", "retried", match=_outcome_on_claim)  # botocore's retry fails its condition
     assert deliver(client, due_body(SEED_KEY, due)) == set()
     assert len(emails_sent()) == 1
-    item = get_item(deps, SEED_KEY)
-    assert item is not None and (item["status"], item["attempts"]) == ("DONE", 1)
+    shown = state_of(deps, SEED_KEY)
+    assert (shown["status"], shown["attempts"]) == ("DONE", 1)
 
 
 def test_a_recurring_task_whose_outcome_response_was_lost_keeps_recurring(
@@ -462,8 +471,8 @@ def test_a_recurring_task_whose_outcome_response_was_lost_keeps_recurring(
     _redeliver_until_settled(client, aws, deps, clock, due_body(SEED_KEY, due))
     assert len(emails_sent()) == 1
     item = get_item(deps, SEED_KEY)
-    assert item is not None
-    assert (item["status"], item["REMINDER_TIMESTAMP"]) == ("PENDING", "2026-11-23T12:03:00Z")
+    assert item is not None and item["REMINDER_TIMESTAMP"] == "2026-11-23T12:03:00Z"
+    assert state_of(deps, SEED_KEY)["status"] == "PENDING"
 
 
 def test_a_claim_applied_whose_response_was_lost_runs_the_task_at_once_not_after_a_lease(
@@ -503,8 +512,7 @@ def test_an_outcome_that_cannot_be_kept_on_its_claim_runs_again_only_after_the_l
     clock.advance(seconds=delay)
     assert deliver(client, body) == set()
     assert len(emails_sent()) == 2
-    item = get_item(deps, SEED_KEY)
-    assert item is not None and item["status"] == "DONE"
+    assert state_of(deps, SEED_KEY)["status"] == "DONE"
 
 
 def test_a_failure_alert_and_dead_letter_sent_again_after_a_crash_carry_the_same_dedupe_id(
@@ -522,5 +530,4 @@ def test_a_failure_alert_and_dead_letter_sent_again_after_a_crash_carry_the_same
         f"task-failed:{SEED_KEY.task_id}:2026-11-22T12:03:00Z"
     [dead] = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
     assert dead["dedupe_id"] == first["message"]["dedupe_id"]
-    item = get_item(deps, SEED_KEY)
-    assert item is not None and item["status"] == "FAILED"
+    assert state_of(deps, SEED_KEY)["status"] == "FAILED"

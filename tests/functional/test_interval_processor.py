@@ -15,7 +15,7 @@ from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.tasks import interval
 from chalicelib.tasks.buckets import due_bucket
 from chalicelib.tasks.model import DueMessage, TaskKey
-from deploy.provision import Provisioned, ensure_table
+from deploy.provision import Provisioned, ensure_table, tasks_indexes
 from tests import events
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.stream_support import Table, stream
@@ -141,7 +141,7 @@ def test_seed_task_date_time_buckets_are_read_from_their_own_index(
     use_settings(deps, bucket_attribute="taskDateTime", due_attribute="REMINDER_TIMESTAMP", bucket_shards=1)
     aws.clients.dynamodb.delete_table(TableName=deps.settings.tasks_table)
     ensure_table(aws.clients, deps.settings.tasks_table, Provisioned(), stream=True,
-                 gsi=(deps.settings.bucket_index, "taskDateTime", DUE_EPOCH_ATTRIBUTE))
+                 indexes=tasks_indexes(deps.settings))
     table = Table(deps)
     tick(client, clock)
     key = TaskKey("USER#ada", "REMINDER#2026-11-22T12:01")

@@ -14,7 +14,7 @@ from chalicelib.tasks import actions
 from chalicelib.tasks.actions import Action, Check, any_text
 from chalicelib.tasks.model import TaskKey, parse_due
 from tests.fixtures import Aws, FakeClock
-from tests.functional.task_support import deliver, due_body, get_item, post_task
+from tests.functional.task_support import deliver, due_body, post_task, state_of
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
 
@@ -35,8 +35,7 @@ def test_an_sqs_action_puts_one_message_in_its_queue_even_when_delivered_twice(
     create_and_run_twice(client, clock, "restock", {"type": "sqs", "queue_url": queue_url, "message": "restock 42"})
     [message] = aws.drain(queue_url)
     assert message["Body"] == "restock 42"
-    item = get_item(deps, TaskKey.for_id("restock"))
-    assert item is not None
+    item = state_of(deps, TaskKey.for_id("restock"))
     assert (item["status"], item["attempts"]) == ("DONE", 1)
     assert item["last_result"] == {"type": "sqs", "message_id": message["MessageId"]}
 
@@ -52,8 +51,7 @@ def test_an_sns_action_reaches_the_topics_subscribers_once_even_when_delivered_t
     [message] = aws.drain(capture)
     envelope = json.loads(message["Body"])
     assert (envelope["TopicArn"], envelope["Message"]) == (topic_arn, "Standup")
-    item = get_item(deps, TaskKey.for_id("standup"))
-    assert item is not None
+    item = state_of(deps, TaskKey.for_id("standup"))
     assert (item["status"], item["attempts"]) == ("DONE", 1)
     assert item["last_result"] == {"type": "sns", "message_id": envelope["MessageId"]}
 

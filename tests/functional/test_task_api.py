@@ -336,12 +336,16 @@ def test_patching_an_unknown_task_is_404_and_a_finished_one_409(client: Client, 
     assert patch_task(client, "standup", {"run_at": "2026-11-23T00:00:00Z"}).status_code == 409
 
 
-def test_the_state_table_keeps_a_record_and_a_status_index_entry(client: Client, aws: Aws, deps: Deps) -> None:
+def test_the_state_table_keeps_one_record_filed_in_the_status_index(client: Client, aws: Aws, deps: Deps) -> None:
     post_task(client, body())
     rows = [ddb.deserialize(i) for i in aws.clients.dynamodb.scan(TableName=deps.settings.state_table)["Items"]]
-    assert sorted((r["PK"], r["SK"]) for r in rows) == [
-        ("TASK#standup", "RECORD"), ("TASKS#PENDING", "2026-11-22T12:00:00Z#standup")]
+    assert [(r["PK"], r["SK"], r["status"], r["listed"]) for r in rows] == [
+        ("TASK#standup", "RECORD", "PENDING", "2026-11-22T12:00:00Z#standup")]
     assert json.dumps(rows)  # plain JSON values only
+    indexed = aws.clients.dynamodb.query(
+        TableName=deps.settings.state_table, IndexName="task-status-index", KeyConditionExpression="#s = :s",
+        ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues={":s": {"S": "PENDING"}})["Items"]
+    assert [i["PK"]["S"] for i in indexed] == ["TASK#standup"]
 
 
 def test_a_fifo_target_is_rejected_saying_why(client: Client) -> None:

@@ -26,3 +26,10 @@ def test_aws_endpoint_url_points_every_client_at_it() -> None:
 def test_the_default_retry_mode_is_adaptive_with_bounded_attempts() -> None:
     config = Clients(Settings.from_env({})).dynamodb.meta.config
     assert config.retries == {"mode": "adaptive", "total_max_attempts": 8}  # type: ignore[attr-defined]
+
+
+def test_every_client_keeps_a_connection_for_each_stream_thread() -> None:
+    clients = Clients(Settings.from_env({"STREAM_CONCURRENCY": "32"}))
+    for client in (clients.dynamodb, clients.sqs, clients.sns, clients.ses, clients.scheduler):
+        assert client.meta.config.max_pool_connections == 32  # type: ignore[attr-defined]
+    assert Clients(Settings.from_env({"STREAM_CONCURRENCY": "4"})).sqs.meta.config.max_pool_connections == 10  # type: ignore[attr-defined]

@@ -1,17 +1,19 @@
-"""Which due messages run, and what a run writes back: the executor's pure rules."""
+"""Which due messages run, why a claim is refused, and what a task shows: the executor's pure rules."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chalicelib.settings import Settings
-from chalicelib.tasks.executor import outcome_changes, skip_reason
+from chalicelib.tasks import items
+from chalicelib.tasks.executor import skip_reason
 from chalicelib.tasks.model import DueMessage, Status, Strategy, Task, TaskKey
+from chalicelib.tasks.store import Execution, lost_reason
 
-SETTINGS = Settings.from_env({})
 DUE = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+DUE_TEXT = "2026-11-22T12:00:00Z"
 KEY = TaskKey("TASK#x", "TASK")
+STALE = DUE.timestamp() - 300
 
 
 def task(status: Status = Status.PENDING, due: datetime = DUE, strategy: Strategy = Strategy.EXACT,
@@ -20,47 +22,50 @@ def task(status: Status = Status.PENDING, due: datetime = DUE, strategy: Strateg
 
 
 def test_a_pending_task_at_its_time_runs() -> None:
-    assert skip_reason(task(), DueMessage(KEY, DUE), None) is None
+    assert skip_reason(task(), DueMessage(KEY, DUE)) is None
 
 
 def test_a_message_for_another_time_is_skipped() -> None:
-    assert skip_reason(task(due=DUE + timedelta(hours=1)), DueMessage(KEY, DUE), None) == "rescheduled"
+    assert skip_reason(task(due=DUE + timedelta(hours=1)), DueMessage(KEY, DUE)) == "rescheduled"
 
 
-def test_finished_tasks_are_skipped() -> None:
+def test_items_the_previous_version_finished_are_skipped() -> None:
     for status in (Status.DONE, Status.FAILED, Status.CANCELLED):
-        assert skip_reason(task(status), DueMessage(KEY, DUE), None) == status.value.lower()
+        assert skip_reason(task(status), DueMessage(KEY, DUE)) == status.value.lower()
 
 
-def test_a_cancelled_record_stops_its_snapshot_but_not_a_later_one() -> None:
-    record = {"status": "CANCELLED", "run_at": "2026-11-22T12:00:00Z"}
-    assert skip_reason(task(), DueMessage(KEY, DUE, {"PK": {"S": "x"}}), record) == "cancelled"
-    later = DUE + timedelta(days=1)
-    assert skip_reason(task(due=later), DueMessage(KEY, later, {"PK": {"S": "x"}}), record) is None
+def test_a_claim_is_refused_for_what_the_record_says() -> None:
+    assert lost_reason(Execution(moved_from=DUE_TEXT), DUE_TEXT, STALE) == "rescheduled"
+    assert lost_reason(Execution(status="CANCELLED", run_at=DUE_TEXT), DUE_TEXT, STALE) == "cancelled"
+    assert lost_reason(Execution(DUE_TEXT, "RUNNING", "w", STALE + 1), DUE_TEXT, STALE) == "running"
+    assert lost_reason(Execution(DUE_TEXT, "DONE", "w", STALE + 1), DUE_TEXT, STALE) == "done"
+    assert lost_reason(Execution(DUE_TEXT, "FAILED", "w", STALE + 1), DUE_TEXT, STALE) == "failed"
 
 
-def test_a_snapshot_already_done_is_skipped() -> None:
-    record = {"status": "DONE", "run_at": "2026-11-22T12:00:00Z"}
-    assert skip_reason(task(), DueMessage(KEY, DUE, {"PK": {"S": "x"}}), record) == "done"
+def test_a_later_cancellation_does_not_stop_an_earlier_execution_and_vice_versa() -> None:
+    later = "2026-11-23T12:00:00Z"
+    assert lost_reason(Execution(status="CANCELLED", run_at=later), DUE_TEXT, STALE) == "changed"
 
 
-def test_a_done_one_off_task_records_its_outcome_and_leaves_the_bucket_index() -> None:
-    changes, removed = outcome_changes(task(), Status.DONE, 2, {"message_id": "m"}, None, None, DUE, SETTINGS)
-    assert (changes["status"], changes["attempts"], changes["last_result"]) == ("DONE", 2, {"message_id": "m"})
-    assert removed == ["due_bucket"]
+def test_the_status_comes_from_the_record_of_the_current_due_time() -> None:
+    pending = task()
+    assert items.current_status(pending, None) == "PENDING"
+    running = {"exec_due": DUE_TEXT, "exec_state": "RUNNING", "status": "PENDING"}
+    assert items.current_status(pending, running) == "RUNNING"
+    done = {"exec_due": DUE_TEXT, "exec_state": "DONE", "status": "DONE"}
+    assert items.current_status(pending, done) == "DONE"
+    recurring_done = {"exec_due": DUE_TEXT, "exec_state": "DONE", "status": "PENDING"}
+    assert items.current_status(pending, recurring_done) == "PENDING"
+    an_earlier_run = {"exec_due": "2026-11-21T12:00:00Z", "exec_state": "DONE", "status": "DONE"}
+    assert items.current_status(pending, an_earlier_run) == "PENDING"  # the item was written again since
+    assert items.current_status(task(Status.DONE), None) == "DONE"  # an item of the previous version
+    assert items.current_status(pending, {"status": "CANCELLED"}) == "CANCELLED"
 
 
-def test_a_recurring_task_is_re_armed_for_its_next_time() -> None:
-    nxt = DUE + timedelta(days=1)
-    changes, removed = outcome_changes(task(strategy=Strategy.INTERVAL), Status.DONE, 1, {}, None, nxt, DUE,
-                                       SETTINGS)
-    assert (changes["status"], changes["attempts"]) == ("PENDING", 0)
-    assert changes["run_at"] == "2026-11-23T12:00:00Z"
-    assert changes["due_epoch"] == int(nxt.timestamp())
-    assert changes["due_bucket"].startswith("2026-11-23#12:00#")
-    assert removed == ["last_error"]
-
-
-def test_a_failed_task_keeps_the_error() -> None:
-    changes, _ = outcome_changes(task(), Status.FAILED, 3, None, "boom", None, DUE, SETTINGS)
-    assert (changes["status"], changes["last_error"]) == ("FAILED", "boom")
+def test_a_view_takes_the_outcome_from_the_record_and_from_the_item_before_the_upgrade() -> None:
+    record = {"exec_due": DUE_TEXT, "exec_state": "FAILED", "status": "FAILED", "attempts": 3,
+              "last_error": "boom", "finished_at": "2026-11-22T12:00:05Z"}
+    view = items.view_of_task(task(), record)
+    assert (view["status"], view["attempts"], view["last_error"]) == ("FAILED", 3, "boom")
+    old = items.view_of_task(task(Status.DONE, attempts=2, last_result={"type": "email"}), {"status": "DONE"})
+    assert (old["status"], old["last_result"]) == ("DONE", {"type": "email"})

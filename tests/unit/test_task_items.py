@@ -67,7 +67,7 @@ def test_each_strategy_writes_its_own_due_attributes() -> None:
 
 
 def test_a_list_token_round_trips_and_a_forged_one_is_rejected() -> None:
-    key = {"PK": "TASKS#DONE", "SK": "2026-11-22T12:00:00Z#x"}
+    key = {"PK": "TASK#x", "SK": "RECORD", "status": "DONE", "listed": "2026-11-22T12:00:00Z#x"}
     assert items.decode_token(items.encode_token(1, key), 4) == (1, key)
     assert items.decode_token(items.encode_token(2, None), 4) == (2, None)
     for forged in ("garbage", items.encode_token(9, None), items.encode_token(0, {"PK": "CLAIM#x", "SK": "y"})):
