@@ -237,7 +237,8 @@ def main() -> int:
     settings = LocalSettings(
         aws_port=settings.aws_port if environ.get("LOCAL_AWS_PORT") else 0,
         api_port=settings.api_port if environ.get("LOCAL_API_PORT") else 0,
-        scheduler_jitter_seconds=settings.scheduler_jitter_seconds, ttl_lag_seconds=settings.ttl_lag_seconds)
+        scheduler_jitter_seconds=settings.scheduler_jitter_seconds, ttl_lag_seconds=settings.ttl_lag_seconds,
+        sqs_max_concurrency=settings.sqs_max_concurrency)
     try:
         stage = start_local_stage(settings, overrides=DEMO_ENVIRONMENT)
     except LocalSettingsError as exc:

@@ -32,11 +32,33 @@ only removes moto's departures from AWS):
   ``instances_tracked`` list, for ``/moto-api/data.json``, and never removes
   one.  The registry here holds them weakly: data.json lists what is alive in a
   backend (unchanged for what the backends keep, such as sent emails).
+* **Writes are announced**: ``watch_writes(listener)`` calls ``listener(table, key,
+  attribute)`` after every DynamoDB item write in this process (PutItem, UpdateItem,
+  DeleteItem, and the writes of BatchWriteItem and TransactWriteItems), in the order
+  they happen, under the write lock: ``attribute(name)`` is the written item's
+  attribute in DynamoDB JSON (None when absent or deleted).  The TTL emulation
+  learns expiry times from it instead of scanning tables.
+* **Schedule changes are announced**: ``watch_schedules(listener)`` calls
+  ``listener(group, name)`` after every CreateSchedule, UpdateSchedule,
+  DeleteSchedule (and for each schedule of a deleted group) in this process: the
+  Scheduler emulation reads the schedules that changed instead of listing them all
+  every second (moto's ListSchedules sorts every schedule for each page).
 * **SQS**: moto remembers the receipt handle of every deleted message (so that
   deleting again succeeds); ``bound_deleted_receipts`` keeps the newest ones.
 * **SES**: moto keeps every email sent; ``trim_sent_emails`` keeps the newest.
 * **Speed**: moto's server lists its own package directory (170 ``isdir`` calls) on
-  every request to find a service's name; the list is read once.
+  every request to find a service's name; the list is read once.  moto's SQS goes
+  through every message of the queue, several times, for each SendMessage (the
+  queue's attributes: three counts, each message's time computed through
+  ``datetime``), each message received (the retention check reads every
+  attribute, three times) and each message deleted (twice): with thousands of
+  delayed messages waiting (the tasks due within the SQS-delay horizon), every call
+  took tens of milliseconds.  Here one clock reading serves a whole pass, the
+  retention check reads the retention period only, and a delete finds its message
+  in one pass.  Same answers, same semantics.  And a long poll (ReceiveMessage with
+  WaitTimeSeconds) returns as soon as a delayed or in-flight message becomes
+  visible, as on AWS: moto's waited for a new message or the end of the wait, so a
+  message whose delay ended during a poll came up to a whole wait late.
 
 Not part of ``install()``, and undone on leaving: ``aws_like_backups(clock)``, for
 the backup tests and the bench (``bench/backups.py``). moto's ListBackups
@@ -50,7 +72,9 @@ stamps the injected clock's time and refuses a name AWS would refuse.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import inspect
 import re
 import threading
 import weakref
@@ -60,6 +84,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 WRITE_LOCK = threading.RLock()   # every DynamoDB write and every stream shard access in this process
+# listener(table name, key in DynamoDB JSON, attribute(name) -> DynamoDB JSON or None): after each item write
+WriteListener = Callable[[str, dict[str, Any], Callable[[str], Any]], None]
+_write_listeners: list[WriteListener] = []
 _installed = False
 _install_lock = threading.Lock()
 
@@ -158,6 +185,101 @@ def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
     locked.__doc__ = method.__doc__
     locked.__wrapped__ = method  # type: ignore[attr-defined]
     return locked
+
+
+ScheduleListener = Callable[[str, str], None]  # (group, name) after a schedule was created, updated or deleted
+_schedule_listeners: list[ScheduleListener] = []
+_schedule_lock = threading.Lock()
+
+
+def watch_schedules(listener: ScheduleListener) -> Callable[[], None]:
+    """Call ``listener(group, name)`` after every schedule change in this process; returns what stops it."""
+    with _schedule_lock:
+        _schedule_listeners.append(listener)
+
+    def stop() -> None:
+        with _schedule_lock:
+            if listener in _schedule_listeners:
+                _schedule_listeners.remove(listener)
+    return stop
+
+
+def _announce_schedules(changed: Iterable[tuple[str, str]]) -> None:
+    with _schedule_lock:
+        listeners = list(_schedule_listeners)
+    for group, name in changed:
+        for listener in listeners:
+            with contextlib.suppress(Exception):  # a listener's bug never fails the call
+                listener(group, name)
+
+
+def _schedule_announced(method: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(method)
+
+    def change(self: Any, *args: Any, **kwargs: Any) -> Any:
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        if method.__name__ == "delete_schedule_group":
+            name = arguments.get("name") or "default"
+            group = self.schedule_groups.get(name)
+            changed = [(name, s) for s in list(group.schedules if group is not None else {})]
+            result = method(self, *args, **kwargs)
+        else:
+            result = method(self, *args, **kwargs)
+            changed = [(arguments.get("group_name") or "default", str(arguments.get("name") or ""))]
+        _announce_schedules(changed)
+        return result
+    change.__name__ = method.__name__
+    change.__wrapped__ = method  # type: ignore[attr-defined]
+    return change
+
+
+def watch_writes(listener: WriteListener) -> Callable[[], None]:
+    """Call ``listener`` after every DynamoDB item write in this process; returns what stops it."""
+    with WRITE_LOCK:
+        _write_listeners.append(listener)
+
+    def stop() -> None:
+        with WRITE_LOCK:
+            if listener in _write_listeners:
+                _write_listeners.remove(listener)
+    return stop
+
+
+def _absent(name: str) -> Any:
+    return None
+
+
+def _announced(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A backend write method that tells the write listeners what it wrote (put, update) or removed (delete)."""
+    def write(self: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, table_name, *args, **kwargs)
+        if _write_listeners:
+            _announce(self, table_name, None if method.__name__ == "delete_item" else result,
+                      kwargs.get("key", args[0] if args else None))
+        return result
+    write.__name__ = method.__name__
+    write.__doc__ = method.__doc__
+    write.__wrapped__ = method  # type: ignore[attr-defined]
+    return write
+
+
+def _announce(backend: Any, table_name: str, item: Any, key: Any) -> None:
+    try:
+        table = backend.get_table(table_name)
+        if item is not None:
+            names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+            key = {name: item.attrs[name].to_json() for name in names}
+        if not isinstance(key, dict):
+            return
+
+        def attribute(name: str) -> Any:
+            value = item.attrs.get(name) if item is not None else None
+            return value.to_json() if value is not None else None
+    except Exception:  # nothing to announce (moto's internals changed): listeners fall back on scans
+        return
+    for listener in list(_write_listeners):
+        with contextlib.suppress(Exception):  # a listener's bug never fails the write
+            listener(str(table_name), dict(key), attribute if item is not None else _absent)
 
 
 def _key_values(table: Any, key: dict[str, Any]) -> tuple[Any, Any]:
@@ -481,12 +603,14 @@ def install() -> None:
         from moto.dynamodb.models.table import StreamShard
 
         for name in ("put_item", "update_item", "delete_item"):  # BatchWriteItem calls these
-            setattr(DynamoDBBackend, name, _serialised(getattr(DynamoDBBackend, name)))
+            setattr(DynamoDBBackend, name, _serialised(_announced(getattr(DynamoDBBackend, name))))
         DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
         StreamShard.add = _shard_add(StreamShard.add)  # type: ignore[method-assign]
         StreamShard.get = _shard_get  # type: ignore[method-assign]
         _track_weakly()
         _list_services_once()
+        _fast_sqs()
+        _announce_schedule_changes()
         _installed = True
 
 
@@ -495,3 +619,76 @@ def _list_services_once() -> None:
 
     services = tuple(backends.list_of_moto_modules())
     backends.list_of_moto_modules = lambda: services
+
+
+def _fast_sqs() -> None:
+    """moto's SQS passes over a queue's messages, each with one clock reading (see the module's docstring)."""
+    import time
+
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+    from moto.sqs.models import Message, Queue, SQSBackend
+
+    def now_millis() -> float:
+        return time.time() * 1000.0
+
+    def visible(self: Any) -> bool:
+        return bool(now_millis() > self.visible_at)
+
+    def delayed(self: Any) -> bool:
+        return bool(now_millis() < self.delayed_until)
+
+    def messages(self: Any) -> list[Any]:
+        now = now_millis()
+        return [m for m in self._messages if now > m.visible_at and now >= m.delayed_until]
+
+    def number_delayed(self: Any) -> int:
+        now = now_millis()
+        return sum(1 for m in self._messages if now < m.delayed_until)
+
+    def number_not_visible(self: Any) -> int:
+        now = now_millis()
+        return sum(1 for m in self._messages if not now > m.visible_at)
+
+    def number_visible(self: Any) -> int:
+        return len(self.messages)
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        if receipt_handle in self.deleted_messages:
+            return  # deleted already: deleting again succeeds, as on AWS
+        found = [m for m in self._messages
+                 if m.receipt_handle == receipt_handle or receipt_handle in m._old_receipt_handles]
+        if not found:
+            raise ReceiptHandleIsInvalid()
+        for message in found:
+            self.pending_messages.discard(message)
+            self.deleted_messages.update(message.all_receipt_handles)
+        gone = {id(m) for m in found}
+        self._messages = [m for m in self._messages if id(m) not in gone]
+
+    def wait_for_messages(self: Any, timeout: int) -> None:
+        now = now_millis()
+        upcoming = [moment for m in self._messages for moment in (m.delayed_until, m.visible_at) if moment > now]
+        wait = min(float(timeout), (min(upcoming) - now) / 1000.0 + 0.001) if upcoming else float(timeout)
+        with self._messages_lock:
+            self._messages_lock.wait_for(lambda: self.messages, timeout=wait)
+
+    def retained(self: Any, queue_name: str, message: Any) -> bool:
+        period = int(self.get_queue(queue_name).message_retention_period)
+        return bool(period + message.sent_timestamp / 1000 > time.time())
+
+    Message.visible = property(visible)  # type: ignore[method-assign,assignment]
+    Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
+    Queue.messages = property(messages)  # type: ignore[method-assign,assignment]
+    Queue.approximate_number_of_messages_delayed = property(number_delayed)  # type: ignore[method-assign,assignment]
+    Queue.approximate_number_of_messages_not_visible = property(number_not_visible)  # type: ignore[method-assign,assignment]
+    Queue.approximate_number_of_messages = property(number_visible)  # type: ignore[method-assign,assignment]
+    Queue.delete_message = delete_message  # type: ignore[method-assign]
+    Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
+    SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
+
+
+def _announce_schedule_changes() -> None:
+    from moto.scheduler.models import EventBridgeSchedulerBackend
+
+    for name in ("create_schedule", "update_schedule", "delete_schedule", "delete_schedule_group"):
+        setattr(EventBridgeSchedulerBackend, name, _schedule_announced(getattr(EventBridgeSchedulerBackend, name)))

@@ -44,11 +44,11 @@ from local.events import ACCOUNT
 from local.invoker import Clock, Invoker, Out, Reporter, print_line, utc_now
 from local.sources import Source
 from local.sources.retention import MotoRetention
-from local.sources.scheduler import SchedulerPoller
+from local.sources.scheduler import ScheduleFeed, SchedulerPoller
 from local.sources.schedules import ScheduledRule
-from local.sources.sqs import QueuePoller
+from local.sources.sqs import DEFAULT_MAX_CONCURRENCY, QueuePoller
 from local.sources.streams import StreamFailurePolicy, StreamPoller, forget_moto_iterator
-from local.sources.ttl import TtlLedger, TtlSweeper
+from local.sources.ttl import TtlLedger, TtlSweeper, WriteFeed
 
 STOP_TIMEOUT_SECONDS = 5.0        # for every thread together, not each
 RESTART_FIRST_SECONDS = 1.0       # a source that raised runs again after this, doubling ...
@@ -179,6 +179,7 @@ class RuntimeOptions:
     account: str = ACCOUNT
     scheduler_jitter_seconds: float = 60.0
     ttl_lag_seconds: float = 5.0
+    sqs_max_concurrency: int = DEFAULT_MAX_CONCURRENCY  # concurrent invocations per SQS source, at most
     workers: int = 8
     # what the stream mapping does with a batch that keeps failing (Lambda's defaults: retry until it works)
     stream_failure: StreamFailurePolicy = field(default_factory=StreamFailurePolicy)
@@ -189,7 +190,8 @@ class Runtime:
 
     def __init__(self, app: Chalice, endpoint_url: str, options: RuntimeOptions = RuntimeOptions(), *,
                  config: Config | None = None, clock: Clock = utc_now, out: Out = print_line,
-                 rng: random.Random | None = None, session: boto3.session.Session | None = None) -> None:
+                 rng: random.Random | None = None, session: boto3.session.Session | None = None,
+                 writes: WriteFeed | None = None, schedule_changes: ScheduleFeed | None = None) -> None:
         self.app = app
         self.endpoint_url = endpoint_url
         self.options = options
@@ -205,6 +207,9 @@ class Runtime:
         self._session = session or boto3.session.Session(region_name=options.region)
         self._clients: dict[str, Any] = {}
         self._rng = rng or random.Random()
+        # moto's feeds of item writes and schedule changes, when it runs in this process (local.moto_corrections)
+        self._writes = writes
+        self._schedule_changes = schedule_changes
         self.sources: list[Source] = []
         self.not_emulated: list[str] = []
         self._threads: list[threading.Thread] = []
@@ -225,7 +230,7 @@ class Runtime:
             self._clients[service] = self._session.client(  # type: ignore[call-overload]
                 service, endpoint_url=self.endpoint_url, region_name=self.options.region,
                 config=BotoConfig(retries={"mode": "standard", "max_attempts": 3},
-                                  connect_timeout=2, read_timeout=15))
+                                  connect_timeout=2, read_timeout=15, max_pool_connections=64))
         return self._clients[service]
 
     def _discover(self) -> None:
@@ -237,7 +242,8 @@ class Runtime:
                                                   region=o.region, account=o.account))
             elif isinstance(config, SQSEventConfig):
                 self.sources.append(QueuePoller(config, self.invoker, self.client("sqs"),
-                                                region=o.region, account=o.account))
+                                                region=o.region, account=o.account,
+                                                max_concurrency=o.sqs_max_concurrency))
             elif isinstance(config, DynamoDBEventConfig) and not config.stream_arn.startswith("arn:"):
                 self.not_emulated.append(f"{config.name} (no stream ARN: {config.stream_arn!r})")
             elif isinstance(config, DynamoDBEventConfig):
@@ -249,9 +255,9 @@ class Runtime:
                 self.not_emulated.append(f"{config.name} ({type(config).__name__})")
         self.sources.append(SchedulerPoller(
             self.client("scheduler"), self.client("sqs"), self.client("sns"), self.invoker, self.executor,
-            self.clock, jitter_seconds=o.scheduler_jitter_seconds, rng=self._rng))
+            self.clock, jitter_seconds=o.scheduler_jitter_seconds, rng=self._rng, changes=self._schedule_changes))
         self.sources.append(TtlSweeper(self.client("dynamodb"), self.ledger, self.reporter, self.clock,
-                                       lag_seconds=o.ttl_lag_seconds))
+                                       lag_seconds=o.ttl_lag_seconds, writes=self._writes))
         self.sources.append(MotoRetention([s for s in self.sources if isinstance(s, StreamPoller)],
                                           self.reporter, region=o.region, account=o.account))
 

@@ -29,9 +29,11 @@ from chalicelib.aws import Clients
 from chalicelib.settings import Settings
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
+from local import moto_corrections
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
+from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -52,6 +54,7 @@ class LocalSettings:
     api_port: int = 8000                   # LOCAL_API_PORT: the app's API
     scheduler_jitter_seconds: float = 60.0  # LOCAL_SCHEDULER_JITTER_SECONDS: 0 fires schedules exactly
     ttl_lag_seconds: float = 5.0           # LOCAL_TTL_LAG_SECONDS: expired items live this much longer
+    sqs_max_concurrency: int = DEFAULT_MAX_CONCURRENCY  # LOCAL_SQS_MAX_CONCURRENCY: pollers per SQS source
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LocalSettings:
@@ -72,6 +75,7 @@ class LocalSettings:
             api_port=int(number("LOCAL_API_PORT", 8000, 0, 65535)),
             scheduler_jitter_seconds=number("LOCAL_SCHEDULER_JITTER_SECONDS", 60, 0, 3600),
             ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", 5, 0, 86400),
+            sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", DEFAULT_MAX_CONCURRENCY, 1, 100)),
         )
 
 
@@ -224,8 +228,10 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
             RuntimeOptions(api_port=local.api_port, stage=stage, region=region,
                            scheduler_jitter_seconds=local.scheduler_jitter_seconds,
                            ttl_lag_seconds=local.ttl_lag_seconds,
+                           sqs_max_concurrency=local.sqs_max_concurrency,
                            stream_failure=stream_failure_policy(shell, settings.task_dlq)),
-            config=chalice_config, out=out, **runtime_kwargs)
+            config=chalice_config, out=out, writes=moto_corrections.watch_writes,
+            schedule_changes=moto_corrections.watch_schedules, **runtime_kwargs)
         runtime.start()
     except BaseException:
         moto.stop()

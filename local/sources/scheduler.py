@@ -1,7 +1,14 @@
 """EventBridge Scheduler, which moto stores but never fires: schedules fire at their time.
 
-Every second the poller lists the schedules of every group (ListSchedules) and
-reads new or changed ones (GetSchedule).  A schedule fires at its at(), rate()
+The poller lists the schedules of every group (ListSchedules) when it starts and
+reads each one (GetSchedule).  After that it learns what changed from moto's
+change feed (``moto_corrections.watch_schedules``: moto runs in this process and
+announces every CreateSchedule, UpdateSchedule and DeleteSchedule), and reads only
+those schedules, a few times a second; its plans sit in a heap by firing time, so
+finding what is due costs nothing per schedule.  Without a feed (moto elsewhere),
+it lists every group again, at most every FALLBACK_LIST_FACTOR times as long as a
+listing takes (at least every second), and reads a schedule again just before it
+fires, in case it was deleted meanwhile.  A schedule fires at its at(), rate()
 or cron() time in its ScheduleExpressionTimezone (chalicelib.schedule_expr.next_fire,
 which the app uses too: a cron time skipped by a daylight saving change does not
 fire, a repeated one fires once), within StartDate/EndDate, plus a random delay,
@@ -34,9 +41,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import math
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -54,11 +63,17 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 LIST_EVERY_SECONDS = 1.0
+CHANGES_EVERY_SECONDS = 0.2   # with a change feed: how often the changed schedules are read
+FALLBACK_LIST_FACTOR = 10.0   # without one: list again after 10 times the last listing's time
 OFF_WINDOW_SECONDS = 60.0
 DEFAULT_RETRY = {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
 LAMBDA_ASYNC_RETRIES = 2
 RETRY_MAX_SECONDS = 60.0
 LATE_GRACE_SECONDS = 5.0  # past its window by more than this, an invocation counts as missed
+
+
+# subscribe(listener(group, name)) -> unsubscribe: moto's schedule changes (local.moto_corrections)
+ScheduleFeed = Callable[[Callable[[str, str], None]], Callable[[], None]]
 
 
 class DeliveryError(Exception):
@@ -129,7 +144,8 @@ class Delivery:
 class SchedulerPoller:
     def __init__(self, scheduler: EventBridgeSchedulerClient, sqs: SQSClient, sns: SNSClient, invoker: Invoker,
                  executor: Executor, clock: Clock, *, jitter_seconds: float,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, changes: ScheduleFeed | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.scheduler = scheduler
         self.sqs = sqs
         self.sns = sns
@@ -139,8 +155,21 @@ class SchedulerPoller:
         self.clock = clock
         self.jitter_seconds = jitter_seconds
         self.rng = rng or random.Random()
+        self.monotonic = monotonic
         self.plans: dict[str, Plan] = {}
         self.deliveries: list[Delivery] = []
+        self.listings = 0                                         # full listings of every group made
+        self._firing: list[tuple[datetime, int, str]] = []        # (fire_at, seq, ARN): a heap of the plans
+        self._arns: dict[tuple[str, str], str] = {}               # (group, name) -> ARN
+        self._changes = changes
+        self._changed: dict[tuple[str, str], int] = {}            # announced, not read yet: how many times
+        self._generation = 0                                      # how many times _changed was taken
+        self._completed_keys: set[tuple[str, str]] = set()        # deleted here after their last invocation
+        self._changed_lock = threading.Lock()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._listed_at = -math.inf
+        self._list_seconds = 0.0
+        self._queue_urls: dict[str, str] = {}
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -154,33 +183,75 @@ class SchedulerPoller:
         jitter = "exact" if self.jitter_seconds <= 0 else f"up to {self.jitter_seconds:g}s late (OFF window)"
         return f"EventBridge Scheduler: every group, fired {jitter}"
 
+    def listen(self) -> None:
+        """Follow the change feed (before the first listing: a change is either announced or listed)."""
+        if self._changes is not None and self._unsubscribe is None:
+            self._unsubscribe = self._changes(self._changed_schedule)
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _changed_schedule(self, group: str, name: str) -> None:
+        """The feed's listener (called in moto's request thread: cheap, never an AWS call)."""
+        with self._changed_lock:
+            self._changed[(group, name)] = self._changed.get((group, name), 0) + 1
+
     def run(self, stop: threading.Event) -> None:
         self._stop = stop
-        listed_at = -LIST_EVERY_SECONDS
-        while not stop.is_set():
-            if time.monotonic() - listed_at >= LIST_EVERY_SECONDS:
-                listed_at = time.monotonic()
+        self.listen()
+        try:
+            while not stop.is_set():
                 try:
-                    self.refresh()
+                    self.update()
                 except (ClientError, BotoCoreError) as exc:
                     self.reporter.line(f"scheduler: listing schedules failed: {exc}")
-            self.dispatch()
-            wake = LIST_EVERY_SECONDS - (time.monotonic() - listed_at)
-            upcoming = self._next_wake()
-            if upcoming is not None:
-                wake = min(wake, (upcoming - self.clock()).total_seconds())
-            stop.wait(max(0.01, wake))
+                self.dispatch()
+                wake = CHANGES_EVERY_SECONDS if self._changes is not None else LIST_EVERY_SECONDS
+                upcoming = self._next_wake()
+                if upcoming is not None:
+                    wake = min(wake, (upcoming - self.clock()).total_seconds())
+                stop.wait(max(0.01, wake))
+        finally:
+            self.close()
+
+    def update(self) -> None:
+        """Learn what changed: the first time (and, without a feed, now and then) by listing every group,
+        else by reading the schedules the feed announced."""
+        since = self.monotonic() - self._listed_at
+        if since == math.inf or (self._changes is None and since >= max(
+                LIST_EVERY_SECONDS, FALLBACK_LIST_FACTOR * self._list_seconds)):
+            began = self.monotonic()
+            self.refresh()
+            self._listed_at = self.monotonic()
+            self._list_seconds = self._listed_at - began
+        if self._changes is not None:
+            self.refresh_changed()
 
     def _next_wake(self) -> datetime | None:
-        times = [p.fire_at for p in self.plans.values() if p.fire_at is not None]
+        times = [self._firing[0][0]] if self._firing else []
         with self._lock:
             if self.deliveries:
                 times.append(self.deliveries[0].when)
         return min(times) if times else None
 
+    def _set_plan(self, arn: str, plan: Plan) -> None:
+        self.plans[arn] = plan
+        schedule = plan.schedule
+        self._arns[(schedule.get("GroupName") or "default", schedule.get("Name", ""))] = arn
+        if plan.fire_at is not None:
+            heapq.heappush(self._firing, (plan.fire_at, next(self._seq), arn))
+
+    def _drop_plan(self, arn: str) -> None:
+        plan = self.plans.pop(arn, None)
+        if plan is not None:
+            self._arns.pop((plan.schedule.get("GroupName") or "default", plan.schedule.get("Name", "")), None)
+
     # --- which schedules exist, and when they fire ------------------------------
 
     def _list(self) -> dict[str, dict[str, Any]]:
+        self.listings += 1
         groups: list[str] = []
         for group_page in self.scheduler.get_paginator("list_schedule_groups").paginate():
             groups += [g["Name"] for g in group_page.get("ScheduleGroups", [])]
@@ -195,7 +266,7 @@ class SchedulerPoller:
         listed = self._list()
         for arn in list(self.plans):
             if arn not in listed:
-                del self.plans[arn]  # deleted (by the app, or after completion)
+                self._drop_plan(arn)  # deleted (by the app, or after completion)
         for arn, summary in listed.items():
             plan = self.plans.get(arn)
             if plan is not None and plan.modified == summary.get("LastModificationDate"):
@@ -205,7 +276,34 @@ class SchedulerPoller:
                     Name=summary["Name"], GroupName=summary.get("GroupName") or "default"))
             except ClientError:
                 continue  # deleted between the listing and now
-            self.plans[arn] = self._plan(schedule, summary.get("LastModificationDate"))
+            self._set_plan(arn, self._plan(schedule, summary.get("LastModificationDate")))
+
+    def refresh_changed(self) -> None:
+        """Read each schedule the feed announced since the last call: planned again, or gone."""
+        with self._changed_lock:
+            changed, self._changed = self._changed, {}
+            completed, self._completed_keys = self._completed_keys, set()
+            self._generation += 1
+        for key in completed:  # deleted by _completed: gone, no need to read it
+            arn = self._arns.get(key)
+            if arn is not None:
+                self._drop_plan(arn)
+        pending = sorted(changed)
+        while pending:
+            group, name = pending.pop()
+            try:
+                schedule = dict(self.scheduler.get_schedule(Name=name, GroupName=group))
+            except ClientError:
+                arn = self._arns.get((group, name))
+                if arn is not None:
+                    self._drop_plan(arn)  # deleted (by the app, or after completion)
+                continue
+            except BotoCoreError:
+                with self._changed_lock:  # read again next time
+                    for key in [*pending, (group, name)]:
+                        self._changed[key] = self._changed.get(key, 0) + 1
+                raise
+            self._set_plan(str(schedule["Arn"]), self._plan(schedule, schedule.get("LastModificationDate")))
 
     def _plan(self, schedule: dict[str, Any], modified: Any) -> Plan:
         if schedule.get("State", "ENABLED") != "ENABLED":
@@ -233,17 +331,21 @@ class SchedulerPoller:
 
     def dispatch(self) -> None:
         now = self.clock()
-        for arn, plan in list(self.plans.items()):
-            if plan.fire_at is None or plan.fire_at > now or plan.due is None:
-                continue
+        while self._firing and self._firing[0][0] <= now:
+            fire_at, _, arn = heapq.heappop(self._firing)
+            plan = self.plans.get(arn)
+            if plan is None or plan.fire_at != fire_at or plan.due is None:
+                continue  # planned again, or gone, since this entry was made
             if not self._unchanged(plan):
-                del self.plans[arn]  # deleted or updated since it was listed: the next listing re-plans it
+                self._drop_plan(arn)  # deleted or updated since it was read: read again, then planned
                 continue
             following = self._following(plan, now)
             is_last = following is None
             self._enqueue(Delivery(now, next(self._seq), plan.schedule, plan.due, final=is_last))
             plan.due = following
             self._with_jitter(plan)
+            if plan.fire_at is not None:
+                heapq.heappush(self._firing, (plan.fire_at, next(self._seq), arn))
         while True:
             with self._lock:
                 if not self.deliveries or self.deliveries[0].when > now:
@@ -268,8 +370,12 @@ class SchedulerPoller:
         return next_due(schedule, max(plan.due, behind))
 
     def _unchanged(self, plan: Plan) -> bool:
-        """Whether the schedule still exists as planned (the app may have deleted it since the listing)."""
+        """Whether the schedule still exists as planned (the app may have deleted it since the listing).
+        With a change feed, unless a change was announced since it was read; else read it again."""
         schedule = plan.schedule
+        if self._changes is not None:
+            with self._changed_lock:
+                return (schedule.get("GroupName") or "default", schedule.get("Name", "")) not in self._changed
         try:
             current = self.scheduler.get_schedule(Name=schedule["Name"],
                                                   GroupName=schedule.get("GroupName") or "default")
@@ -336,15 +442,33 @@ class SchedulerPoller:
         schedule = delivery.schedule
         if not delivery.final or schedule.get("ActionAfterCompletion") != "DELETE":
             return
+        key = (schedule.get("GroupName") or "default", str(schedule["Name"]))
+        with self._changed_lock:
+            before, generation = self._changed.get(key, 0), self._generation
         try:
-            self.scheduler.delete_schedule(Name=schedule["Name"], GroupName=schedule.get("GroupName") or "default")
+            self.scheduler.delete_schedule(Name=key[1], GroupName=key[0])
+            with self._changed_lock:
+                # moto announced the delete during the call: when that is the only announcement since, it is
+                # ours and the schedule is gone (nothing to read); anything else is read as usual
+                if self._changes is not None and generation == self._generation \
+                        and self._changed.get(key, 0) == before + 1:
+                    if before:
+                        self._changed[key] = before
+                    else:
+                        del self._changed[key]
+                    self._completed_keys.add(key)
             self.reporter.line(f"schedule {schedule.get('GroupName')}/{schedule['Name']}: completed, deleted")
         except ClientError:
             pass  # deleted already
 
     def _queue_url(self, arn: str) -> str:
-        parts = arn.split(":")
-        return self.sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+        """The queue's URL, looked up once per queue."""
+        url = self._queue_urls.get(arn)
+        if url is None:
+            parts = arn.split(":")
+            url = self.sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+            self._queue_urls[arn] = url
+        return url
 
     def send(self, target: dict[str, Any]) -> str:
         """Deliver Target.Input; raises DeliveryError when the target cannot be reached."""

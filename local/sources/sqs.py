@@ -10,7 +10,14 @@
   all but those, which come back (ReportBatchItemFailures);
 * an AWS error (receiving or deleting) is reported and polling goes on: a
   message whose delete failed comes back after the visibility timeout and is
-  handled again (at least once, as on Lambda).
+  handled again (at least once, as on Lambda);
+* concurrent invocations follow the backlog, as Lambda's pollers do ("if messages
+  are still available, Lambda increases the number of processes reading batches"):
+  one poller while the queue is quiet; each poller that receives messages starts
+  another (up to ``max_concurrency``, LOCAL_SQS_MAX_CONCURRENCY, per source), and
+  one that receives nothing stops (the last one stays).  Each poller receives, invokes and
+  deletes its own batch, so a batch is still deleted only after its own
+  invocation succeeded.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 LONG_POLL_SECONDS = 1
+DEFAULT_MAX_CONCURRENCY = 8  # pollers (concurrent invocations) per source, at most
 SQS_MAX_BATCH = 10  # ReceiveMessage returns at most 10 messages per call
 RETRY_SECONDS = 2.0
 SHORT_POLL_PAUSE_SECONDS = 0.2  # between short polls in the batching window's last second
@@ -49,8 +57,13 @@ def to_delete(messages: list[dict[str, Any]], failed_ids: set[str] | None) -> li
 
 class QueuePoller:
     def __init__(self, config: SQSEventConfig, invoker: Invoker, sqs: SQSClient, *, region: str,
-                 account: str, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 account: str, monotonic: Callable[[], float] = time.monotonic,
+                 max_concurrency: int = DEFAULT_MAX_CONCURRENCY) -> None:
         self.config = config
+        self.max_concurrency = max(1, max_concurrency)
+        self.pollers = 0        # running now
+        self.peak_pollers = 0   # the most that ran at once
+        self._lock = threading.Lock()
         self.monotonic = monotonic
         self.invoker = invoker
         self.sqs = sqs
@@ -66,29 +79,81 @@ class QueuePoller:
 
     def describe(self) -> str:
         return (f"sqs       {self.queue_name} (batch {self.config.batch_size}, "
-                f"window {self.config.maximum_batching_window_in_seconds}s)")
+                f"window {self.config.maximum_batching_window_in_seconds}s, "
+                f"up to {self.max_concurrency} at once)")
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set() and not self._resolve(stop):
             pass
-        while not stop.is_set():
-            self.poll_once(stop)
+        if stop.is_set():
+            return
+        self._start_poller(stop)
+        # Pollers are daemon threads that end on ``stop`` (a long poll is a second at most); a handler still
+        # running is abandoned as any invocation is.  One poller always runs: start one if a bug ended them all.
+        while not stop.wait(RETRY_SECONDS):
+            with self._lock:
+                idle = self.pollers == 0
+            if idle:
+                self._start_poller(stop)
 
-    def poll_once(self, stop: threading.Event) -> None:
-        """Receive one batch and hand it to the handler; an AWS error is reported, never raised."""
+    def _start_poller(self, stop: threading.Event) -> bool:
+        """One more poller, unless ``max_concurrency`` run already."""
+        with self._lock:
+            if self.pollers >= self.max_concurrency:
+                return False
+            self.pollers += 1
+            self.peak_pollers = max(self.peak_pollers, self.pollers)
+            number = self.pollers
+        threading.Thread(target=self._poll, args=(stop,), name=f"{self.name}-poller-{number}", daemon=True).start()
+        return True
+
+    def _poll(self, stop: threading.Event) -> None:
+        """One poller: batch after batch; a batch (messages are available) starts another, and an empty
+        receive ends this one while others run."""
+        retired = False
+        try:
+            while not stop.is_set() and not retired:
+                try:
+                    received = self.poll_once(stop, scale=True)
+                except Exception as exc:  # a bug, not AWS: said, and the poller goes on after a pause
+                    self.invoker.reporter.line(f"{self.name}: poller failed: {type(exc).__name__}: {exc}")
+                    stop.wait(RETRY_SECONDS)
+                    continue
+                if received == 0:
+                    retired = self._retire()
+        finally:
+            if not retired:
+                with self._lock:
+                    self.pollers -= 1
+
+    def _retire(self) -> bool:
+        """Whether this poller stops: it does unless it is the last one."""
+        with self._lock:
+            if self.pollers <= 1:
+                return False
+            self.pollers -= 1
+            return True
+
+    def poll_once(self, stop: threading.Event, *, scale: bool = False) -> int:
+        """Receive one batch and hand it to the handler; an AWS error is reported, never raised.
+        With ``scale``, a batch (messages are available) starts another poller before the handler runs.
+        Returns how many messages were received."""
         try:
             batch = self.gather(stop)
         except (ClientError, BotoCoreError) as exc:
             self.invoker.reporter.line(f"{self.name}: receiving from {self.queue_name} failed: {exc}")
             stop.wait(RETRY_SECONDS)
-            return
+            return 0
         if not batch:
-            return
+            return 0
+        if scale:
+            self._start_poller(stop)
         try:
             self.deliver(batch)
         except (ClientError, BotoCoreError) as exc:
             self.invoker.reporter.line(f"{self.name}: handling a batch from {self.queue_name} failed: {exc}; "
                                        "its messages come back after the visibility timeout")
+        return len(batch)
 
     def _resolve(self, stop: threading.Event) -> bool:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, cast
@@ -489,7 +490,7 @@ def _queue_poller(sqs: FakeSqs, lines: list[str], *, window: int = 0, batch: int
     assert isinstance(config, SQSEventConfig)
     poller = QueuePoller(config, Invoker(app, Reporter(lines.append, FakeClock())), sqs,  # type: ignore[arg-type]
                          region="us-east-1", account="123456789012",
-                         **({"monotonic": lambda: clock[0]} if clock is not None else {}))
+                         monotonic=(lambda: clock[0]) if clock is not None else time.monotonic)
     poller.queue_url = "http://sqs/work"
     poller.handled = handled  # type: ignore[attr-defined]
     return poller
@@ -622,7 +623,7 @@ def test_a_scheduler_schedule_woken_up_late_is_invoked_once_not_once_per_missed_
                 "Target": {"Arn": "arn:aws:sqs:us-east-1:123456789012:q"}}
     executor, lines = RecordingExecutor(), list[str]()
     poller = _scheduler(clock, schedule, executor, lines)
-    poller.plans["arn:s"] = poller._plan(schedule, NOON)
+    poller._set_plan("arn:s", poller._plan(schedule, NOON))
     clock.advance(hours=2, minutes=1)
     for _ in range(3):
         poller.dispatch()
