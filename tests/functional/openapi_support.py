@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 from chalice.app import Chalice
 from chalice.config import Config
 from chalice.test import Client, HTTPResponse, TestHTTPClient
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from chalicelib.openapi import DOCUMENT
 
@@ -34,7 +34,7 @@ def operations(document: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def _template_of(document: dict[str, Any], path: str) -> str | None:
-    for template in document["paths"]:
+    for template in map(str, document["paths"]):
         pattern = "".join(r"[^/]+" if part.startswith("{") else re.escape(part)
                           for part in re.split(r"(\{[^}]+\})", template))
         if re.fullmatch(pattern, path):
