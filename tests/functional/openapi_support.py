@@ -17,6 +17,7 @@ from chalice.app import Chalice
 from chalice.config import Config
 from chalice.test import Client, HTTPResponse, TestHTTPClient
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
 from chalicelib.openapi import DOCUMENT
 
@@ -45,7 +46,11 @@ def _template_of(document: dict[str, Any], path: str) -> str | None:
 def _valid(document: dict[str, Any], schema: dict[str, Any], value: Any) -> list[str]:
     """What is wrong with ``value`` under ``schema``, whose $refs point into the document's components."""
     validator = Draft202012Validator({**schema, "components": document["components"]})
-    return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message[:300]}" for e in validator.iter_errors(value)]
+    found = []
+    for error in validator.iter_errors(value):
+        error = best_match(error.context) if error.context else error  # oneOf: the alternative closest to fit
+        found.append(f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message[:300]}")
+    return found
 
 
 def problems(document: dict[str, Any], method: str, url: str, request_body: bytes,
