@@ -28,7 +28,7 @@ def deps() -> Deps:
     return container.get()
 
 
-# Every route but GET /health takes **protected: the authorizer API_AUTH chooses (chalicelib/auth.py).
+# Every route but GET /health and GET /openapi.json takes **protected: the authorizer API_AUTH chooses (chalicelib/auth.py).
 protected = auth.route_auth(app, settings, lambda: deps().settings)
 
 
@@ -132,8 +132,14 @@ def due_dead_letter(event: SQSEvent) -> dict[str, Any]:
     return dead_letters.run_batch(deps(), event.to_dict()["Records"])
 
 
-# --- health ------------------------------------------------------------------
+# --- health and the API's own description ------------------------------------------------------------------
 
 @app.route("/health", methods=["GET"])
 def health() -> Response:
     return respond(lambda: (200, {"status": "ok", "stage": settings.stage}))
+
+
+@app.route("/openapi.json", methods=["GET"])
+def openapi_document() -> Response:
+    from chalicelib import openapi
+    return respond(lambda: (200, openapi.document()))

@@ -18,7 +18,7 @@ none       nothing: only for tests of other features; ``make deploy``
            refuses a stage with it.
 =========  ==================================================================
 
-GET /health never needs credentials. Every refusal has the shape of every other
+GET /health and GET /openapi.json never need credentials. Every refusal has the shape of every other
 error, ``{"error": ..., "field": ...}``: without credentials 401, with wrong
 ones 403. On a deployed stage API Gateway answers them, through the gateway
 responses of the deploy template (deploy/template.py); with ``token`` the
@@ -63,7 +63,7 @@ def token_allows(settings: Settings, header: str) -> bool:
     return hmac.compare_digest(supplied.encode("utf-8", "replace"), expected.encode("utf-8", "replace"))
 
 
-PUBLIC_ROUTES = frozenset({("/health", "GET")})  # (path, method) that need no credentials
+PUBLIC_ROUTES = frozenset({("/health", "GET"), ("/openapi.json", "GET")})  # (path, method) that need no credentials
 
 
 def token_refusal(settings: Settings, header: str | None) -> Response | None:

@@ -163,7 +163,7 @@ class LocalStage:
         text = (self.runtime.banner(self.moto.endpoint)
                 + f"\n  provisioned {made} resources with deploy.provision (sample tables: {', '.join(SAMPLE_TABLES)})")
         if self.environment.get("API_AUTH") == "token":
-            text += ("\n  API auth   every route but /health needs: Authorization: Bearer "
+            text += ("\n  API auth   every route but /health and /openapi.json needs: Authorization: Bearer "
                      f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
                      f"\n  try        curl -H 'Authorization: Bearer {self.environment['API_TOKEN']}' "
                      f"{self.api_url}/backups/runs")

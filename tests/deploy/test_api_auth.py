@@ -1,4 +1,4 @@
-"""Every route but GET /health needs credentials, whichever API_AUTH a stage chooses.
+"""Every route but GET /health and GET /openapi.json needs credentials, whichever API_AUTH a stage chooses.
 
 Chalice attaches a route's authorizer when app.py is imported, so each test
 imports a fresh copy of app.py with the API_AUTH it is about (the suite's own
@@ -23,7 +23,7 @@ from tests.fixtures import use_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-for-tests"
-PUBLIC = {("/health", "GET")}
+PUBLIC = {("/health", "GET"), ("/openapi.json", "GET")}
 POOL_ARN = "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_example"
 
 
