@@ -10,8 +10,9 @@
 deploy: provision() the stage's resources (the same idempotent function the
 local runtime uses), write their names and ARNs into the stage's
 environment_variables, render each function's policy file from them, run
-``chalice deploy``, then apply the event-source settings Chalice lacks. Every
-step only changes what differs, so a second run reports no changes.
+``chalice deploy`` (its package ships compiled bytecode: deploy/bytecode.py),
+then apply the event-source settings Chalice lacks. Every step only changes
+what differs, so a second run reports no changes.
 
 Credentials and region come from boto3's chain (AWS_PROFILE, AWS_REGION,
 ...); nothing secret is written to the repository.
@@ -60,9 +61,19 @@ class Report:
     notes: list[str] = field(default_factory=list)     # printed only
 
 
+def chalice_command(args: Sequence[str]) -> list[str]:
+    """The ``chalice`` command line whose deployment packages ship compiled bytecode (deploy/bytecode.py).
+
+    Run in the project directory, which stays first on the path for the app's imports; this checkout
+    is appended for ``deploy.bytecode`` itself.
+    """
+    boot = (f"import sys; sys.path.append({str(stage.PROJECT)!r}); "
+            f"from deploy.bytecode import main; sys.exit(main())")
+    return [sys.executable, "-c", boot, *args]
+
+
 def run_chalice(args: Sequence[str], project: Path) -> None:
-    chalice = Path(sys.executable).with_name("chalice")
-    subprocess.run([str(chalice), *args], cwd=project, check=True)
+    subprocess.run(chalice_command(args), cwd=project, check=True)
 
 
 def _region(session: boto3.session.Session) -> str:
@@ -241,7 +252,7 @@ def render_template(environ: Mapping[str, str], project: Path = stage.PROJECT, n
 
 def package(name: str, out: Path, environ: Mapping[str, str], project: Path = stage.PROJECT,
             chalice: RunChalice = run_chalice) -> None:
-    """``chalice package`` with the stage's merge template."""
+    """``chalice package`` with the stage's merge template (and compiled bytecode, as ``deploy``)."""
     merge = render_template(environ, project, name)
     with tempfile.TemporaryDirectory() as tmp:
         merge_file = Path(tmp) / "merge.json"

@@ -1,18 +1,24 @@
-"""``chalice package --stage prod`` with deploy/resources.json merged in validates with cfn-lint."""
+"""``chalice package --stage prod`` with deploy/resources.json merged in validates with cfn-lint, and its
+zip ships the bytecode a cold start loads instead of compiling the sources."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import marshal
 import os
 import shutil
 import subprocess
 import sys
+import types
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chalice.config import Config
 
-from deploy import cli, stage
+from deploy import bytecode, cli, stage
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -20,7 +26,8 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="module")
 def packaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The prod stage packaged from a copy of the project (the deployment zip cache is reused)."""
+    """The prod stage packaged from a copy of the project as ``make deploy`` runs chalice (the deployment zip
+    cache is reused)."""
     project = tmp_path_factory.mktemp("project")
     for name in ("app.py", "requirements.txt"):
         shutil.copy(ROOT / name, project / name)
@@ -32,8 +39,8 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(ROOT / ".chalice" / "deployments", project / ".chalice" / "deployments")
     out = project / "out"
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
-    subprocess.run([str(BIN / "chalice"), "package", "--stage", "prod", "--merge-template",
-                    str(ROOT / "deploy" / "resources.json"), str(out)],
+    subprocess.run(cli.chalice_command(["package", "--stage", "prod", "--merge-template",
+                                        str(ROOT / "deploy" / "resources.json"), str(out)]),
                    cwd=project, env=env, check=True, capture_output=True)
     return out / "sam.json"
 
@@ -113,3 +120,68 @@ def test_the_deployed_api_is_throttled_as_the_stage_settings_say(packaged: Path)
                                       "ThrottlingRateLimit": settings.api_throttle_rate,
                                       "ThrottlingBurstLimit": settings.api_throttle_burst}]
     assert (settings.api_throttle_rate, settings.api_throttle_burst) == (50.0, 100)  # README's defaults
+
+
+def test_the_package_ships_valid_bytecode_for_app_py_and_every_chalicelib_module(packaged: Path) -> None:
+    with zipfile.ZipFile(packaged.with_name("deployment.zip")) as zipped:
+        names = set(zipped.namelist())
+        app_sources = sorted(n for n in names if n == "app.py" or (n.startswith("chalicelib/") and n.endswith(".py")))
+        assert "chalicelib/settings.py" in app_sources
+        for source in app_sources:
+            pyc = bytecode.cached_name(source)
+            assert pyc in names, f"{source} ships without {pyc}"
+            data = zipped.read(pyc)
+            # PEP 552: magic, flags (0b01: hash-based, not checked against the source), source hash, code.
+            assert data[:4] == importlib.util.MAGIC_NUMBER, source
+            assert int.from_bytes(data[4:8], "little") == 0b01, source
+            assert data[8:16] == importlib.util.source_hash(zipped.read(source)), source
+            assert isinstance(marshal.loads(data[16:]), types.CodeType), source
+        # The requirements' wheels (boto3, botocore, powertools) are compiled as well.
+        assert [n for n in names if n.endswith(".py") and bytecode.cached_name(n) not in names] == []
+
+
+# In a fresh interpreter from the extracted package, as Lambda's /var/task: import app and every chalicelib
+# module, and print the source files compiled meanwhile (the "compile" audit event) and where each module came from.
+IMPORT_ALL = """
+import importlib, json, os, sys
+compiled = []
+sys.addaudithook(lambda event, args: compiled.append(str(args[1]))
+                 if event == "compile" and str(args[1]).endswith(".py") else None)
+import app
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+loaded = {n: [m.__file__, m.__cached__] for n, m in sys.modules.items()
+          if (n == "app" or n.split(".")[0] in ("chalicelib", "boto3", "botocore")) and getattr(m, "__file__", None)}
+print(json.dumps({"compiled": compiled, "loaded": loaded}))
+"""
+
+
+def test_lambda_imports_the_app_from_the_shipped_bytecode_without_compiling(packaged: Path, tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    with zipfile.ZipFile(packaged.with_name("deployment.zip")) as zipped:
+        zipped.extractall(task)
+        modules = sorted(n.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for n in zipped.namelist()
+                         if n.startswith("chalicelib/") and n.endswith(".py"))
+    variables = dict(Config(chalice_stage="prod", config_from_disk=json.loads(
+        (ROOT / ".chalice" / "config.json").read_text())).environment_variables)
+    basics = {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR") if name in os.environ}
+    env = {**basics, "AWS_DEFAULT_REGION": "us-east-1", **variables, "PYTHONDONTWRITEBYTECODE": "1"}
+    paths = [task, *task.rglob("*")]
+    for path in paths:  # read-only, as /var/task is
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        result = subprocess.run([sys.executable, "-c", IMPORT_ALL, json.dumps(modules)], cwd=task, env=env,
+                                capture_output=True, text=True, timeout=120)
+    finally:
+        for path in paths:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["compiled"] == []
+    loaded = report["loaded"]
+    assert {"app", "chalicelib.settings", "boto3", "botocore.session"} <= set(loaded)
+    assert set(modules) <= set(loaded)
+    for name, (file, cached) in loaded.items():
+        assert Path(file).is_relative_to(task), f"{name} was imported from {file}, not from the package"
+        assert Path(cached).is_file(), f"{name} has no bytecode at {cached}"
+    assert not list(task.rglob(f"*.{sys.implementation.cache_tag}.pyc.*")), "the import wrote bytecode"
