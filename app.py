@@ -9,6 +9,8 @@ chalicelib module when it first runs, so a function's cold start loads one handl
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from chalice.app import Chalice, CloudWatchEvent, DynamoDBEvent, Response, SQSEvent
@@ -16,9 +18,12 @@ from chalice.app import Chalice, CloudWatchEvent, DynamoDBEvent, Response, SQSEv
 from chalicelib import auth
 from chalicelib.aws import Deps
 from chalicelib.container import Container
-from chalicelib.settings import Settings
+from chalicelib.settings import Settings, unprovisioned_refusal
 from chalicelib.web import json_body, query, raw_body, respond
 
+# Plain `chalice deploy` / `chalice package` of a stage `make deploy` has not provisioned would build it broken.
+if refusal := unprovisioned_refusal(os.environ, sys.argv):
+    raise SystemExit(refusal)
 settings = Settings.from_env()
 app = Chalice(app_name="timekeeper")
 container = Container(lambda: Deps.from_settings(settings))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
@@ -138,6 +138,48 @@ def default_backup_prefix(stage: str) -> str:
 def backup_name_prefix_of(environment: Mapping[str, str]) -> str:
     """The backup name prefix a stage with these environment variables uses (for deploy's checks)."""
     return _Reader(environment).backup_name_prefix()
+
+
+# Set by deploy/bytecode.py, through which ``make deploy`` and ``python -m deploy.cli package`` run chalice:
+# those provision the stage first or merge the stream in from their template.
+DEPLOY_TOOL_VARIABLE = "TIMEKEEPER_DEPLOY_TOOL"
+# What ``make deploy`` provisions and records in the stage before Chalice may build its functions from it.
+PROVISIONED_VARIABLES = ("TASKS_STREAM_ARN", "SCHEDULER_ROLE_ARN")
+_CHALICE_BUILDS = ("deploy", "package")
+
+
+def chalice_command(argv: Sequence[str]) -> str | None:
+    """The command of a ``chalice`` command line (``deploy`` of ``chalice --debug deploy --stage prod``);
+    None when the process is not chalice's CLI."""
+    if not argv or os.path.basename(argv[0]) != "chalice":
+        return None
+    args = list(argv[1:])
+    while args and args[0].startswith("-"):
+        option = args.pop(0)
+        if option == "--project-dir" and args:
+            args.pop(0)
+    return args[0] if args else None
+
+
+def unprovisioned_refusal(environ: Mapping[str, str], argv: Sequence[str]) -> str | None:
+    """Why plain ``chalice deploy`` / ``chalice package`` must not build this stage yet, or None.
+
+    On a fresh clone the stage has no TASKS_STREAM_ARN: ``chalice package`` would write the
+    stream mapping with ``"Stream": ""`` and ``chalice deploy`` would fail half-way, after
+    creating roles and functions.  ``make deploy`` (deploy/cli.py) provisions the stage and
+    records the ARNs first; ``chalice local``, the tests and the Lambda runtime are never refused.
+    """
+    command = chalice_command(argv)
+    if command not in _CHALICE_BUILDS or environ.get(DEPLOY_TOOL_VARIABLE) == "1":
+        return None
+    missing = [name for name in PROVISIONED_VARIABLES if not environ.get(name, "").strip()]
+    if not missing:
+        return None
+    stage = environ.get("STAGE", "") or "<stage>"
+    return (f"error: chalice {command}: stage {stage} has no {' or '.join(missing)} in .chalice/config.json, "
+            f"which only exist once the stage is provisioned. Run `make deploy STAGE={stage}` first (it "
+            f"provisions the tables and queues, records their ARNs, then runs chalice deploy); for a "
+            f"CloudFormation template run `python -m deploy.cli package --stage {stage} OUT_DIR`.")
 
 
 @dataclass(frozen=True)

@@ -116,9 +116,14 @@ def compile_chalice_packages() -> None:
 
 
 def main() -> int:
+    import os
+
     from chalice.cli import main as chalice_main
 
+    from chalicelib.settings import DEPLOY_TOOL_VARIABLE
+
     compile_chalice_packages()
+    os.environ[DEPLOY_TOOL_VARIABLE] = "1"  # app.py lets this chalice build a stage (make deploy provisions it first)
     sys.argv[0] = "chalice"
     return chalice_main()
 

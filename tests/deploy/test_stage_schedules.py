@@ -71,7 +71,7 @@ def test_each_stage_deploys_the_schedules_its_config_sets(stage: str) -> None:
 
 
 def test_chalice_package_puts_the_stage_schedules_on_the_functions_rules(tmp_path: Path) -> None:
-    """A copy of the project whose prod stage sets other schedules, packaged as ``make package`` does."""
+    """A copy of the project whose prod stage sets other schedules, provisioned, packaged by plain chalice."""
     project = tmp_path / "project"
     project.mkdir()
     for name in ("app.py", "requirements.txt"):
@@ -80,6 +80,10 @@ def test_chalice_package_puts_the_stage_schedules_on_the_functions_rules(tmp_pat
     shutil.copytree(ROOT / ".chalice", project / ".chalice", ignore=shutil.ignore_patterns("deployments"))
     config = json.loads((project / ".chalice" / "config.json").read_text())
     config["stages"]["prod"]["environment_variables"].update(BACKUP_SCHEDULE=BACKUP, PROCESSOR_SCHEDULE=PROCESSOR)
+    # What `make deploy` records before chalice may build the stage (app.py refuses plain chalice without them).
+    config["stages"]["prod"]["environment_variables"].update(
+        TASKS_STREAM_ARN="arn:aws:dynamodb:us-east-1:123456789012:table/timekeeper-prod-tasks/stream/2026-01-01T00:00:00.000",
+        SCHEDULER_ROLE_ARN="arn:aws:iam::123456789012:role/timekeeper-prod-scheduler")
     (project / ".chalice" / "config.json").write_text(json.dumps(config))
     out = project / "out"
     subprocess.run([str(BIN / "chalice"), "package", "--stage", "prod", str(out)], cwd=project,
