@@ -100,7 +100,8 @@ def register_swagger(backend: Any, api_id: str, document: dict[str, Any], overwr
                                             response_models=None, response_parameters=None)
             integration = operation.get(INTEGRATION)
             if integration:
-                arguments = backend._build_integration_args(integration)
+                # API Gateway stores the type upper-case (Chalice writes "aws_proxy")
+                arguments = backend._build_integration_args({**integration, "type": str(integration["type"]).upper()})
                 backend.put_integration(function_id=api_id, resource_id=resource.id, method_type=method,
                                         **{k: v for k, v in arguments.items() if v is not None})
                 for response in backend._build_integration_responses_args(integration):
