@@ -200,8 +200,9 @@ class Deployment:
         return stage.environment(stage.load_config(self.project), "prod")
 
     def function(self, name: str) -> dict[str, Any]:
-        return dict(self.deployed["functions"][iam.function_log_group(stage.settings(
-            stage.load_config(self.project), "prod"), name).removeprefix("/aws/lambda/")])
+        """A function of app.py as deployed: Chalice names the API handler <app>-<stage>, the others
+        <app>-<stage>-<name>."""
+        return dict(self.deployed["functions"][PREFIX if name == iam.API_HANDLER else f"{PREFIX}-{name}"])
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +258,7 @@ def test_the_functions_environment_holds_the_provisioned_names_and_arns(deployme
     for name in ("BACKUP_MONITOR_QUEUE", "BACKUP_MONITOR_DLQ", "TASK_DLQ", "DUE_DLQ"):
         assert env[name] in queues, name
     config = stage.load_config(deployment.project)
+    assert len(seen["functions"]) == len(iam.FUNCTIONS)  # one per handler of app.py, nothing else
     for function in iam.FUNCTIONS:
         deployed = deployment.function(function)
         assert deployed["Environment"] == env, function
