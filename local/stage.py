@@ -42,6 +42,16 @@ SAMPLE_ROWS = 25
 _copies = itertools.count(1)
 
 
+# The offline runtime's own variables and their defaults (docs/configuration.md lists them; a test checks).
+LOCAL_VARIABLES = {
+    "LOCAL_AWS_PORT": "4566",
+    "LOCAL_API_PORT": "8000",
+    "LOCAL_SCHEDULER_JITTER_SECONDS": "60",
+    "LOCAL_TTL_LAG_SECONDS": "5",
+    "LOCAL_SQS_MAX_CONCURRENCY": str(DEFAULT_MAX_CONCURRENCY),
+}
+
+
 class LocalSettingsError(ValueError):
     pass
 
@@ -70,12 +80,14 @@ class LocalSettings:
                 raise LocalSettingsError(f"{name}={text!r} is invalid: expected a number from {lo:g} to {hi:g}")
             return value
 
+        default = {name: float(value) for name, value in LOCAL_VARIABLES.items()}
         return cls(
-            aws_port=int(number("LOCAL_AWS_PORT", 4566, 0, 65535)),
-            api_port=int(number("LOCAL_API_PORT", 8000, 0, 65535)),
-            scheduler_jitter_seconds=number("LOCAL_SCHEDULER_JITTER_SECONDS", 60, 0, 3600),
-            ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", 5, 0, 86400),
-            sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", DEFAULT_MAX_CONCURRENCY, 1, 100)),
+            aws_port=int(number("LOCAL_AWS_PORT", default["LOCAL_AWS_PORT"], 0, 65535)),
+            api_port=int(number("LOCAL_API_PORT", default["LOCAL_API_PORT"], 0, 65535)),
+            scheduler_jitter_seconds=number("LOCAL_SCHEDULER_JITTER_SECONDS",
+                                            default["LOCAL_SCHEDULER_JITTER_SECONDS"], 0, 3600),
+            ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", default["LOCAL_TTL_LAG_SECONDS"], 0, 86400),
+            sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", default["LOCAL_SQS_MAX_CONCURRENCY"], 1, 100)),
         )
 
 
