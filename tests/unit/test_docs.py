@@ -13,7 +13,7 @@ import pytest
 
 from chalicelib.settings import VARIABLES, Settings
 from deploy import event_sources, iam
-from local.stage import LOCAL_VARIABLES
+from local.stage import LOCAL_VARIABLES, LocalSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -150,3 +150,6 @@ def test_the_deploy_time_table_lists_exactly_make_deploys_settings() -> None:
 def test_the_offline_table_lists_exactly_the_local_runtimes_variables() -> None:
     documented = rows(section(CONFIGURATION.read_text(), "The offline runtime (`make run`, `make demo`)"))
     assert documented == {name: f"`{default}`" for name, default in LOCAL_VARIABLES.items()}
+    environ = RecordingEnviron()
+    LocalSettings.from_env(environ)
+    assert environ.read == set(documented), "LocalSettings reads a variable the table does not list, or not one it does"
