@@ -6,22 +6,30 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run demo soak soak-fuzz bench test lint typecheck check clean deploy destroy
 
+# The first `make run` or `make test` installs (about 1-2 minutes): one line per step with the seconds
+# since the install began, and pip's own progress in between.
+STEP = @echo "[setup $$(( $$(date +%s) - $$(cat $(VENV)/.started) ))s]"
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "timekeeper needs Python 3.11 or newer (set PYTHON=python3.11); found " + sys.version.split()[0])'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements-dev.txt
-	touch $(STAMP)
+	@echo "[setup 0s] creating $(VENV) with $$($(PYTHON) --version) (once; about 1-2 minutes in all)"
+	@$(PYTHON) -m venv $(VENV)
+	@date +%s > $(VENV)/.started
+	$(STEP) upgrading pip
+	@$(BIN)/pip install --progress-bar on --upgrade pip
+	$(STEP) installing requirements-dev.txt: the app, moto, pytest, ruff, mypy and the rest
+	@$(BIN)/pip install --progress-bar on -r requirements-dev.txt
+	@touch $(STAMP)
+	$(STEP) done: $(VENV) is ready
 
-## run: the app offline against moto's server (README: Offline)
+## run: the app offline against moto's server (docs/offline.md)
 run: $(STAMP)
 	$(BIN)/python -m local.run
 
-## demo: a scripted scenario on the offline runtime; exits 0 only if all of it worked (README: Offline)
+## demo: a scripted scenario on the offline runtime; exits 0 only if all of it worked (docs/offline.md)
 demo: $(STAMP)
 	$(BIN)/python -m local.demo
 
-## soak: the offline runtime under load (10,000 tasks: hours on 2 cores); not part of `make test` (README: Soak)
+## soak: the offline runtime under load (10,000 tasks: hours on 2 cores); not part of `make test` (docs/testing.md)
 SOAK_TASKS ?= 10000
 soak: $(STAMP)
 	@if $(MAKE) -n soak-fuzz >/dev/null 2>&1; then $(MAKE) soak-fuzz; \
@@ -29,11 +37,11 @@ soak: $(STAMP)
 	SEEDED_SOAK_TASKS=200 SEEDED_SOAK_TABLES=50 $(BIN)/pytest -n 0 -q -s tests/functional/test_seeded_soak.py
 	$(BIN)/python -m local.soak --tasks $(SOAK_TASKS)
 
-## bench: cost, speed, precision and scale against the seed designs (README: Benchmarks); BENCH_QUICK=1 for a 2-minute run
+## bench: cost, speed, precision and scale against the seed designs (docs/benchmarks.md); BENCH_QUICK=1 for a 2-minute run
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-## deploy: provision STAGE's resources on AWS, chalice deploy, event-source settings (README: Deploying to AWS)
+## deploy: provision STAGE's resources on AWS, chalice deploy, event-source settings (docs/deploying.md)
 STAGE ?= dev
 deploy: $(STAMP)
 	$(BIN)/python -m deploy.cli deploy --stage $(STAGE)
@@ -48,7 +56,7 @@ test: $(STAMP)
 	$(BIN)/mypy app.py chalicelib deploy local tests bench
 	$(BIN)/pytest
 
-## soak-fuzz: the API fuzzing with 10,000 random examples instead of the suite's 240 (README: Soak)
+## soak-fuzz: the API fuzzing with 10,000 random examples instead of the suite's 240 (docs/testing.md)
 soak-fuzz: $(STAMP)
 	FUZZ_EXAMPLES=10000 $(BIN)/pytest -n 0 -q tests/functional/test_api_fuzz.py
 

@@ -1,10 +1,10 @@
 """`make bench`: every section of the bench in one run; a table on stdout,
-bench/results.json, plots under docs/bench/ and the README's bench block.
+bench/results.json, plots under docs/bench/ and the bench block of docs/benchmarks.md.
 
     .venv/bin/python -m bench                      # full (make bench, under 15 minutes on 2 cores)
     BENCH_QUICK=1 .venv/bin/python -m bench        # smaller N, same code (under 2 minutes)
     .venv/bin/python -m bench --only P1,P5         # some sections
-    .venv/bin/python -m bench --scale tiny --out /tmp/b --no-readme   # what the suite runs
+    .venv/bin/python -m bench --scale tiny --out /tmp/b --no-page     # what the suite runs
 """
 
 from __future__ import annotations
@@ -71,15 +71,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         default="quick" if os.environ.get("BENCH_QUICK") == "1" else "full")
     parser.add_argument("--out", type=Path, default=core.RESULTS, help="results.json path")
     parser.add_argument("--plots", type=Path, default=core.PLOTS, help="directory for the plots")
-    parser.add_argument("--no-readme", action="store_true", help="leave README.md's bench block alone")
+    parser.add_argument("--no-page", "--no-readme", dest="no_page", action="store_true",
+                        help="leave the bench block of docs/benchmarks.md alone")
     args = parser.parse_args(argv)
     keys = [key.strip() for key in args.only.split(",") if key.strip()]
     unknown = [key for key in keys if key not in MODULES]
     if unknown:
         parser.error(f"unknown section(s) {unknown}; known: {list(MODULES)}")
     results = run(keys, Scale(args.scale), args.out, args.plots)
-    if not args.no_readme and args.scale == "full" and keys == list(MODULES):
-        readme.update(core.PROJECT / "README.md", results)
+    if not args.no_page and args.scale == "full" and keys == list(MODULES):
+        readme.update(readme.PAGE, results)
     return 0
 
 

@@ -6,7 +6,7 @@ tests set the same variables in conftest.py.  Every bad value fails fast with a
 ``SettingsError`` naming the variable and the value.
 
 The table below is the single source of the names, defaults and meanings; the
-README's configuration table is checked against it by a test.
+docs/configuration.md's table is checked against it by a test (tests/unit/test_docs.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ gateway responses here give every one of them the shape of the app's own errors,
 
 Throttling: every method of the stage is limited to API_THROTTLE_RATE requests
 per second with bursts of API_THROTTLE_BURST (stage settings, documented in
-README.md), so a flood of requests is refused with 429 at the gateway instead
+docs/configuration.md), so a flood of requests is refused with 429 at the gateway instead
 of running Lambda and DynamoDB.
 
 Both paths carry them: ``overlay`` is merged into Chalice's SAM ``RestAPI`` by

@@ -12,7 +12,7 @@ Resources are the app's own ARNs, built from the stage's names. Account and
 region come from the provisioned ARNs in the stage's environment; before a
 first deploy they are ``*`` placeholders, which ``make deploy`` replaces with
 the real ones when it renders the policy files. The exceptions, each justified in
-README.md (Deploying to AWS): ``ListTables``, ``ListBackups`` and ``ListStreams`` (AWS has no
+docs/security.md: ``ListTables``, ``ListBackups`` and ``ListStreams`` (AWS has no
 narrower resource), and the backup actions on ``table/*`` and
 ``table/*/backup/*`` (tables chosen by pattern or tag cannot be listed ahead).
 
@@ -35,7 +35,7 @@ from chalicelib.tasks.items import STATUS_INDEX
 from deploy.event_sources import Option
 
 ACTION_TARGETS_VARIABLE = "TASK_ACTION_TARGET_ARNS"  # a stage setting (it was read from make deploy's environment)
-# The deploy-time settings of this module (README.md documents each with its default).
+# The deploy-time settings of this module (docs/configuration.md documents each with its default).
 OPTIONS: tuple[Option, ...] = ()
 ANY = "*"  # region or account before the first deploy provisions the stage
 SCHEDULER_SERVICE = "scheduler.amazonaws.com"

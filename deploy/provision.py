@@ -236,7 +236,7 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
     ensure_queue(clients, settings.backup_monitor_queue, result, dlq_arn=monitor_dlq_arn,
                  visibility_timeout=300, delay_seconds=settings.backup_monitor_delay_seconds)
     ensure_queue(clients, settings.task_dlq, result)
-    # A due message SQS gives up on goes to its own queue, whose handler tells (README: "Dead-lettered due
+    # A due message SQS gives up on goes to its own queue, whose handler tells (docs/executor.md: "Dead-lettered due
     # messages") and forwards it to TASK_DLQ.  No redrive of its own: a moved message keeps its receive count,
     # so a redrive would pass it on before the handler saw it; one it cannot handle stays there, retried.
     _, due_dlq_arn = ensure_queue(clients, settings.due_dlq, result)

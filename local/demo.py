@@ -11,10 +11,16 @@
 
 Emails are read back from moto's SES (/moto-api/data.json).  Everything is
 driven from outside: HTTP to the API, boto3 to moto's endpoint.
+
+It prints one line to say what it runs, then the summary table.  The runtime's own output (its
+invocation lines, the API's access log, handler tracebacks) is kept, and printed only when a flow
+failed, to show what happened.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 import threading
@@ -42,6 +48,7 @@ TASK_LEAD = timedelta(seconds=15)
 SEED_LEAD = timedelta(seconds=10)
 SEED_ITEMS = 10
 DEADLINE_SECONDS = 110.0
+SHOWN_ON_FAILURE = 60  # the last lines of the runtime's output printed when a flow failed
 
 
 @dataclass(frozen=True)
@@ -239,16 +246,24 @@ def main() -> int:
         api_port=settings.api_port if environ.get("LOCAL_API_PORT") else 0,
         scheduler_jitter_seconds=settings.scheduler_jitter_seconds, ttl_lag_seconds=settings.ttl_lag_seconds,
         sqs_max_concurrency=settings.sqs_max_concurrency)
+    runtime_lines: list[str] = []  # invocation lines
+    errors = io.StringIO()         # the API's access log and handler tracebacks (stderr)
     try:
-        stage = start_local_stage(settings, overrides=DEMO_ENVIRONMENT)
+        with contextlib.redirect_stderr(errors):
+            stage = start_local_stage(settings, overrides=DEMO_ENVIRONMENT, out=runtime_lines.append)
     except LocalSettingsError as exc:
         print(f"make demo: {exc}", file=sys.stderr)
         return 2
-    print(stage.banner(), flush=True)
+    print(f"make demo: {len(demo_flows())} flows at once on the offline runtime (API {stage.api_url}, "
+          f"AWS {stage.aws_endpoint}): about 30 s, {DEADLINE_SECONDS:.0f} s at most", flush=True)
     try:
-        ok = run_demo(stage, lambda line: print(line, flush=True))
+        with contextlib.redirect_stderr(errors):
+            ok = run_demo(stage, lambda line: print(line, flush=True))
     finally:
         stage.stop()
+    if not ok:
+        shown = [*runtime_lines, *errors.getvalue().splitlines()][-SHOWN_ON_FAILURE:]
+        print("\nthe runtime's last lines (invocations, then the access log and tracebacks):", *shown, sep="\n")
     return 0 if ok else 1
 
 

@@ -1,4 +1,4 @@
-"""`make run`: the whole app offline on one command (see README.md, Offline).
+"""`make run`: the whole app offline on one command (see docs/offline.md).
 
 moto's server on 127.0.0.1:$LOCAL_AWS_PORT, every resource of the `local`
 stage provisioned, the API on 127.0.0.1:$LOCAL_API_PORT and every event handler

@@ -1,4 +1,4 @@
-"""`make soak`: the offline runtime under load, as a user runs it (README: Soak).
+"""`make soak`: the offline runtime under load, as a user runs it (docs/testing.md: Soak).
 
 Starts ``python -m local.run`` in its own process (free ports, schedules fired
 on time) and drives it only from outside:

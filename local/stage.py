@@ -26,7 +26,7 @@ from typing import Any
 from chalice.app import Chalice
 
 from chalicelib.aws import Clients
-from chalicelib.settings import Settings
+from chalicelib.settings import VARIABLES, Settings
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
 from local import moto_corrections
@@ -40,6 +40,53 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_TABLES = ("sample-orders", "sample-customers", "sample-invoices")
 SAMPLE_ROWS = 25
 _copies = itertools.count(1)
+
+
+# The offline runtime's own variables and their defaults (docs/configuration.md lists them; a test checks).
+LOCAL_VARIABLES = {
+    "LOCAL_AWS_PORT": "4566",
+    "LOCAL_API_PORT": "8000",
+    "LOCAL_SCHEDULER_JITTER_SECONDS": "60",
+    "LOCAL_TTL_LAG_SECONDS": "5",
+    "LOCAL_SQS_MAX_CONCURRENCY": str(DEFAULT_MAX_CONCURRENCY),
+}
+
+# The app's settings a user most often changes, shown in the banner as they are in effect (a backup
+# selection only when set); any setting about sources (its name says SOURCE) is shown too.
+BANNER_SETTINGS = ("DUE_ATTRIBUTE", "TTL_ATTRIBUTE", "BUCKET_ATTRIBUTE", "DEFAULT_STRATEGY", "BACKUP_SCHEDULE",
+                   "PROCESSOR_SCHEDULE", "BACKUP_TABLES", "BACKUP_TABLE_PATTERN", "BACKUP_TABLE_TAG")
+SHOWN_WHEN_SET = frozenset({"BACKUP_TABLES", "BACKUP_TABLE_PATTERN", "BACKUP_TABLE_TAG"})
+# Shell variables the banner says nothing more about: the token has its own line, and the AWS_* values
+# the runtime sets (moto's endpoint and dummy credentials) must win for nothing to reach AWS.
+SHELL_QUIET = frozenset({"API_TOKEN"})
+
+
+def banner_settings() -> tuple[str, ...]:
+    sources = tuple(v.name for v in VARIABLES if "SOURCE" in v.name and v.name not in BANNER_SETTINGS)
+    return (*BANNER_SETTINGS, *sources)
+
+
+@dataclass(frozen=True)
+class ShellReport:
+    """What the shell's environment did to the app's settings: taken where the stage sets nothing,
+    ignored (shell value, the stage's value) where the stage sets its own."""
+
+    taken: dict[str, str] = field(default_factory=dict)
+    ignored: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, shell: Mapping[str, str], stage: Mapping[str, str]) -> ShellReport:
+        taken: dict[str, str] = {}
+        ignored: dict[str, tuple[str, str]] = {}
+        for variable in VARIABLES:
+            name = variable.name
+            if name not in shell or name in SHELL_QUIET:
+                continue
+            if name not in stage:
+                taken[name] = shell[name]
+            elif shell[name] != stage[name]:
+                ignored[name] = (shell[name], stage[name])
+        return cls(taken, ignored)
 
 
 class LocalSettingsError(ValueError):
@@ -70,12 +117,14 @@ class LocalSettings:
                 raise LocalSettingsError(f"{name}={text!r} is invalid: expected a number from {lo:g} to {hi:g}")
             return value
 
+        default = {name: float(value) for name, value in LOCAL_VARIABLES.items()}
         return cls(
-            aws_port=int(number("LOCAL_AWS_PORT", 4566, 0, 65535)),
-            api_port=int(number("LOCAL_API_PORT", 8000, 0, 65535)),
-            scheduler_jitter_seconds=number("LOCAL_SCHEDULER_JITTER_SECONDS", 60, 0, 3600),
-            ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", 5, 0, 86400),
-            sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", DEFAULT_MAX_CONCURRENCY, 1, 100)),
+            aws_port=int(number("LOCAL_AWS_PORT", default["LOCAL_AWS_PORT"], 0, 65535)),
+            api_port=int(number("LOCAL_API_PORT", default["LOCAL_API_PORT"], 0, 65535)),
+            scheduler_jitter_seconds=number("LOCAL_SCHEDULER_JITTER_SECONDS",
+                                            default["LOCAL_SCHEDULER_JITTER_SECONDS"], 0, 3600),
+            ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", default["LOCAL_TTL_LAG_SECONDS"], 0, 86400),
+            sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", default["LOCAL_SQS_MAX_CONCURRENCY"], 1, 100)),
         )
 
 
@@ -144,6 +193,8 @@ class LocalStage:
     provisioned: Provisioned
     _environ: MutableMapping[str, str]
     _saved: dict[str, str | None] = field(default_factory=dict)
+    shell: ShellReport = field(default_factory=ShellReport)
+    effective: dict[str, str] = field(default_factory=dict)  # the banner's settings, as the app reads them
 
     @property
     def app(self) -> Chalice:
@@ -162,12 +213,27 @@ class LocalStage:
         made = len(self.provisioned.changes)
         text = (self.runtime.banner(self.moto.endpoint)
                 + f"\n  provisioned {made} resources with deploy.provision (sample tables: {', '.join(SAMPLE_TABLES)})")
+        text += "\n" + self.settings_text()
         if self.environment.get("API_AUTH") == "token":
             text += ("\n  API auth   every route but /health and /openapi.json needs: Authorization: Bearer "
                      f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
                      f"\n  try        curl -H 'Authorization: Bearer {self.environment['API_TOKEN']}' "
                      f"{self.api_url}/backups/runs")
         return text
+
+    def settings_text(self) -> str:
+        """The settings in effect a user may have changed, the ports, and what became of the shell's."""
+        port = {"LOCAL_AWS_PORT": self.moto.endpoint.rsplit(":", 1)[-1],
+                "LOCAL_API_PORT": self.api_url.rstrip("/").rsplit(":", 1)[-1]}
+        lines = ["  settings   in effect (.chalice/config.json, stage local; docs/configuration.md)"]
+        for name, value in [*self.effective.items(), *port.items()]:
+            origin = "  (from the shell)" if name in self.shell.taken else ""
+            lines.append(f"    {name:<28} {value}{origin}")
+        lines.append("  shell      the local stage takes LOCAL_*, API_TOKEN, STREAM_* and any app setting it does "
+                     "not set itself")
+        for name, (shell_value, stage_value) in self.shell.ignored.items():
+            lines.append(f"    IGNORED {name}={shell_value}: the local stage sets {name}={stage_value}")
+        return "\n".join(lines)
 
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
         """Stop the runtime (its threads get ``timeout`` seconds overall), then moto's server."""
@@ -220,6 +286,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
         environment.update(provisioned.environment)
         apply(environ, provisioned.environment, saved)
+        report = ShellReport.of(shell, environment)
         app_module = load_app(project_dir)
         warm(app_module)
         chalice_config = load_chalice_config(project_dir, stage)
@@ -237,4 +304,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         moto.stop()
         restore(environ, saved)
         raise
-    return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved)
+    defaults = {v.name: v.default for v in VARIABLES}
+    effective = {name: environ.get(name, defaults.get(name, "")) for name in banner_settings()}
+    effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
+    return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
+                      effective=effective)

@@ -288,7 +288,7 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
                   {**values, **due_values, **extra_values, ":pending": Status.PENDING.value})]
     updated = task_from_item({**item, **changes}, settings)
     # On the record: the new time, and the one moved from, so that an executor that read the item before this
-    # write cannot claim the old time after it (README: the executor).
+    # write cannot claim the old time after it (docs/executor.md).
     record_changes = {"run_at": iso(updated.due), "action": updated.action, "moved_from": iso(task.due),
                       "id": key.task_id, "task_pk": key.pk, "task_sk": key.sk}
     expression, names, values = set_attributes(record_changes, ["dead_letter"])

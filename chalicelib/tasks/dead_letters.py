@@ -22,7 +22,7 @@ A redelivery that finds the note of its own message does nothing; another
 message for the same execution is only forwarded.  A worker that died (or
 failed) after sending and before noting leaves its redelivery to send the
 alert and the forward again, with the same ``dedupe_id`` -- the window
-README's "Dead-lettered due messages" documents.
+docs/executor.md's "Dead-lettered due messages" documents.
 """
 
 from __future__ import annotations

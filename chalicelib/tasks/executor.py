@@ -20,7 +20,7 @@ holds no other.  For every message (``model.DueMessage``):
 5. Settle: the outcome (status, attempts, result or error; a recurring task's
    next due time) goes on the record, with one conditional UpdateItem.  That is
    the one write between the action and a second run of it: retried, never
-   released (README: the executor).  A one-time task's item is never written.
+   released (docs/executor.md).  A one-time task's item is never written.
 6. A failure is dead-lettered and alerted, each noted on the record after it,
    so a redelivery that finds the claim FAILED does only what is left; a
    recurring task's item gets its next due time (which re-schedules it through
@@ -214,7 +214,7 @@ def _after(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
            body: str) -> bool:
     """What follows a settled execution: a failure dead-lettered and alerted (each noted on the record right
     after it, so a redelivery redoes only what is left; both carry ``dedupe_id``, one per task and due time,
-    for the one case where a send is repeated: README "Fail loudly"), a recurring task's next due time written
+    for the one case where a send is repeated: docs/executor.md "Fail loudly"), a recurring task's next due time written
     to its item.  True when something was left to do."""
     did = False
     if execution.state == Status.FAILED.value:

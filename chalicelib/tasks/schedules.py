@@ -5,7 +5,7 @@ it); ``plan`` decides the steps for it; ``schedule_request`` builds the
 EventBridge Scheduler parameters of an exact task.  ``chalicelib.tasks.stream``
 fetches nothing and only carries the steps out.
 
-The rules, per strategy (see README.md, Scheduling strategies):
+The rules, per strategy (see docs/strategies.md):
 
 - exact: due within DIRECT_QUEUE_HORIZON_SECONDS (or its schedule would fire
   in the past) -> straight to the due queue with DelaySeconds; later -> a

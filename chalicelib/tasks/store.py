@@ -338,7 +338,7 @@ class TaskStore:
 
     def get_legacy_claim(self, task_id: str, due: datetime) -> dict[str, Any] | None:
         """The claim the previous version kept per execution (``CLAIM#<id>`` / due), read only for a task its
-        executor left RUNNING on the item (see README: Upgrading)."""
+        executor left RUNNING on the item (see docs/tasks.md: Upgrading)."""
         return self._get(self.state_table, {"PK": items.LEGACY_CLAIM_PREFIX + task_id, "SK": iso(due)})
 
     def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:

@@ -45,12 +45,12 @@ def test_the_call_counter_counts_each_api_call_once_by_operation() -> None:
     assert counter.total == 0
 
 
-def test_the_readme_block_is_replaced_between_its_markers_and_nothing_else(tmp_path: Path) -> None:
+def test_the_bench_block_is_replaced_between_its_markers_and_nothing_else(tmp_path: Path) -> None:
     results = {"date": "2026-11-23", "seconds": 12.0, "scale": "full",
                "machine": {"cpus": 2, "machine": "x86_64", "python": "3.11.7", "platform": "Linux"},
                "sections": [core.Section("P9", "a test", ["n", "calls"], rows=[[10, 5]],
                                          targets=[core.Target("calls", 5, 4)]).to_json()]}
-    page = tmp_path / "README.md"
+    page = tmp_path / "benchmarks.md"
     page.write_text(f"# before\n\n{readme.START}\nold\n{readme.END}\n\n# after\n")
     readme.update(page, results)
     text = page.read_text()
@@ -61,16 +61,19 @@ def test_the_readme_block_is_replaced_between_its_markers_and_nothing_else(tmp_p
         readme.replace_block("# no markers\n", "x")
 
 
-def test_the_readmes_bench_block_shows_the_committed_results() -> None:
-    block = readme.current_block((core.PROJECT / "README.md").read_text())
-    assert block is not None, "README.md lost its bench markers"
+def test_the_benchmarks_pages_bench_block_shows_the_committed_results() -> None:
+    assert readme.PAGE == core.PROJECT / "docs" / "benchmarks.md"
+    block = readme.current_block(readme.PAGE.read_text())
+    assert block is not None, "docs/benchmarks.md lost its bench markers"
     if core.RESULTS.exists():
         results = json.loads(core.RESULTS.read_text())
         assert results["scale"] == "full", "bench/results.json must come from a full `make bench`"
-        assert block == readme.render_block(results), "README's bench block differs from bench/results.json"
+        assert block == readme.render_block(results), "docs/benchmarks.md's bench block differs from bench/results.json"
         for section in results["sections"]:
             for plot in section["plots"]:
-                assert (core.PROJECT / plot).is_file(), f"{plot} is shown in the README but not committed"
+                assert (core.PROJECT / plot).is_file(), f"{plot} is shown in docs/benchmarks.md but not committed"
+                assert f"]({readme.page_link(plot)})" in block
+                assert (readme.PAGE.parent / readme.page_link(plot)).resolve() == (core.PROJECT / plot).resolve()
 
 
 def test_cold_start_at_tiny_scale_measures_both_imports_and_names_the_slowest(tmp_path: Path) -> None:
@@ -85,13 +88,13 @@ def test_cold_start_at_tiny_scale_measures_both_imports_and_names_the_slowest(tm
 
 def test_the_command_line_refuses_an_unknown_section() -> None:
     with pytest.raises(SystemExit):
-        bench_main.main(["--only", "P42", "--no-readme"])
+        bench_main.main(["--only", "P42", "--no-page"])
 
 
 def test_the_command_line_writes_results_it_can_render(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     assert bench_main.main(["--only", "P5", "--scale", "tiny", "--out", str(out), "--plots", str(tmp_path),
-                            "--no-readme"]) == 0
+                            "--no-page"]) == 0
     results = json.loads(out.read_text())
     assert results["scale"] == "tiny" and [s["key"] for s in results["sections"]] == ["P5"]
     assert readme.START in readme.render_block(results)

@@ -119,7 +119,7 @@ def test_the_deployed_api_is_throttled_as_the_stage_settings_say(packaged: Path)
     assert api["MethodSettings"] == [{"ResourcePath": "/*", "HttpMethod": "*",
                                       "ThrottlingRateLimit": settings.api_throttle_rate,
                                       "ThrottlingBurstLimit": settings.api_throttle_burst}]
-    assert (settings.api_throttle_rate, settings.api_throttle_burst) == (50.0, 100)  # README's defaults
+    assert (settings.api_throttle_rate, settings.api_throttle_burst) == (50.0, 100)  # docs/configuration.md's defaults
 
 
 def test_the_package_ships_valid_bytecode_for_app_py_and_every_chalicelib_module(packaged: Path) -> None:

@@ -26,7 +26,10 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c() -> None:
-    env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "PYTHONUNBUFFERED": "1"}
+    """The banner: URLs, the settings in effect, the shell's settings taken or ignored; an item the app
+    dead-letters for want of its due time says so on its invocation line; Ctrl-C stops it all."""
+    env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "PYTHONUNBUFFERED": "1",
+           "DUE_ATTRIBUTE": "REMINDER_TIMESTAMP", "BACKUP_SCHEDULE": "rate(1 hour)"}
     env.pop("API_TOKEN", None)
     process = subprocess.Popen([sys.executable, "-m", "local.run"], cwd=PROJECT, env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -41,6 +44,23 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c() -> No
                         text, re.MULTILINE)
         assert api and aws and api.group(2) != "0" and aws.group(2) != "0", text
         assert "timekeeper offline, stage local" in text and "curl -H 'Authorization: Bearer " in text
+        assert re.search(r"^    DUE_ATTRIBUTE +REMINDER_TIMESTAMP  \(from the shell\)$", text, re.MULTILINE), text
+        assert re.search(r"^    BACKUP_SCHEDULE +rate\(5 minutes\)$", text, re.MULTILINE), text
+        assert re.search(rf"^    LOCAL_API_PORT +{api.group(2)}$", text, re.MULTILINE), text
+        assert ("    IGNORED BACKUP_SCHEDULE=rate(1 hour): the local stage sets BACKUP_SCHEDULE=rate(5 minutes)"
+                in text.splitlines()), text
+        boto3.client("dynamodb", endpoint_url=aws.group(1), region_name="us-east-1", aws_access_key_id="x",
+                     aws_secret_access_key="x").put_item(
+            TableName="timekeeper-local-tasks",
+            Item={"PK": {"S": "USER#nodue"}, "SK": {"S": "R#1"}, "email": {"S": "nodue@example.com"}})
+        def stream_lines() -> list[str]:  # the runtime's invocation lines, not the app's JSON log
+            return [line for line in list(lines) if re.match(r"^\d\d:\d\d:\d\d\.\d{3}  task_stream ", line)]
+        wait_until(lambda: any("dead-lettered" in line for line in stream_lines()), 30,
+                   "the stream's invocation line", 0.1)
+        [dead] = [line for line in stream_lines() if "dead-lettered" in line]
+        assert " ok; dead-lettered 1: " in dead, dead
+        assert "the item has no REMINDER_TIMESTAMP (due time)" in dead and dead.rstrip().endswith(
+            "(set DUE_ATTRIBUTE?)"), dead
         interrupted = time.monotonic()
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=5)

@@ -497,7 +497,7 @@ def test_a_claim_whose_retry_failed_its_own_condition_runs_the_task_at_once(
 
 def test_an_outcome_that_cannot_be_kept_on_its_claim_runs_again_only_after_the_lease(
         client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
-    """The one window README's "Delivery is at least once per action call" documents: every attempt of the
+    """The one window docs/executor.md's "Delivery is at least once per action call" documents: every attempt of the
     write that keeps the outcome on the claim failed, so the takeover after the lease runs the action again."""
     due = arrange_seed(deps)
     clock.advance(minutes=3)
@@ -517,7 +517,7 @@ def test_an_outcome_that_cannot_be_kept_on_its_claim_runs_again_only_after_the_l
 
 def test_a_failure_alert_and_dead_letter_sent_again_after_a_crash_carry_the_same_dedupe_id(
         client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
-    """README "Fail loudly": a worker that dies between sending the alert and noting it on the claim leaves
+    """docs/executor.md "Fail loudly": a worker that dies between sending the alert and noting it on the claim leaves
     the takeover to send it again; both copies carry one dedupe_id, and the dead letter noted before is not
     sent again."""
     due = arrange_seed(deps)

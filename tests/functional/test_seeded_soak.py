@@ -65,7 +65,7 @@ def test_every_task_runs_once_or_is_dead_lettered_and_every_table_is_backed_up_u
     create_tables(deps, [f"soak-{i:03d}" for i in range(TABLES)])
     sim = LambdaSim(deps, client, clock)
     # Lost responses everywhere but the action itself: an email whose answer is lost was sent, and sending it
-    # again is the one window the README documents; here every other call may lose its answer.
+    # again is the one window docs/executor.md documents; here every other call may lose its answer.
     faults.chaos(seed=SEED, throttle=0.30, error=0.05, lost=0.05, no_loss=("sesv2.SendEmail",))
 
     start = clock.now

@@ -8,11 +8,11 @@ after its delay), with the FakeClock moved to the next of these events, until no
 
 The writes are enumerated from a clean run of each scenario (``WRITES``, in call order), so a new write is
 covered without editing this file; every (write, occurrence) is then run under each fault kind of
-tests/faults.py.  After it settled: the action ran once -- twice only inside the window README documents
+tests/faults.py.  After it settled: the action ran once -- twice only inside the window docs/executor.md documents
 ("Delivery is at least once per action call"), asserted explicitly -- no task is left PENDING or RUNNING (its
 record's execution state settled), the item was never given a status, and the failure alert and dead letter
 were sent once, twice only inside the window
-README's "Fail loudly" documents, the copies then carrying one dedupe_id.
+docs/executor.md's "Fail loudly" documents, the copies then carrying one dedupe_id.
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ class Hit:
 
 
 def expected_actions(hit: Hit, scenario: Scenario) -> int:
-    """Emails sent: once; twice only inside README's window ("Delivery is at least once per action call"): the
+    """Emails sent: once; twice only inside docs/executor.md's window ("Delivery is at least once per action call"): the
     action's call applied but its answer lost (the retry sends again) or the worker dead after it, or the worker
     dead before the write that keeps its outcome on the claim."""
     if scenario.action_fails:
@@ -373,7 +373,7 @@ def expected_actions(hit: Hit, scenario: Scenario) -> int:
 
 
 def expected_sends(hit: Hit, operation: str, note: str, matches: Callable[[Mapping[str, Any]], bool]) -> int:
-    """Alerts or dead letters of a failed task: once; twice only inside README's window ("Fail loudly"): the
+    """Alerts or dead letters of a failed task: once; twice only inside docs/executor.md's window ("Fail loudly"): the
     send applied and its answer lost or the worker dead after it, or the worker dead before noting it."""
     if hit.operation == operation and matches(hit.params) and hit.applied():
         return 2

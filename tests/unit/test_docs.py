@@ -1,0 +1,155 @@
+"""The documentation stays true: every relative link of README.md and docs/*.md leads to a file (and, with
+an ``#anchor``, to a heading of it), docs/configuration.md's tables list exactly the settings the code
+reads, and the README stays short enough to read in ten minutes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from chalicelib.settings import VARIABLES, Settings
+from deploy import event_sources, iam
+from local.stage import LOCAL_VARIABLES, LocalSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+README_MAX_WORDS = 1600
+
+_FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+_ROW = re.compile(r"^\| `([A-Z_]+)` \| ([^|]*) \|", re.MULTILINE)
+
+
+def prose(text: str) -> str:
+    """The page without its fenced code blocks (a ``[x](y)`` there is code, not a link)."""
+    return _FENCE.sub("", text)
+
+
+def anchors(text: str) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces to hyphens, and
+    ``-1``, ``-2``... for a heading text seen before."""
+    seen: dict[str, int] = {}
+    found = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", prose(text), flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        found.add(slug if count == 0 else f"{slug}-{count}")
+    return found
+
+
+def relative_links(page: Path) -> Iterator[str]:
+    for target in _LINK.findall(prose(page.read_text())):
+        if not re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto: are not checked here
+            yield target
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
+def broken_links(page: Path) -> list[str]:
+    broken = []
+    for link in relative_links(page):
+        path, _, anchor = link.partition("#")
+        target = (page.parent / unquote(path)).resolve() if path else page
+        if not target.exists():
+            broken.append(f"{link}: no file {shown(target)}")
+        elif anchor and (target.suffix != ".md" or anchor not in anchors(target.read_text())):
+            broken.append(f"{link}: no heading #{anchor} in {shown(target)}")
+    return broken
+
+
+def section(text: str, heading: str) -> str:
+    """The text under the ``## heading`` (up to the next ``## ``)."""
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, flags=re.MULTILINE | re.DOTALL)
+    assert match, f"docs/configuration.md has no section '## {heading}'"
+    return match.group(1)
+
+
+def rows(text: str) -> dict[str, str]:
+    """``| `NAME` | default | meaning |`` rows: the default column by name."""
+    return {name: default.strip() for name, default in _ROW.findall(text)}
+
+
+class RecordingEnviron(Mapping[str, str]):
+    """An empty environment that remembers every name it was asked for."""
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.read.add(key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.read.add(key)
+        return default
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_leads_to_a_file_and_heading_that_exist(page: Path) -> None:
+    assert broken_links(page) == []
+
+
+def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    (tmp_path / "other.md").write_text("# Other page\n\n## A `make run` section: here\n")
+    page.write_text("# Page\n\n[ok](other.md#a-make-run-section-here) [self](#page) [web](https://example.com)\n"
+                    "[gone](missing.md) [no heading](other.md#nowhere)\n\n```\n[code](not-a-link.md)\n```\n")
+    assert [b.split(":")[0] for b in broken_links(page)] == ["missing.md", "other.md#nowhere"]
+
+
+def test_the_readme_links_every_page_under_docs() -> None:
+    linked = {(ROOT / link.partition("#")[0]).resolve() for link in relative_links(ROOT / "README.md")}
+    # Pages other branches add are linked when they are merged; every page of this list must be.
+    mine = {"backups", "backups-guarantees", "tasks", "strategies", "executor", "offline", "offline-runtime",
+            "deploying", "security", "configuration", "operations-runbook", "testing", "benchmarks",
+            "benchmarks-method"}
+    assert {(ROOT / "docs" / f"{name}.md").resolve() for name in mine} <= linked
+
+
+def test_the_readme_reads_in_ten_minutes() -> None:
+    words = len((ROOT / "README.md").read_text().split())
+    assert words <= README_MAX_WORDS, f"README.md has {words} words; move depth to docs/ (at most {README_MAX_WORDS})"
+
+
+def test_the_stage_settings_table_lists_exactly_the_settings_the_app_reads() -> None:
+    documented = rows(section(CONFIGURATION.read_text(), "Stage settings (the app's)"))
+    declared = {v.name: v.default for v in VARIABLES}
+    assert set(documented) == set(declared), "docs/configuration.md's stage table and chalicelib/settings.py differ"
+    for name, default in declared.items():
+        assert documented[name] == (f"`{default}`" if default else "(empty)"), name
+    environ = RecordingEnviron()
+    Settings.from_env(environ)
+    assert environ.read - {"AWS_DEFAULT_REGION"} <= set(documented), "Settings reads a variable nobody documents"
+    assert set(declared) <= environ.read, "a documented setting is never read"
+
+
+def test_the_deploy_time_table_lists_exactly_make_deploys_settings() -> None:
+    documented = rows(section(CONFIGURATION.read_text(), "Deploy-time settings (`make deploy`'s environment)"))
+    assert set(documented) == {o.name for o in (*event_sources.OPTIONS, *iam.OPTIONS)}
+
+
+def test_the_offline_table_lists_exactly_the_local_runtimes_variables() -> None:
+    documented = rows(section(CONFIGURATION.read_text(), "The offline runtime (`make run`, `make demo`)"))
+    assert documented == {name: f"`{default}`" for name, default in LOCAL_VARIABLES.items()}
+    environ = RecordingEnviron()
+    LocalSettings.from_env(environ)
+    assert environ.read == set(documented), "LocalSettings reads a variable the table does not list, or not one it does"

@@ -1,0 +1,67 @@
+"""What `make run` prints for a user: the banner's report of the shell's settings, and an invocation line
+that names what the invocation dead-lettered and why."""
+
+from __future__ import annotations
+
+import threading
+
+from chalice.app import Chalice
+
+from chalicelib.log import logger
+from local.invoker import Invoker, Reporter, dead_letter_note
+from local.stage import ShellReport
+
+DUE_REASON = "NewImage is not a valid task: the item has no run_at (due time) (field run_at)"
+
+
+def test_a_shell_setting_the_stage_sets_is_reported_ignored_and_one_it_does_not_set_is_taken() -> None:
+    shell = {"BACKUP_SCHEDULE": "rate(1 hour)", "DUE_ATTRIBUTE": "REMINDER_TIMESTAMP", "STATE_TABLE": "same",
+             "API_TOKEN": "secret", "HOME": "/root", "LOCAL_API_PORT": "9000"}
+    stage = {"BACKUP_SCHEDULE": "rate(5 minutes)", "STATE_TABLE": "same", "API_TOKEN": "secret"}
+    report = ShellReport.of(shell, stage)
+    assert report.ignored == {"BACKUP_SCHEDULE": ("rate(1 hour)", "rate(5 minutes)")}
+    assert report.taken == {"DUE_ATTRIBUTE": "REMINDER_TIMESTAMP"}
+
+
+def invoke_logging(reasons: list[str], *, from_another_thread: bool) -> str:
+    app = Chalice(app_name="timekeeper")  # the app's logger is named after it, as chalicelib.log's is
+    lines: list[str] = []
+
+    @app.lambda_function(name="task_stream")
+    def task_stream(event: dict[str, object], context: object) -> None:
+        def log() -> None:
+            for reason in reasons:
+                logger.error("dead-lettered", extra={"source": "task_stream", "event_id": "e1", "reason": reason})
+        if from_another_thread:  # as the stream handler's own worker threads do
+            worker = threading.Thread(target=log)
+            worker.start()
+            worker.join()
+        else:
+            log()
+
+    invoker = Invoker(app, Reporter(lines.append))
+    invoker.reporter.invocation(invoker.invoke("task_stream", "stream", {}, 1))
+    [line] = lines
+    return line
+
+
+def test_an_item_dead_lettered_for_a_missing_due_time_says_so_on_its_invocation_line() -> None:
+    line = invoke_logging([DUE_REASON], from_another_thread=True)
+    assert line.endswith(f"ok; dead-lettered 1: {DUE_REASON} (set DUE_ATTRIBUTE?)"), line
+
+
+def test_an_invocation_that_dead_lettered_nothing_ends_in_ok() -> None:
+    assert invoke_logging([], from_another_thread=False).endswith(" ms  ok")
+
+
+def test_several_dead_letters_show_the_first_reason_and_count_the_others() -> None:
+    line = invoke_logging([DUE_REASON, DUE_REASON, "the record cannot be planned: ValueError: x"],
+                          from_another_thread=False)
+    assert "dead-lettered 3: " in line and "(set DUE_ATTRIBUTE?) and 1 other reason (see the JSON log)" in line
+
+
+def test_a_reason_the_user_cannot_fix_gets_no_hint_and_a_long_one_is_cut() -> None:
+    assert dead_letter_note(("SendMessage was rejected: x" + "y" * 500,)).endswith("...")
+    assert "?" not in dead_letter_note(("the record has no dynamodb.SequenceNumber",))
+    assert "TASK_ACTION_TARGET_ARNS?" in dead_letter_note((
+        "NewImage is not a valid task: queue not allowed by the stage (TASK_ACTION_TARGET_ARNS): q",))
