@@ -311,3 +311,27 @@ def test_every_stream_log_line_carries_the_request_id_and_its_task(
     per_task = [line for line in lines if line["message"] == "dead-lettered"]
     assert per_task and all(line.get("task_id") == "USER#ada|REMINDER#1" for line in per_task)
     assert all(line.get("function_request_id") for line in lines)
+
+
+def test_an_api_routes_log_lines_carry_the_request_id_and_the_task(
+        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    due = clock.now + timedelta(minutes=5)
+    created = post_task(client, {"run_at": due.isoformat(), "strategy": "exact",
+                                 "action": {"type": "email", "to": "ada@example.com", "subject": "Hi", "body": "Hi"}})
+    task_id = json.loads(created.body)["id"]
+    client.http.delete(f"/tasks/{task_id}")
+    lines = _log_lines(_read(log_out))
+    assert [line["message"] for line in lines] == ["task created", "task cancelled"]
+    assert all(line.get("task_id") == task_id for line in lines)
+    request_ids = [line.get("function_request_id") for line in lines]
+    assert all(request_ids) and request_ids[0] != request_ids[1]
+
+
+def test_a_dead_lettered_due_messages_log_lines_name_its_task(
+        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    due = arrange_seed(deps, strategy="exact")
+    record = events.sqs_record(due_body(SEED_KEY, due), deps.settings.due_dlq, "m-9")
+    client.lambda_.invoke("due_dead_letter", events.sqs_event(record))
+    lines = _log_lines(_read(log_out))
+    assert lines and all(line.get("task_id") == SEED_KEY.task_id for line in lines)
+    assert all(line.get("function_name") == "due_dead_letter" and line.get("function_request_id") for line in lines)
