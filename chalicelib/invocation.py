@@ -36,7 +36,10 @@ def observed(deps: Callable[[], Deps]) -> Middleware:
 
     def observe(event: Any, get_response: Callable[[Any], Any]) -> Any:
         keys = lambda_context_keys(event)
+        # For the whole process (a handler's worker threads log too: one invocation at a time in Lambda), and
+        # for this thread, where they win: the offline runtime runs invocations side by side in threads.
         logger.append_keys(**keys)
+        logger.thread_safe_append_keys(**keys)
         try:
             return get_response(event)
         finally:
@@ -44,6 +47,7 @@ def observed(deps: Callable[[], Deps]) -> Middleware:
                 deps().metrics.flush({"request_id": keys[REQUEST_ID]} if REQUEST_ID in keys else None)
             except Exception:  # the bundle could not be built: the handler has said why already
                 logger.warning("metrics not flushed", exc_info=True)
+            logger.thread_safe_remove_keys(keys)
             logger.remove_keys(keys)
 
     return observe

@@ -335,3 +335,39 @@ def test_a_dead_lettered_due_messages_log_lines_name_its_task(
     lines = _log_lines(_read(log_out))
     assert lines and all(line.get("task_id") == SEED_KEY.task_id for line in lines)
     assert all(line.get("function_name") == "due_dead_letter" and line.get("function_request_id") for line in lines)
+
+
+def test_invocations_side_by_side_in_threads_log_each_their_own_request_id(
+        client: Client, deps: Deps, log_out: io.StringIO) -> None:
+    """The offline runtime invokes handlers in threads at once: each thread's lines carry its own id."""
+    import threading
+
+    from chalicelib.invocation import observed
+
+    inside = threading.Barrier(2)
+
+    class Context:
+        def __init__(self, request_id: str) -> None:
+            self.aws_request_id = request_id
+            self.function_name = "test"
+
+    class Event:
+        def __init__(self, request_id: str) -> None:
+            self.context = Context(request_id)
+
+    def handler(event: Event) -> None:
+        inside.wait(timeout=10)  # both invocations are running
+        logger.info("inside", extra={"expected": event.context.aws_request_id})
+        inside.wait(timeout=10)
+
+    middleware = observed(lambda: deps)
+    threads = [threading.Thread(target=middleware, args=(Event(f"req-{i}"), handler)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lines = [line for line in _log_lines(_read(log_out)) if line["message"] == "inside"]
+    assert len(lines) == 2
+    assert all(line["function_request_id"] == line["expected"] for line in lines)
+    logger.info("after")
+    assert "function_request_id" not in _log_lines(_read(log_out))[0]  # removed when each ended
