@@ -65,18 +65,18 @@ def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[d
 
     def handle(record: dict[str, Any]) -> str | None:
         message_id = str(record.get("messageId", ""))
-        key = _task_of(record)
-        with about(task_id=key.task_id if key else ""):  # every line of this message names its task
-            try:
-                outcome = execute(deps, str(record.get("body", "")), message_id, items_read)
-                logger.info("due message handled", extra={"message_id": message_id, "outcome": outcome})
-                return None
-            except Exception:
-                logger.exception("due message failed; it will be redelivered", extra={"message_id": message_id})
-                return message_id
+        try:
+            outcome = execute(deps, str(record.get("body", "")), message_id, items_read)
+            logger.info("due message handled", extra={"message_id": message_id, "outcome": outcome})
+            return None
+        except Exception:
+            logger.exception("due message failed; it will be redelivered", extra={"message_id": message_id})
+            return message_id
 
     def handle_group(group: list[dict[str, Any]]) -> list[str | None]:
-        return [handle(record) for record in group]
+        key = _task_of(group[0])
+        with about(task_id=key.task_id if key else ""):  # every line of these messages names their task
+            return [handle(record) for record in group]
 
     # The messages of one task one after the other (a duplicate then finds the first one's claim settled, not
     # running); different tasks at once.
