@@ -18,6 +18,7 @@ from chalice.app import Chalice, CloudWatchEvent, DynamoDBEvent, Response, SQSEv
 from chalicelib import auth
 from chalicelib.aws import Deps
 from chalicelib.container import Container
+from chalicelib.invocation import observed
 from chalicelib.settings import Settings, unprovisioned_refusal
 from chalicelib.web import json_body, query, raw_body, respond
 
@@ -32,6 +33,9 @@ container = Container(lambda: Deps.from_settings(settings))
 def deps() -> Deps:
     return container.get()
 
+
+# Every function: log lines carry the Lambda request id; the metrics recorded are flushed once at the end.
+app.register_middleware(observed(deps), "all")
 
 # Every route but GET /health and GET /openapi.json takes **protected: the authorizer API_AUTH chooses (chalicelib/auth.py).
 protected = auth.route_auth(app, settings, lambda: deps().settings)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import boto3
 from botocore.config import Config
 
+from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
 
 if TYPE_CHECKING:
@@ -94,7 +95,8 @@ class Clients:
 
 @dataclass
 class Deps:
-    """What a domain function needs from the outside world: settings, clients, time."""
+    """What a domain function needs from the outside world: settings, clients, time, and where metrics go
+    (recorded in memory, flushed once per invocation: chalicelib/metrics.py)."""
 
     settings: Settings
     clients: Clients
@@ -102,6 +104,10 @@ class Deps:
     sleep: Sleep = time.sleep
     _queue_urls: dict[str, str] = field(default_factory=dict)
     _lookup: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    metrics: Metrics = field(default_factory=Metrics)
+
+    def __post_init__(self) -> None:
+        self.metrics.stage = self.metrics.stage or self.settings.stage
 
     def queue_url(self, name: str) -> str:
         """The URL of a queue by name, looked up once per container (threads that start together wait for

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from aws_lambda_powertools import Logger
 
@@ -60,3 +61,15 @@ class SafeLogger(Logger):
 
 
 logger = SafeLogger(service="timekeeper", level=os.environ.get("LOG_LEVEL", "INFO"))
+
+
+@contextmanager
+def about(**keys: str) -> Iterator[None]:
+    """Every line this thread logs inside the block carries ``keys`` (the task or backup run it concerns), so
+    one task's life can be followed across functions; empty values are left out."""
+    present = {k: v for k, v in keys.items() if v}
+    logger.thread_safe_append_keys(**present)
+    try:
+        yield
+    finally:
+        logger.thread_safe_remove_keys(present)

@@ -111,6 +111,10 @@ VARIABLES: tuple[Variable, ...] = (
              "Comma-separated SQS queue / SNS topic ARNs (IAM wildcards * and ? allowed) that tasks' sqs and sns "
              "actions may send to: the API refuses others (400), the stream dead-letters items naming others, the "
              "executor refuses them, and task_executor's IAM policy grants exactly these. Empty: none."),
+    # operations (docs/operations.md)
+    Variable("LATENESS_ALARM_MS", "5000",
+             "Deployed stages: the exact strategy's p99 lateness (ms, per 5 minutes, twice in a row) above which "
+             "the lateness alarm tells the alert topic."),
 )
 
 # Sort key of the due-bucket GSI: the due time as epoch seconds (a number), written
@@ -241,6 +245,7 @@ class Settings:
     api_throttle_rate: float = 50.0
     api_throttle_burst: int = 100
     task_action_target_arns: tuple[str, ...] = ()
+    lateness_alarm_ms: int = 5000
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -313,6 +318,7 @@ class Settings:
             api_throttle_rate=env.number("API_THROTTLE_RATE", 1, 10000),
             api_throttle_burst=env.integer("API_THROTTLE_BURST", 1, 5000),
             task_action_target_arns=env.action_targets("TASK_ACTION_TARGET_ARNS"),
+            lateness_alarm_ms=env.integer("LATENESS_ALARM_MS", 100, 3_600_000),
         )
 
 

@@ -36,7 +36,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.aws import Clients, Deps, client_config
 from chalicelib.settings import Settings
-from deploy import api_gateway, event_sources, iam, replay, stage, template
+from deploy import api_gateway, event_sources, iam, observability, replay, stage, template
 from deploy.provision import (
     SCHEDULER_ROLE_POLICY,
     cloudwatch_client,
@@ -173,7 +173,7 @@ def destroy_resources(clients: Clients, settings: Settings, delete_data: bool) -
 
     def gone(exc: ClientError) -> bool:
         code = str(exc.response.get("Error", {}).get("Code", ""))
-        return code in ("ResourceNotFoundException", "NoSuchEntity", "NotFoundException",
+        return code in ("ResourceNotFoundException", "ResourceNotFound", "NoSuchEntity", "NotFoundException",
                         "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
 
     def attempt(what: str, call: Callable[[], Any]) -> None:
@@ -188,8 +188,11 @@ def destroy_resources(clients: Clients, settings: Settings, delete_data: bool) -
                   settings.due_dlq, settings.task_dlq, iam.scheduler_dlq_name(settings)):
         attempt(f"queue {queue}", lambda q=queue: clients.sqs.delete_queue(  # type: ignore[misc]
             QueueUrl=clients.sqs.get_queue_url(QueueName=q)["QueueUrl"]))
-    alarms = [dlq_alarm_name(q) for q in dead_letter_queues(settings, {})]
+    alarms = [dlq_alarm_name(q) for q in dead_letter_queues(settings, {})] + [
+        a["AlarmName"] for a in observability.metric_alarms(settings, "")]
     attempt(f"alarms {', '.join(alarms)}", lambda: cloudwatch_client(clients).delete_alarms(AlarmNames=alarms))
+    dashboard = observability.dashboard_name(settings)
+    attempt(f"dashboard {dashboard}", lambda: cloudwatch_client(clients).delete_dashboards(DashboardNames=[dashboard]))
     topic = iam.alert_topic_name(settings)
     for page in clients.sns.get_paginator("list_topics").paginate():
         for arn in [t["TopicArn"] for t in page.get("Topics", []) if t["TopicArn"].rsplit(":", 1)[-1] == topic]:

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.aws import Clients, client_config
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
-from deploy import iam
+from deploy import iam, observability
 
 MAX_RECEIVE_COUNT = 5  # deliveries before SQS moves a message to its dead-letter queue
 
@@ -248,7 +248,11 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
             clients, iam.scheduler_role_name(settings), due_queue_arn, scheduler_dlq_arn, result)
     topic_name = iam.alert_topic_name(settings)
     topic_arn = ensure_topic(clients, topic_name, result)
-    ensure_dlq_alarms(clients, dead_letter_queues(settings, result.redrive), topic_arn, result)
+    dlqs = dead_letter_queues(settings, result.redrive)
+    ensure_dlq_alarms(clients, dlqs, topic_arn, result)
+    ensure_alarms(clients, observability.metric_alarms(settings, topic_arn), result)
+    ensure_dashboard(clients, observability.dashboard_name(settings),
+                     observability.dashboard_json(settings, dlqs, settings.region), result)
     ensure_schedule_group(clients, settings.schedule_group, result)
     ensure_sender(clients, settings.sender_email, result)
     result.environment.update({
@@ -325,8 +329,13 @@ def cloudwatch_client(clients: Clients) -> Any:
 
 def ensure_dlq_alarms(clients: Clients, queues: list[str], topic_arn: str, result: Provisioned) -> None:
     """One alarm per dead-letter queue, to the alert topic; put only when missing or different."""
+    ensure_alarms(clients, [dlq_alarm(q, topic_arn) for q in queues], result)
+
+
+def ensure_alarms(clients: Clients, alarms: list[dict[str, Any]], result: Provisioned) -> None:
+    """Each alarm (PutMetricAlarm's arguments), put only when missing or different."""
     client = cloudwatch_client(clients)
-    wanted = {dlq_alarm_name(q): dlq_alarm(q, topic_arn) for q in queues}
+    wanted = {a["AlarmName"]: a for a in alarms}
     existing = {a["AlarmName"]: a for a in client.describe_alarms(AlarmNames=sorted(wanted))["MetricAlarms"]}
     for name, alarm in wanted.items():
         have = existing.get(name)
@@ -334,6 +343,21 @@ def ensure_dlq_alarms(clients: Clients, queues: list[str], topic_arn: str, resul
             continue
         client.put_metric_alarm(**alarm)
         result.changes.append(f"{'updated' if have else 'created'} alarm {name}")
+
+
+def ensure_dashboard(clients: Clients, name: str, body: str, result: Provisioned) -> None:
+    """The stage's dashboard (deploy/observability.py), put only when missing or different."""
+    client = cloudwatch_client(clients)
+    try:
+        have = client.get_dashboard(DashboardName=name).get("DashboardBody")
+    except ClientError as exc:
+        if _code(exc) not in ("ResourceNotFound", "ResourceNotFoundException"):
+            raise
+        have = None
+    if have is not None and json.loads(have) == json.loads(body):
+        return
+    client.put_dashboard(DashboardName=name, DashboardBody=body)
+    result.changes.append(f"{'updated' if have is not None else 'created'} dashboard {name}")
 
 
 def create_sample_tables(clients: Clients, names: list[str], rows: int, result: Provisioned) -> None:

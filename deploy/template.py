@@ -19,7 +19,7 @@ from typing import Any
 from chalice.app import Chalice
 
 from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
-from deploy import api_gateway, event_sources, iam
+from deploy import api_gateway, event_sources, iam, observability
 from deploy.provision import MAX_RECEIVE_COUNT, Index, dead_letter_queues, dlq_alarm, state_indexes, tasks_indexes
 
 RETENTION_SECONDS = 1209600
@@ -59,25 +59,48 @@ def dead_letter_alarms(queues: dict[str, Any], settings: Settings, topic: str = 
     """A CloudWatch alarm per dead-letter queue among ``queues`` (logical id -> resource), to ``topic``:
     the same alarms and the same choice of queues as provision() (every redrive target, and every
     queue the settings name as a DLQ)."""
-    by_name = {r["Properties"]["QueueName"]: logical for logical, r in queues.items()
-               if r.get("Type") == "AWS::SQS::Queue"}
-    redrive = {r["Properties"]["QueueName"]: queues[r["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]
-               ["Properties"]["QueueName"]
-               for r in queues.values() if r.get("Type") == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]}
+    by_name = _queues_by_name(queues)
     alarms: dict[str, Any] = {}
-    for name in dead_letter_queues(settings, redrive):
-        if name not in by_name:
-            continue  # a DLQ the stage does not provision here (e.g. an ARN of another stack)
+    for name in _dead_letter_queues(queues, settings):
         props = dlq_alarm(name, {"Ref": topic})
         props["Dimensions"] = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [by_name[name], "QueueName"]}}]
         alarms[f"{by_name[name]}Alarm"] = {"Type": "AWS::CloudWatch::Alarm", "Properties": props}
     return alarms
 
 
+def _queues_by_name(queues: dict[str, Any]) -> dict[str, str]:
+    return {r["Properties"]["QueueName"]: logical for logical, r in queues.items() if r.get("Type") == "AWS::SQS::Queue"}
+
+
+def _dead_letter_queues(queues: dict[str, Any], settings: Settings) -> list[str]:
+    """The names of the dead-letter queues among ``queues`` (a DLQ the stage does not provision here, e.g.
+    an ARN of another stack, is left out)."""
+    by_name = _queues_by_name(queues)
+    redrive = {r["Properties"]["QueueName"]: queues[r["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]
+               ["Properties"]["QueueName"]
+               for r in queues.values() if r.get("Type") == "AWS::SQS::Queue" and "RedrivePolicy" in r["Properties"]}
+    return [name for name in dead_letter_queues(settings, redrive) if name in by_name]
+
+
+def metric_alarms_and_dashboard(resources: dict[str, Any], settings: Settings, topic: str = "AlertTopic") -> dict[str, Any]:
+    """The alarms on the app's metrics and the stage's dashboard (deploy/observability.py), as provision() puts
+    them; the dashboard's region is the stack's."""
+    out: dict[str, Any] = {}
+    for alarm in observability.metric_alarms(settings, {"Ref": topic}):
+        logical = "".join(part.title() for part in alarm["AlarmName"].removeprefix(
+            observability.alarm_prefix(settings) + "-").split("-")) + "Alarm"
+        out[logical] = {"Type": "AWS::CloudWatch::Alarm", "Properties": alarm}
+    body = observability.dashboard_json(settings, _dead_letter_queues(resources, settings), "${AWS::Region}")
+    out["Dashboard"] = {"Type": "AWS::CloudWatch::Dashboard", "Properties": {
+        "DashboardName": observability.dashboard_name(settings), "DashboardBody": {"Fn::Sub": body}}}
+    return out
+
+
 def resources(settings: Settings) -> dict[str, Any]:
     """The merge template of the resources of the stage ``settings`` describes."""
     template = _resources(settings)
     template["Resources"].update(dead_letter_alarms(template["Resources"], settings))
+    template["Resources"].update(metric_alarms_and_dashboard(template["Resources"], settings))
     return template
 
 

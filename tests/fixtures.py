@@ -17,6 +17,7 @@ from moto import mock_aws
 
 import app as app_module
 from chalicelib.aws import Clients, Deps
+from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
 from deploy.provision import provision
 from local import moto_corrections
@@ -122,9 +123,40 @@ def aws() -> Iterator[Aws]:
             pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
 
 
+@dataclass
+class Emitted:
+    """The EMF documents the app's metrics emitted (each line parsed), and what they say."""
+
+    lines: list[str] = field(default_factory=list)
+
+    def documents(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.lines]
+
+    def values(self, name: str, **dimensions: str) -> list[float]:
+        """Every value of metric ``name`` emitted with exactly ``dimensions`` (Stage aside)."""
+        found: list[float] = []
+        for document in self.documents():
+            [directive] = document["_aws"]["CloudWatchMetrics"]
+            names = {m["Name"] for m in directive["Metrics"]}
+            dimension_names = set(directive["Dimensions"][0])
+            if name in names and dimension_names - {"Stage"} == set(dimensions) and \
+                    all(document[k] == v for k, v in dimensions.items()):
+                found += document[name] if isinstance(document[name], list) else [document[name]]
+        return found
+
+    def total(self, name: str, **dimensions: str) -> float:
+        return sum(self.values(name, **dimensions))
+
+
 @pytest.fixture
-def deps(aws: Aws, clock: FakeClock) -> Iterator[Deps]:
-    bundle = Deps(settings=aws.settings, clients=aws.clients, clock=clock, sleep=clock.sleep)
+def emitted() -> Emitted:
+    return Emitted()
+
+
+@pytest.fixture
+def deps(aws: Aws, clock: FakeClock, emitted: Emitted) -> Iterator[Deps]:
+    bundle = Deps(settings=aws.settings, clients=aws.clients, clock=clock, sleep=clock.sleep,
+                  metrics=Metrics(emit=emitted.lines.append))
     app_module.container.use(bundle)
     yield bundle
     app_module.container.use(None)

@@ -24,6 +24,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib import alerts
+from chalicelib import metrics as m
 from chalicelib.aws import Deps
 from chalicelib.backups import rules, trigger
 from chalicelib.backups.messages import BadMessage, MonitorMessage, parse_message, send_poll_message
@@ -31,7 +32,7 @@ from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import retry_transient
 from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
-from chalicelib.log import logger
+from chalicelib.log import about, logger
 from chalicelib.throttle import error_code, is_rate_limit
 
 LISTING_SKEW = trigger.LISTING_SKEW  # backups are listed from a little before the run started
@@ -133,6 +134,11 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
     except BadMessage as exc:
         dead_letter(deps, settings.backup_monitor_dlq, "backup-monitor", message_id, str(exc), body)
         return "dead-lettered"
+    with about(run_id=message.run_id):  # every line of this message names its run
+        return _check(deps, message, body, message_id)
+
+
+def _check(deps: Deps, message: MonitorMessage, body: str, message_id: str) -> str:
     store = RunStore(deps)
     now = deps.clock()
     if not message.watch:
@@ -186,6 +192,7 @@ def _poll(deps: Deps, store: RunStore, run: Run, poll: int, now: datetime) -> st
     """Poll ``poll``, claimed (``run`` is the run item as the claim left it, at ``poll + 1``)."""
     settings = deps.settings
     run_id = run.run_id
+    _measure_overdue(deps, run, now)
     listed = list_user_backups(deps, run.started_at - LISTING_SKEW)
     if _only_creating(deps, run, listed, now):
         logger.info("backup run polled", extra={"run_id": run_id, "poll": poll, "pending": run.counts["backups"]})
@@ -314,5 +321,32 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
              **{k.lower(): v[:ALERT_LIST] for k, v in counts.items()},
              "deleted": [b.arn for b in deleted][:ALERT_LIST], "counts": summary},
             kind="summary"), deps.sleep)
+        _measure_complete(deps, run, now, summary)
     logger.info("backup run complete", extra={"run_id": run.run_id, **summary})
     return "complete"
+
+
+# --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------
+
+def run_deadline(deps: Deps, run: Run) -> datetime:
+    """When a run should be complete: its backups' deadline (BACKUP_DEADLINE_MINUTES, when the monitor calls the
+    ones still CREATING stuck), plus one monitor delay to see it and a run lease to finish retention."""
+    s = deps.settings
+    return run.started_at + timedelta(minutes=s.backup_deadline_minutes, seconds=s.backup_monitor_delay_seconds
+                                      + s.backup_run_lease_seconds)
+
+
+def _measure_overdue(deps: Deps, run: Run, now: datetime) -> None:
+    if now > run_deadline(deps, run):
+        deps.metrics.count(m.BACKUP_RUNS_OVERDUE)
+
+
+def _measure_complete(deps: Deps, run: Run, now: datetime, summary: dict[str, Any]) -> None:
+    """The run's outcome, once (only the delivery that completed the run gets here)."""
+    deps.metrics.count(m.BACKUP_RUNS_COMPLETED)
+    for name, key in ((m.BACKUP_TABLES_BACKED_UP, "backed_up"), (m.BACKUP_TABLES_FAILED, "failed"),
+                      (m.BACKUP_TABLES_STUCK, "stuck"), (m.BACKUPS_DELETED, "deleted"),
+                      (m.BACKUPS_VERIFIED, "verified")):
+        if key in summary:  # "verified" once restore verification records it
+            deps.metrics.count(name, summary[key])
+    deps.metrics.observe(m.BACKUP_RUN_DURATION, m.SECONDS, (now - run.started_at).total_seconds())

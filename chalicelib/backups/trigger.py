@@ -19,14 +19,14 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib import alerts
+from chalicelib import alerts, metrics
 from chalicelib.aws import Deps
 from chalicelib.backups import rules
 from chalicelib.backups.messages import send_poll_message, send_watch_message
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import is_transient, retry_transient
 from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
-from chalicelib.log import logger
+from chalicelib.log import about, logger
 from chalicelib.throttle import Pacer, error_code
 
 # CreateBackup errors that concern one table; the run goes on with the others.
@@ -225,10 +225,17 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
     takes over a start whose worker died (after the lease).
     """
     now = deps.clock()
+    named = run_id or new_run_id(now)
+    with about(run_id=named):  # every line of this start names its run
+        return _start_run(deps, trigger, tables, named, now, given=run_id is not None)
+
+
+def _start_run(deps: Deps, trigger: str, tables: Sequence[str] | None, run_id: str, now: datetime,
+               given: bool) -> Run:
     store = RunStore(deps)
     repair_stale_runs(deps, store, now)
-    run = Run(run_id=run_id or new_run_id(now), started_at=now, trigger=trigger, claimed_at=now)
-    existing = store.get(run.run_id) if run_id else None
+    run = Run(run_id=run_id, started_at=now, trigger=trigger, claimed_at=now)
+    existing = store.get(run.run_id) if given else None
     if existing is None:
         chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps)
         prefix = deps.settings.backup_name_prefix
@@ -236,6 +243,7 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
                       for t in chosen}
         if store.create(run):
             logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
+            deps.metrics.count(metrics.BACKUP_RUNS_STARTED, **{metrics.TRIGGER: trigger})
             if chosen:
                 _send_watch(deps, run.run_id)
             return _start(deps, store, run, now, resumed=False)

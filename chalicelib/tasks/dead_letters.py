@@ -34,7 +34,7 @@ from typing import Any
 from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
-from chalicelib.log import logger
+from chalicelib.log import about, logger
 from chalicelib.tasks.executor import skip_reason
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, iso, task_from_item
 from chalicelib.tasks.store import SETTLED, Execution, TaskStore
@@ -46,17 +46,30 @@ def run_batch(deps: Deps, records: Iterable[dict[str, Any]]) -> dict[str, list[d
     """Handle an SQS batch of DUE_DLQ; the ids of the messages to redeliver (partial batch response)."""
     failures: list[dict[str, str]] = []
     for record in records:
-        message_id = str(record.get("messageId", ""))
-        attributes = record.get("attributes")
-        receives = (attributes or {}).get("ApproximateReceiveCount", "") if isinstance(attributes, dict) else ""
-        try:
-            outcome = handle(deps, str(record.get("body", "")), message_id, str(receives))
-            logger.info("dead-lettered due message handled", extra={"message_id": message_id, "outcome": outcome})
-        except Exception:
-            logger.exception("dead-lettered due message failed; it will be redelivered",
-                             extra={"message_id": message_id})
-            failures.append({"itemIdentifier": message_id})
+        with about(task_id=_task_id_of(record)):  # every line of this message names its task
+            failures += _handle_record(deps, record)
     return {"batchItemFailures": failures}
+
+
+def _task_id_of(record: dict[str, Any]) -> str:
+    try:
+        return DueMessage.from_json(str(record.get("body", ""))).key.task_id
+    except InvalidTask:
+        return ""
+
+
+def _handle_record(deps: Deps, record: dict[str, Any]) -> list[dict[str, str]]:
+    message_id = str(record.get("messageId", ""))
+    attributes = record.get("attributes")
+    receives = (attributes or {}).get("ApproximateReceiveCount", "") if isinstance(attributes, dict) else ""
+    try:
+        outcome = handle(deps, str(record.get("body", "")), message_id, str(receives))
+        logger.info("dead-lettered due message handled", extra={"message_id": message_id, "outcome": outcome})
+        return []
+    except Exception:
+        logger.exception("dead-lettered due message failed; it will be redelivered",
+                         extra={"message_id": message_id})
+        return [{"itemIdentifier": message_id}]
 
 
 def handle(deps: Deps, body: str, message_id: str, receive_count: str = "") -> str:

@@ -45,9 +45,10 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib import alerts, ddb
+from chalicelib import metrics as m
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
-from chalicelib.log import logger
+from chalicelib.log import about, logger
 from chalicelib.tasks import actions, items, timing
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, task_from_item
 from chalicelib.tasks.store import RUNNING, Claim, Execution, Outcome, TaskStore
@@ -73,7 +74,9 @@ def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[d
             return message_id
 
     def handle_group(group: list[dict[str, Any]]) -> list[str | None]:
-        return [handle(record) for record in group]
+        key = _task_of(group[0])
+        with about(task_id=key.task_id if key else ""):  # every line of these messages names their task
+            return [handle(record) for record in group]
 
     # The messages of one task one after the other (a duplicate then finds the first one's claim settled, not
     # running); different tasks at once.
@@ -158,7 +161,8 @@ def execute(deps: Deps, body: str, message_id: str,
         item = items_read[message.key]
     else:
         item = store.get_item(message.key)
-    if item is None:
+    if item is None:  # deleted: cancelled by the API or by its own program (the message does not say its strategy)
+        deps.metrics.task(m.TASKS_SKIPPED_CANCELLED, None)
         return "skipped: gone"
     try:
         task = task_from_item(item, settings)
@@ -169,6 +173,7 @@ def execute(deps: Deps, body: str, message_id: str,
         return "dead-lettered"
     reason = skip_reason(task, message)
     if reason:
+        _measure_skip(deps, task, reason)
         return "skipped: " + reason
     if task.status is Status.RUNNING:  # left RUNNING by the previous version's executor
         legacy = _legacy_claim(deps, store, task, message)
@@ -180,7 +185,9 @@ def execute(deps: Deps, body: str, message_id: str,
     owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised
     claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner)
     if not claim.won:
+        _measure_skip(deps, task, claim.lost)
         return _claim_lost(deps, store, task, message, image, claim, message_id, body)
+    _measure_lateness(deps, task)
     outcome = _run_with_retries(deps, task)
     next_due = timing.next_due(task, deps.clock()) if outcome.status is Status.DONE else None
     settled = _persisted(deps, "the task's outcome",
@@ -189,6 +196,7 @@ def execute(deps: Deps, body: str, message_id: str,
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})
         return "skipped: taken over by another worker"
+    _measure_outcome(deps, task, outcome)
     _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
            outcome, message_id, body)
     return "failed" if outcome.status is Status.FAILED else "done"
@@ -224,7 +232,7 @@ def _after(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
         if not execution.dead_lettered:
             dead_letter(deps, deps.settings.task_dlq, SOURCE, message_id,
                         f"task {task.id} failed after {attempts} attempts: {error}", _payload(body),
-                        smaller=_without_image(message), dedupe_id=dedupe_id)
+                        smaller=_without_image(message), dedupe_id=dedupe_id, strategy=task.strategy.value)
             _persisted(deps, "dead_lettered on the record", lambda: store.mark(task.key, "dead_lettered"))
             did = True
         if not execution.alerted:
@@ -329,3 +337,26 @@ def _run_with_retries(deps: Deps, task: Task) -> Outcome:
             if attempt < limit:
                 deps.sleep(timing.retry_delay(attempt))
     return Outcome(Status.FAILED, limit, None, error)
+
+
+# --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------
+
+def _measure_lateness(deps: Deps, task: Task) -> None:
+    """The action starts now: how late, in ms (executed minus due; negative never, as it waits out early)."""
+    late = (deps.clock() - task.due).total_seconds() * 1000
+    deps.metrics.observe(m.TASK_LATENESS, m.MILLISECONDS, late, **{m.STRATEGY: task.strategy.value})
+
+
+def _measure_outcome(deps: Deps, task: Task, outcome: Outcome) -> None:
+    deps.metrics.task(m.TASKS_EXECUTED, task.strategy.value)
+    if outcome.attempts > 1:
+        deps.metrics.task(m.TASKS_RETRIED, task.strategy.value, outcome.attempts - 1)
+    if outcome.status is Status.FAILED:
+        deps.metrics.task(m.TASKS_FAILED, task.strategy.value)
+
+
+def _measure_skip(deps: Deps, task: Task, reason: str) -> None:
+    """A due message that does not run its task because the task was cancelled or moved since it was sent."""
+    name = {"cancelled": m.TASKS_SKIPPED_CANCELLED, "rescheduled": m.TASKS_SKIPPED_RESCHEDULED}.get(reason)
+    if name:
+        deps.metrics.task(name, task.strategy.value)

@@ -44,7 +44,8 @@ from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
-from chalicelib.log import logger
+from chalicelib.log import about, logger
+from chalicelib.metrics import strategy_of_record
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.tasks import schedules
 from chalicelib.tasks.schedules import (
@@ -144,7 +145,7 @@ def process_records(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, 
     try:
         active = runs
         while active:
-            _each(pool, [run.advance for run in active])
+            _each(pool, [run.advance_about_task for run in active])
             active = [run for run in active if run.waiting is not None]
             if active:
                 errors = send_due_messages(deps, [run.waiting for run in active if run.waiting is not None], pool)
@@ -209,6 +210,12 @@ class KeyRun:
             self._run, self.waiting = None, None
             self._position += 1
 
+    def advance_about_task(self) -> None:
+        """``advance``, every line it logs naming the task of these records (their key)."""
+        key = schedules.record_key(self.records[0]) if self.records else None
+        with about(task_id=key.task_id if key else ""):
+            self.advance()
+
     def sent(self, error: Exception | None) -> None:
         """The waiting message was sent (``error`` None), or its send failed with ``error``."""
         self.waiting, self._error = None, error
@@ -271,7 +278,8 @@ def _dead_letter(deps: Deps, record: dict[str, Any], reason: str) -> None:
         dynamodb: dict[str, Any] = found if isinstance(found, dict) else {}
         payload = {"eventID": record.get("eventID"), "eventName": record.get("eventName"), "truncated": True,
                    "dynamodb": {k: dynamodb.get(k) for k in ("Keys", "SequenceNumber", "ApproximateCreationDateTime")}}
-    dead_letter(deps, deps.settings.task_dlq, SOURCE, schedules.record_id(record), reason, payload)
+    dead_letter(deps, deps.settings.task_dlq, SOURCE, schedules.record_id(record), reason, payload,
+                strategy=strategy_of_record(record))
 
 
 def _call(deps: Deps, call: Callable[[], T]) -> T:

@@ -27,10 +27,12 @@ CONFIG: dict[str, Any] = json.loads((ROOT / ".chalice" / "config.json").read_tex
 # The chalicelib modules app.py needs at import: the settings read at import, the client
 # bundle its container builds, the route authorizer and the routes' JSON plumbing, with the
 # structured logger (aws-lambda-powertools).  Every function's handler logs, so loading the
-# logger later would only move its cost into the first invocation, not save it.
+# logger later would only move its cost into the first invocation, not save it.  Likewise the
+# middleware every function runs (chalicelib.invocation) and the metrics it flushes
+# (chalicelib.metrics: Powertools' package loads its EMF provider with the Logger anyway).
 AT_IMPORT = frozenset({
-    "chalicelib", "chalicelib.auth", "chalicelib.aws", "chalicelib.container", "chalicelib.log",
-    "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.web",
+    "chalicelib", "chalicelib.auth", "chalicelib.aws", "chalicelib.container", "chalicelib.invocation",
+    "chalicelib.log", "chalicelib.metrics", "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.web",
 })
 
 # Loaded by some handlers only: the time-zone database (schedule_fire.py: task recurrence).

@@ -122,7 +122,7 @@ def test_every_dead_letter_queue_has_an_alarm_to_the_alert_topic_when_it_holds_a
     made = alarms(clients)
 
     dlqs = ["tk-prod-due-dlq", "tk-prod-due-scheduler-dlq", "tk-prod-monitor-dlq", "tk-prod-task-dlq"]
-    assert sorted(made) == [f"{q}-not-empty" for q in dlqs]
+    assert sorted(n for n in made if n.endswith("-not-empty")) == [f"{q}-not-empty" for q in dlqs]
     for dlq in dlqs:
         alarm = made[f"{dlq}-not-empty"]
         assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")

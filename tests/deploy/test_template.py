@@ -185,3 +185,18 @@ def test_lambda_imports_the_app_from_the_shipped_bytecode_without_compiling(pack
         assert Path(file).is_relative_to(task), f"{name} was imported from {file}, not from the package"
         assert Path(cached).is_file(), f"{name} has no bytecode at {cached}"
     assert not list(task.rglob(f"*.{sys.implementation.cache_tag}.pyc.*")), "the import wrote bytecode"
+
+
+def test_the_packaged_template_has_the_alarms_on_the_apps_metrics_and_the_stage_dashboard(packaged: Path) -> None:
+    resources = template(packaged)["Resources"]
+    alarms = {r["Properties"]["AlarmName"]: r["Properties"] for r in resources.values()
+              if r.get("Type") == "AWS::CloudWatch::Alarm"}
+    for name in ("task-failures", "exact-lateness-p99", "backup-run-overdue", "backup-schedule-missed"):
+        assert alarms[f"timekeeper-prod-{name}"]["AlarmActions"] == [{"Ref": "AlertTopic"}], name
+    assert {n for n in alarms if n.endswith("-dlq-not-empty")} == {
+        f"timekeeper-prod-{q}-not-empty" for q in ("backup-monitor-dlq", "due-dlq", "due-scheduler-dlq", "task-dlq")}
+    [dashboard] = [r["Properties"] for r in resources.values() if r.get("Type") == "AWS::CloudWatch::Dashboard"]
+    assert dashboard["DashboardName"] == "timekeeper-prod"
+    body = json.loads(dashboard["DashboardBody"]["Fn::Sub"])  # the stack's region substituted
+    assert {w["properties"]["region"] for w in body["widgets"]} == {"${AWS::Region}"}
+    assert len(body["widgets"]) == 6

@@ -122,11 +122,12 @@ def test_the_template_has_the_dead_letter_alarms_provision_creates_with_the_same
     topic = resources["AlertTopic"]["Properties"]["TopicName"]
     in_template = {}
     for props in of_type(resources, "AWS::CloudWatch::Alarm").values():
-        [dimension] = props["Dimensions"]
-        queue = resources[dimension["Value"]["Fn::GetAtt"][0]]["Properties"]["QueueName"]
         assert props["AlarmActions"] == [{"Ref": "AlertTopic"}]
-        in_template[props["AlarmName"]] = {**props, "Dimensions": [{"Name": "QueueName", "Value": queue}],
-                                           "AlarmActions": [topic]}
+        in_template[props["AlarmName"]] = {**props, "AlarmActions": [topic]}
+        if props.get("Namespace") == "AWS/SQS":  # a dead-letter queue's, named by its resource
+            [dimension] = props["Dimensions"]
+            queue = resources[dimension["Value"]["Fn::GetAtt"][0]]["Properties"]["QueueName"]
+            in_template[props["AlarmName"]]["Dimensions"] = [{"Name": "QueueName", "Value": queue}]
     provisioned = {}
     for alarm in cloudwatch_client(clients).describe_alarms()["MetricAlarms"]:
         provisioned[alarm["AlarmName"]] = {k: alarm[k] for k in in_template.get(alarm["AlarmName"], alarm)
@@ -137,5 +138,23 @@ def test_the_template_has_the_dead_letter_alarms_provision_creates_with_the_same
     # every queue another queue redrives to has one
     redrive_targets = {q["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
                        for q in of_type(resources, "AWS::SQS::Queue").values() if "RedrivePolicy" in q}
-    alarmed = {p["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for p in of_type(resources, "AWS::CloudWatch::Alarm").values()}
+    alarmed = {p["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for p in of_type(resources, "AWS::CloudWatch::Alarm").values()
+               if p.get("Namespace") == "AWS/SQS"}
     assert redrive_targets and redrive_targets <= alarmed
+
+
+def test_the_template_has_the_alarms_on_the_apps_metrics_provision_creates(prod: tuple[Clients, Settings]) -> None:
+    clients, _ = prod
+    names = {p["AlarmName"] for p in of_type(committed_resources(), "AWS::CloudWatch::Alarm").values()}
+    assert names == {a["AlarmName"] for a in cloudwatch_client(clients).describe_alarms()["MetricAlarms"]}
+    assert {f"timekeeper-prod-{n}" for n in ("task-failures", "exact-lateness-p99", "backup-run-overdue",
+                                             "backup-schedule-missed")} <= names
+
+
+def test_the_template_has_the_dashboard_provision_puts_in_the_stacks_region(prod: tuple[Clients, Settings]) -> None:
+    clients, settings = prod
+    [props] = of_type(committed_resources(), "AWS::CloudWatch::Dashboard").values()
+    assert props["DashboardName"] == "timekeeper-prod"
+    body = props["DashboardBody"]["Fn::Sub"].replace("${AWS::Region}", settings.region)
+    provisioned = cloudwatch_client(clients).get_dashboard(DashboardName="timekeeper-prod")["DashboardBody"]
+    assert json.loads(body) == json.loads(provisioned)

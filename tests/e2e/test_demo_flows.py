@@ -11,7 +11,8 @@ import pytest
 
 from chalicelib.aws import Clients
 from chalicelib.settings import Settings
-from deploy.provision import provision
+from deploy import observability
+from deploy.provision import cloudwatch_client, provision
 from local.client import ApiClient
 from local.demo import DEMO_ENVIRONMENT, Demo, DemoTiming, demo_flows, demo_for, run_demo
 from local.stage import LocalSettings, LocalStage, start_local_stage
@@ -47,6 +48,16 @@ def test_the_api_answers_on_its_port_and_every_handler_is_running(stage: LocalSt
 def test_provisioning_the_running_stage_again_changes_nothing(stage: LocalStage) -> None:
     settings = Settings.from_env(stage.environment)
     assert provision(Clients(settings), settings).changes == []
+
+
+def test_the_local_stage_has_the_alarms_and_the_dashboard_a_deployed_stage_has(stage: LocalStage) -> None:
+    settings = Settings.from_env(stage.environment)
+    cloudwatch = cloudwatch_client(Clients(settings))
+    alarms = {a["AlarmName"]: a for a in cloudwatch.describe_alarms()["MetricAlarms"]}
+    wanted = [a["AlarmName"] for a in observability.metric_alarms(settings, settings.alert_topic_arn)]
+    assert set(wanted) <= set(alarms) and len(wanted) == 4
+    assert all(alarms[name]["AlarmActions"] == [settings.alert_topic_arn] for name in wanted)
+    assert cloudwatch.get_dashboard(DashboardName=observability.dashboard_name(settings))["DashboardBody"]
 
 
 def test_make_demos_four_flows_pass_and_print_the_summary_table(stage: LocalStage) -> None:

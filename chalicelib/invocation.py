@@ -1,0 +1,53 @@
+"""What every invocation of every function shares (one Chalice middleware for all event types).
+
+While the handler runs, every log line carries the Lambda request id and the
+function's name (Powertools' ``inject_lambda_context`` keys ``function_request_id``
+and ``function_name``; Chalice's handlers take one event argument, so the keys are
+appended here rather than by that decorator).  When it returns or raises, the
+metrics it recorded are flushed: once per invocation, a log line per EMF
+document, never raising (chalicelib/metrics.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chalicelib.aws import Deps
+from chalicelib.log import logger
+
+REQUEST_ID = "function_request_id"
+FUNCTION_NAME = "function_name"
+
+Middleware = Callable[[Any, Callable[[Any], Any]], Any]
+
+
+def lambda_context_keys(event: Any) -> dict[str, str]:
+    """The log keys of the invocation ``event`` (a Chalice event, or a Request for a route) came with."""
+    context = getattr(event, "context", None)
+    if context is None or isinstance(context, dict):  # a Request's ``context`` is API Gateway's request context
+        context = getattr(event, "lambda_context", None)
+    keys = {REQUEST_ID: getattr(context, "aws_request_id", None), FUNCTION_NAME: getattr(context, "function_name", None)}
+    return {k: str(v) for k, v in keys.items() if v}
+
+
+def observed(deps: Callable[[], Deps]) -> Middleware:
+    """The middleware: request-id log keys around the handler, the metrics flushed after it."""
+
+    def observe(event: Any, get_response: Callable[[Any], Any]) -> Any:
+        keys = lambda_context_keys(event)
+        # For the whole process (a handler's worker threads log too: one invocation at a time in Lambda), and
+        # for this thread, where they win: the offline runtime runs invocations side by side in threads.
+        logger.append_keys(**keys)
+        logger.thread_safe_append_keys(**keys)
+        try:
+            return get_response(event)
+        finally:
+            try:
+                deps().metrics.flush({"request_id": keys[REQUEST_ID]} if REQUEST_ID in keys else None)
+            except Exception:  # the bundle could not be built: the handler has said why already
+                logger.warning("metrics not flushed", exc_info=True)
+            logger.thread_safe_remove_keys(keys)
+            logger.remove_keys(keys)
+
+    return observe

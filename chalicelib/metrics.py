@@ -1,0 +1,162 @@
+"""CloudWatch metrics in embedded metric format (EMF), recorded during an invocation and flushed once at its end.
+
+Domain code records a point with ``deps.metrics`` (``count`` or ``observe``): an
+in-memory append under a lock, no AWS call, safe from the executor's and the
+stream scheduler's threads.  The invocation's middleware (chalicelib/invocation.py)
+calls ``flush`` when the handler returns or raises: the points become EMF
+documents (serialised by aws-lambda-powertools' CloudWatch EMF provider, which
+the package loads with its Logger anyway: no cold-start cost), one JSON line each on stdout, which
+Lambda's log agent turns into CloudWatch metrics; offline (``make run``) the lines
+are simply printed.  Recording or emitting never raises into the handler: a
+failure is logged and the points are dropped.  POWERTOOLS_METRICS_DISABLED=true
+turns emission off.
+
+Every metric is in the namespace ``Timekeeper`` with the dimension ``Stage``; task
+metrics add ``Strategy`` (exact, interval, lazy, or unknown for a record that
+names none readable), a started backup run ``Trigger`` (schedule or api).  No
+dimension names a task or a table, so the number of metrics stays bounded.  The
+names, units and when each is emitted: docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+
+from chalicelib.log import logger
+
+NAMESPACE = "Timekeeper"
+STAGE = "Stage"
+STRATEGY = "Strategy"
+TRIGGER = "Trigger"
+UNKNOWN_STRATEGY = "unknown"
+
+COUNT = "Count"
+MILLISECONDS = "Milliseconds"
+SECONDS = "Seconds"
+
+# Tasks, each by Strategy.
+TASKS_EXECUTED = "TasksExecuted"            # an execution settled (its action ran): DONE or FAILED
+TASKS_FAILED = "TasksFailed"                # an execution settled FAILED after TASK_MAX_ATTEMPTS attempts
+TASKS_RETRIED = "TasksRetried"              # attempts of an action after its first (retries)
+TASKS_DEAD_LETTERED = "TasksDeadLettered"   # a task record or due message sent to TASK_DLQ
+TASKS_SKIPPED_CANCELLED = "TasksSkippedCancelled"      # a due message for a task cancelled since
+TASKS_SKIPPED_RESCHEDULED = "TasksSkippedRescheduled"  # a due message for a task moved to another time
+TASK_LATENESS = "TaskLateness"              # ms from the due time to the action's start
+# Backup runs (Stage only; BackupRunsStarted also by Trigger).
+BACKUP_RUNS_STARTED = "BackupRunsStarted"
+BACKUP_RUNS_COMPLETED = "BackupRunsCompleted"
+BACKUP_RUNS_OVERDUE = "BackupRunsOverdue"   # a poll of a run still not complete past its deadline
+BACKUP_TABLES_BACKED_UP = "BackupTablesBackedUp"
+BACKUP_TABLES_FAILED = "BackupTablesFailed"
+BACKUP_TABLES_STUCK = "BackupTablesStuck"
+BACKUPS_DELETED = "BackupsDeleted"
+BACKUPS_VERIFIED = "BackupsVerified"
+BACKUP_RUN_DURATION = "BackupRunDuration"   # s from a run's start to its completion
+
+# EMF: at most 100 metrics per document and 100 values per metric (Powertools publishes on its own at 100).
+PER_DOCUMENT = 99
+
+Emit = Callable[[str], None]
+Dimensions = tuple[tuple[str, str], ...]
+
+
+def print_line(line: str) -> None:
+    """Lambda's log agent reads EMF from stdout (as Powertools' own flush writes it)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class Metrics:
+    """The points recorded since the last flush, by dimension set; ``emit`` takes each EMF document as a line."""
+
+    def __init__(self, emit: Emit = print_line, stage: str = "", namespace: str = NAMESPACE) -> None:
+        self.emit = emit
+        self.stage = stage
+        self.namespace = namespace
+        self._lock = threading.Lock()
+        self._points: dict[Dimensions, dict[str, tuple[str, list[float]]]] = {}
+
+    def count(self, name: str, value: float = 1, /, **dimensions: str) -> None:
+        """Add ``value`` to a counter (one value per flush: the invocation's sum)."""
+        self._record(name, COUNT, float(value), dimensions, accumulate=True)
+
+    def observe(self, name: str, unit: str, value: float, /, **dimensions: str) -> None:
+        """Record one observation (kept apart, so CloudWatch computes percentiles over them)."""
+        self._record(name, unit, float(value), dimensions, accumulate=False)
+
+    def task(self, name: str, strategy: str | None, value: float = 1) -> None:
+        """A task counter by strategy."""
+        self.count(name, value, **{STRATEGY: strategy or UNKNOWN_STRATEGY})
+
+    def _record(self, name: str, unit: str, value: float, dimensions: Mapping[str, str], accumulate: bool) -> None:
+        try:
+            key = tuple(sorted(dimensions.items()))
+            with self._lock:
+                unit_values = self._points.setdefault(key, {}).setdefault(name, (unit, []))
+                values = unit_values[1]
+                if accumulate and values:
+                    values[0] += value
+                else:
+                    values.append(value)
+        except Exception:  # never the handler's problem
+            logger.warning("metric not recorded", extra={"metric": name}, exc_info=True)
+
+    def pending(self) -> dict[Dimensions, dict[str, tuple[str, list[float]]]]:
+        with self._lock:
+            return {k: {n: (u, list(v)) for n, (u, v) in m.items()} for k, m in self._points.items()}
+
+    def flush(self, metadata: Mapping[str, Any] | None = None) -> int:
+        """Emit every point recorded since the last flush as EMF documents; the number emitted.  Never raises:
+        a failure is logged and its points dropped (they are never emitted twice)."""
+        with self._lock:
+            points, self._points = self._points, {}
+        if not points:
+            return 0
+        emitted = 0
+        try:
+            if is_metrics_disabled():
+                return 0
+            for document in self.documents(points, metadata or {}):
+                self.emit(json.dumps(document, separators=(",", ":")))
+                emitted += 1
+        except Exception:
+            logger.warning("metrics could not be emitted", extra={"emitted": emitted}, exc_info=True)
+        return emitted
+
+    def documents(self, points: Mapping[Dimensions, Mapping[str, tuple[str, list[float]]]],
+                  metadata: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """The EMF documents of ``points``: one per dimension set, split so none passes EMF's limits."""
+        for dimensions, metrics in points.items():
+            longest = max(len(values) for _, values in metrics.values())
+            for start in range(0, longest, PER_DOCUMENT):
+                chunk = [(name, unit, values[start:start + PER_DOCUMENT])
+                         for name, (unit, values) in sorted(metrics.items()) if values[start:start + PER_DOCUMENT]]
+                for first in range(0, len(chunk), PER_DOCUMENT):
+                    provider = AmazonCloudWatchEMFProvider(
+                        namespace=self.namespace, dimension_set={STAGE: self.stage, **dict(dimensions)},
+                        metadata_set=dict(metadata))
+                    provider.service = ""  # no "service" dimension: alarms match the documented set exactly
+                    for name, unit, values in chunk[first:first + PER_DOCUMENT]:
+                        for value in values:
+                            provider.add_metric(name=name, unit=unit, value=value)
+                    yield dict(provider.serialize_metric_set(
+                        metrics=provider.metric_set, dimensions=provider.dimension_set, metadata=provider.metadata_set))
+
+
+def strategy_of_record(record: Any) -> str | None:
+    """The strategy a DynamoDB stream record's item names (new image, else old), if any: for the
+    dead-letter count of a record that could not be read as a task."""
+    try:
+        dynamodb = record.get("dynamodb") or {}
+        image = dynamodb.get("NewImage") or dynamodb.get("OldImage") or {}
+        value = image.get("strategy", {}).get("S")
+    except AttributeError:
+        return None
+    return value if value in ("exact", "interval", "lazy") else None
