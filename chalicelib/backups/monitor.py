@@ -25,11 +25,11 @@ from botocore.exceptions import ClientError
 
 from chalicelib import alerts
 from chalicelib.aws import Deps
-from chalicelib.backups import rules, trigger
+from chalicelib.backups import rules, trigger, verify
 from chalicelib.backups.messages import BadMessage, MonitorMessage, parse_message, send_poll_message
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import retry_transient
-from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
+from chalicelib.backups.store import FINISHING, POLLED, STARTING, VERIFYING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
 from chalicelib.throttle import error_code, is_rate_limit
@@ -121,7 +121,7 @@ def _first_delivery_died(run: Run, poll: int, now: datetime, message_id: str) ->
     is this very message's (another message for the poll, a resent one, is a duplicate) and the
     next message has not been claimed RESEND_AFTER later."""
     own = message_id == run.poll_message if message_id and run.poll_message else not run.poll_queued
-    return (run.status == RUNNING and poll == run.poll - 1 and own
+    return (run.status in POLLED and poll == run.poll - 1 and own
             and run.advanced_at is not None and now - run.advanced_at > RESEND_AFTER)
 
 
@@ -137,6 +137,8 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
     now = deps.clock()
     if not message.watch:
         claimed = store.claim_poll(message.run_id, message.poll, now, message_id)
+        if claimed is not None and claimed.status == VERIFYING:
+            return verify.poll(deps, store, claimed, message.poll, now)
         if claimed is not None:
             return _poll(deps, store, claimed, message.poll, now)
     return _unclaimed(deps, store, message, body, message_id, now)
@@ -164,6 +166,10 @@ def _unclaimed(deps: Deps, store: RunStore, message: MonitorMessage, body: str, 
     if run.status == STARTING:
         raise RetryLater(f"run {run_id} is still starting")
     if _first_delivery_died(run, poll, now, message_id) and store.claim_resend(run_id, run.poll, run.advanced_at, now):
+        if run.status == VERIFYING:
+            # Its first delivery died in the middle of a verification poll (whose steps each check what is
+            # done): this delivery does the poll over, and sends the next message.
+            return verify.poll(deps, store, run, poll, now)
         _send_poll(deps, run_id, run.poll)
         return "resent"
     logger.info("duplicate monitor message ignored", extra={"run_id": run_id, "poll": poll,
@@ -301,9 +307,19 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
     deleted = apply_retention(deps, sorted(run.tables), now, listed_since)
     counts = {s: sorted(r.table for r in run.tables.values() if r.status == s)
               for s in ("AVAILABLE", "FAILED", "STUCK")}
-    summary = {"tables": len(run.tables), "backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),
-               "stuck": len(counts["STUCK"]), "deleted": len(deleted), "href": f"/backups/runs/{run.run_id}"}
-    if store.complete(run.run_id, now, summary):
+    pitr_off = sorted(r.table for r in run.tables.values() if r.pitr == "DISABLED")
+    summary: dict[str, Any] = {
+        "tables": len(run.tables), "backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),
+        "stuck": len(counts["STUCK"]), "deleted": len(deleted), "pitr_off": len(pitr_off),
+        "href": f"/backups/runs/{run.run_id}"}
+    if run.verify_plan:
+        summary["verifying"] = len(run.verify_plan)
+    settled = store.verifying(run.run_id, now, summary) if run.verify_plan else store.complete(run.run_id, now, summary)
+    if settled and run.verify_plan:
+        # The monitor's polls go on, verifying restores (verify.py); if this message is lost, the resend
+        # of a first delivery that died, or the next trigger's repair, sends it.
+        _send_poll(deps, run.run_id, run.poll)
+    if settled:
         # Counts, the run's address, and the tables and deleted ARNs, each list cut at ALERT_LIST
         # (at thousands of tables the whole would pass SNS's 256 KB; the run's page has every table).
         retry_transient(lambda: alerts.publish(
@@ -314,5 +330,11 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
              **{k.lower(): v[:ALERT_LIST] for k, v in counts.items()},
              "deleted": [b.arn for b in deleted][:ALERT_LIST], "counts": summary},
             kind="summary"), deps.sleep)
+        if deps.settings.backup_require_pitr and pitr_off:
+            retry_transient(lambda: alerts.publish(
+                deps, f"timekeeper: {len(pitr_off)} backed-up tables without point-in-time recovery",
+                {"run_id": run.run_id, "tables": pitr_off[:ALERT_LIST], "count": len(pitr_off),
+                 "reason": "BACKUP_REQUIRE_PITR=true and point-in-time recovery is off",
+                 "href": f"/backups/runs/{run.run_id}"}), deps.sleep)
     logger.info("backup run complete", extra={"run_id": run.run_id, **summary})
-    return "complete"
+    return "verifying" if run.verify_plan else "complete"
