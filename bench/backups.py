@@ -15,6 +15,10 @@ the queue is empty.  Every design's backups stay CREATING for its first
 botocore hook on the clients the app builds (``core.CallCounter``); set-up calls
 are not counted.
 
+The PITR report (one DescribeContinuousBackups a table a run: AWS has no call that answers for many
+tables) is counted in ours and is not in the floor, which issue 11 set before the report existed:
+the whole-run target names how many of ours it is.
+
 The floor is the fewest calls any design makes on AWS: CreateBackup per table,
 DeleteBackup per expired backup, per poll one SendMessage and the ListBackups
 pages of the run's backups, and the pages listing the backups older than the
@@ -604,10 +608,13 @@ def targets(by_n: dict[int, tuple[RunFigures, RunFigures, int]]) -> list[Target]
     big = by_n[largest][0]
     run_n = done[-1] if done else largest
     fails = f"; at {largest} the run fails" if big.failed else ""
+    reports = by_n[run_n][0].of("DescribeContinuousBackups")
+    pitr = (f"; ours includes {reports} DescribeContinuousBackups: the PITR report, one a table, not in "
+            "issue 11's floor") if reports else ""
     out = [
         Target(f"pending poll at {poll_n} tables, calls (floor: {pages(poll_n)} ListBackups pages + 1)",
                poll.pending_total if poll.pending_poll else nan, floor_poll(poll_n)),
-        Target(f"whole run at {run_n} tables / floor (the largest N whose run finishes{fails})",
+        Target(f"whole run at {run_n} tables / floor (the largest N whose run finishes{fails}{pitr})",
                by_n[run_n][0].total / by_n[run_n][2] if done else nan, RUN_TARGET, "x"),
     ]
     if len(done) > 1:  # linear: a table costs no more write units in a big run than in a small one
