@@ -13,6 +13,11 @@ pages and the next message's SendMessage. Otherwise the run's table pages are
 read, new outcomes settled (AVAILABLE: one UpdateItem per page; FAILED and
 STUCK: one per table, with its alert), DescribeBackup asked only for an ARN the
 listing lacks, and the run re-queued or finished.
+
+A run with tables to verify (BACKUP_VERIFY) goes VERIFYING when it finishes, not
+COMPLETE: its polls go on, claimed the same way, and each is a restore
+verification poll (verify.py) until every verification has its verdict and its
+temporary table is deleted.
 """
 
 from __future__ import annotations

@@ -9,6 +9,12 @@ name (ListBackups of the table since the run started) instead of being made
 twice. A start still making backups after START_BUDGET hands the rest on: it
 records which tables it tried, lets its claim lapse and sends a watch with no
 delay; the continuation makes the untried tables' backups without looking first.
+
+A new run also records which of its tables it will verify by restoring them
+(BACKUP_VERIFY, rotating after the recent runs' plans: verify.py), and each
+table's point-in-time recovery status (DescribeContinuousBackups, one call a table,
+written with the table's result). A scheduled trigger first deletes the temporary
+restore tables a dead verification left behind.
 """
 from __future__ import annotations
 

@@ -114,21 +114,27 @@ def _failure(exc: Exception) -> str:
 def _advance(deps: Deps, store: RunStore, run: Run, v: Verification, now: datetime) -> None:
     """Move a RESTORING verification on as far as it goes now; settled, it is alerted (if FAILED)."""
     client = deps.clients.dynamodb
+    table: Mapping[str, Any] | None
     try:
         table = retry_transient(lambda: client.describe_table(TableName=v.restore_table), deps.sleep)["Table"]
     except ClientError as exc:
         if error_code(exc) not in GONE:
             raise
-        _restore(deps, run, v)
-        if v.status == RESTORING:
-            return
-        _settle(deps, store, run, v)
+        table = None
+    minutes = deps.settings.backup_deadline_minutes
+    late = bool(v.started_at) and now - datetime.fromisoformat(v.started_at) > timedelta(minutes=minutes)
+    if table is None:  # not restored yet (or a restore that was refused, or AWS gave up on)
+        if late:
+            v.status, v.error = "FAILED", f"no restored table {minutes} minutes after the verification started"
+        else:
+            _restore(deps, run, v)
+        if v.status != RESTORING:
+            _settle(deps, store, run, v)
         return
     status = table.get("TableStatus", "")
-    deadline = timedelta(minutes=deps.settings.backup_deadline_minutes)
     if status == "CREATING" or table.get("RestoreSummary", {}).get("RestoreInProgress"):
-        if v.started_at and now - datetime.fromisoformat(v.started_at) > deadline:
-            v.status, v.error = "FAILED", f"restore still in progress after {deps.settings.backup_deadline_minutes} minutes"
+        if late:
+            v.status, v.error = "FAILED", f"restore still in progress after {minutes} minutes"
             _settle(deps, store, run, v)
         return
     if status != "ACTIVE":

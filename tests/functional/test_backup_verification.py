@@ -17,6 +17,7 @@ from chalicelib.backups.store import COMPLETE, Run, RunStore
 from chalicelib.backups.verify_rules import restore_table_name
 from chalicelib.settings import BackupVerify
 from tests import events
+from tests.faults import Faults
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import aws_like_backups, monitor_messages, moto_backups
 
@@ -155,6 +156,43 @@ def test_a_backup_that_cannot_be_restored_fails_its_verification_with_an_alert(
     assert run.status == COMPLETE and run.summary["verify_failed"] == 1
     [alert] = [a["message"] for a in aws.alerts() if a["message"].get("kind") != "summary"]
     assert alert["subject"] == "timekeeper: restore verification of orders failed"
+
+
+def test_a_restore_still_creating_past_the_deadline_fails_and_its_table_is_deleted(
+        aws: Aws, verifying: Deps, clock: FakeClock, client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.dynamodb.models.table import RestoredTable  # moto's restores are ACTIVE at once; AWS's take time
+
+    described = RestoredTable.describe
+
+    def creating(self: Any, base_key: str = "TableDescription") -> dict[str, Any]:
+        out: dict[str, Any] = described(self, base_key)
+        out[base_key]["TableStatus"] = "CREATING"
+        return out
+
+    monkeypatch.setattr(RestoredTable, "describe", creating)
+    use_settings(verifying, backup_deadline_minutes=15)
+
+    run = _run_day(aws, verifying, clock, client)
+
+    [verification] = run.verifications.values()
+    assert verification.status == "FAILED" and verification.error == "restore still in progress after 15 minutes"
+    assert verification.table_deleted and _restores(verifying) == set()
+    assert run.status == COMPLETE and run.summary["verify_failed"] == 1
+    [alert] = [a["message"] for a in aws.alerts() if a["message"].get("kind") != "summary"]
+    assert alert["reason"] == verification.error
+
+
+def test_restores_refused_for_the_accounts_limit_are_tried_again_until_the_deadline(
+        aws: Aws, verifying: Deps, clock: FakeClock, client: Client, faults: Faults) -> None:
+    use_settings(verifying, backup_deadline_minutes=15)
+    refused = faults.inject("dynamodb.RestoreTableFromBackup", "error", code="LimitExceededException", times=1000)
+
+    run = _run_day(aws, verifying, clock, client)
+
+    [verification] = run.verifications.values()
+    assert verification.status == "FAILED"
+    assert verification.error == "no restored table 15 minutes after the verification started"
+    assert refused.hits > 1 and run.status == COMPLETE and _restores(verifying) == set()
 
 
 def test_a_listed_table_without_a_good_backup_is_skipped_not_restored(
