@@ -264,9 +264,13 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
     run = Run(run_id=run_id or new_run_id(now), started_at=now, trigger=trigger, claimed_at=now)
     existing = store.get(run.run_id) if run_id else None
     if existing is None:
-        listed = list_table_names(deps) if trigger == "schedule" and _may_have_leftovers(deps, runs) else None
-        if listed is not None:
-            verify.remove_leftover_tables(deps, runs, listed)
+        listed: list[str] | None = None
+        if trigger == "schedule" and _may_have_leftovers(deps, runs):
+            try:  # a clean-up that fails must not stop today's backups
+                listed = list_table_names(deps)
+                verify.remove_leftover_tables(deps, runs, listed)
+            except Exception:
+                logger.exception("could not look for leftover restore tables", extra={"run_id": run.run_id})
         chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps, listed)
         prefix = deps.settings.backup_name_prefix
         run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now), tried=False)
