@@ -57,7 +57,8 @@ BACKUP_TABLES_BACKED_UP = "BackupTablesBackedUp"
 BACKUP_TABLES_FAILED = "BackupTablesFailed"
 BACKUP_TABLES_STUCK = "BackupTablesStuck"
 BACKUPS_DELETED = "BackupsDeleted"
-BACKUPS_VERIFIED = "BackupsVerified"
+BACKUPS_VERIFIED = "BackupsVerified"          # restore verifications that passed, when a run's verification ends
+BACKUP_VERIFICATIONS_FAILED = "BackupVerificationsFailed"  # ... and those that failed (each also alerted)
 BACKUP_RUN_DURATION = "BackupRunDuration"   # s from a run's start to its completion
 
 # EMF: at most 100 metrics per document and 100 values per metric (Powertools publishes on its own at 100).

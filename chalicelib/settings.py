@@ -71,6 +71,12 @@ VARIABLES: tuple[Variable, ...] = (
              "How long a backup run's worker may be silent before it counts as dead: a STARTING run is then "
              "abandoned (alerted), a FINISHING one taken over, a RUNNING one whose poll stopped re-queued. "
              "360-1200: above the trigger's 300 s timeout, below the monitor's 4 redeliveries x 300 s."),
+    Variable("BACKUP_VERIFY", "none",
+             "Restore verification after a run: none, a whole number N (N of the run's tables, rotating so every "
+             "table is verified over time) or comma-separated table names; at most 50 (AWS's concurrent restores). "
+             "See docs/backups-verification.md."),
+    Variable("BACKUP_REQUIRE_PITR", "false",
+             "true: a run alerts (once) when a selected table has point-in-time recovery off."),
     # tasks
     Variable("TASKS_TABLE", "timekeeper-tasks", "Table of task items (string keys PK and SK)."),
     Variable("TASKS_STREAM_ARN", "", "Stream ARN of the tasks table (NEW_AND_OLD_IMAGES)."),
@@ -132,6 +138,20 @@ _ARN = re.compile(r"^arn:aws[a-zA-Z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{12}:.+$")
 # An SQS queue or SNS topic ARN, IAM wildcards allowed in region, account and name.
 ACTION_TARGET_ARN = re.compile(r"arn:aws[a-zA-Z-]*:(?:sqs|sns):[a-z0-9*?-]+:[0-9*?]{1,12}:[A-Za-z0-9_.*?-]{1,256}")
 _BACKUP_PREFIX = re.compile(r"(?:[A-Za-z0-9_.-]{1,100})?")
+
+
+VERIFY_MAX = 50  # AWS runs at most 50 restores of an account at once
+
+
+class BackupVerify(NamedTuple):
+    """BACKUP_VERIFY: ``sample`` tables of each run (rotating), or the ``tables`` listed; neither: none."""
+
+    sample: int = 0
+    tables: tuple[str, ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.sample or self.tables)
 
 
 def default_backup_prefix(stage: str) -> str:
@@ -246,6 +266,8 @@ class Settings:
     api_throttle_burst: int = 100
     task_action_target_arns: tuple[str, ...] = ()
     lateness_alarm_ms: int = 5000
+    backup_verify: BackupVerify = field(default_factory=BackupVerify)
+    backup_require_pitr: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -319,6 +341,8 @@ class Settings:
             api_throttle_burst=env.integer("API_THROTTLE_BURST", 1, 5000),
             task_action_target_arns=env.action_targets("TASK_ACTION_TARGET_ARNS"),
             lateness_alarm_ms=env.integer("LATENESS_ALARM_MS", 100, 3_600_000),
+            backup_verify=env.backup_verify("BACKUP_VERIFY"),
+            backup_require_pitr=env.choice("BACKUP_REQUIRE_PITR", ("true", "false")) == "true",
         )
 
 
@@ -402,6 +426,24 @@ class _Reader:
                     raise ValueError(f"{table!r} is not a table name")
             return tuple(dict.fromkeys(names))
         return self._convert(name, convert, "expected comma-separated table names")
+
+    def backup_verify(self, name: str) -> BackupVerify:
+        def convert(value: str) -> BackupVerify:
+            if value.lower() in ("", "none"):
+                return BackupVerify()
+            if value.isdigit():
+                if not 1 <= int(value) <= VERIFY_MAX:
+                    raise ValueError(f"a number of tables must be 1 to {VERIFY_MAX}")
+                return BackupVerify(sample=int(value))
+            names = [n.strip() for n in value.split(",") if n.strip()]
+            for table in names:
+                if not _TABLE_NAME.match(table):
+                    raise ValueError(f"{table!r} is not a table name")
+            if len(set(names)) > VERIFY_MAX:
+                raise ValueError(f"at most {VERIFY_MAX} tables, got {len(set(names))}")
+            return BackupVerify(tables=tuple(dict.fromkeys(names)))
+        return self._convert(name, convert, f"expected none, a whole number from 1 to {VERIFY_MAX} "
+                             "or comma-separated table names")
 
     def action_targets(self, name: str) -> tuple[str, ...]:
         def convert(value: str) -> tuple[str, ...]:

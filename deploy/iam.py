@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.backups.verify_rules import restore_prefix
 from chalicelib.settings import Settings
 from chalicelib.tasks.items import STATUS_INDEX
 from deploy.event_sources import Option
@@ -153,7 +154,24 @@ class _Builder:
             _statement("ListTablesAndBackups", ["dynamodb:ListTables", "dynamodb:ListBackups"], ["*"]),
             _statement("BackUpAnyTable", [
                 "dynamodb:CreateBackup", "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource",
+                "dynamodb:DescribeContinuousBackups",  # the run's point-in-time recovery report
             ], [self.where.arn("dynamodb", "table/*")]),
+        ]
+
+    def restore_tables(self) -> str:
+        """The stage's temporary restore tables (chalicelib/backups/verify_rules.restore_table_name)."""
+        return self.where.arn("dynamodb", f"table/{restore_prefix(self.settings.backup_name_prefix)}*")
+
+    def verify_restores(self) -> list[dict[str, Any]]:
+        """Restore verification: restore a backup (RestoreTableFromBackup on the backup, and the item actions
+        restore needs on the target table, AWS's backuprestore_IAM), describe, count and delete the
+        temporary table: on the temporary tables' names only."""
+        return [
+            _statement("RestoreBackups", ["dynamodb:RestoreTableFromBackup"], [self.where.arn("dynamodb", "table/*/backup/*")]),
+            _statement("VerifyRestoreTables", [
+                "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query",
+                "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable", "dynamodb:DeleteTable",
+            ], [self.restore_tables()]),
         ]
 
     def send(self, sid: str, *queues: str, extra: Sequence[str] = ()) -> dict[str, Any]:
@@ -199,12 +217,16 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             b.state_table("BackupRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
                                          "dynamodb:BatchWriteItem"]),
             *start_backups,
+            # restore tables a dead verification left behind (by name: chalicelib/backups/verify.py)
+            _statement("DeleteLeftoverRestoreTables", ["dynamodb:DescribeTable", "dynamodb:DeleteTable"],
+                       [b.restore_tables()]),
         ],
         "backup_monitor": [
             b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchWriteItem"]),
             *b.backups(),  # it takes over the start of a run whose trigger died (the start watch)
             _statement("ManageBackups", ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
                        [where.arn("dynamodb", "table/*/backup/*")]),
+            *b.verify_restores(),
             b.send("SendToMonitorQueues", s.backup_monitor_queue, s.backup_monitor_dlq),
             b.consume("ConsumeMonitorQueue", s.backup_monitor_queue),
             b.alerts(),

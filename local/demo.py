@@ -1,6 +1,7 @@
 """`make demo`: a scripted scenario on the offline runtime; exits 0 only if every step worked.
 
-1. backups: two runs over the sample tables, each monitored to COMPLETE; the
+1. backups: two runs over the sample tables, each monitored to COMPLETE (the first
+   restores one table's backup and verifies it: BACKUP_VERIFY=1 on the local stage); the
    second applies retention (the demo keeps 0 days, at least 1 backup per
    table), so the first run's backups are deleted and one per table remains;
 2. one task of each strategy (exact, interval, lazy) created with POST /tasks,
@@ -121,6 +122,9 @@ def backups(demo: Demo) -> str:
 
     first = run_to_completion()
     assert first["summary"]["backed_up"] == len(SAMPLE_TABLES), f"first run: {first['summary']}"
+    # BACKUP_VERIFY=1 on the local stage: one table's backup restored, compared and its restore deleted
+    verified = [(v["table"], v["status"], v["restore_table_deleted"]) for v in first["verifications"]]
+    assert len(verified) == 1 and verified[0][1:] == ("PASSED", True), f"first run's verification: {verified}"
     time.sleep(1.1)  # backup names carry the second they were taken
     second = run_to_completion()
     summary = second["summary"]
@@ -128,8 +132,8 @@ def backups(demo: Demo) -> str:
     assert summary["deleted"] == len(SAMPLE_TABLES), f"retention should delete the first run's backups: {summary}"
     left = {t: len(ddb.list_backups(TableName=t, BackupType="USER")["BackupSummaries"]) for t in SAMPLE_TABLES}
     assert all(n == 1 for n in left.values()), f"one backup per table should remain: {left}"
-    return (f"2 runs COMPLETE over {len(SAMPLE_TABLES)} tables; retention deleted {summary['deleted']}, "
-            f"1 backup left per table")
+    return (f"2 runs COMPLETE over {len(SAMPLE_TABLES)} tables; {verified[0][0]}'s backup restored and verified; "
+            f"retention deleted {summary['deleted']}, 1 backup left per table")
 
 
 def _create_task(demo: Demo, strategy: str, to: str, due: datetime) -> str:

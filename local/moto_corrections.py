@@ -43,6 +43,9 @@ only removes moto's departures from AWS):
   DeleteSchedule (and for each schedule of a deleted group) in this process: the
   Scheduler emulation reads the schedules that changed instead of listing them all
   every second (moto's ListSchedules sorts every schedule for each page).
+* **DescribeBackup** lacked ``SourceTableFeatureDetails`` (the backed-up table's
+  indexes, which restore verification compares with the restored table's); it is
+  added, from the table moto copied into the backup, in AWS's shape.
 * **SQS**: moto remembers the receipt handle of every deleted message (so that
   deleting again succeeds); ``bound_deleted_receipts`` keeps the newest ones.
 * **SES**: moto keeps every email sent; ``trim_sent_emails`` keeps the newest.
@@ -611,7 +614,29 @@ def install() -> None:
         _list_services_once()
         _fast_sqs()
         _announce_schedule_changes()
+        _backup_feature_details()
         _installed = True
+
+
+def _backup_feature_details() -> None:
+    """DescribeBackup as AWS answers it: SourceTableFeatureDetails with the backed-up table's indexes."""
+    from moto.dynamodb.models.table import Backup
+
+    described = Backup.description
+
+    def description(self: Any) -> dict[str, Any]:
+        out: dict[str, Any] = described.fget(self)  # type: ignore[attr-defined]
+        table = out["SourceTableDetails"]
+        features: dict[str, Any] = {}
+        for kind, fields in (("GlobalSecondaryIndexes", ("IndexName", "KeySchema", "Projection")),
+                             ("LocalSecondaryIndexes", ("IndexName", "KeySchema", "Projection"))):
+            indexes = [{k: index[k] for k in fields if k in index} for index in table.pop(kind, None) or []]
+            if indexes:
+                features[kind] = indexes
+        out["SourceTableFeatureDetails"] = features
+        return out
+
+    Backup.description = property(description)  # type: ignore[method-assign,assignment]
 
 
 def _list_services_once() -> None:

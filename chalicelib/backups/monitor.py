@@ -13,6 +13,11 @@ pages and the next message's SendMessage. Otherwise the run's table pages are
 read, new outcomes settled (AVAILABLE: one UpdateItem per page; FAILED and
 STUCK: one per table, with its alert), DescribeBackup asked only for an ARN the
 listing lacks, and the run re-queued or finished.
+
+A run with tables to verify (BACKUP_VERIFY) goes VERIFYING when it finishes, not
+COMPLETE: its polls go on, claimed the same way, and each is a restore
+verification poll (verify.py) until every verification has its verdict and its
+temporary table is deleted.
 """
 
 from __future__ import annotations
@@ -26,11 +31,11 @@ from botocore.exceptions import ClientError
 from chalicelib import alerts
 from chalicelib import metrics as m
 from chalicelib.aws import Deps
-from chalicelib.backups import rules, trigger
+from chalicelib.backups import rules, trigger, verify
 from chalicelib.backups.messages import BadMessage, MonitorMessage, parse_message, send_poll_message
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import retry_transient
-from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
+from chalicelib.backups.store import FINISHING, POLLED, STARTING, VERIFYING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
 from chalicelib.throttle import error_code, is_rate_limit
@@ -122,7 +127,7 @@ def _first_delivery_died(run: Run, poll: int, now: datetime, message_id: str) ->
     is this very message's (another message for the poll, a resent one, is a duplicate) and the
     next message has not been claimed RESEND_AFTER later."""
     own = message_id == run.poll_message if message_id and run.poll_message else not run.poll_queued
-    return (run.status == RUNNING and poll == run.poll - 1 and own
+    return (run.status in POLLED and poll == run.poll - 1 and own
             and run.advanced_at is not None and now - run.advanced_at > RESEND_AFTER)
 
 
@@ -143,6 +148,8 @@ def _check(deps: Deps, message: MonitorMessage, body: str, message_id: str) -> s
     now = deps.clock()
     if not message.watch:
         claimed = store.claim_poll(message.run_id, message.poll, now, message_id)
+        if claimed is not None and claimed.status == VERIFYING:
+            return verify.poll(deps, store, claimed, message.poll, now)
         if claimed is not None:
             return _poll(deps, store, claimed, message.poll, now)
     return _unclaimed(deps, store, message, body, message_id, now)
@@ -170,6 +177,10 @@ def _unclaimed(deps: Deps, store: RunStore, message: MonitorMessage, body: str, 
     if run.status == STARTING:
         raise RetryLater(f"run {run_id} is still starting")
     if _first_delivery_died(run, poll, now, message_id) and store.claim_resend(run_id, run.poll, run.advanced_at, now):
+        if run.status == VERIFYING:
+            # Its first delivery died in the middle of a verification poll (whose steps each check what is
+            # done): this delivery does the poll over, and sends the next message.
+            return verify.poll(deps, store, run, poll, now)
         _send_poll(deps, run_id, run.poll)
         return "resent"
     logger.info("duplicate monitor message ignored", extra={"run_id": run_id, "poll": poll,
@@ -308,9 +319,19 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
     deleted = apply_retention(deps, sorted(run.tables), now, listed_since)
     counts = {s: sorted(r.table for r in run.tables.values() if r.status == s)
               for s in ("AVAILABLE", "FAILED", "STUCK")}
-    summary = {"tables": len(run.tables), "backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),
-               "stuck": len(counts["STUCK"]), "deleted": len(deleted), "href": f"/backups/runs/{run.run_id}"}
-    if store.complete(run.run_id, now, summary):
+    pitr_off = sorted(r.table for r in run.tables.values() if r.pitr == "DISABLED")
+    summary: dict[str, Any] = {
+        "tables": len(run.tables), "backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),
+        "stuck": len(counts["STUCK"]), "deleted": len(deleted), "pitr_off": len(pitr_off),
+        "href": f"/backups/runs/{run.run_id}"}
+    if run.verify_plan:
+        summary["verifying"] = len(run.verify_plan)
+    settled = store.verifying(run.run_id, now, summary) if run.verify_plan else store.complete(run.run_id, now, summary)
+    if settled and run.verify_plan:
+        # The monitor's polls go on, verifying restores (verify.py); if this message is lost, the resend
+        # of a first delivery that died, or the next trigger's repair, sends it.
+        _send_poll(deps, run.run_id, run.poll)
+    if settled:
         # Counts, the run's address, and the tables and deleted ARNs, each list cut at ALERT_LIST
         # (at thousands of tables the whole would pass SNS's 256 KB; the run's page has every table).
         retry_transient(lambda: alerts.publish(
@@ -322,8 +343,15 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
              "deleted": [b.arn for b in deleted][:ALERT_LIST], "counts": summary},
             kind="summary"), deps.sleep)
         _measure_complete(deps, run, now, summary)
+        if deps.settings.backup_require_pitr and pitr_off:
+            retry_transient(lambda: alerts.publish(
+                deps, f"timekeeper: {len(pitr_off)} backed-up tables without point-in-time recovery",
+                {"run_id": run.run_id, "tables": pitr_off[:ALERT_LIST], "count": len(pitr_off),
+                 "reason": "BACKUP_REQUIRE_PITR=true and point-in-time recovery is off",
+                 "href": f"/backups/runs/{run.run_id}"}), deps.sleep)
     logger.info("backup run complete", extra={"run_id": run.run_id, **summary})
-    return "complete"
+    return "verifying" if run.verify_plan else "complete"
+
 
 
 # --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------
@@ -345,8 +373,6 @@ def _measure_complete(deps: Deps, run: Run, now: datetime, summary: dict[str, An
     """The run's outcome, once (only the delivery that completed the run gets here)."""
     deps.metrics.count(m.BACKUP_RUNS_COMPLETED)
     for name, key in ((m.BACKUP_TABLES_BACKED_UP, "backed_up"), (m.BACKUP_TABLES_FAILED, "failed"),
-                      (m.BACKUP_TABLES_STUCK, "stuck"), (m.BACKUPS_DELETED, "deleted"),
-                      (m.BACKUPS_VERIFIED, "verified")):
-        if key in summary:  # "verified" once restore verification records it
-            deps.metrics.count(name, summary[key])
+                      (m.BACKUP_TABLES_STUCK, "stuck"), (m.BACKUPS_DELETED, "deleted")):
+        deps.metrics.count(name, summary[key])  # verifications are counted when they end (verify.poll)
     deps.metrics.observe(m.BACKUP_RUN_DURATION, m.SECONDS, (now - run.started_at).total_seconds())

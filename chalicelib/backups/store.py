@@ -21,6 +21,11 @@ read again: if it holds this write's ``write_id``, the write was this worker's
 own earlier attempt whose response was lost (or botocore's retry of it), and it
 counts as done; otherwise another worker got there first.
 
+Restore verifications (verify.py): PK="BACKUP_RUN#<run id>", SK="verify#<table>", one small
+item each (at most 50 a run), written when the run's verification starts and settled one
+conditional write each; the run's page Query reads them with the pages. The run item keeps
+the plan (``verify_plan``: the tables chosen when the run was created).
+
 Items of runs recorded before pages existed keep their tables in the run item's
 ``tables`` map (page -1 below); they are read and settled in place.
 """
@@ -49,7 +54,11 @@ BATCH_ATTEMPTS = 8  # BatchWriteItem calls for one batch while some of it comes 
 INLINE = -1         # the page of a table kept in the run item itself (runs recorded before pages)
 
 STARTING, RUNNING, FINISHING, COMPLETE = "STARTING", "RUNNING", "FINISHING", "COMPLETE"
+VERIFYING = "VERIFYING"  # backups settled and retention done; restore verification under way (verify.py)
+POLLED = (RUNNING, VERIFYING)  # the statuses a poll message is claimed in
 FINAL = ("AVAILABLE", "FAILED", "STUCK")
+VERIFY_KEY = "verify#"   # + table: a verification's sort key in the run's page partition
+RESTORING, PASSED, SKIPPED = "RESTORING", "PASSED", "SKIPPED"  # a verification's status (and FAILED)
 
 
 @dataclass
@@ -62,19 +71,74 @@ class TableResult:
     alerted: bool = False
     page: int = 0               # the page item holding it (INLINE: the run item)
     tried: bool = True          # CreateBackup may have been called (trusted only after a hand-off)
+    pitr: str = ""              # point-in-time recovery when the run started: ENABLED, DISABLED, "" unknown
 
     def to_item(self) -> dict[str, Any]:
-        item = {"status": self.status, "backup_arn": self.backup_arn, "backup_name": self.backup_name,
-                "error": self.error, "alerted": self.alerted}
+        item: dict[str, Any] = {"status": self.status, "backup_arn": self.backup_arn, "backup_name": self.backup_name,
+                                "error": self.error, "alerted": self.alerted}
         if not self.tried:
             item["untried"] = True
+        if self.pitr:
+            item["pitr"] = self.pitr
         return item
 
     @classmethod
     def from_item(cls, table: str, item: dict[str, Any], page: int = INLINE) -> TableResult:
         return cls(table=table, status=item["status"], backup_arn=item.get("backup_arn", ""),
                    backup_name=item.get("backup_name", ""), error=item.get("error", ""),
-                   alerted=bool(item.get("alerted", False)), page=page, tried=not item.get("untried", False))
+                   alerted=bool(item.get("alerted", False)), page=page, tried=not item.get("untried", False),
+                   pitr=str(item.get("pitr", "")))
+
+
+@dataclass
+class Verification:
+    """One table's restore verification (verify.py): RESTORING, then PASSED or FAILED (or SKIPPED: the
+    table had no AVAILABLE backup), its temporary table deleted after."""
+
+    table: str
+    status: str
+    backup_arn: str = ""
+    restore_table: str = ""
+    started_at: str = ""
+    error: str = ""
+    problems: list[str] = field(default_factory=list)
+    recorded_items: int | None = None
+    restored_items: int | None = None
+    scan_complete: bool = False
+    table_deleted: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.status == SKIPPED or (self.status in (PASSED, "FAILED") and self.table_deleted)
+
+    def to_item(self) -> dict[str, Any]:
+        item: dict[str, Any] = {"table": self.table, "status": self.status, "backup_arn": self.backup_arn,
+                                "restore_table": self.restore_table, "started_at": self.started_at,
+                                "error": self.error, "problems": list(self.problems),
+                                "scan_complete": self.scan_complete, "table_deleted": self.table_deleted}
+        if self.recorded_items is not None:
+            item["recorded_items"] = self.recorded_items
+        if self.restored_items is not None:
+            item["restored_items"] = self.restored_items
+        return item
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Verification:
+        def count(name: str) -> int | None:
+            return int(item[name]) if item.get(name) is not None else None
+        return cls(table=item["table"], status=item["status"], backup_arn=item.get("backup_arn", ""),
+                   restore_table=item.get("restore_table", ""), started_at=item.get("started_at", ""),
+                   error=item.get("error", ""), problems=list(item.get("problems", [])),
+                   recorded_items=count("recorded_items"), restored_items=count("restored_items"),
+                   scan_complete=bool(item.get("scan_complete", False)),
+                   table_deleted=bool(item.get("table_deleted", False)))
+
+    def view(self) -> dict[str, Any]:
+        return {"table": self.table, "status": self.status, "backup_arn": self.backup_arn or None,
+                "restore_table": self.restore_table or None, "started_at": self.started_at or None,
+                "error": self.error or None, "problems": list(self.problems),
+                "recorded_items": self.recorded_items, "restored_items": self.restored_items,
+                "scan_complete": self.scan_complete, "restore_table_deleted": self.table_deleted}
 
 
 def _is_inline(tables: Any) -> bool:
@@ -99,6 +163,8 @@ class Run:
     summary: dict[str, Any] = field(default_factory=dict)
     handed_off: bool = False           # its starter ran out of time and handed the rest on (see ``hand_off``)
     counts: dict[str, int] = field(default_factory=dict)  # the run item's ``tables``: count, pages, backups, failed
+    verify_plan: list[str] = field(default_factory=list)  # the tables to verify once the backups are settled
+    verifications: dict[str, Verification] = field(default_factory=dict)  # read with the pages
 
     def paginate(self) -> None:
         """Give each table its page (PAGE_TABLES a page, in the run's order) and count them."""
@@ -128,6 +194,8 @@ class Run:
         }
         if self.poll_message:
             item["poll_message"] = self.poll_message
+        if self.verify_plan:
+            item["verify_plan"] = list(self.verify_plan)
         if self.handed_off:
             item["handed_off"] = True
         if self.claimed_at:
@@ -157,6 +225,7 @@ class Run:
             finished_at=datetime.fromisoformat(item["finished_at"]) if item.get("finished_at") else None,
             summary=item.get("summary", {}),
             counts={} if inline else {k: int(v) for k, v in tables.items()},
+            verify_plan=list(item.get("verify_plan", [])),
         )
 
     @property
@@ -176,9 +245,12 @@ class Run:
         if with_tables:
             view["tables"] = [
                 {"table": r.table, "status": r.status, "backup_arn": r.backup_arn or None,
-                 "backup_name": r.backup_name or None, "error": r.error or None}
+                 "backup_name": r.backup_name or None, "error": r.error or None,
+                 "pitr": r.pitr.lower() if r.pitr else None}
                 for r in sorted(self.tables.values(), key=lambda r: (r.page, r.table))
             ]
+            view["verify_plan"] = list(self.verify_plan)
+            view["verifications"] = [v.view() for _, v in sorted(self.verifications.items())]
         else:
             view["href"] = f"/backups/runs/{self.run_id}"
         view["summary"] = self.summary
@@ -195,7 +267,9 @@ class RunStore:
         self._table = deps.settings.state_table
         self._sleep = deps.sleep
 
-    def _key(self, run_id: str, page: int = INLINE) -> dict[str, Any]:
+    def _key(self, run_id: str, page: int | str = INLINE) -> dict[str, Any]:
+        if isinstance(page, str):  # a verification's sort key
+            return {"PK": {"S": PAGES_PARTITION + run_id}, "SK": {"S": page}}
         if page == INLINE:
             return {"PK": {"S": PARTITION}, "SK": {"S": run_id}}
         return {"PK": {"S": PAGES_PARTITION + run_id}, "SK": {"S": f"{page:05d}"}}
@@ -274,6 +348,10 @@ class RunStore:
             response = retry_transient(lambda: self._ddb.query(**kwargs), self._sleep)
             for raw in response.get("Items", []):
                 page = ddb.deserialize(raw)
+                if str(page["SK"]).startswith(VERIFY_KEY):
+                    verification = Verification.from_item(page)
+                    run.verifications[verification.table] = verification
+                    continue
                 number = int(page["SK"])
                 for table, result in page.get("tables", {}).items():
                     tables[table] = TableResult.from_item(table, result, number)
@@ -281,6 +359,65 @@ class RunStore:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         run.tables = tables
+
+    def load_verifications(self, run: Run) -> None:
+        """Read the run's verification items (only them: a Query on their sort key prefix)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "KeyConditionExpression": "PK = :pk AND begins_with(SK, :v)",
+            "ConsistentRead": True,
+            "ExpressionAttributeValues": {":pk": {"S": PAGES_PARTITION + run.run_id}, ":v": {"S": VERIFY_KEY}}}
+        while True:
+            response = retry_transient(lambda: self._ddb.query(**kwargs), self._sleep)
+            for raw in response.get("Items", []):
+                verification = Verification.from_item(ddb.deserialize(raw))
+                run.verifications[verification.table] = verification
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def add_verifications(self, run_id: str, verifications: Iterable[Verification]) -> None:
+        """Write new verification items (BATCH_WRITE a call): only ones the run does not have yet."""
+        requests = [{"PutRequest": {"Item": ddb.serialize({
+            "PK": PAGES_PARTITION + run_id, "SK": VERIFY_KEY + v.table, "run_id": run_id, **v.to_item()})}}
+            for v in verifications]
+        for i in range(0, len(requests), BATCH_WRITE):
+            self._batch_write(requests[i:i + BATCH_WRITE])
+
+    def settle_verification(self, run_id: str, v: Verification) -> bool:
+        """RESTORING -> PASSED or FAILED with what was found; False if another delivery settled it first."""
+        return self._update(
+            run_id, "SET #s = :status, #e = :error, problems = :problems, recorded_items = :recorded, "
+            "restored_items = :restored, scan_complete = :complete",
+            "#s = :restoring", names={"#s": "status", "#e": "error"},
+            values={":status": v.status, ":error": v.error, ":problems": list(v.problems),
+                    ":recorded": v.recorded_items, ":restored": v.restored_items, ":complete": v.scan_complete,
+                    ":restoring": RESTORING}, page=VERIFY_KEY + v.table)
+
+    def unsettle_verification(self, run_id: str, v: Verification) -> None:
+        """Undo ``settle_verification`` when its alert could not be sent, so a redelivery retries both."""
+        self._update(run_id, "SET #s = :restoring", "#s = :status", names={"#s": "status"},
+                     values={":restoring": RESTORING, ":status": v.status}, page=VERIFY_KEY + v.table)
+
+    def restore_table_deleted(self, run_id: str, v: Verification) -> None:
+        """The verification's temporary table is deleted (or being deleted)."""
+        self._update(run_id, "SET table_deleted = :t", "attribute_exists(PK)", values={":t": True},
+                     page=VERIFY_KEY + v.table)
+
+    def verifying(self, run_id: str, now: datetime, summary: dict[str, Any]) -> bool:
+        """FINISHING -> VERIFYING with the backups' summary: polls go on (``poll`` as it is), verifying restores."""
+        return self._update(
+            run_id, "SET #s = :verifying, summary = :summary, advanced_at = :now, poll_queued = :f",
+            "#s = :finishing", names={"#s": "status"},
+            values={":verifying": VERIFYING, ":finishing": FINISHING, ":summary": summary,
+                    ":now": now.isoformat(), ":f": False})
+
+    def verified(self, run_id: str, now: datetime, counts: dict[str, int]) -> bool:
+        """VERIFYING -> COMPLETE, the verifications counted in the summary."""
+        sets = ", ".join(f"summary.{k} = :{k}" for k in counts)
+        return self._update(
+            run_id, f"SET #s = :complete, finished_at = :now, {sets}", "#s = :verifying", names={"#s": "status"},
+            values={":complete": COMPLETE, ":verifying": VERIFYING, ":now": now.isoformat(),
+                    **{f":{k}": v for k, v in counts.items()}})
 
     def recent(self, limit: int, with_tables: bool = True) -> list[Run]:
         """The newest ``limit`` runs (``with_tables``: each with its tables, a Query per paged run)."""
@@ -295,7 +432,7 @@ class RunStore:
 
     def _update(self, run_id: str, update: str, condition: str,
                 names: dict[str, str] | None = None, values: dict[str, Any] | None = None,
-                page: int = INLINE) -> bool:
+                page: int | str = INLINE) -> bool:
         """``update`` ("SET ..." with an optional " REMOVE ...") of the run item (or of its ``page``) if
         ``condition`` holds, or held for this very write (see the module's docstring); False when
         another worker's write stands in the way."""
@@ -303,7 +440,7 @@ class RunStore:
         return done
 
     def _apply(self, run_id: str, update: str, condition: str, names: dict[str, str] | None,
-               values: dict[str, Any] | None, page: int, returning: bool) -> tuple[bool, dict[str, Any]]:
+               values: dict[str, Any] | None, page: int | str, returning: bool) -> tuple[bool, dict[str, Any]]:
         """``_update``; with ``returning``, also the item as written (read again when the write that
         stands was this worker's earlier attempt)."""
         write_id = uuid.uuid4().hex
@@ -393,12 +530,12 @@ class RunStore:
                      values={":starting": STARTING, ":complete": COMPLETE, ":claimed": claimed_at.isoformat()})
 
     def claim_stale_poll(self, run_id: str, poll: int, advanced_at: datetime, now: datetime) -> bool:
-        """Take over a RUNNING run whose poll has not moved since ``advanced_at`` (its message is lost)."""
+        """Take over a RUNNING (or VERIFYING) run whose poll has not moved since ``advanced_at`` (its message is lost)."""
         return self._update(
             run_id, "SET advanced_at = :now, poll_queued = :f",
-            "#s = :running AND poll = :poll AND advanced_at = :seen", names={"#s": "status"},
+            "#s IN (:running, :verifying) AND poll = :poll AND advanced_at = :seen", names={"#s": "status"},
             values={":now": now.isoformat(), ":poll": poll, ":f": False, ":running": RUNNING,
-                    ":seen": advanced_at.isoformat()})
+                    ":verifying": VERIFYING, ":seen": advanced_at.isoformat()})
 
     def mark_queued(self, run_id: str, poll: int) -> None:
         """The message for ``poll`` is in the queue."""
@@ -459,9 +596,9 @@ class RunStore:
             return None
         done, item = self._apply(
             run_id, "SET poll = :next, poll_queued = :f, advanced_at = :now, poll_message = :message",
-            "poll = :poll AND #s = :running", {"#s": "status"},
-            {":next": poll + 1, ":poll": poll, ":running": RUNNING, ":f": False, ":now": now.isoformat(),
-             ":message": message_id}, INLINE, returning=True)
+            "poll = :poll AND #s IN (:running, :verifying)", {"#s": "status"},
+            {":next": poll + 1, ":poll": poll, ":running": RUNNING, ":verifying": VERIFYING, ":f": False,
+             ":now": now.isoformat(), ":message": message_id}, INLINE, returning=True)
         return Run.from_item(item) if done and item else None
 
     def claim_finish(self, run_id: str, poll: int, now: datetime, stale_before: datetime) -> bool:

@@ -9,6 +9,12 @@ name (ListBackups of the table since the run started) instead of being made
 twice. A start still making backups after START_BUDGET hands the rest on: it
 records which tables it tried, lets its claim lapse and sends a watch with no
 delay; the continuation makes the untried tables' backups without looking first.
+
+A new run also records which of its tables it will verify by restoring them
+(BACKUP_VERIFY, rotating after the recent runs' plans: verify.py), and each
+table's point-in-time recovery status (DescribeContinuousBackups, one call a table,
+written with the table's result). A scheduled trigger first deletes the temporary
+restore tables a dead verification left behind.
 """
 from __future__ import annotations
 
@@ -21,11 +27,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib import alerts, metrics
 from chalicelib.aws import Deps
-from chalicelib.backups import rules
+from chalicelib.backups import rules, verify, verify_rules
 from chalicelib.backups.messages import send_poll_message, send_watch_message
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import is_transient, retry_transient
-from chalicelib.backups.store import FINISHING, RUNNING, STARTING, Run, RunStore, TableResult
+from chalicelib.backups.store import FINISHING, POLLED, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.log import about, logger
 from chalicelib.throttle import Pacer, error_code
 
@@ -46,6 +52,7 @@ CREATE_ATTEMPTS = 3  # CreateBackup tries per table on transient errors (each af
 # this long: well inside the trigger's (300 s) and the monitor's (240 s) Lambda timeouts and the lease.
 START_BUDGET = timedelta(seconds=150)
 LISTING_SKEW = timedelta(minutes=5)  # backups are listed from a little before the run started
+RECENT_RUNS = 20  # runs a trigger reads: to repair, to rotate restore verification, to spare tables being verified
 
 
 class StartInProgress(RuntimeError):
@@ -81,10 +88,15 @@ def tagged_tables(deps: Deps, tables: Sequence[str], key: str, value: str) -> li
     return found
 
 
-def selected_tables(deps: Deps) -> list[str]:
-    """BACKUP_TABLES + BACKUP_TABLE_PATTERN matches + BACKUP_TABLE_TAG matches, deduplicated."""
+def selected_tables(deps: Deps, listed: list[str] | None = None) -> list[str]:
+    """BACKUP_TABLES + BACKUP_TABLE_PATTERN matches + BACKUP_TABLE_TAG matches, deduplicated (``listed``:
+    the account's tables, if listed already). The stage's temporary restore tables are never selected."""
     s = deps.settings
-    all_tables = list_table_names(deps) if (s.backup_table_pattern or s.backup_table_tag) else None
+    all_tables = None
+    if s.backup_table_pattern or s.backup_table_tag:
+        restore_prefix = verify_rules.restore_prefix(s.backup_name_prefix)
+        all_tables = [t for t in (listed if listed is not None else list_table_names(deps))
+                      if not t.startswith(restore_prefix)]
     tagged = tagged_tables(deps, all_tables or [], *s.backup_table_tag) if s.backup_table_tag else []
     return rules.select_tables(all_tables, s.backup_tables, s.backup_table_pattern, tagged)
 
@@ -105,6 +117,19 @@ def find_backup(deps: Deps, table: str, name: str, since: datetime) -> str | Non
         kwargs["ExclusiveStartBackupArn"] = last
 
 
+def pitr_status(deps: Deps, run: Run, table: str) -> str:
+    """Point-in-time recovery of ``table``: ENABLED or DISABLED (DescribeContinuousBackups: one call a
+    table a run), "" when it cannot be told (the table is gone: its backup fails and says so)."""
+    try:
+        description = retry_transient(lambda: deps.clients.dynamodb.describe_continuous_backups(
+            TableName=table), deps.sleep)["ContinuousBackupsDescription"]
+    except (ClientError, BotoCoreError) as exc:
+        logger.warning("point-in-time recovery not known", extra={
+            "run_id": run.run_id, "table": table, "reason": str(exc)})
+        return ""
+    return str(description.get("PointInTimeRecoveryDescription", {}).get("PointInTimeRecoveryStatus", ""))
+
+
 def _failure(exc: Exception) -> str:
     if isinstance(exc, ClientError):
         code = error_code(exc)
@@ -120,6 +145,7 @@ def _back_up(deps: Deps, creates: Pacer, run: Run, result: TableResult, look_fir
     """
     table, name = result.table, result.backup_name
     since = run.started_at
+    result.pitr = result.pitr or pitr_status(deps, run, table)
     if look_first:
         result.backup_arn = find_backup(deps, table, name, since) or ""
         if result.backup_arn:
@@ -160,12 +186,22 @@ def _queue_monitor(deps: Deps, run: Run, store: RunStore) -> None:
                                          "delay_seconds": deps.settings.backup_monitor_delay_seconds})
 
 
-def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 20) -> list[str]:
+def recent_runs(store: RunStore, recent: int = RECENT_RUNS) -> list[Run]:
+    """The newest runs (without their tables), or none when they cannot be read (logged)."""
+    try:
+        return store.recent(recent, with_tables=False)
+    except Exception:
+        logger.exception("could not list recent backup runs")
+        return []
+
+
+def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = RECENT_RUNS,
+                      runs: list[Run] | None = None) -> list[str]:
     """Mend recent runs whose worker died or whose message was lost; each trigger does this first.
 
     - STARTING past the lease: closed and alerted (this trigger backs the tables up afresh);
-    - RUNNING whose poll has not moved for the lease plus one monitor delay (its message was
-      never sent, or was dead-lettered after failing deliveries): the message is sent again;
+    - RUNNING or VERIFYING whose poll has not moved for the lease plus one monitor delay (its message
+      was never sent, or was dead-lettered after failing deliveries): the message is sent again;
       a duplicate is harmless, since each poll number is claimed once;
     - FINISHING past the lease: a monitor message is sent, and the monitor takes the finish over.
     Errors are logged, never raised: a broken old run must not stop today's backups.
@@ -174,11 +210,8 @@ def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 
     stale = now - lease
     silent = now - lease - timedelta(seconds=deps.settings.backup_monitor_delay_seconds)
     mended: list[str] = []
-    try:
-        runs = store.recent(recent, with_tables=False)
-    except Exception:
-        logger.exception("could not list recent backup runs to repair")
-        return mended
+    if runs is None:
+        runs = recent_runs(store, recent)
     for run in runs:
         try:
             if _repair(deps, store, run, now, stale, silent):
@@ -203,7 +236,7 @@ def _repair(deps: Deps, store: RunStore, run: Run, now: datetime, stale: datetim
             store.unabandon(run.run_id, run.claimed_at)  # the next trigger tries the alert again
             raise
         return True
-    if run.status == RUNNING and run.advanced_at and run.advanced_at < silent:
+    if run.status in POLLED and run.advanced_at and run.advanced_at < silent:
         if store.claim_stale_poll(run.run_id, run.poll, run.advanced_at, now):
             _queue_monitor(deps, run, store)
             return True
@@ -233,14 +266,23 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
 def _start_run(deps: Deps, trigger: str, tables: Sequence[str] | None, run_id: str, now: datetime,
                given: bool) -> Run:
     store = RunStore(deps)
-    repair_stale_runs(deps, store, now)
+    runs = recent_runs(store)
+    repair_stale_runs(deps, store, now, runs=runs)
     run = Run(run_id=run_id, started_at=now, trigger=trigger, claimed_at=now)
     existing = store.get(run.run_id) if given else None
     if existing is None:
-        chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps)
+        listed: list[str] | None = None
+        if trigger == "schedule" and _may_have_leftovers(deps, runs):
+            try:  # a clean-up that fails must not stop today's backups
+                listed = list_table_names(deps)
+                verify.remove_leftover_tables(deps, runs, listed)
+            except Exception:
+                logger.exception("could not look for leftover restore tables", extra={"run_id": run.run_id})
+        chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps, listed)
         prefix = deps.settings.backup_name_prefix
         run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now), tried=False)
                       for t in chosen}
+        run.verify_plan = verify.plan(deps, chosen, [r.verify_plan for r in runs if r.trigger == trigger])
         if store.create(run):
             logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
             deps.metrics.count(metrics.BACKUP_RUNS_STARTED, **{metrics.TRIGGER: trigger})
@@ -250,6 +292,11 @@ def _start_run(deps: Deps, trigger: str, tables: Sequence[str] | None, run_id: s
         existing = store.get(run.run_id)
         assert existing is not None
     return _again(deps, store, existing, now)
+
+
+def _may_have_leftovers(deps: Deps, runs: list[Run]) -> bool:
+    """Temporary restore tables may be left: verification is on, or a recent run verified."""
+    return deps.settings.backup_verify.enabled or any(r.verify_plan for r in runs)
 
 
 def _send_watch(deps: Deps, run_id: str) -> None:

@@ -36,8 +36,9 @@ def test_seed_000_describes_every_backup_on_every_poll(p1: tuple[Section, Path])
 
 def test_the_floor_is_creates_deletes_and_one_send_plus_the_listing_pages_per_poll() -> None:
     # 150 tables, 150 expired, 152 old backups, 3 polls: 150 + 150 + 3 x (2 pages + 1) + 2 pages
-    assert backups.floor_calls(150, 150, 152, 3) == 311
-    assert backups.floor_calls(3, 3, 5, 3) == 3 + 3 + 3 * 2 + 1
+    assert backups.issue_floor_calls(150, 150, 152, 3) == 311
+    assert backups.issue_floor_calls(3, 3, 5, 3) == 3 + 3 + 3 * 2 + 1
+    assert backups.floor_calls(150, 150, 152, 3) == 311 + 150  # one DescribeContinuousBackups a table
     assert backups.floor_poll(500) == 6
 
 

@@ -21,7 +21,8 @@ WHERE = iam.Account("aws", "us-east-1", "123456789012")
 # AWS has no narrower resource for these; the backup actions act on tables chosen at run time.
 UNSCOPED = {"dynamodb:ListTables", "dynamodb:ListBackups", "dynamodb:ListStreams"}
 ANY_TABLE = {"dynamodb:CreateBackup", "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource",
-             "dynamodb:DescribeBackup", "dynamodb:DeleteBackup"}
+             "dynamodb:DescribeBackup", "dynamodb:DeleteBackup", "dynamodb:DescribeContinuousBackups",
+             "dynamodb:RestoreTableFromBackup"}  # restore: on the backups (its target table is named below)
 
 
 def committed_policies(name: str) -> dict[str, iam.Policy]:
@@ -133,8 +134,24 @@ ONLY = {
     "dynamodb:ListBackups": {"backup_trigger", "backup_monitor", iam.API_HANDLER},
     "sqs:ReceiveMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
     "sqs:DeleteMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
-    "dynamodb:DeleteItem": {iam.API_HANDLER},  # the executor never deletes: it claims and settles on a record
+    # the executor never deletes: it claims and settles on a record; the monitor only on its restore tables
+    "dynamodb:DeleteItem": {iam.API_HANDLER, "backup_monitor"},
+    "dynamodb:RestoreTableFromBackup": {"backup_monitor"},
+    "dynamodb:DeleteTable": {"backup_trigger", "backup_monitor"},
 }
+
+
+@pytest.mark.parametrize("name", stage.DEPLOYED_STAGES)
+def test_restore_verification_touches_tables_only_by_the_stages_temporary_names(name: str) -> None:
+    table_actions = {"dynamodb:DeleteTable", "dynamodb:Scan", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                     "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:Query", "dynamodb:GetItem"}
+    policies = committed_policies(name)
+    for function in ("backup_trigger", "backup_monitor"):
+        for statement in policies[function]["Statement"]:
+            if set(statement["Action"]) & {"dynamodb:DeleteTable", "dynamodb:Scan"}:
+                assert statement["Resource"] == [f"arn:aws:dynamodb:*:*:table/timekeeper-{name}.verify.*"], statement
+            elif set(statement["Action"]) & table_actions:
+                assert all(f"table/timekeeper-{name}-" in r for r in statement["Resource"]), statement
 
 
 @pytest.mark.parametrize("name", stage.DEPLOYED_STAGES)

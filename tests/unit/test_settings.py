@@ -40,6 +40,11 @@ def test_defaults() -> None:
     ("DEFAULT_STRATEGY", "sometimes"),
     ("AWS_RETRY_MODE", "legacy"),
     ("API_AUTH", "basic"),
+    ("BACKUP_VERIFY", "0"),
+    ("BACKUP_VERIFY", "51"),                # AWS runs at most 50 restores at once
+    ("BACKUP_VERIFY", "orders,x"),
+    ("BACKUP_VERIFY", ",".join(f"table{i:03d}" for i in range(51))),
+    ("BACKUP_REQUIRE_PITR", "yes"),
 ])
 def test_a_bad_value_names_the_variable_and_the_value(name: str, value: str) -> None:
     with pytest.raises(SettingsError) as error:
@@ -61,6 +66,15 @@ def test_token_auth_needs_a_token() -> None:
     with pytest.raises(SettingsError) as error:
         Settings.from_env({"API_AUTH": "token"})
     assert error.value.name == "API_TOKEN"
+
+
+@pytest.mark.parametrize(("value", "sample", "tables"), [
+    ("", 0, ()), ("none", 0, ()), ("NONE", 0, ()), ("3", 3, ()), ("50", 0 + 50, ()),
+    ("orders, users,orders", 0, ("orders", "users")),
+])
+def test_backup_verify_is_none_a_number_of_tables_or_a_list(value: str, sample: int, tables: tuple[str, ...]) -> None:
+    verify = Settings.from_env({"BACKUP_VERIFY": value}).backup_verify
+    assert (verify.sample, verify.tables, verify.enabled) == (sample, tables, bool(sample or tables))
 
 
 def test_table_lists_are_deduplicated() -> None:
