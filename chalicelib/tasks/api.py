@@ -148,7 +148,8 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
     reject_unknown(query, {"status", "limit", "next_token"})
     statuses: tuple[Status, ...] = LISTED_STATUSES
     if "status" in query:
-        wanted = query["status"].upper()
+        # ASCII only: str.upper() also makes "PENDING" of "pend\u0131ng" (a dotless i), which the document refuses.
+        wanted = query["status"].upper() if query["status"].isascii() else ""
         if wanted not in {s.value for s in LISTED_STATUSES}:
             raise bad_request("status", "status must be one of " + ", ".join(s.value for s in LISTED_STATUSES)
                               + " (running tasks are listed as PENDING)")

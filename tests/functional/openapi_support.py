@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from chalice.app import Chalice
 from chalice.config import Config
@@ -77,6 +77,30 @@ def problems(document: dict[str, Any], method: str, url: str, request_body: byte
     if 200 <= status < 300:
         found += [f"{where} request {p}" for p in _request_problems(document, operation, parts.query, request_body)]
     return found
+
+
+def request_problems(document: dict[str, Any], method: str, url: str, body: bytes) -> list[str]:
+    """What is not valid under the document in a request to a documented operation: its path parameters,
+    query parameters and body ([] for an operation the document does not describe)."""
+    parts = urlsplit(url)
+    template = _template_of(document, parts.path)
+    item = document["paths"].get(template, {}) if template else {}
+    operation = item.get(method.lower())
+    if template is None or operation is None:
+        return []
+    found: list[str] = []
+    parameters = {p["name"]: p for p in [*item.get("parameters", []), *operation.get("parameters", [])]
+                  if p["in"] == "path"}
+    names = re.findall(r"\{([^}]+)\}", template)
+    values = re.fullmatch("".join(r"([^/]+)" if part.startswith("{") else re.escape(part)
+                                  for part in re.split(r"(\{[^}]+\})", template)), parts.path)
+    assert values is not None
+    for name, value in zip(names, values.groups(), strict=True):
+        found += [f"path {name}: {p}" for p in _valid(document, parameters[name]["schema"], unquote(value))]
+    try:
+        return found + _request_problems(document, operation, parts.query, body)
+    except ValueError as exc:  # a body that is not JSON
+        return [*found, f"body is not JSON: {exc}"]
 
 
 def _request_problems(document: dict[str, Any], operation: dict[str, Any], query: str, body: bytes) -> list[str]:

@@ -1,0 +1,152 @@
+"""Property-based fuzzing driven by the OpenAPI document itself (chalicelib/openapi.json).
+
+schemathesis derives every operation's requests from the document: path parameters, query parameters and
+request bodies, both instances of the document's schemas and schema-violating mutations of them.  Each goes
+through Chalice's test client to the app on moto (DynamoDB's key limits and AWS's item limits enforced, as in
+test_api_fuzz.py), and every answer must:
+
+- never be 5xx;
+- have a status the document lists for the operation, and a body valid under that status's schema
+  (openapi_support.problems, which also fails a 2xx for a request the document says is not valid);
+- if 4xx, be exactly ``{"error": <str>, "field": <str>}``, and leave the tables as they were;
+- if the request is valid under the document, not be a 400 -- unless the refusal is one of
+  ``BEYOND_THE_SCHEMA``, the few rules no JSON Schema can state (a time in the past, an opaque token).
+
+``SCHEMA_FUZZ_EXAMPLES`` sets the examples in all, shared by the operations (default 200, derandomized);
+``make soak-fuzz`` runs 5,000 with random seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import pytest
+import schemathesis
+from chalice.test import Client
+from hypothesis import HealthCheck, Phase, assume, event, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.core import NOT_SET
+
+from chalicelib.aws import Deps
+from tests.fixtures import use_settings
+from tests.functional.api_support import KeyLimits, table_contents
+from tests.functional.openapi_support import load_document, operations, problems, request_problems
+from tests.functional.task_support import EMAIL_ACTION, JSON, post_task
+
+DOCUMENT = load_document()
+SCHEMA = schemathesis.openapi.from_dict(DOCUMENT)
+OPERATIONS = sorted(operations(DOCUMENT))
+EXAMPLES = max(1, int(os.environ.get("SCHEMA_FUZZ_EXAMPLES", "200")) // len(OPERATIONS))
+fuzz = settings(max_examples=EXAMPLES, deadline=None, database=None,
+                derandomize="SCHEMA_FUZZ_EXAMPLES" not in os.environ,
+                suppress_health_check=list(HealthCheck), phases=[p for p in Phase if p is not Phase.explain])
+
+RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
+EXISTING = "standup"
+
+# Refusals of a request the document calls valid that no JSON Schema can state: (operation, field, message).
+BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
+    *[(operation, field, pattern) for operation in ("POST /tasks", "PATCH /tasks/{task_id}") for field, pattern in (
+        # The clock: a due time a minute in the past is refused, tomorrow's is not.
+        ("run_at", re.compile(r"is in the past")),
+        # The range of a time written as text (the document bounds numbers; an offset moves a text's bounds).
+        ("run_at", re.compile(r"is out of range \(.*\): '")),
+        # Action types registered at run time (the document describes the built-in ones).
+        ("action.type", re.compile(r"^action\.type must be one of ")),
+        # The app's own queues and topics, which no action may feed.
+        ("action.queue_url", re.compile(r"is one of this app's own queues")),
+        ("action.topic_arn", re.compile(r"is one of this app's own queues")),
+    )],
+    # The grammar of rate(...) and cron(...) (field ranges, units), and the IANA time zone database.
+    ("POST /tasks", "recurrence", re.compile(r"^recurrence: ")),
+    ("POST /tasks", "timezone", re.compile(r"is not an IANA time zone name")),
+    # An opaque token is valid only if the API issued it.
+    ("GET /tasks", "next_token", re.compile(r"next_token")),
+    # The stage's configuration and AWS's state: which tables this stage backs up, and which exist.
+    ("POST /backups", "tables", re.compile(r"^(tables this stage does not back up|unknown tables)")),
+]
+
+
+def _strategy(path: str, method: str) -> st.SearchStrategy[Any]:
+    operation = SCHEMA[path][method]
+    return st.one_of(operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
+                     operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
+
+
+STRATEGIES = {op: _strategy(*op) for op in OPERATIONS}
+
+
+def _query_text(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [t for v in value for t in _query_text(v)]
+    if isinstance(value, str):
+        return [value]
+    return [json.dumps(value)]
+
+
+def request_of(case: Any, known_id: bool) -> tuple[str, bytes]:
+    """(URL, body) of a schemathesis case: path parameters URL-encoded, query values as text."""
+    path: str = case.path
+    for name, value in (case.path_parameters or {}).items():
+        text = EXISTING if known_id and name == "task_id" else value if isinstance(value, str) else json.dumps(value)
+        assume(text != "")  # an empty path parameter is another route (Chalice answers it itself)
+        path = path.replace("{" + name + "}", quote(text.encode("utf-8", "surrogatepass"), safe=""))
+    query = [(k, v.encode("utf-8", "surrogatepass")) for k, value in (case.query or {}).items()
+             for v in _query_text(value)]
+    url = path + ("?" + urlencode(query) if query else "")
+    body = case.body
+    if body is NOT_SET:
+        raw = b""
+    elif isinstance(body, bytes):
+        raw = body
+    else:
+        raw = json.dumps(body).encode()
+    return url, raw
+
+
+def _beyond_the_schema(where: str, answer: dict[str, Any]) -> bool:
+    return any(where == operation and answer.get("field") == field and pattern.search(str(answer.get("error")))
+               for operation, field, pattern in BEYOND_THE_SCHEMA)
+
+
+@pytest.fixture
+def api(client: Client, deps: Deps) -> Client:
+    """The test client, DynamoDB's key limits enforced, one pending task (EXISTING) to change; actions may send to
+    any queue or topic but the app's own (the stage's allow-list is configuration, not the document)."""
+    KeyLimits(deps)
+    use_settings(deps, task_action_target_arns=("*",))
+    assert post_task(client, {"id": EXISTING, "run_at": RUN_AT, "action": EMAIL_ACTION}).status_code == 201
+    return client
+
+
+@fuzz
+@given(data=st.data(), known_id=st.booleans())
+@pytest.mark.parametrize(("path", "method"), OPERATIONS, ids=[f"{m} {p}" for p, m in OPERATIONS])
+def test_every_operation_answers_what_the_document_says(api: Client, deps: Deps, path: str, method: str,
+                                                        data: st.DataObject, known_id: bool) -> None:
+    case = data.draw(STRATEGIES[(path, method)], label="case")
+    url, body = request_of(case, known_id)
+    before = table_contents(deps)
+    response = api.http.request(method, url, body=body, headers=JSON)
+    where = f"{method} {path}"
+    assert response.status_code < 500, f"{where} -> {response.status_code}: {response.body[:500]!r}"
+    found = problems(DOCUMENT, method, url, body, response.status_code, response.body)
+    assert not found, "\n".join(found)
+    valid = not request_problems(DOCUMENT, method, url, body)
+    outcome = f"{'valid' if valid else 'invalid'} request -> {response.status_code}"
+    if 400 <= response.status_code < 500:
+        answer = json.loads(response.body)
+        assert isinstance(answer, dict) and set(answer) == {"error", "field"}, answer
+        assert isinstance(answer["error"], str) and isinstance(answer["field"], str), answer
+        assert table_contents(deps) == before, f"{where} -> {response.status_code} {answer} but the tables changed"
+        outcome += f" ({answer['field']})"
+        if response.status_code == 400 and valid:
+            assert _beyond_the_schema(where, answer), (
+                f"{where}: the document says this request is valid, the API refused it: {answer}\n"
+                f"url={url[:300]!r} body={body[:500]!r}")
+    event(outcome)  # pytest --hypothesis-show-statistics shows how often each outcome came
