@@ -56,9 +56,10 @@ test: $(STAMP)
 	$(BIN)/mypy app.py chalicelib deploy local tests bench
 	$(BIN)/pytest
 
-## soak-fuzz: the API fuzzing with 10,000 random examples instead of the suite's 240 (docs/testing.md)
+## soak-fuzz: both API fuzzes with random seeds: 10,000 examples instead of 240, the OpenAPI-driven 5,000 instead of 200 (docs/testing.md)
 soak-fuzz: $(STAMP)
 	FUZZ_EXAMPLES=10000 $(BIN)/pytest -n 0 -q tests/functional/test_api_fuzz.py
+	SCHEMA_FUZZ_EXAMPLES=5000 $(BIN)/pytest -n 0 -q tests/functional/test_api_schema_fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
