@@ -150,3 +150,16 @@ def test_every_operation_answers_what_the_document_says(api: Client, deps: Deps,
                 f"{where}: the document says this request is valid, the API refused it: {answer}\n"
                 f"url={url[:300]!r} body={body[:500]!r}")
     event(outcome)  # pytest --hypothesis-show-statistics shows how often each outcome came
+
+
+def test_a_refusal_of_what_a_looser_document_calls_valid_is_a_finding(api: Client) -> None:
+    """The check above is not vacuous: with the document as it was (any 1-6 digits for limit), GET /tasks?limit=0
+    is valid under it, the API refuses it, and no rule beyond the schema excuses that."""
+    looser = load_document()
+    [limit] = [p for p in looser["paths"]["/tasks"]["get"]["parameters"] if p["name"] == "limit"]
+    limit["schema"] = {"type": "string", "pattern": "^[0-9]{1,6}$"}
+    response = api.http.get("/tasks?limit=0")
+    assert response.status_code == 400
+    assert request_problems(looser, "GET", "/tasks?limit=0", b"") == []
+    assert not _beyond_the_schema("GET /tasks", json.loads(response.body))
+    assert request_problems(DOCUMENT, "GET", "/tasks?limit=0", b"") != []  # the document now says so itself
