@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import inspect
 import re
 import threading
@@ -610,6 +611,7 @@ def install() -> None:
         _track_weakly()
         _list_services_once()
         _fast_sqs()
+        _fast_expression_traversal()
         _announce_schedule_changes()
         _installed = True
 
@@ -685,6 +687,60 @@ def _fast_sqs() -> None:
     Queue.delete_message = delete_message  # type: ignore[method-assign]
     Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
     SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
+
+
+def _fast_expression_traversal() -> None:
+    """moto's expression validators (``DepthFirstTraverser`` subclasses) rebuilt their map of node class to
+    processing method (a dict of bound methods) twice for every node of the expression's tree; each
+    traverser's map never changes, so it is built once per traverser here.  Same nodes, same order."""
+    from moto.dynamodb.parsing.validators import ActionCountValidator, OverlappingPathsValidator
+
+    traverser: Any = importlib.import_module("moto.dynamodb.parsing.ast_nodes").DepthFirstTraverser  # untyped
+
+    def processing(self: Any) -> tuple[tuple[type, Callable[[Any], Any]], ...]:
+        cached: tuple[tuple[type, Callable[[Any], Any]], ...] | None = self.__dict__.get("_fast_processing")
+        if cached is None:
+            cached = self.__dict__["_fast_processing"] = tuple(self._processing_map().items())
+        return cached
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        cached: tuple[type, ...] | None = self.__dict__.get("_fast_node_types")
+        if cached is None:
+            cached = self.__dict__["_fast_node_types"] = tuple(node_type for node_type, _ in processing(self))
+        return cached
+
+    def process(self: Any, node: Any) -> Any:
+        for node_type, processor in processing(self):
+            if isinstance(node, node_type):
+                return processor(node)
+        return None
+
+    traverser.nodes_to_be_processed = nodes_to_be_processed
+    traverser.process = process
+    for checker in (ActionCountValidator, OverlappingPathsValidator):
+        checker.traverse = _checked_at_the_root(checker.traverse)
+
+
+def _checked_at_the_root(traverse: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """moto's clause-count and overlapping-path checks ran on every node of an update expression's tree,
+    each collecting the clauses of the node's subtree: quadratic in the expression (a 12-action SET
+    and REMOVE ran each check about 50 times).  A subtree's clauses and paths are a subset of the
+    whole expression's, so a subtree breaks a rule only if the whole expression does: the check runs
+    on the whole expression first, and only an expression that fails it goes through moto's own
+    traversal, which raises exactly the error it always raised.  The checks change no node."""
+    update_expression: type = importlib.import_module("moto.dynamodb.parsing.ast_nodes").UpdateExpression
+
+    def traverse_once(self: Any, node: Any) -> Any:
+        if isinstance(node, update_expression):
+            check = next(iter(self._processing_map().values()))
+            try:
+                check(node)
+            except Exception:
+                return traverse(self, node)
+            return node
+        return traverse(self, node)
+
+    return traverse_once
 
 
 def _announce_schedule_changes() -> None:

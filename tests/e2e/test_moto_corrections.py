@@ -205,3 +205,25 @@ def test_a_long_poll_returns_when_a_delayed_message_becomes_visible(moto: MotoSe
     attributes = message["Attributes"]
     waited = int(attributes["ApproximateFirstReceiveTimestamp"]) - int(attributes["SentTimestamp"])
     assert 2000 <= waited < 2500, waited
+
+
+def _update_error(ddb: Any, table: str, expression: str, names: dict[str, str] | None = None) -> str:
+    values = {name: {"S": name} for name in (":a", ":b") if name in expression}
+    with pytest.raises(ClientError) as raised:
+        ddb.update_item(TableName=table, Key={"PK": {"S": "k"}}, UpdateExpression=expression,
+                        ExpressionAttributeValues=values, **({"ExpressionAttributeNames": names} if names else {}))
+    assert raised.value.response["Error"]["Code"] == "ValidationException"
+    return str(raised.value.response["Error"]["Message"])
+
+
+def test_update_expressions_are_checked_once_and_still_refused_as_aws_refuses_them(moto: MotoServer) -> None:
+    ddb, _ = make_table(moto, "expressions")
+    many = ", ".join(f"a{n} = if_not_exists(a{n}, :a)" for n in range(12))
+    ddb.update_item(TableName="expressions", Key={"PK": {"S": "k"}}, UpdateExpression=f"SET {many} REMOVE b, c",
+                    ExpressionAttributeValues={":a": {"S": "a"}})
+    item = ddb.get_item(TableName="expressions", Key={"PK": {"S": "k"}})["Item"]
+    assert {name: value["S"] for name, value in item.items() if name != "PK"} == {f"a{n}": "a" for n in range(12)}
+    assert "overlap" in _update_error(ddb, "expressions", "SET x = :a, y = :b, x = :b")
+    assert "overlap" in _update_error(ddb, "expressions", "SET #x = :a REMOVE #x", {"#x": "x"})
+    assert "SET" in _update_error(ddb, "expressions", "SET x = :a SET y = :b")
+    assert "REMOVE" in _update_error(ddb, "expressions", "SET x = :a REMOVE y REMOVE z")
