@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import importlib
 import inspect
 import re
@@ -719,6 +720,43 @@ def _fast_expression_traversal() -> None:
     traverser.process = process
     for checker in (ActionCountValidator, OverlappingPathsValidator):
         checker.traverse = _checked_at_the_root(checker.traverse)
+    _parse_once_copy_fast()
+
+
+def _parse_once_copy_fast() -> None:
+    """moto parsed an update expression twice per UpdateItem (the response handler's check, then the
+    backend), and each validator deep-copied the tree through ``copy.deepcopy``'s generic protocol.  A
+    tree depends on the expression's text only and is never changed (validators work on their copy):
+    the last 1,024 texts' trees are kept, and a tree is copied node by node (a node's attributes copied
+    as ``deepcopy`` would, parents and shared nodes once, through the same memo)."""
+    validators = importlib.import_module("moto.dynamodb.parsing.validators")
+    parser: Any = importlib.import_module("moto.dynamodb.parsing.expressions").UpdateExpressionParser
+    node: type = importlib.import_module("moto.dynamodb.parsing.ast_nodes").Node
+    parser.make = staticmethod(functools.lru_cache(maxsize=1024)(parser.make))
+    immutable = (str, int, float, bool, type(None))
+
+    def clone(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if memo is None:
+            memo = {}
+        kind: Any = type(value)
+        if kind in immutable:
+            return value
+        found = memo.get(id(value))
+        if found is not None:
+            return found
+        if kind is list:
+            copied: list[Any] = []
+            memo[id(value)] = copied
+            copied.extend(clone(element, memo) for element in value)
+            return copied
+        if isinstance(value, node):
+            twin = kind.__new__(kind)
+            memo[id(value)] = twin
+            twin.__dict__.update({name: clone(attribute, memo) for name, attribute in value.__dict__.items()})
+            return twin
+        return copy.deepcopy(value, memo)
+
+    setattr(validators, "deepcopy", clone)  # noqa: B010 (the module's own name for copy.deepcopy)
 
 
 def _checked_at_the_root(traverse: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
