@@ -55,7 +55,8 @@ only removes moto's departures from AWS):
   delayed messages waiting (the tasks due within the SQS-delay horizon), every call
   took tens of milliseconds.  Here one clock reading serves a whole pass, the
   retention check reads the retention period only, and a delete finds its message
-  in one pass.  Same answers, same semantics.  And a long poll (ReceiveMessage with
+  in one pass; a SendMessage reads the one queue attribute it needs (ContentBasedDeduplication) without
+  counting the queue's messages.  Same answers, same semantics.  And a long poll (ReceiveMessage with
   WaitTimeSeconds) returns as soon as a delayed or in-flight message becomes
   visible, as on AWS: moto's waited for a new message or the end of the wait, so a
   message whose delay ended during a poll came up to a whole wait late.
@@ -83,7 +84,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 WRITE_LOCK = threading.RLock()   # every DynamoDB write and every stream shard access in this process
 # listener(table name, key in DynamoDB JSON, attribute(name) -> DynamoDB JSON or None): after each item write
@@ -679,6 +680,31 @@ def _fast_sqs() -> None:
         period = int(self.get_queue(queue_name).message_retention_period)
         return bool(period + message.sent_timestamp / 1000 > time.time())
 
+    # SendMessage reads one attribute of the queue, ContentBasedDeduplication (FIFO queues only), through
+    # ``queue.attributes``, which counts the queue's messages three times: on the send path, in this
+    # thread, the attributes are that one (absent on a standard queue, as in moto's own dict).
+    every_attribute = Queue.attributes
+    sending = threading.local()
+
+    def attributes(self: Any) -> dict[str, Any]:
+        if not getattr(sending, "active", False):
+            return cast(dict[str, Any], every_attribute.fget(self))  # type: ignore[attr-defined]
+        if not self.fifo_queue:
+            return {}
+        return {"ContentBasedDeduplication": str(self.content_based_deduplication).lower()}
+
+    def send_path(method: Callable[..., Any]) -> Callable[..., Any]:
+        def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+            outer = getattr(sending, "active", False)
+            sending.active = True
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                sending.active = outer
+        return send
+
+    Queue.attributes = property(attributes)  # type: ignore[method-assign,assignment]
+    SQSBackend.send_message = send_path(SQSBackend.send_message)  # type: ignore[method-assign]
     Message.visible = property(visible)  # type: ignore[method-assign,assignment]
     Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
     Queue.messages = property(messages)  # type: ignore[method-assign,assignment]

@@ -227,3 +227,22 @@ def test_update_expressions_are_checked_once_and_still_refused_as_aws_refuses_th
     assert "overlap" in _update_error(ddb, "expressions", "SET #x = :a REMOVE #x", {"#x": "x"})
     assert "SET" in _update_error(ddb, "expressions", "SET x = :a SET y = :b")
     assert "REMOVE" in _update_error(ddb, "expressions", "SET x = :a REMOVE y REMOVE z")
+
+
+def test_fifo_queues_still_deduplicate_by_content_only_when_asked(moto: MotoServer) -> None:
+    sqs = client(moto, "sqs")
+    by_content = sqs.create_queue(QueueName="by-content.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    for _ in range(2):
+        sqs.send_message(QueueUrl=by_content, MessageBody="same", MessageGroupId="g")
+    attributes = sqs.get_queue_attributes(QueueUrl=by_content, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "1" and attributes["ContentBasedDeduplication"] == "true"
+    explicit = sqs.create_queue(QueueName="explicit.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    with pytest.raises(ClientError) as raised:
+        sqs.send_message(QueueUrl=explicit, MessageBody="no id", MessageGroupId="g")
+    assert "ContentBasedDeduplication" in raised.value.response["Error"]["Message"]
+    standard = sqs.create_queue(QueueName="standard")["QueueUrl"]
+    for _ in range(2):
+        sqs.send_message(QueueUrl=standard, MessageBody="same")
+    attributes = sqs.get_queue_attributes(QueueUrl=standard, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "2" and "ContentBasedDeduplication" not in attributes
