@@ -54,9 +54,11 @@ only removes moto's departures from AWS):
   attribute, three times) and each message deleted (twice): with thousands of
   delayed messages waiting (the tasks due within the SQS-delay horizon), every call
   took tens of milliseconds.  Here one clock reading serves a whole pass, the
-  retention check reads the retention period only, and a delete finds its message
-  in one pass; a SendMessage reads the one queue attribute it needs (ContentBasedDeduplication) without
-  counting the queue's messages.  Same answers, same semantics.  And a long poll (ReceiveMessage with
+  retention check reads the retention period only, a DeleteMessageBatch finds its
+  messages in one pass (and rebuilds the queue's list under the lock a send takes,
+  so no message sent meanwhile is lost), and a SendMessage reads the one queue
+  attribute it needs (ContentBasedDeduplication) without counting the queue's
+  messages.  Same answers, same semantics.  And a long poll (ReceiveMessage with
   WaitTimeSeconds) returns as soon as a delayed or in-flight message becomes
   visible, as on AWS: moto's waited for a new message or the end of the wait, so a
   message whose delay ended during a poll came up to a whole wait late.
@@ -656,18 +658,45 @@ def _fast_sqs() -> None:
     def number_visible(self: Any) -> int:
         return len(self.messages)
 
+    def delete_messages(self: Any, receipt_handles: list[str]) -> list[bool]:
+        """Delete the messages of ``receipt_handles`` in one pass over the queue; for each handle, in order,
+        whether it was valid (deleted now or already: deleting again succeeds, as on AWS)."""
+        wanted = {handle for handle in receipt_handles if handle not in self.deleted_messages}
+        found: dict[str, list[Any]] = {}
+        if wanted:
+            for message in self._messages:
+                for handle in (message.receipt_handle, *message._old_receipt_handles):
+                    if handle in wanted:
+                        found.setdefault(handle, []).append(message)
+        gone: set[int] = set()
+        valid = []
+        for handle in receipt_handles:
+            if handle in self.deleted_messages:
+                valid.append(True)
+                continue
+            messages = [m for m in found.get(handle, []) if id(m) not in gone]
+            for message in messages:
+                self.pending_messages.discard(message)
+                self.deleted_messages.update(message.all_receipt_handles)
+                gone.add(id(message))
+            valid.append(bool(messages))
+        if gone:
+            with self._messages_lock:  # a send appends under this lock: none is lost to the rebuilt list
+                self._messages = [m for m in self._messages if id(m) not in gone]
+        return valid
+
     def delete_message(self: Any, receipt_handle: str) -> None:
-        if receipt_handle in self.deleted_messages:
-            return  # deleted already: deleting again succeeds, as on AWS
-        found = [m for m in self._messages
-                 if m.receipt_handle == receipt_handle or receipt_handle in m._old_receipt_handles]
-        if not found:
+        if not delete_messages(self, [receipt_handle])[0]:
             raise ReceiptHandleIsInvalid()
-        for message in found:
-            self.pending_messages.discard(message)
-            self.deleted_messages.update(message.all_receipt_handles)
-        gone = {id(m) for m in found}
-        self._messages = [m for m in self._messages if id(m) not in gone]
+
+    def delete_message_batch(self: Any, queue_name: str,
+                             receipts: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+        valid = delete_messages(self.get_queue(queue_name), [r["ReceiptHandle"] for r in receipts])
+        success = [r["Id"] for r, ok in zip(receipts, valid, strict=True) if ok]
+        errors = [{"Id": r["Id"], "SenderFault": True, "Code": "ReceiptHandleIsInvalid",
+                   "Message": f'The input receipt handle "{r["ReceiptHandle"]}" is not a valid receipt handle.'}
+                  for r, ok in zip(receipts, valid, strict=True) if not ok]
+        return success, errors
 
     def wait_for_messages(self: Any, timeout: int) -> None:
         now = now_millis()
@@ -712,6 +741,7 @@ def _fast_sqs() -> None:
     Queue.approximate_number_of_messages_not_visible = property(number_not_visible)  # type: ignore[method-assign,assignment]
     Queue.approximate_number_of_messages = property(number_visible)  # type: ignore[method-assign,assignment]
     Queue.delete_message = delete_message  # type: ignore[method-assign]
+    SQSBackend.delete_message_batch = delete_message_batch  # type: ignore[method-assign]
     Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
     SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
 

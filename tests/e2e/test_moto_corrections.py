@@ -246,3 +246,20 @@ def test_fifo_queues_still_deduplicate_by_content_only_when_asked(moto: MotoServ
         sqs.send_message(QueueUrl=standard, MessageBody="same")
     attributes = sqs.get_queue_attributes(QueueUrl=standard, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessages"] == "2" and "ContentBasedDeduplication" not in attributes
+
+
+def test_a_delete_batch_deletes_what_it_names_once_and_refuses_unknown_handles(moto: MotoServer) -> None:
+    sqs = client(moto, "sqs")
+    url = sqs.create_queue(QueueName="deletes")["QueueUrl"]
+    for n in range(4):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{n}")
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
+    first, second = received[0]["ReceiptHandle"], received[1]["ReceiptHandle"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first)
+    response = sqs.delete_message_batch(QueueUrl=url, Entries=[
+        {"Id": "again", "ReceiptHandle": first}, {"Id": "new", "ReceiptHandle": second},
+        {"Id": "unknown", "ReceiptHandle": "not-a-handle"}])
+    assert sorted(e["Id"] for e in response["Successful"]) == ["again", "new"]
+    assert [(e["Id"], e["Code"]) for e in response["Failed"]] == [("unknown", "ReceiptHandleIsInvalid")]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == str(len(received) - 2)
