@@ -16,7 +16,7 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -172,16 +172,19 @@ def load_app(project_dir: Path) -> ModuleType:
     return module
 
 
-def warm(app_module: ModuleType) -> None:
+def warm(app_module: ModuleType, attach: Callable[[Any], Any] | None = None) -> None:
     """Build the app's per-container clients now, in one thread: boto3 sessions are not thread-safe,
-    and offline, unlike on Lambda, one container serves every handler at once."""
+    and offline, unlike on Lambda, one container serves every handler at once.  ``attach`` is given
+    each client (moto's server is in this process: its calls skip the socket, local/in_process.py)."""
     deps = getattr(app_module, "deps", None)
     clients = getattr(deps(), "clients", None) if callable(deps) else None
     if clients is None:
         return
     for name, attribute in vars(type(clients)).items():
         if isinstance(attribute, cached_property):
-            getattr(clients, name)
+            client = getattr(clients, name)
+            if attach is not None:
+                attach(client)
 
 
 @dataclass
@@ -288,7 +291,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         apply(environ, provisioned.environment, saved)
         report = ShellReport.of(shell, environment)
         app_module = load_app(project_dir)
-        warm(app_module)
+        transport = moto.in_process()
+        warm(app_module, transport.attach)
         chalice_config = load_chalice_config(project_dir, stage)
         runtime = Runtime(
             app_module.app, moto.endpoint,
@@ -298,7 +302,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
                            sqs_max_concurrency=local.sqs_max_concurrency,
                            stream_failure=stream_failure_policy(shell, settings.task_dlq)),
             config=chalice_config, out=out, writes=moto_corrections.watch_writes,
-            schedule_changes=moto_corrections.watch_schedules, **runtime_kwargs)
+            schedule_changes=moto_corrections.watch_schedules, attach=transport.attach, **runtime_kwargs)
         runtime.start()
     except BaseException:
         moto.stop()
