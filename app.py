@@ -19,6 +19,7 @@ from chalicelib import auth
 from chalicelib.aws import Deps
 from chalicelib.container import Container
 from chalicelib.invocation import observed
+from chalicelib.log import logger
 from chalicelib.settings import Settings, unprovisioned_refusal
 from chalicelib.web import json_body, query, raw_body, respond
 
@@ -26,6 +27,7 @@ from chalicelib.web import json_body, query, raw_body, respond
 if refusal := unprovisioned_refusal(os.environ, sys.argv):
     raise SystemExit(refusal)
 settings = Settings.from_env()
+logger.setLevel(settings.log_level)  # the stage's level, whoever imported the logger first (the offline runtime)
 app = Chalice(app_name="timekeeper")
 container = Container(lambda: Deps.from_settings(settings))
 
