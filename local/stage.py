@@ -26,6 +26,7 @@ from typing import Any
 from chalice.app import Chalice
 
 from chalicelib.aws import Clients
+from chalicelib.log import logger
 from chalicelib.settings import VARIABLES, Settings
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
@@ -198,6 +199,7 @@ class LocalStage:
     _saved: dict[str, str | None] = field(default_factory=dict)
     shell: ShellReport = field(default_factory=ShellReport)
     effective: dict[str, str] = field(default_factory=dict)  # the banner's settings, as the app reads them
+    log_level: int | None = None  # the shared logger's level before app.py set the stage's (restored on stop)
 
     @property
     def app(self) -> Chalice:
@@ -245,6 +247,8 @@ class LocalStage:
         finally:
             self.moto.stop()
             restore(self._environ, self._saved)
+            if self.log_level is not None:
+                logger.setLevel(self.log_level)
 
 
 def apply(environ: MutableMapping[str, str], values: Mapping[str, str],
@@ -273,6 +277,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     config = load_chalice_config(project_dir, stage)
     moto = MotoServer(LOCAL_HOST, local.aws_port).start()
     saved: dict[str, str | None] = {}
+    log_level = logger.log_level  # app.py sets the stage's level on the logger this process shares
     try:
         environment = stage_environment(config)
         region = environment.get("AWS_REGION") or "us-east-1"
@@ -307,9 +312,10 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     except BaseException:
         moto.stop()
         restore(environ, saved)
+        logger.setLevel(log_level)
         raise
     defaults = {v.name: v.default for v in VARIABLES}
     effective = {name: environ.get(name, defaults.get(name, "")) for name in banner_settings()}
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
-                      effective=effective)
+                      effective=effective, log_level=log_level)
