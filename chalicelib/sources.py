@@ -84,7 +84,7 @@ class TaskSource:
     strategy: str = "exact"
     due_attribute: str | None = None
     ttl_attribute: str | None = None
-    action: dict[str, str] | None = None   # templates; None: the stage's default email to {email}
+    action: dict[str, str] | None = field(default=None, hash=False)  # templates; None: the default email
     recurrence: str | None = None
     timezone: str | None = None
     bucket_index: str | None = None
@@ -138,6 +138,8 @@ def _text_of(value: Any) -> str:
         return str(value)
     if isinstance(value, bytes | bytearray):
         return value.hex()
+    if isinstance(getattr(value, "value", None), bytes):  # boto3's Binary
+        return bytes(value.value).hex()
     return json.dumps(value, sort_keys=True, default=str)
 
 
@@ -283,11 +285,28 @@ def parse_source(name: Any, spec: Any, stream_arn: str = "") -> TaskSource:
             schedule_expr.parse(recurrence)
         except schedule_expr.InvalidScheduleExpression as exc:
             raise fail("recurrence", str(exc)) from exc
+    writes = strategy in ("lazy", "interval") or recurrence_given(spec)
+    if writes and not key:
+        raise fail("key", "is required for a lazy, interval or recurring source: the table's key attribute "
+                          "names, hash first (IAM lets the app write only the attributes it needs)")
     return TaskSource(name=name, table=table, strategy=strategy, due_attribute=due, ttl_attribute=ttl,
                       action=action, recurrence=recurrence, timezone=timezone, bucket_index=bucket_index,
                       bucket_attribute=bucket_attribute, bucket_format=bucket_format, bucket_minutes=minutes,
                       key=tuple(key), enable_stream=flag("enable_stream"), enable_ttl=flag("enable_ttl"),
                       stream_arn=stream_arn)
+
+
+def recurrence_given(spec: dict[str, Any]) -> bool:
+    return spec.get("recurrence") not in (None, "")
+
+
+def written_attributes(source: TaskSource) -> tuple[str, ...]:
+    """The attributes of a user's item the app may write (and the key and due attributes its conditions read):
+    what IAM's ``dynamodb:Attributes`` condition allows.  Empty: the app never writes to the table."""
+    if source.strategy == "exact" and not source.recurrence:
+        return ()
+    names = [*source.key, source.due_attribute, source.ttl_attribute, source.bucket_attribute]
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def _check_bucket_format(name: str, fmt: str, minutes: int) -> None:

@@ -30,8 +30,8 @@ CONFIG: dict[str, Any] = json.loads((ROOT / ".chalice" / "config.json").read_tex
 # logger later would only move its cost into the first invocation, not save it.
 AT_IMPORT = frozenset({
     "chalicelib", "chalicelib.auth", "chalicelib.aws", "chalicelib.container", "chalicelib.log",
-    "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.web",
-})
+    "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.sources", "chalicelib.web",
+})  # chalicelib.sources: the settings' TASK_SOURCES, which app.py binds a stream function per source of
 
 # Loaded by some handlers only: the time-zone database (schedule_fire.py: task recurrence).
 NOT_AT_IMPORT = frozenset({"zoneinfo"})

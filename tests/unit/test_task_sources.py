@@ -14,7 +14,7 @@ from chalicelib.sources import MissingAttribute, SourceError, parse_sources, ren
 APPOINTMENTS = {"table": "appointments", "strategy": "exact", "due_attribute": "REMINDER_TIMESTAMP",
                 "action": {"type": "email", "to": "{email}", "subject": "Reminder",
                            "body": "Your appointment {SK} is at {REMINDER_TIMESTAMP}."}}
-SESSIONS = {"table": "sessions", "strategy": "lazy", "ttl_attribute": "expires_at"}
+SESSIONS = {"table": "sessions", "strategy": "lazy", "ttl_attribute": "expires_at", "key": ["email"]}
 SLOTS = {"table": "slots", "strategy": "interval", "bucket_index": "taskDateTime-index",
          "bucket_attribute": "taskDateTime", "bucket_format": "%Y-%m-%d#%H:%M", "key": ["id"]}
 STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/appointments/stream/2026-01-01T00:00:00.000"
@@ -68,6 +68,8 @@ def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
     ("appointments", _with(APPOINTMENTS, ttl_attribute="expires_at"), "ttl_attribute"),
     ("appointments", _with(APPOINTMENTS, bucket_index="i"), "bucket_index"),
     ("sessions", _with(SESSIONS, ttl_attribute=None), "ttl_attribute"),
+    ("sessions", _with(SESSIONS, key=None), "key"),
+    ("appointments", _with(APPOINTMENTS, recurrence="rate(1 day)"), "key"),
     ("slots", _with(SLOTS, bucket_index=None), "bucket_index"),
     ("slots", _with(SLOTS, bucket_attribute=None), "bucket_attribute"),
     ("slots", _with(SLOTS, key=None), "key"),
