@@ -106,3 +106,23 @@ def test_each_source_function_may_read_only_its_own_stream_and_write_only_the_at
     assert write["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:Attributes": ["email", "expires_at"]}}
     executor = policies["task_executor"]["Statement"]
     assert [s["Action"] for s in executor if s["Sid"] == "ReadSourceItems"] == [["dynamodb:GetItem"]]
+
+
+def test_the_packaged_template_points_a_source_function_at_its_own_tables_stream() -> None:
+    from chalice.app import Chalice, DynamoDBEvent
+
+    from deploy.event_sources import EventSourceOptions, sam_event_overrides
+
+    app = Chalice("t")
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/appointments/stream/2026-01-01T00:00:00.000"
+
+    @app.on_dynamodb_record(stream_arn="arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/x", name="task_stream")
+    def task_stream(event: DynamoDBEvent) -> None: ...
+
+    @app.on_dynamodb_record(stream_arn=arn, name="source_appointments")
+    def source_appointments(event: DynamoDBEvent) -> None: ...
+
+    resources = sam_event_overrides(app, EventSourceOptions.from_env({}), "dlq", "TasksTable")
+    streams = {name: next(iter(r["Properties"]["Events"].values()))["Properties"]["Stream"]
+               for name, r in resources.items()}
+    assert streams == {"TaskStream": {"Fn::GetAtt": ["TasksTable", "StreamArn"]}, "SourceAppointments": arn}
