@@ -20,6 +20,7 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from tests.faults import Faults
 from tests.fixtures import Aws, FakeClock
 from tests.functional.source_support import (
     APPOINTMENTS_TABLE,
@@ -270,3 +271,29 @@ def test_get_of_an_unknown_source_or_a_bad_key_says_which(stage: Stage, client: 
     assert (bad.status_code, bad.json_body["field"]) == (400, "key")
     wrong = client.http.get("/tasks/appointments/" + quote('{"PK": "a"}', safe=""))
     assert (wrong.status_code, wrong.json_body["field"]) == (400, "key")  # not the table's key schema
+
+
+def test_a_recurring_lazy_item_is_put_back_as_it_was_with_its_next_ttl_and_runs_again(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"hourly": create_table(deps, "hourly", [("email", "S")], ttl="expires_at")}
+    sources = {"hourly": {"table": "hourly", "strategy": "lazy", "ttl_attribute": "expires_at",
+                          "recurrence": "rate(1 hour)", "key": ["email"]}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        first = stage.epoch(minutes=5)
+        stage.put("hourly", {"email": "hourly@example.com", "expires_at": first, "tags": {"a", "b"}})
+        stage.run(minutes=10)
+        assert len(emails_to("hourly@example.com")) == 1
+        item = stage.get("hourly", {"email": "hourly@example.com"}) or {}
+        assert (item.get("expires_at"), sorted(item.get("tags", []))) == (first + 3600, ["a", "b"])  # a set, kept
+        stage.run(hours=1)
+        assert len(emails_to("hourly@example.com")) == 2
+
+
+def test_a_source_item_read_that_fails_is_redelivered_and_runs_once(
+        stage: Stage, faults: Faults) -> None:
+    stage.put(APPOINTMENTS_TABLE, {"PK": "USER#flaky", "SK": "R", "REMINDER_TIMESTAMP": stage.epoch(minutes=1),
+                                   "email": "flaky@example.com"})
+    faults.inject("dynamodb.GetItem", "error", times=2, match=lambda p: p.get("TableName") == APPOINTMENTS_TABLE)
+    stage.run(minutes=10)
+    assert len(emails_to("flaky@example.com")) == 1
+    assert faults.injected["error"] == 2
