@@ -51,6 +51,14 @@ def parse_key(text: str, source: TaskSource) -> TaskKey:
         key = TaskKey.of_source(source.name, ddb.binary_as_bytes(keys))
     except ValueError as exc:
         raise InvalidTask("key", f"key is not valid: {exc}") from exc
+    for name, value in ddb.binary_as_bytes(keys).items():
+        kind, raw = next(iter(value.items()))
+        size = len(raw) if kind == "B" else len(str(raw).encode("utf-8", "surrogatepass"))
+        if not 0 < size <= items.MAX_PARTITION_KEY_BYTES:
+            raise InvalidTask("key", f"key attribute {name!r} must be 1-{items.MAX_PARTITION_KEY_BYTES} bytes")
+    record = items.record_key(key.task_id)
+    if not items.fits_key(record["PK"], record["SK"]):
+        raise InvalidTask("key", "key is too long to be a task source item's key")
     if source.key and set(keys) != set(source.key):
         raise InvalidTask("key", f"key must name exactly {', '.join(source.key)}")
     return key

@@ -297,3 +297,14 @@ def test_a_source_item_read_that_fails_is_redelivered_and_runs_once(
     stage.run(minutes=10)
     assert len(emails_to("flaky@example.com")) == 1
     assert faults.injected["error"] == 2
+
+
+@pytest.mark.parametrize("key", [
+    "%", "%%41", "{", "[]", "null", '{"PK": {"S": ""}, "SK": {"S": "x"}}', '{"PK": {"N": "abc"}}',
+    '{"PK": {"B": "!!"}}', '{"a": 1, "b": 2, "c": 3}', '{"PK": 1e400}', '{"PK": "\\u0000", "SK": "x"}',
+    "x" * 5000, '{"PK": "' + "x" * 3000 + '", "SK": "y"}', '{"PK": true}', '{"PK": {"S": "a", "N": "1"}}',
+])
+def test_get_of_a_source_item_never_fails_on_a_hostile_key(stage: Stage, client: Client, key: str) -> None:
+    response = client.http.get("/tasks/appointments/" + quote(key, safe=""))
+    assert response.status_code in (400, 404), response.body
+    assert response.json_body["field"] in ("key", "id")
