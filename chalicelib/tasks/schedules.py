@@ -182,6 +182,11 @@ def change_from_record(record: Any, source: TaskSource | None = None) -> Change:
     sequence = dynamodb.get("SequenceNumber")
     if not isinstance(sequence, str) or not sequence:
         raise InvalidRecord("the record has no dynamodb.SequenceNumber")
+    if source is not None and isinstance(dynamodb.get("Keys"), dict):
+        try:
+            TaskKey.of_source(source.name, dynamodb["Keys"])
+        except InvalidTask as exc:
+            raise InvalidRecord(f"the record's dynamodb.Keys is not a task's key: {exc.message}") from exc
     key = record_key(record, source)
     if key is None:
         raise InvalidRecord("the record's dynamodb.Keys has no string PK and SK" if source is None else

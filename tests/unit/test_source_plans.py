@@ -75,3 +75,11 @@ def test_the_same_key_in_two_sources_is_two_tasks() -> None:
     first, second = TaskKey.of_source("reminders", keys), TaskKey.of_source("slots", keys)
     assert first != second and first.task_id != second.task_id
     assert schedules.schedule_name(first) != schedules.schedule_name(second)
+
+
+def test_an_item_whose_key_is_too_long_for_the_state_table_is_no_task() -> None:
+    record = {"eventID": "e1", "eventName": "INSERT", "dynamodb": {
+        "Keys": ddb.serialize({"id": "x" * 2040}), "NewImage": ddb.serialize({"id": "x" * 2040}),
+        "SequenceNumber": "1"}}
+    with pytest.raises(schedules.InvalidRecord, match="too long"):
+        schedules.change_from_record(record, SETTINGS.source("reminders"))
