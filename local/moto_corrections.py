@@ -423,7 +423,18 @@ def _shard_get(self: Any, start: int, quantity: int) -> list[dict[str, Any]]:
     """moto's StreamShard.get, from the oldest record kept when ``start`` was trimmed away."""
     with WRITE_LOCK:
         first = max(0, start - self.starting_sequence_number)
-        return [record.to_json() for record in self.items[first:first + quantity]]
+        return [_binary_keys_fixed(record.to_json()) for record in self.items[first:first + quantity]]
+
+
+def _binary_keys_fixed(record: dict[str, Any]) -> dict[str, Any]:
+    """moto 5 base64-encodes a binary key in a stream record's Keys twice (its images are right): the key
+    values are taken from the record's image, as AWS sends them."""
+    data = record.get("dynamodb", {})
+    image = data.get("NewImage") or data.get("OldImage") or {}
+    keys = data.get("Keys", {})
+    if any("B" in value for value in keys.values()) and all(name in image for name in keys):
+        data["Keys"] = {name: image[name] for name in keys}
+    return record
 
 
 def trim_shard(shard: Any, keep_after: int | None, keep_newest: int, older_than: float | None) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import itertools
+import json
 import os
 import secrets
 import socket
@@ -34,6 +35,7 @@ from local import moto_corrections
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
+from local.sample_sources import create_sample_sources
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
 
@@ -292,6 +294,10 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         clients = Clients(settings)
         provisioned = provision(clients, settings)
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
+        if settings.task_sources:  # the stage's sample task sources (one table of each seed's shape)
+            streams = create_sample_sources(clients)
+            provisioned.environment["TASK_SOURCE_STREAMS"] = json.dumps(
+                {s.name: streams[s.name] for s in settings.task_sources if s.name in streams})
         environment.update(provisioned.environment)
         apply(environ, provisioned.environment, saved)
         report = ShellReport.of(shell, environment)
