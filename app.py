@@ -19,13 +19,16 @@ from chalicelib import auth
 from chalicelib.aws import Deps
 from chalicelib.container import Container
 from chalicelib.invocation import observed
+from chalicelib.log import logger
 from chalicelib.settings import Settings, unprovisioned_refusal
+from chalicelib.sources import TaskSource
 from chalicelib.web import json_body, query, raw_body, respond
 
 # Plain `chalice deploy` / `chalice package` of a stage `make deploy` has not provisioned would build it broken.
 if refusal := unprovisioned_refusal(os.environ, sys.argv):
     raise SystemExit(refusal)
 settings = Settings.from_env()
+logger.setLevel(settings.log_level)  # the stage's level, whoever imported the logger first (the offline runtime)
 app = Chalice(app_name="timekeeper")
 container = Container(lambda: Deps.from_settings(settings))
 
@@ -88,11 +91,30 @@ def task_stream(event: DynamoDBEvent) -> dict[str, Any]:
     return stream.process_records(deps(), event.to_dict()["Records"])
 
 
+def _bind_task_source(source: TaskSource) -> None:
+    """One stream function per task source (a user's table), named after it (a deploy updates, never replaces
+    it), feeding the same scheduler and executor as the tasks table's."""
+    def handler(event: DynamoDBEvent) -> dict[str, Any]:
+        from chalicelib.tasks import stream
+        return stream.process_records(deps(), event.to_dict()["Records"], source=source.name)
+
+    # Lambda finds it as app.<name>; tracebacks and the IAM policy check name it too.
+    handler.__code__ = handler.__code__.replace(co_name=source.function_name)
+    handler.__name__ = handler.__qualname__ = source.function_name
+    globals()[source.function_name] = app.on_dynamodb_record(
+        stream_arn=source.stream_arn, name=source.function_name, batch_size=100,
+        starting_position="TRIM_HORIZON")(handler)
+
+
+for _source in settings.task_sources:
+    _bind_task_source(_source)
+
+
 @app.schedule(settings.processor_schedule, name="interval_processor",
               description="Send the interval tasks that have come due to the due queue")
 def interval_processor(event: CloudWatchEvent) -> None:
     from chalicelib.tasks import interval
-    interval.process_due(deps())
+    interval.process_all(deps())
 
 
 # --- tasks: API and executor ------------------------------------------------
@@ -113,6 +135,12 @@ def list_tasks() -> Response:
 def show_task(task_id: str) -> Response:
     from chalicelib.tasks import api as task_api
     return respond(lambda: task_api.show(deps(), task_id))
+
+
+@app.route("/tasks/{source}/{key}", methods=["GET"], **protected)
+def show_source_task(source: str, key: str) -> Response:
+    from chalicelib.tasks import source_api
+    return respond(lambda: source_api.show(deps(), source, key))
 
 
 @app.route("/tasks/{task_id}", methods=["DELETE"], **protected)

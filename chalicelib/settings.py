@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
 from chalicelib import schedule_expr
+from chalicelib.sources import SourceError, TaskSource, parse_sources
 
 T = TypeVar("T")
 
@@ -29,6 +30,17 @@ class SettingsError(ValueError):
         super().__init__(f"{name}={value!r} is invalid: {expected}")
         self.name = name
         self.value = value
+
+
+class SourceSettingsError(SettingsError):
+    """A task source (TASK_SOURCES) the app cannot use: ``source`` and ``field`` name the culprit."""
+
+    def __init__(self, error: SourceError) -> None:
+        ValueError.__init__(self, f"TASK_SOURCES is invalid: {error}")
+        self.name = "TASK_SOURCES"
+        self.value = ""
+        self.source = error.source
+        self.field = error.field
 
 
 class Variable(NamedTuple):  # a NamedTuple: cheaper to define at import than a dataclass, as immutable
@@ -121,6 +133,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("LATENESS_ALARM_MS", "5000",
              "Deployed stages: the exact strategy's p99 lateness (ms, per 5 minutes, twice in a row) above which "
              "the lateness alarm tells the alert topic."),
+    Variable("TASK_SOURCES", "",
+             "The user's own tables whose items are tasks: a JSON object of source name -> source (table, "
+             "strategy, due or TTL attribute, action templates, ...; docs/task-sources.md). Empty: none."),
+    Variable("TASK_SOURCE_STREAMS", "",
+             "Stream ARNs of the task sources' tables, set by provisioning: a JSON object of source name -> ARN."),
 )
 
 # Sort key of the due-bucket GSI: the due time as epoch seconds (a number), written
@@ -268,6 +285,14 @@ class Settings:
     lateness_alarm_ms: int = 5000
     backup_verify: BackupVerify = field(default_factory=BackupVerify)
     backup_require_pitr: bool = False
+    task_sources: tuple[TaskSource, ...] = ()
+
+    def source(self, name: str) -> TaskSource | None:
+        """The declared task source ``name`` (None: no such source)."""
+        for source in self.task_sources:
+            if source.name == name:
+                return source
+        return None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -343,6 +368,7 @@ class Settings:
             lateness_alarm_ms=env.integer("LATENESS_ALARM_MS", 100, 3_600_000),
             backup_verify=env.backup_verify("BACKUP_VERIFY"),
             backup_require_pitr=env.choice("BACKUP_REQUIRE_PITR", ("true", "false")) == "true",
+            task_sources=env.task_sources(),
         )
 
 
@@ -453,6 +479,12 @@ class _Reader:
                     raise ValueError(f"{target!r} is not an SQS queue or SNS topic ARN")
             return tuple(dict.fromkeys(targets))
         return self._convert(name, convert, "expected comma-separated SQS queue / SNS topic ARNs")
+
+    def task_sources(self) -> tuple[TaskSource, ...]:
+        try:
+            return parse_sources(self.text("TASK_SOURCES"), self.text("TASK_SOURCE_STREAMS"))
+        except SourceError as exc:
+            raise SourceSettingsError(exc) from exc
 
     def regex(self, name: str) -> re.Pattern[str] | None:
         return self._convert(name, lambda v: re.compile(v) if v else None,

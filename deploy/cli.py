@@ -36,7 +36,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.aws import Clients, Deps, client_config
 from chalicelib.settings import Settings
-from deploy import api_gateway, event_sources, iam, observability, replay, stage, template
+from deploy import api_gateway, event_sources, iam, observability, replay, stage, task_sources, template
 from deploy.provision import (
     SCHEDULER_ROLE_POLICY,
     cloudwatch_client,
@@ -147,6 +147,13 @@ def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str]
 
     provisioned = provision(clients, settings)
     report.changes += provisioned.changes
+    if settings.task_sources:  # the users' tables: checked, and changed only where a source opts in
+        try:
+            streams, source_changes = task_sources.prepare_sources(clients.dynamodb, settings)
+        except task_sources.SourceRefused as exc:
+            raise DeployError(str(exc)) from exc
+        report.changes += source_changes
+        provisioned.environment["TASK_SOURCE_STREAMS"] = json.dumps(streams, sort_keys=True)
     changed = stage.record_environment(name, provisioned.environment, project)
     report.changes += [f"config.json: {name}.{variable}" for variable in changed]
     env = stage.environment(stage.load_config(project), name)

@@ -194,6 +194,9 @@ def apply(lambda_client: Any, mappings: Sequence[DeployedMapping], options: Even
     return changes
 
 
+TASKS_STREAM_FUNCTION = "task_stream"  # app.py's function on the tasks table's stream
+
+
 def sam_event_overrides(app: Chalice, options: EventSourceOptions, on_failure_arn: Any,
                         stream_table: str) -> dict[str, Any]:
     """The same settings as SAM event properties, keyed by the function's CloudFormation resource;
@@ -205,7 +208,9 @@ def sam_event_overrides(app: Chalice, options: EventSourceOptions, on_failure_ar
             suffix = "sqs-event-source"
         elif isinstance(source, DynamoDBEventConfig):
             props = stream_settings(options, "")
-            props["Stream"] = {"Fn::GetAtt": [stream_table, "StreamArn"]}
+            # The tasks table is the template's own resource; a task source's table is the user's (its ARN).
+            props["Stream"] = ({"Fn::GetAtt": [stream_table, "StreamArn"]} if source.name == TASKS_STREAM_FUNCTION
+                               else source.stream_arn)
             props["DestinationConfig"] = {"OnFailure": {"Type": "SQS", "Destination": on_failure_arn}}
             if not props["FilterCriteria"]["Filters"]:
                 del props["FilterCriteria"]

@@ -32,6 +32,7 @@ from typing import Any
 
 from chalicelib.backups.verify_rules import restore_prefix
 from chalicelib.settings import Settings
+from chalicelib.sources import TaskSource, written_attributes
 from chalicelib.tasks.items import STATUS_INDEX
 from deploy.event_sources import Option
 
@@ -113,8 +114,61 @@ _SEND = ("sqs:SendMessage", "sqs:GetQueueUrl")
 
 
 def function_names(settings: Settings) -> tuple[str, ...]:
-    """The Lambda functions Chalice deploys for a stage with ``settings``."""
-    return FUNCTIONS
+    """The Lambda functions Chalice deploys for a stage with ``settings``: app.py's, and one stream function
+    per task source."""
+    return FUNCTIONS + tuple(source.function_name for source in settings.task_sources)
+
+
+def _only_attributes(source: TaskSource) -> dict[str, Any]:
+    """The IAM condition that a write to a user's table touches only the attributes the app needs."""
+    return {"ForAllValues:StringEquals": {"dynamodb:Attributes": list(written_attributes(source))}}
+
+
+def _source_statements(b: _Builder, settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    """Each task source's stream function: its own stream; a conditional write of only the attributes its
+    strategy needs (the TTL of a lazy item, the bucket of an interval one), never a read of the table."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for source in settings.task_sources:
+        statements = [
+            _statement("ReadSourceStream", _READ_STREAM, [b.table(f"{source.table}/stream/*")]),
+            _statement("ListStreams", ["dynamodb:ListStreams"], ["*"]),  # AWS has no narrower resource
+            _statement("ManageTaskSchedules", [
+                "scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule",
+                "scheduler:GetSchedule",
+            ], [b.where.arn("scheduler", f"schedule/{settings.schedule_group}/*")]),
+            _statement("PassSchedulerRole", ["iam:PassRole"],
+                       [b.where.arn("iam", f"role/{scheduler_role_name(settings)}", regional=False)],
+                       {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
+            b.state_table("DueImages", ["dynamodb:PutItem"]),
+            b.send("SendDueTasks", settings.due_queue, extra=["sqs:GetQueueAttributes"]),
+            b.send("DeadLetter", settings.task_dlq),
+        ]
+        if source.strategy in ("lazy", "interval"):
+            statements.append(_statement("WriteSourceDueAttributes", ["dynamodb:UpdateItem"],
+                                         [b.table(source.table)], _only_attributes(source)))
+        out[source.function_name] = statements
+    return out
+
+
+def _source_tables(b: _Builder, settings: Settings, function: str) -> list[dict[str, Any]]:
+    """What the executor, the interval processor and the API may do to the task sources' tables."""
+    sources = settings.task_sources
+    if not sources:
+        return []
+    tables = [b.table(s.table) for s in sources]
+    if function == "interval_processor":
+        indexes = [b.table(f"{s.table}/index/{s.bucket_index}") for s in sources if s.bucket_index]
+        return [_statement("QuerySourceBuckets", ["dynamodb:Query"], indexes)] if indexes else []
+    statements = [_statement("ReadSourceItems", _READ, tables)]
+    if function == "task_executor":
+        recurring = [s for s in sources if s.recurrence]
+        for s in recurring:  # the next due time, in the attributes it is read from
+            statements.append(_statement(f"WriteNextDue{_camel(s.name)}", ["dynamodb:UpdateItem"],
+                                         [b.table(s.table)], _only_attributes(s)))
+        lazy = [b.table(s.table) for s in recurring if s.strategy == "lazy"]
+        if lazy:  # a recurring lazy item the TTL deleted is put back as it was, with its next TTL
+            statements.append(_statement("PutBackRecurringLazyItems", ["dynamodb:PutItem"], lazy))
+    return statements
 
 
 def function_log_group(settings: Settings, function: str) -> str:
@@ -272,6 +326,9 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             b.alerts(),
         ],
     }
+    statements.update(_source_statements(b, s))
+    for function in (API_HANDLER, "interval_processor", "task_executor", "due_dead_letter"):
+        statements[function] += _source_tables(b, s, function)
     return {name: {"Version": "2012-10-17", "Statement": [b.logs(name), *statements[name]]}
             for name in function_names(settings)}
 

@@ -17,6 +17,7 @@ from chalice.config import Config
 from moto.server import ThreadedMotoServer
 
 from local import moto_corrections
+from local.in_process import InProcessTransport
 
 LOCAL_HOST = "127.0.0.1"
 DUMMY_CREDENTIALS = {
@@ -47,6 +48,10 @@ class MotoServer:
     @property
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def in_process(self) -> InProcessTransport:
+        """Answers this process's own clients without a socket while the server runs (local/in_process.py)."""
+        return InProcessTransport(self.endpoint, lambda: self._running)
 
     def stop(self) -> None:
         if self._running:

@@ -44,6 +44,7 @@ DEMO_ENVIRONMENT = {
     "BACKUP_MIN_KEEP": "1",
     "PROCESSOR_SCHEDULE": "rate(1 minute)",
     "LOG_LEVEL": "WARNING",
+    "POWERTOOLS_METRICS_DISABLED": "true",   # make run prints the EMF lines; the demo shows its table only
 }
 TASK_LEAD = timedelta(seconds=15)
 SEED_LEAD = timedelta(seconds=10)

@@ -57,8 +57,11 @@ only removes moto's departures from AWS):
   attribute, three times) and each message deleted (twice): with thousands of
   delayed messages waiting (the tasks due within the SQS-delay horizon), every call
   took tens of milliseconds.  Here one clock reading serves a whole pass, the
-  retention check reads the retention period only, and a delete finds its message
-  in one pass.  Same answers, same semantics.  And a long poll (ReceiveMessage with
+  retention check reads the retention period only, a DeleteMessageBatch finds its
+  messages in one pass (and rebuilds the queue's list under the lock a send takes,
+  so no message sent meanwhile is lost), and a SendMessage reads the one queue
+  attribute it needs (ContentBasedDeduplication) without counting the queue's
+  messages.  Same answers, same semantics.  And a long poll (ReceiveMessage with
   WaitTimeSeconds) returns as soon as a delayed or in-flight message becomes
   visible, as on AWS: moto's waited for a new message or the end of the wait, so a
   message whose delay ended during a poll came up to a whole wait late.
@@ -77,6 +80,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import importlib
 import inspect
 import re
 import threading
@@ -84,7 +89,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 WRITE_LOCK = threading.RLock()   # every DynamoDB write and every stream shard access in this process
 # listener(table name, key in DynamoDB JSON, attribute(name) -> DynamoDB JSON or None): after each item write
@@ -418,7 +423,18 @@ def _shard_get(self: Any, start: int, quantity: int) -> list[dict[str, Any]]:
     """moto's StreamShard.get, from the oldest record kept when ``start`` was trimmed away."""
     with WRITE_LOCK:
         first = max(0, start - self.starting_sequence_number)
-        return [record.to_json() for record in self.items[first:first + quantity]]
+        return [_binary_keys_fixed(record.to_json()) for record in self.items[first:first + quantity]]
+
+
+def _binary_keys_fixed(record: dict[str, Any]) -> dict[str, Any]:
+    """moto 5 base64-encodes a binary key in a stream record's Keys twice (its images are right): the key
+    values are taken from the record's image, as AWS sends them."""
+    data = record.get("dynamodb", {})
+    image = data.get("NewImage") or data.get("OldImage") or {}
+    keys = data.get("Keys", {})
+    if any("B" in value for value in keys.values()) and all(name in image for name in keys):
+        data["Keys"] = {name: image[name] for name in keys}
+    return record
 
 
 def trim_shard(shard: Any, keep_after: int | None, keep_newest: int, older_than: float | None) -> int:
@@ -613,6 +629,7 @@ def install() -> None:
         _track_weakly()
         _list_services_once()
         _fast_sqs()
+        _fast_expression_traversal()
         _announce_schedule_changes()
         _backup_feature_details()
         _installed = True
@@ -677,18 +694,45 @@ def _fast_sqs() -> None:
     def number_visible(self: Any) -> int:
         return len(self.messages)
 
+    def delete_messages(self: Any, receipt_handles: list[str]) -> list[bool]:
+        """Delete the messages of ``receipt_handles`` in one pass over the queue; for each handle, in order,
+        whether it was valid (deleted now or already: deleting again succeeds, as on AWS)."""
+        wanted = {handle for handle in receipt_handles if handle not in self.deleted_messages}
+        found: dict[str, list[Any]] = {}
+        if wanted:
+            for message in self._messages:
+                for handle in (message.receipt_handle, *message._old_receipt_handles):
+                    if handle in wanted:
+                        found.setdefault(handle, []).append(message)
+        gone: set[int] = set()
+        valid = []
+        for handle in receipt_handles:
+            if handle in self.deleted_messages:
+                valid.append(True)
+                continue
+            messages = [m for m in found.get(handle, []) if id(m) not in gone]
+            for message in messages:
+                self.pending_messages.discard(message)
+                self.deleted_messages.update(message.all_receipt_handles)
+                gone.add(id(message))
+            valid.append(bool(messages))
+        if gone:
+            with self._messages_lock:  # a send appends under this lock: none is lost to the rebuilt list
+                self._messages = [m for m in self._messages if id(m) not in gone]
+        return valid
+
     def delete_message(self: Any, receipt_handle: str) -> None:
-        if receipt_handle in self.deleted_messages:
-            return  # deleted already: deleting again succeeds, as on AWS
-        found = [m for m in self._messages
-                 if m.receipt_handle == receipt_handle or receipt_handle in m._old_receipt_handles]
-        if not found:
+        if not delete_messages(self, [receipt_handle])[0]:
             raise ReceiptHandleIsInvalid()
-        for message in found:
-            self.pending_messages.discard(message)
-            self.deleted_messages.update(message.all_receipt_handles)
-        gone = {id(m) for m in found}
-        self._messages = [m for m in self._messages if id(m) not in gone]
+
+    def delete_message_batch(self: Any, queue_name: str,
+                             receipts: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+        valid = delete_messages(self.get_queue(queue_name), [r["ReceiptHandle"] for r in receipts])
+        success = [r["Id"] for r, ok in zip(receipts, valid, strict=True) if ok]
+        errors = [{"Id": r["Id"], "SenderFault": True, "Code": "ReceiptHandleIsInvalid",
+                   "Message": f'The input receipt handle "{r["ReceiptHandle"]}" is not a valid receipt handle.'}
+                  for r, ok in zip(receipts, valid, strict=True) if not ok]
+        return success, errors
 
     def wait_for_messages(self: Any, timeout: int) -> None:
         now = now_millis()
@@ -701,6 +745,31 @@ def _fast_sqs() -> None:
         period = int(self.get_queue(queue_name).message_retention_period)
         return bool(period + message.sent_timestamp / 1000 > time.time())
 
+    # SendMessage reads one attribute of the queue, ContentBasedDeduplication (FIFO queues only), through
+    # ``queue.attributes``, which counts the queue's messages three times: on the send path, in this
+    # thread, the attributes are that one (absent on a standard queue, as in moto's own dict).
+    every_attribute = Queue.attributes
+    sending = threading.local()
+
+    def attributes(self: Any) -> dict[str, Any]:
+        if not getattr(sending, "active", False):
+            return cast(dict[str, Any], every_attribute.fget(self))  # type: ignore[attr-defined]
+        if not self.fifo_queue:
+            return {}
+        return {"ContentBasedDeduplication": str(self.content_based_deduplication).lower()}
+
+    def send_path(method: Callable[..., Any]) -> Callable[..., Any]:
+        def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+            outer = getattr(sending, "active", False)
+            sending.active = True
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                sending.active = outer
+        return send
+
+    Queue.attributes = property(attributes)  # type: ignore[method-assign,assignment]
+    SQSBackend.send_message = send_path(SQSBackend.send_message)  # type: ignore[method-assign]
     Message.visible = property(visible)  # type: ignore[method-assign,assignment]
     Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
     Queue.messages = property(messages)  # type: ignore[method-assign,assignment]
@@ -708,8 +777,100 @@ def _fast_sqs() -> None:
     Queue.approximate_number_of_messages_not_visible = property(number_not_visible)  # type: ignore[method-assign,assignment]
     Queue.approximate_number_of_messages = property(number_visible)  # type: ignore[method-assign,assignment]
     Queue.delete_message = delete_message  # type: ignore[method-assign]
+    SQSBackend.delete_message_batch = delete_message_batch  # type: ignore[method-assign]
     Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
     SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
+
+
+def _fast_expression_traversal() -> None:
+    """moto's expression validators (``DepthFirstTraverser`` subclasses) rebuilt their map of node class to
+    processing method (a dict of bound methods) twice for every node of the expression's tree; each
+    traverser's map never changes, so it is built once per traverser here.  Same nodes, same order."""
+    from moto.dynamodb.parsing.validators import ActionCountValidator, OverlappingPathsValidator
+
+    traverser: Any = importlib.import_module("moto.dynamodb.parsing.ast_nodes").DepthFirstTraverser  # untyped
+
+    def processing(self: Any) -> tuple[tuple[type, Callable[[Any], Any]], ...]:
+        cached: tuple[tuple[type, Callable[[Any], Any]], ...] | None = self.__dict__.get("_fast_processing")
+        if cached is None:
+            cached = self.__dict__["_fast_processing"] = tuple(self._processing_map().items())
+        return cached
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        cached: tuple[type, ...] | None = self.__dict__.get("_fast_node_types")
+        if cached is None:
+            cached = self.__dict__["_fast_node_types"] = tuple(node_type for node_type, _ in processing(self))
+        return cached
+
+    def process(self: Any, node: Any) -> Any:
+        for node_type, processor in processing(self):
+            if isinstance(node, node_type):
+                return processor(node)
+        return None
+
+    traverser.nodes_to_be_processed = nodes_to_be_processed
+    traverser.process = process
+    for checker in (ActionCountValidator, OverlappingPathsValidator):
+        checker.traverse = _checked_at_the_root(checker.traverse)
+    _parse_once_copy_fast()
+
+
+def _parse_once_copy_fast() -> None:
+    """moto parsed an update expression twice per UpdateItem (the response handler's check, then the
+    backend), and each validator deep-copied the tree through ``copy.deepcopy``'s generic protocol.  A
+    tree depends on the expression's text only and is never changed (validators work on their copy):
+    the last 1,024 texts' trees are kept, and a tree is copied node by node (a node's attributes copied
+    as ``deepcopy`` would, parents and shared nodes once, through the same memo)."""
+    validators = importlib.import_module("moto.dynamodb.parsing.validators")
+    parser: Any = importlib.import_module("moto.dynamodb.parsing.expressions").UpdateExpressionParser
+    node: type = importlib.import_module("moto.dynamodb.parsing.ast_nodes").Node
+    parser.make = staticmethod(functools.lru_cache(maxsize=1024)(parser.make))
+    immutable = (str, int, float, bool, type(None))
+
+    def clone(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if memo is None:
+            memo = {}
+        kind: Any = type(value)
+        if kind in immutable:
+            return value
+        found = memo.get(id(value))
+        if found is not None:
+            return found
+        if kind is list:
+            copied: list[Any] = []
+            memo[id(value)] = copied
+            copied.extend(clone(element, memo) for element in value)
+            return copied
+        if isinstance(value, node):
+            twin = kind.__new__(kind)
+            memo[id(value)] = twin
+            twin.__dict__.update({name: clone(attribute, memo) for name, attribute in value.__dict__.items()})
+            return twin
+        return copy.deepcopy(value, memo)
+
+    setattr(validators, "deepcopy", clone)  # noqa: B010 (the module's own name for copy.deepcopy)
+
+
+def _checked_at_the_root(traverse: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """moto's clause-count and overlapping-path checks ran on every node of an update expression's tree,
+    each collecting the clauses of the node's subtree: quadratic in the expression (a 12-action SET
+    and REMOVE ran each check about 50 times).  A subtree's clauses and paths are a subset of the
+    whole expression's, so a subtree breaks a rule only if the whole expression does: the check runs
+    on the whole expression first, and only an expression that fails it goes through moto's own
+    traversal, which raises exactly the error it always raised.  The checks change no node."""
+    update_expression: type = importlib.import_module("moto.dynamodb.parsing.ast_nodes").UpdateExpression
+
+    def traverse_once(self: Any, node: Any) -> Any:
+        if isinstance(node, update_expression):
+            check = next(iter(self._processing_map().values()))
+            try:
+                check(node)
+            except Exception:
+                return traverse(self, node)
+            return node
+        return traverse(self, node)
+
+    return traverse_once
 
 
 def _announce_schedule_changes() -> None:

@@ -191,7 +191,8 @@ class Runtime:
     def __init__(self, app: Chalice, endpoint_url: str, options: RuntimeOptions = RuntimeOptions(), *,
                  config: Config | None = None, clock: Clock = utc_now, out: Out = print_line,
                  rng: random.Random | None = None, session: boto3.session.Session | None = None,
-                 writes: WriteFeed | None = None, schedule_changes: ScheduleFeed | None = None) -> None:
+                 writes: WriteFeed | None = None, schedule_changes: ScheduleFeed | None = None,
+                 attach: Callable[[Any], Any] | None = None) -> None:
         self.app = app
         self.endpoint_url = endpoint_url
         self.options = options
@@ -210,6 +211,8 @@ class Runtime:
         # moto's feeds of item writes and schedule changes, when it runs in this process (local.moto_corrections)
         self._writes = writes
         self._schedule_changes = schedule_changes
+        # moto's server in this process: its clients' calls skip the socket (local/in_process.py)
+        self._attach = attach
         self.sources: list[Source] = []
         self.not_emulated: list[str] = []
         self._threads: list[threading.Thread] = []
@@ -227,10 +230,11 @@ class Runtime:
     def client(self, service: str) -> Any:
         """One client per service, built up front in this thread (boto3 sessions are not thread-safe)."""
         if service not in self._clients:
-            self._clients[service] = self._session.client(  # type: ignore[call-overload]
+            client = self._session.client(  # type: ignore[call-overload]
                 service, endpoint_url=self.endpoint_url, region_name=self.options.region,
                 config=BotoConfig(retries={"mode": "standard", "max_attempts": 3},
                                   connect_timeout=2, read_timeout=15, max_pool_connections=64))
+            self._clients[service] = self._attach(client) if self._attach is not None else client
         return self._clients[service]
 
     def _discover(self) -> None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import itertools
+import json
 import os
 import secrets
 import socket
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 from chalice.app import Chalice
 
 from chalicelib.aws import Clients
+from chalicelib.log import logger
 from chalicelib.settings import VARIABLES, Settings
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
@@ -33,6 +35,7 @@ from local import moto_corrections
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
+from local.sample_sources import create_sample_sources
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
 
@@ -172,16 +175,19 @@ def load_app(project_dir: Path) -> ModuleType:
     return module
 
 
-def warm(app_module: ModuleType) -> None:
+def warm(app_module: ModuleType, attach: Callable[[Any], Any] | None = None) -> None:
     """Build the app's per-container clients now, in one thread: boto3 sessions are not thread-safe,
-    and offline, unlike on Lambda, one container serves every handler at once."""
+    and offline, unlike on Lambda, one container serves every handler at once.  ``attach`` is given
+    each client (moto's server is in this process: its calls skip the socket, local/in_process.py)."""
     deps = getattr(app_module, "deps", None)
     clients = getattr(deps(), "clients", None) if callable(deps) else None
     if clients is None:
         return
     for name, attribute in vars(type(clients)).items():
         if isinstance(attribute, cached_property):
-            getattr(clients, name)
+            client = getattr(clients, name)
+            if attach is not None:
+                attach(client)
 
 
 @dataclass
@@ -195,6 +201,7 @@ class LocalStage:
     _saved: dict[str, str | None] = field(default_factory=dict)
     shell: ShellReport = field(default_factory=ShellReport)
     effective: dict[str, str] = field(default_factory=dict)  # the banner's settings, as the app reads them
+    log_level: int | None = None  # the shared logger's level before app.py set the stage's (restored on stop)
 
     @property
     def app(self) -> Chalice:
@@ -242,6 +249,8 @@ class LocalStage:
         finally:
             self.moto.stop()
             restore(self._environ, self._saved)
+            if self.log_level is not None:
+                logger.setLevel(self.log_level)
 
 
 def apply(environ: MutableMapping[str, str], values: Mapping[str, str],
@@ -270,6 +279,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     config = load_chalice_config(project_dir, stage)
     moto = MotoServer(LOCAL_HOST, local.aws_port).start()
     saved: dict[str, str | None] = {}
+    log_level = logger.log_level  # app.py sets the stage's level on the logger this process shares
     try:
         environment = stage_environment(config)
         region = environment.get("AWS_REGION") or "us-east-1"
@@ -284,11 +294,16 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         clients = Clients(settings)
         provisioned = provision(clients, settings)
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
+        if settings.task_sources:  # the stage's sample task sources (one table of each seed's shape)
+            streams = create_sample_sources(clients)
+            provisioned.environment["TASK_SOURCE_STREAMS"] = json.dumps(
+                {s.name: streams[s.name] for s in settings.task_sources if s.name in streams})
         environment.update(provisioned.environment)
         apply(environ, provisioned.environment, saved)
         report = ShellReport.of(shell, environment)
         app_module = load_app(project_dir)
-        warm(app_module)
+        transport = moto.in_process()
+        warm(app_module, transport.attach)
         chalice_config = load_chalice_config(project_dir, stage)
         runtime = Runtime(
             app_module.app, moto.endpoint,
@@ -298,14 +313,15 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
                            sqs_max_concurrency=local.sqs_max_concurrency,
                            stream_failure=stream_failure_policy(shell, settings.task_dlq)),
             config=chalice_config, out=out, writes=moto_corrections.watch_writes,
-            schedule_changes=moto_corrections.watch_schedules, **runtime_kwargs)
+            schedule_changes=moto_corrections.watch_schedules, attach=transport.attach, **runtime_kwargs)
         runtime.start()
     except BaseException:
         moto.stop()
         restore(environ, saved)
+        logger.setLevel(log_level)
         raise
     defaults = {v.name: v.default for v in VARIABLES}
     effective = {name: environ.get(name, defaults.get(name, "")) for name in banner_settings()}
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
-                      effective=effective)
+                      effective=effective, log_level=log_level)

@@ -103,6 +103,9 @@ def entry_points() -> dict[str, str]:
         out[source.handler_string.rsplit(".", 1)[-1]] = source.name
     for authorizer in app.builtin_auth_handlers:
         out[authorizer.handler_string.rsplit(".", 1)[-1]] = authorizer.name
+    settings = _running_settings()
+    for task_source in settings.task_sources if settings is not None else ():  # app.py binds one per source
+        out[task_source.function_name] = task_source.function_name
     return out
 
 
@@ -137,6 +140,12 @@ def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
                 "TargetArn", "FromEmailAddress", "Name", "GroupName"):
         if isinstance(params.get(key), str):
             out.append((key, params[key]))
+    if isinstance(params.get("Key"), dict) and isinstance(params.get("TableName"), str):
+        # dynamodb:Attributes: the top-level attributes a request accesses (key, names, item)
+        names = [*params["Key"], *(params.get("ExpressionAttributeNames") or {}).values()]
+        out.extend(("Attribute", str(n)) for n in names)
+    if isinstance(params.get("Item"), dict) and isinstance(params.get("TableName"), str):
+        out.extend(("Attribute", str(n)) for n in params["Item"])
     for key in ("RequestItems",):
         if isinstance(params.get(key), dict):
             out.extend(("TableName", t) for t in params[key])
@@ -185,8 +194,10 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         tables = [v for k, v in call.params if k == "TableName"]
         if "IndexName" in params and tables:
             return [Request(action, arn("dynamodb", f"table/{tables[0]}/index/{params['IndexName']}"))]
+        attributes = sorted({v for k, v in call.params if k == "Attribute"})
+        context = (("dynamodb:Attributes", ",".join(attributes)),) if attributes else ()
         if tables:
-            return [Request(action, arn("dynamodb", f"table/{t}")) for t in tables]
+            return [Request(action, arn("dynamodb", f"table/{t}"), context) for t in tables]
         for key in ("BackupArn", "ResourceArn"):
             if key in params:
                 return [Request(action, params[key])]
@@ -220,6 +231,10 @@ def _conditions_hold(condition: Mapping[str, Any] | None, context: Mapping[str, 
         for key, expected in tests.items():
             if key not in context:
                 return False
+            if operator == "ForAllValues:StringEquals":
+                if not set(context[key].split(",")) <= set(_listify(expected)):
+                    return False
+                continue
             if operator == "StringEquals" and context[key] not in _listify(expected):
                 return False
             if operator in ("StringLike", "ArnLike") and \

@@ -36,7 +36,7 @@ from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
 from chalicelib.tasks.executor import skip_reason
-from chalicelib.tasks.model import DueMessage, InvalidTask, Status, iso, task_from_item
+from chalicelib.tasks.model import DueMessage, InvalidTask, Status, iso, read_task
 from chalicelib.tasks.store import SETTLED, Execution, TaskStore
 
 SOURCE = "due_dead_letter"
@@ -125,11 +125,13 @@ def _moot(deps: Deps, store: TaskStore, message: DueMessage, record: dict[str, A
         if record is not None and record.get("run_at") == due and Status(record.get("status", "PENDING")).finished:
             return str(record["status"]).lower()
         return None
+    if message.key.source and deps.settings.source(message.key.source) is None:
+        return None  # a source the stage no longer declares: shown as stuck
     item = store.get_item(message.key)
     if item is None:
         return "the task is gone"
     try:
-        task = task_from_item(item, deps.settings)
+        task = read_task(item, message.key, deps.settings)
     except InvalidTask:
         return None  # shown as stuck: the item needs writing again
     return skip_reason(task, message)

@@ -50,7 +50,7 @@ from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
 from chalicelib.tasks import actions, items, timing
-from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, task_from_item
+from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, read_task
 from chalicelib.tasks.store import RUNNING, Claim, Execution, Outcome, TaskStore
 
 SOURCE = "task_executor"
@@ -109,7 +109,7 @@ def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[Ta
             message = DueMessage.from_json(str(record.get("body", "")))
         except InvalidTask:
             continue
-        if not message.carries_item and timing.arrival(message.due, now).kind != "requeue":
+        if not message.carries_item and not message.key.source and timing.arrival(message.due, now).kind != "requeue":
             keys.append(message.key)
     if len(set(keys)) < 2:
         return {}
@@ -142,6 +142,11 @@ def execute(deps: Deps, body: str, message_id: str,
     except InvalidTask as exc:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id, f"unreadable due message: {exc.message}", body)
         return "dead-lettered"
+    if message.key.source and settings.source(message.key.source) is None:
+        dead_letter(deps, settings.task_dlq, SOURCE, message_id,
+                    f"the due message names task source {message.key.source!r}, which the stage does not declare "
+                    "(TASK_SOURCES)", body)
+        return "dead-lettered"
     arrival = timing.arrival(message.due, deps.clock())
     if arrival.kind == "requeue":
         _send_back(deps, message, int(arrival.seconds))
@@ -165,7 +170,7 @@ def execute(deps: Deps, body: str, message_id: str,
         deps.metrics.task(m.TASKS_SKIPPED_CANCELLED, None)
         return "skipped: gone"
     try:
-        task = task_from_item(item, settings)
+        task = read_task(item, message.key, settings)
     except InvalidTask as exc:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id,
                     f"task {message.key.task_id} is not a valid task: {exc.message}", _payload(body),
@@ -251,14 +256,19 @@ def _recur(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
     """Write a recurring task's next due time: on its item, if it still is at this due time; a lazy task's item
     comes back exactly as it was (sets, binary, numbers), with the next TTL.  False when the item moved on."""
     settings = deps.settings
-    has_due = settings.due_attribute in task.item or task.strategy is not Strategy.LAZY
-    changes = items.due_attributes(task.key, task.strategy, next_due, settings,
-                                   task.item.get(settings.due_attribute), has_due)
+    source = settings.source(task.key.source) if task.key.source else None
+    if source is not None:
+        changes = items.source_due_changes(task, source, next_due)
+    else:
+        has_due = settings.due_attribute in task.item or task.strategy is not Strategy.LAZY
+        changes = items.due_attributes(task.key, task.strategy, next_due, settings,
+                                       task.item.get(settings.due_attribute), has_due)
     if message.carries_item:
         if image is None:
             return False
-        return store.put_back(image, ddb.serialize(changes))
-    condition, names, values = items.due_condition(task, settings)
+        return store.put_back(image, ddb.serialize(changes), task.key)
+    condition, names, values = (items.source_due_condition(task, source) if source is not None
+                                else items.due_condition(task, settings))
     return store.update_item(task.key, changes, condition, names, values)
 
 

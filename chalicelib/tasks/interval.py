@@ -35,8 +35,9 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import Deps
 from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
+from chalicelib.sources import TaskSource
 from chalicelib.tasks.buckets import bucket_label, bucket_starts
-from chalicelib.tasks.model import DueMessage, TaskKey
+from chalicelib.tasks.model import DueMessage, InvalidTask, TaskKey, parse_due
 from chalicelib.throttle import error_code, with_backoff
 
 PROGRESS_KEY = {"PK": {"S": "PROCESSOR"}, "SK": {"S": "interval"}}
@@ -118,6 +119,91 @@ def process_due(deps: Deps) -> ProcessorRun:
     return run
 
 
+def process_all(deps: Deps) -> list[ProcessorRun]:
+    """One tick of the interval processor: the tasks table's buckets, then each interval task source's own
+    index.  One source failing does not hold the others back; the tick fails (and is retried) after them."""
+    runs = [process_due(deps)]
+    failed: Exception | None = None
+    for source in deps.settings.task_sources:
+        if source.strategy != "interval":
+            continue
+        try:
+            runs.append(process_source(deps, source))
+        except Exception as exc:
+            logger.exception("interval run of a task source failed", extra={"task_source": source.name})
+            failed = exc
+    if failed is not None:
+        raise failed
+    return runs
+
+
+def source_progress_key(source: TaskSource) -> dict[str, Any]:
+    return {"PK": {"S": "PROCESSOR"}, "SK": {"S": f"interval#{source.name}"}}
+
+
+def process_source(deps: Deps, source: TaskSource) -> ProcessorRun:
+    """One tick over an interval source's own index (``bucket_index``, hash key ``bucket_attribute``, one value
+    per bucket in the user's ``bucket_format``): every bucket from the progress through the one now running
+    is queried whole; the progress (per source) only passes complete buckets, so the running one is queried
+    again next tick (the executor's claim runs each (source, key, due) once).  Nothing is written to the
+    user's items."""
+    key = source_progress_key(source)
+    progress = load_progress(deps, key)
+    now = deps.clock()
+    window = plan_window(progress, now, source.bucket_minutes, 1)
+    run = ProcessorRun(window=window, progress=progress)
+    if window is None:
+        return run
+    width = source.bucket_minutes * 60
+    done = window.first - 1
+    try:
+        batch: list[DueMessage] = []
+        for start in window.buckets:
+            for message in _source_due_in(deps, source, start):
+                batch.append(message)
+                if len(batch) == BATCH_SIZE:
+                    run.sent += send_batch(deps, batch)
+                    batch = []
+            run.sent += send_batch(deps, batch)
+            batch = []
+            end = int(start.timestamp()) + width - 1
+            if end < now.timestamp():
+                done = end
+    finally:
+        if done >= window.first:
+            save_progress(deps, done, key)
+            run.progress = done
+        logger.info("interval run", extra={"task_source": source.name, "first": window.first, "done": done,
+                                           "buckets": len(window.buckets), "sent": run.sent})
+    return run
+
+
+def _source_due_in(deps: Deps, source: TaskSource, start: datetime) -> Iterator[DueMessage]:
+    """The due messages of the items in one bucket of a source's index (its key from the index's projection
+    of the table key; the due time from the due attribute when projected, else the bucket's start)."""
+    kwargs: dict[str, Any] = {
+        "TableName": source.table, "IndexName": source.bucket_index,
+        "KeyConditionExpression": "#bucket = :bucket",
+        "ExpressionAttributeNames": {"#bucket": source.bucket_attribute or ""},
+        "ExpressionAttributeValues": {":bucket": {"S": source.bucket_label(start)}},
+    }
+    while True:
+        page = with_backoff(lambda: deps.clients.dynamodb.query(**kwargs), deps.sleep)
+        for item in page.get("Items", []):
+            try:  # the user's item: anything unreadable is skipped (logged), never a failed run
+                key = TaskKey.of_source(source.name, {name: item[name] for name in source.key})
+                due_value = item.get(source.due_attribute or "")
+                due = parse_due(next(iter(due_value.values())), source.due_attribute or "due") if due_value else start
+            except (KeyError, TypeError, ValueError, ArithmeticError, StopIteration, InvalidTask):
+                logger.warning("bucket index item without the source's key", extra={
+                    "task_source": source.name, "keys": sorted(item)})
+                continue
+            yield DueMessage(key, due)
+        if "LastEvaluatedKey" not in page:
+            return
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def _due_in(deps: Deps, bucket: str, low: int, high: int) -> Iterator[tuple[TaskKey, int]]:
     """(key, due_epoch) of the tasks in one bucket partition with low <= due_epoch <= high."""
     settings = deps.settings
@@ -170,20 +256,20 @@ def send_batch(deps: Deps, messages: list[DueMessage], rng: random.Random | None
     raise SendFailed(f"{len(pending)} due messages still failing after {SEND_ATTEMPTS} attempts")
 
 
-def load_progress(deps: Deps) -> int | None:
+def load_progress(deps: Deps, key: dict[str, Any] | None = None) -> int | None:
     item = with_backoff(lambda: deps.clients.dynamodb.get_item(
-        TableName=deps.settings.state_table, Key=PROGRESS_KEY, ConsistentRead=True), deps.sleep).get("Item")
+        TableName=deps.settings.state_table, Key=key or PROGRESS_KEY, ConsistentRead=True), deps.sleep).get("Item")
     if not item or "high_water" not in item:
         return None
     return int(item["high_water"]["N"])
 
 
-def save_progress(deps: Deps, high_water: int) -> None:
+def save_progress(deps: Deps, high_water: int, key: dict[str, Any] | None = None) -> None:
     """Record that every task due at or before ``high_water`` was sent; never moves backwards."""
     try:
         with_backoff(lambda: deps.clients.dynamodb.put_item(
             TableName=deps.settings.state_table,
-            Item={**PROGRESS_KEY, "high_water": {"N": str(high_water)},
+            Item={**(key or PROGRESS_KEY), "high_water": {"N": str(high_water)},
                   "high_water_at": {"S": _at(high_water).isoformat()},
                   "saved_at": {"S": deps.clock().isoformat()}},
             ConditionExpression="attribute_not_exists(PK) OR high_water < :hw",

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from chalicelib.sources import TaskSource
 from chalicelib.tasks import buckets
 from chalicelib.tasks.model import (
     TASK_ID,
@@ -133,6 +134,32 @@ def due_attributes(key: TaskKey, strategy: Strategy, due: datetime, settings: Se
     if strategy is Strategy.LAZY:
         attributes[settings.ttl_attribute] = int(due.timestamp())
     return attributes
+
+
+def source_due_changes(task: Task, source: TaskSource, next_due: datetime) -> dict[str, Any]:
+    """What a recurring task of a user's table gets written for its next due time: the attribute(s) its due
+    time is read from, each in the form the item already used (epoch number or string, ISO-8601; the bucket in
+    the user's format) -- nothing else, no attribute of the app's."""
+    item, changes = task.item, {}
+    if source.due_attribute and item.get(source.due_attribute) is not None:
+        changes[source.due_attribute] = format_due(item[source.due_attribute], next_due)
+    if task.strategy is Strategy.INTERVAL and source.bucket_attribute and item.get(source.bucket_attribute) is not None:
+        changes[source.bucket_attribute] = source.bucket_label(buckets.bucket_start(next_due, source.bucket_minutes))
+    if task.strategy is Strategy.LAZY and source.ttl_attribute:
+        changes[source.ttl_attribute] = int(next_due.timestamp())
+    return changes
+
+
+def source_due_condition(task: Task, source: TaskSource) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """(ConditionExpression, names, values): the source's item is still due when ``task`` was read, by the
+    attribute that gave its due time."""
+    item = task.item
+    names = {"#k": task.key.key_attribute}
+    for name in (source.due_attribute, source.ttl_attribute, source.bucket_attribute):
+        if name and item.get(name) is not None:
+            names["#due"] = name
+            return "attribute_exists(#k) AND #due = :due", names, {":due": item[name]}
+    return "attribute_exists(#k)", names, {}
 
 
 def new_item(task_id: str, request: TaskRequest, settings: Settings, now: datetime) -> dict[str, Any]:

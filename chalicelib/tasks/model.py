@@ -28,12 +28,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from chalicelib.sources import MissingAttribute, TaskSource, render
 from chalicelib.tasks.actions import ACTIONS, EMAIL, own_targets, target_refusal
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
 TASK_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # always re.fullmatch: "$" would also match before a final newline
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
+MAX_SOURCE_RECORD_KEY_BYTES = 2048  # the state table's record of a source's item: TASK#<source>/<key JSON>
 MAX_DUE_TEXT = 64  # no ISO-8601 time or epoch string is longer
 EPOCH_TEXT = re.compile(r"[0-9]{9,12}(?:\.[0-9]+)?")  # ASCII digits only: float() also reads other scripts' digits
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -71,18 +73,47 @@ class InvalidTask(ValueError):
 
 @dataclass(frozen=True, order=True)
 class TaskKey:
+    """Which item a task is.  In the tasks table (``source`` empty): its string keys PK and SK.  In a task
+    source (a user's table, any key schema): the source's name and ``pk`` the item's whole key as compact
+    DynamoDB JSON, sorted, binary values as base64 (``sk`` empty) -- so (source, key) names one item."""
+
     pk: str
     sk: str
+    source: str = ""
 
     @property
     def task_id(self) -> str:
-        """API tasks are known by id; other items by their key."""
+        """API tasks are known by id; a source's items by ``<source>/<key JSON>``; other items by their key."""
+        if self.source:
+            return f"{self.source}/{self.pk}"
         if self.pk.startswith(API_PK_PREFIX) and self.sk == API_SK:
             return self.pk[len(API_PK_PREFIX):]
         return f"{self.pk}|{self.sk}"
 
     def dynamo(self) -> dict[str, Any]:
+        """The item's key as boto3's client takes it (DynamoDB JSON, binary as bytes)."""
+        if self.source:
+            return ddb.binary_as_bytes(json.loads(self.pk))
         return {"PK": {"S": self.pk}, "SK": {"S": self.sk}}
+
+    @property
+    def key_attribute(self) -> str:
+        """One key attribute's name (every item has all of them): for ``attribute_exists`` conditions."""
+        return min(json.loads(self.pk)) if self.source else "PK"
+
+    @classmethod
+    def of_source(cls, source: str, keys: dict[str, Any]) -> TaskKey:
+        """The key of a source's item from its key attributes in DynamoDB JSON (binary as bytes or base64)."""
+        if not isinstance(keys, dict) or not keys or len(keys) > 2:
+            raise InvalidTask("key", "a key is one or two attributes")
+        for name, value in keys.items():
+            if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in ("S", "N", "B"):
+                raise InvalidTask("key", f"key attribute {shown(name)} must be a string, number or binary")
+        text = json.dumps(ddb.binary_as_text(keys), sort_keys=True, separators=(",", ":"))
+        if len(f"{API_PK_PREFIX}{source}/{text}".encode("utf-8", "surrogatepass")) > MAX_SOURCE_RECORD_KEY_BYTES:
+            raise InvalidTask("key", f"the item's key ({len(text)} characters as JSON) is too long for a task: the "
+                                     f"app's state table keys its execution state by it (at most 2048 bytes)")
+        return cls(text, "", source)
 
     @classmethod
     def for_id(cls, task_id: str) -> TaskKey:
@@ -300,6 +331,62 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
         action_is_default=is_default, item=item)
 
 
+def read_task(item: dict[str, Any], key: TaskKey, settings: Settings) -> Task:
+    """The task of an item read by ``key``: a tasks-table item by the item contract above, a source's item by
+    its source's declaration (``task_from_source_item``); InvalidTask if it is not one."""
+    if not key.source:
+        return task_from_item(item, settings)
+    source = settings.source(key.source)
+    if source is None:
+        raise InvalidTask("source", f"no task source {key.source!r} is declared (TASK_SOURCES)")
+    return task_from_source_item(item, key, source, settings)
+
+
+def task_from_source_item(item: dict[str, Any], key: TaskKey, source: TaskSource, settings: Settings) -> Task:
+    """Read a task from an item of a user's table, as its source declares: the due time from the due
+    attribute (or the TTL of a lazy source, or the bucket of an interval one), the action from the source's
+    templates over the item's attributes.  The item's own status or attempts are never read: the app keeps
+    execution state in its state table.  Pure; anything wrong is the item's content: InvalidTask."""
+    try:
+        return _task_from_source_item(item, key, source, settings)
+    except InvalidTask:
+        raise
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+        raise InvalidTask("item", f"the item cannot be read as a task: {type(exc).__name__}: {exc}"[:500]) from exc
+
+
+def _task_from_source_item(item: dict[str, Any], key: TaskKey, source: TaskSource, settings: Settings) -> Task:
+    strategy = Strategy(source.strategy)
+    due_attribute, ttl, bucket = source.due_attribute, source.ttl_attribute, source.bucket_attribute
+    if due_attribute and item.get(due_attribute) is not None:
+        due = parse_due(item[due_attribute], due_attribute)
+    elif strategy is Strategy.LAZY and ttl and item.get(ttl) is not None:
+        if isinstance(item[ttl], bool) or not isinstance(item[ttl], int | float):
+            raise InvalidTask(ttl, f"{ttl} must be epoch seconds (a number: DynamoDB's TTL), got {shown(item[ttl])}")
+        due = parse_due(item[ttl], ttl)
+    elif strategy is Strategy.INTERVAL and bucket and item.get(bucket) is not None:
+        start = source.bucket_start(item[bucket]) if isinstance(item[bucket], str) else None
+        if start is None:
+            raise InvalidTask(bucket, f"{bucket} must be a bucket like {source.bucket_format!r}, "
+                                      f"got {shown(item[bucket])}")
+        due = start
+    else:
+        names = [n for n in (due_attribute, ttl if strategy is Strategy.LAZY else None,
+                             bucket if strategy is Strategy.INTERVAL else None) if n]
+        raise InvalidTask(names[0] if names else "due", f"the item has no {' or '.join(names)} (its due time)")
+    if source.action is None:
+        action, is_default = default_action(item, settings), True
+    else:
+        try:
+            spec = {name: value if name == "type" else render(value, item) for name, value in source.action.items()}
+        except MissingAttribute as exc:
+            raise InvalidTask(exc.name, f"the source's action names the attribute {exc.name!r}, "
+                                        "which the item does not have") from exc
+        action, is_default = parse_action(spec), False
+    return Task(key=key, due=due, strategy=strategy, action=action, recurrence=source.recurrence,
+                timezone=source.timezone, action_is_default=is_default, item=item)
+
+
 @dataclass(frozen=True)
 class DueMessage:
     """What the due queue carries: the task's key and the due time it was sent for.
@@ -327,6 +414,8 @@ class DueMessage:
 
     def to_json(self) -> str:
         body: dict[str, Any] = {"pk": self.key.pk, "sk": self.key.sk, "due": iso(self.due), "hops": self.hops}
+        if self.key.source:
+            body["source"] = self.key.source
         if self.image is not None:
             body["image"] = ddb.binary_as_text(self.image)
         if self.image_stored:
@@ -341,9 +430,18 @@ class DueMessage:
             raise InvalidTask("body", f"message body is not JSON: {str(exc)[:200]}") from exc
         if not isinstance(data, dict):
             raise InvalidTask("body", "message body must be a JSON object")
-        pk, sk = data.get("pk"), data.get("sk")
-        if not isinstance(pk, str) or not isinstance(sk, str) or not pk or not sk:
+        pk, sk, source = data.get("pk"), data.get("sk"), data.get("source", "")
+        if not isinstance(source, str):
+            raise InvalidTask("source", "message's source must be a string")
+        if not isinstance(pk, str) or not isinstance(sk, str) or not pk or not (sk or source):
             raise InvalidTask("pk", "message needs string pk and sk")
+        if source:
+            try:
+                key = TaskKey.of_source(source, json.loads(pk))
+            except (ValueError, RecursionError) as exc:
+                raise InvalidTask("pk", f"message's pk is not a source item's key: {str(exc)[:200]}") from exc
+        else:
+            key = TaskKey(pk, sk)
         image = data.get("image")
         try:
             if image is not None:
@@ -358,9 +456,10 @@ class DueMessage:
         except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
             raise InvalidTask("image", f"the message's item image is not DynamoDB JSON: {str(exc)[:200]}") from exc
         hops = data.get("hops", 0)
-        return cls(TaskKey(pk, sk), parse_due(data.get("due"), "due"), image, data.get("image_stored") is True,
+        return cls(key, parse_due(data.get("due"), "due"), image, data.get("image_stored") is True,
                    hops if isinstance(hops, int) else 0)
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "Status", "Strategy", "Task", "TaskKey",
-           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "task_from_item"]
+           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "read_task",
+           "task_from_item", "task_from_source_item"]

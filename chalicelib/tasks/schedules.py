@@ -33,7 +33,8 @@ from typing import Any
 
 from chalicelib import ddb
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
-from chalicelib.tasks.buckets import due_bucket
+from chalicelib.sources import TaskSource
+from chalicelib.tasks.buckets import bucket_start, due_bucket
 from chalicelib.tasks.model import (
     DueMessage,
     InvalidTask,
@@ -42,7 +43,7 @@ from chalicelib.tasks.model import (
     Task,
     TaskKey,
     check_action_target,
-    task_from_item,
+    read_task,
 )
 
 # An interval task due sooner than this when its record is processed (or already
@@ -129,21 +130,36 @@ class SetTtl:
 
 
 @dataclass(frozen=True)
+class SetAttribute:
+    """Write one attribute of a source's item (its TTL, or its bucket in the user's format), only if the item
+    still has ``seen``'s values (None: absent): never over a value the user wrote since."""
+
+    key: TaskKey
+    table: str
+    name: str
+    value: Any
+    seen: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class DeadLetter:
     reason: str
 
 
-Step = PutSchedule | DeleteSchedule | SendDue | SetBucket | SetTtl | DeadLetter
+Step = PutSchedule | DeleteSchedule | SendDue | SetBucket | SetTtl | SetAttribute | DeadLetter
 
 
 # --- reading records -----------------------------------------------------------
 
-def record_key(record: Any) -> TaskKey | None:
-    """The item key of a raw record, or None if it has none (such a record is dead-lettered)."""
+def record_key(record: Any, source: TaskSource | None = None) -> TaskKey | None:
+    """The item key of a raw record (of the tasks table, or of ``source``'s table: any key schema), or None if
+    it has none (such a record is dead-lettered)."""
     try:
         keys = record["dynamodb"]["Keys"]
+        if source is not None:
+            return TaskKey.of_source(source.name, keys)
         return TaskKey(keys["PK"]["S"], keys["SK"]["S"])
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, InvalidTask):
         return None
 
 
@@ -155,8 +171,8 @@ def record_id(record: Any) -> str:
     return "?"
 
 
-def change_from_record(record: Any) -> Change:
-    """Read a raw stream record; InvalidRecord when it is not one of the tasks table's."""
+def change_from_record(record: Any, source: TaskSource | None = None) -> Change:
+    """Read a raw stream record (of the tasks table, or of ``source``'s); InvalidRecord when it is not one."""
     if not isinstance(record, dict) or not isinstance(record.get("dynamodb"), dict):
         raise InvalidRecord("the record has no 'dynamodb' object")
     dynamodb = record["dynamodb"]
@@ -166,9 +182,15 @@ def change_from_record(record: Any) -> Change:
     sequence = dynamodb.get("SequenceNumber")
     if not isinstance(sequence, str) or not sequence:
         raise InvalidRecord("the record has no dynamodb.SequenceNumber")
-    key = record_key(record)
+    if source is not None and isinstance(dynamodb.get("Keys"), dict):
+        try:
+            TaskKey.of_source(source.name, dynamodb["Keys"])
+        except InvalidTask as exc:
+            raise InvalidRecord(f"the record's dynamodb.Keys is not a task's key: {exc.message}") from exc
+    key = record_key(record, source)
     if key is None:
-        raise InvalidRecord("the record's dynamodb.Keys has no string PK and SK")
+        raise InvalidRecord("the record's dynamodb.Keys has no string PK and SK" if source is None else
+                            f"the record's dynamodb.Keys is not a key of source {source.name!r}")
     try:
         # Lambda delivers binary values as base64 text; the deserializer wants bytes.
         old = ddb.deserialize(ddb.binary_as_bytes(dynamodb["OldImage"])) if "OldImage" in dynamodb else None
@@ -193,7 +215,8 @@ def change_from_record(record: Any) -> Change:
 def schedule_name(key: TaskKey) -> str:
     """The task's schedule name: readable prefix + a hash of the key; <= 64 chars of [0-9a-zA-Z_.-]."""
     readable = _NAME_UNSAFE.sub("_", key.task_id)[:_NAME_READABLE].strip("_.-") or "task"
-    digest = hashlib.sha256(f"{key.pk}\x00{key.sk}".encode()).hexdigest()[:32]
+    named = f"{key.source}\x00{key.pk}" if key.source else f"{key.pk}\x00{key.sk}"  # sources never share one
+    digest = hashlib.sha256(named.encode()).hexdigest()[:32]
     return f"{readable}-{digest}"
 
 
@@ -247,14 +270,14 @@ def delay_seconds(due: datetime, now: datetime) -> int:
 
 # --- the decision --------------------------------------------------------------
 
-def _task(image: dict[str, Any] | None, settings: Settings) -> Task | None:
-    return task_from_item(image, settings) if image is not None else None
+def _task(image: dict[str, Any] | None, key: TaskKey, settings: Settings) -> Task | None:
+    return read_task(image, key, settings) if image is not None else None
 
 
 def _old_task(change: Change, settings: Settings) -> Task | None:
     """The old image's task; None when there is none or it was not a valid task then."""
     try:
-        return _task(change.old, settings)
+        return _task(change.old, change.key, settings)
     except InvalidTask:
         return None
 
@@ -264,7 +287,7 @@ def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
     try:
         if change.event_name == "REMOVE":
             return _plan_remove(change, settings)
-        new = task_from_item(change.new or {}, settings)
+        new = read_task(change.new or {}, change.key, settings)
     except InvalidTask as exc:
         image = "OldImage" if change.event_name == "REMOVE" else "NewImage"
         return [DeadLetter(f"{image} is not a valid task: {exc.message} (field {exc.field})")]
@@ -281,8 +304,11 @@ def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
         return steps
     revived = old is not None and old.status.finished
     changed = old is None or revived or old.fingerprint() != new.fingerprint()
+    source = settings.source(change.key.source) if change.key.source else None
     if new.strategy is Strategy.EXACT:
         steps += _plan_exact(change, old, new, changed, revived, settings, now)
+    elif source is not None:
+        steps += _plan_source(new, source, changed, now)
     elif new.strategy is Strategy.INTERVAL:
         steps += _plan_interval(new, changed, settings, now)
     else:
@@ -302,7 +328,7 @@ def _refused_target(task: Task, settings: Settings) -> str | None:
 
 
 def _plan_remove(change: Change, settings: Settings) -> list[Step]:
-    old = task_from_item(change.old or {}, settings)
+    old = read_task(change.old or {}, change.key, settings)
     if change.by_ttl:
         refused = _refused_target(old, settings) if old.strategy is Strategy.LAZY else None
         if refused:
@@ -349,3 +375,27 @@ def _plan_lazy(new: Task, settings: Settings) -> list[Step]:
     if isinstance(current, int) and not isinstance(current, bool) and current == new.due_epoch:
         return []
     return [SetTtl(new.key, new.due_epoch, seen_due=item.get(settings.due_attribute), seen_ttl=current)]
+
+
+def _plan_source(new: Task, source: TaskSource, changed: bool, now: datetime) -> list[Step]:
+    """An interval or lazy item of a user's table: the app writes only what the strategy cannot do without,
+    never over the user's own value -- the bucket in the user's format when it has none (the user's index
+    finds it), the TTL of a lazy item whose due time lives in another attribute."""
+    item = new.item
+    seen_due = ((source.due_attribute, item.get(source.due_attribute)),) if source.due_attribute else ()
+    if new.strategy is Strategy.INTERVAL:
+        if new.due_epoch <= now.timestamp() + INTERVAL_DIRECT_SECONDS:
+            return [SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now))] if changed else []
+        name = source.bucket_attribute or ""
+        if item.get(name) is not None:
+            return []  # the user's own bucket: the processor finds the item there
+        label = source.bucket_label(bucket_start(new.due, source.bucket_minutes))
+        return [SetAttribute(new.key, source.table, name, label, (*seen_due, (name, None)))]
+    ttl = source.ttl_attribute or ""
+    current = item.get(ttl)
+    if isinstance(current, int | float) and not isinstance(current, bool) and int(current) == new.due_epoch:
+        return []
+    if current is not None and not isinstance(current, int | float):
+        return [DeadLetter(f"{ttl} is {current!r}, not epoch seconds: the app never rewrites a user's attribute "
+                           "in another format")]
+    return [SetAttribute(new.key, source.table, ttl, new.due_epoch, (*seen_due, (ttl, current)))]

@@ -27,7 +27,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items
-from chalicelib.tasks.model import Status, TaskKey, iso
+from chalicelib.tasks.model import InvalidTask, Status, TaskKey, iso
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
@@ -155,6 +155,16 @@ class TaskStore:
         self._ddb = deps.clients.dynamodb
         self.tasks_table = deps.settings.tasks_table
         self.state_table = deps.settings.state_table
+        self._settings = deps.settings
+
+    def table_of(self, key: TaskKey) -> str:
+        """The table of a task's item: the tasks table, or its source's (a user's table)."""
+        if not key.source:
+            return self.tasks_table
+        source = self._settings.source(key.source)
+        if source is None:
+            raise InvalidTask("source", f"no task source {key.source!r} is declared (TASK_SOURCES)")
+        return source.table
 
     # --- reads ---------------------------------------------------------------
 
@@ -164,6 +174,10 @@ class TaskStore:
         return ddb.deserialize(item) if item else None
 
     def get_item(self, key: TaskKey) -> dict[str, Any] | None:
+        if key.source:
+            response = self._ddb.get_item(TableName=self.table_of(key), Key=key.dynamo(), ConsistentRead=True)
+            item = response.get("Item")
+            return ddb.deserialize(item) if item else None
         return self._get(self.tasks_table, {"PK": key.pk, "SK": key.sk})
 
     def get_items(self, keys: Iterable[TaskKey], attempts: int = 3) -> dict[TaskKey, dict[str, Any] | None]:
@@ -251,7 +265,7 @@ class TaskStore:
         expression, set_names, set_values = set_attributes(attributes, remove)
         try:
             self._ddb.update_item(
-                TableName=self.tasks_table, Key=ddb.serialize({"PK": key.pk, "SK": key.sk}),
+                TableName=self.table_of(key), Key=key.dynamo(),
                 UpdateExpression=expression, ConditionExpression=condition,
                 **_expression_args({**set_names, **names}, {**set_values, **values}))
             return True
@@ -341,12 +355,13 @@ class TaskStore:
         executor left RUNNING on the item (see docs/tasks.md: Upgrading)."""
         return self._get(self.state_table, {"PK": items.LEGACY_CLAIM_PREFIX + task_id, "SK": iso(due)})
 
-    def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
+    def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any], key: TaskKey | None = None) -> bool:
         """Put a lazy task's item back (DynamoDB JSON as it was, binary as bytes) with ``changes`` (DynamoDB
         JSON): False when an item with its key exists again (written by its program meanwhile)."""
         try:
-            self._ddb.put_item(TableName=self.tasks_table, Item={**image, **changes},
-                               ConditionExpression="attribute_not_exists(PK)")
+            self._ddb.put_item(TableName=self.table_of(key) if key else self.tasks_table, Item={**image, **changes},
+                               ConditionExpression="attribute_not_exists(#k)",
+                               ExpressionAttributeNames={"#k": key.key_attribute if key else "PK"})
             return True
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":

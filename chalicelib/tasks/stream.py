@@ -47,6 +47,7 @@ from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
 from chalicelib.metrics import strategy_of_record
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
+from chalicelib.sources import TaskSource
 from chalicelib.tasks import schedules
 from chalicelib.tasks.schedules import (
     Change,
@@ -55,6 +56,7 @@ from chalicelib.tasks.schedules import (
     InvalidRecord,
     PutSchedule,
     SendDue,
+    SetAttribute,
     SetBucket,
     SetTtl,
     Step,
@@ -133,13 +135,17 @@ class EntryRejected(Exception):
 RecordRun = Generator[OutgoingDue, None, bool]
 
 
-def process_records(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Handle one stream batch; the return value is Lambda's partial batch response."""
+def process_records(deps: Deps, records: Sequence[dict[str, Any]], source: str = "") -> dict[str, Any]:
+    """Handle one stream batch (of the tasks table, or of the task source named ``source``: a user's table);
+    the return value is Lambda's partial batch response."""
+    declared = deps.settings.source(source) if source else None
+    if source and declared is None:  # the stage's configuration changed under a deployed mapping
+        raise LookupError(f"no task source {source!r} is declared (TASK_SOURCES)")
     groups: dict[Any, list[dict[str, Any]]] = {}
     for index, record in enumerate(records):
-        key = schedules.record_key(record)
+        key = schedules.record_key(record, declared)
         groups.setdefault(key if key is not None else ("unkeyed", index), []).append(record)
-    runs = [KeyRun(deps, group) for group in groups.values()]
+    runs = [KeyRun(deps, group, declared) for group in groups.values()]
     workers = max(1, min(deps.settings.stream_concurrency, len(runs)))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task-stream") if workers > 1 else None
     try:
@@ -157,7 +163,7 @@ def process_records(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, 
     result = BatchResult()
     for run in runs:
         result.add(run.outcome)
-    logger.info("stream batch", extra={"records": len(records), "processed": result.processed,
+    logger.info("stream batch", extra={"task_source": source or "tasks", "records": len(records), "processed": result.processed,
                                        "dead_lettered": result.dead_lettered, "failed": len(result.failed)})
     return result.response()
 
@@ -177,6 +183,7 @@ class KeyRun:
 
     deps: Deps
     records: list[dict[str, Any]]
+    source: TaskSource | None = None
     outcome: BatchResult = field(default_factory=BatchResult)
     waiting: OutgoingDue | None = None
     _position: int = 0
@@ -189,7 +196,7 @@ class KeyRun:
             record = self.records[self._position]
             try:
                 if self._run is None:
-                    self._run = record_run(self.deps, record)
+                    self._run = record_run(self.deps, record, self.source)
                     self.waiting = next(self._run)
                 elif self._error is not None:
                     error, self._error = self._error, None
@@ -226,7 +233,7 @@ def _sequence(record: dict[str, Any]) -> str:
     return str(dynamodb.get("SequenceNumber", "")) if isinstance(dynamodb, dict) else ""
 
 
-def record_run(deps: Deps, record: dict[str, Any]) -> RecordRun:
+def record_run(deps: Deps, record: dict[str, Any], source: TaskSource | None = None) -> RecordRun:
     """Carry out one record; yields each due message for the caller to send; returns True when the record was
     dead-lettered.  Raises on a transient failure.
 
@@ -234,52 +241,50 @@ def record_run(deps: Deps, record: dict[str, Any]) -> RecordRun:
     they raise would be raised again by every retry: the record's content is at fault and it is
     dead-lettered, once, with the reason -- as is a step AWS rejects as invalid, a message SQS rejects as
     the sender's fault, or a step that fails before any AWS call."""
+    def dead(reason: str) -> bool:
+        _dead_letter(deps, record, reason if source is None else f"task source {source.name!r}: {reason}"[:1000],
+                     source)
+        return True
+
     try:
-        change = schedules.change_from_record(record)
+        change = schedules.change_from_record(record, source)
         steps = schedules.plan(change, deps.settings, deps.clock())
     except InvalidRecord as exc:
-        _dead_letter(deps, record, str(exc))
-        return True
+        return dead(str(exc))
     except Exception as exc:  # pure code: the same record fails the same way every time
-        _dead_letter(deps, record, f"the record cannot be planned: {type(exc).__name__}: {exc}"[:1000])
-        return True
+        return dead(f"the record cannot be planned: {type(exc).__name__}: {exc}"[:1000])
     for step in steps:
         if isinstance(step, DeadLetter):
-            _dead_letter(deps, record, step.reason)
-            return True
+            return dead(step.reason)
         try:
             if isinstance(step, SendDue):
                 yield OutgoingDue(due_body(deps, step), step.delay_seconds)
             else:
                 _carry_out(deps, change, step)
         except EntryRejected as exc:
-            _dead_letter(deps, record, f"{type(step).__name__} was rejected: {exc}"[:1000])
-            return True
+            return dead(f"{type(step).__name__} was rejected: {exc}"[:1000])
         except ClientError as exc:
             if error_code(exc) not in PERMANENT_CODES:
                 raise
-            _dead_letter(deps, record, f"{type(step).__name__} was rejected: {exc}")
-            return True
+            return dead(f"{type(step).__name__} was rejected: {exc}")
         except BotoCoreError as exc:
             if not isinstance(exc, ParamValidationError):  # connection, timeout, credentials: transient
                 raise
-            _dead_letter(deps, record, f"{type(step).__name__} was rejected: {exc}"[:1000])
-            return True
+            return dead(f"{type(step).__name__} was rejected: {exc}"[:1000])
         except Exception as exc:  # not AWS's: the record's content, not worth a retry
-            _dead_letter(deps, record, f"{type(step).__name__} failed: {type(exc).__name__}: {exc}"[:1000])
-            return True
+            return dead(f"{type(step).__name__} failed: {type(exc).__name__}: {exc}"[:1000])
     return False
 
 
-def _dead_letter(deps: Deps, record: dict[str, Any], reason: str) -> None:
+def _dead_letter(deps: Deps, record: dict[str, Any], reason: str, source: TaskSource | None = None) -> None:
     payload: Any = record
     if len(json.dumps(record, default=str)) > MAX_DEAD_LETTER_PAYLOAD:
         found = record.get("dynamodb")
         dynamodb: dict[str, Any] = found if isinstance(found, dict) else {}
         payload = {"eventID": record.get("eventID"), "eventName": record.get("eventName"), "truncated": True,
                    "dynamodb": {k: dynamodb.get(k) for k in ("Keys", "SequenceNumber", "ApproximateCreationDateTime")}}
-    dead_letter(deps, deps.settings.task_dlq, SOURCE, schedules.record_id(record), reason, payload,
-                strategy=strategy_of_record(record))
+    dead_letter(deps, deps.settings.task_dlq, SOURCE if source is None else f"{SOURCE}:{source.name}",
+                schedules.record_id(record), reason, payload, strategy=strategy_of_record(record))
 
 
 def _call(deps: Deps, call: Callable[[], T]) -> T:
@@ -296,6 +301,8 @@ def _carry_out(deps: Deps, change: Change, step: Step) -> None:
         set_bucket(deps, step)
     elif isinstance(step, SetTtl):
         set_ttl(deps, step)
+    elif isinstance(step, SetAttribute):
+        set_attribute(deps, step)
 
 
 # --- steps ---------------------------------------------------------------------
@@ -469,8 +476,8 @@ def _outcome(call: Callable[[], None]) -> Exception | None:
 
 
 def _conditional_update(deps: Deps, key_expr: dict[str, Any], update: str, condition: str,
-                        names: dict[str, str], values: dict[str, Any]) -> bool:
-    kwargs: dict[str, Any] = {"TableName": deps.settings.tasks_table, "Key": key_expr,
+                        names: dict[str, str], values: dict[str, Any], table: str = "") -> bool:
+    kwargs: dict[str, Any] = {"TableName": table or deps.settings.tasks_table, "Key": key_expr,
                               "UpdateExpression": update, "ConditionExpression": condition,
                               "ExpressionAttributeNames": names}
     if values:
@@ -510,3 +517,15 @@ def set_ttl(deps: Deps, step: SetTtl) -> None:
         names["#due"] = settings.due_attribute
         conditions.append(_seen(":seen_due", "#due", step.seen_due, values))
     _conditional_update(deps, step.key.dynamo(), "SET #ttl = :ttl", " AND ".join(conditions), names, values)
+
+
+def set_attribute(deps: Deps, step: SetAttribute) -> None:
+    """One attribute of a source's item, only if the item still is as the image showed it."""
+    names = {"#a": step.name, "#k": step.key.key_attribute}
+    values: dict[str, Any] = {":v": step.value}
+    conditions = ["attribute_exists(#k)"]
+    for i, (name, seen) in enumerate(step.seen):
+        names[f"#s{i}"] = name
+        conditions.append(_seen(f":s{i}", f"#s{i}", seen, values))
+    _conditional_update(deps, step.key.dynamo(), "SET #a = :v", " AND ".join(dict.fromkeys(conditions)),
+                        names, values, step.table)

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def stage() -> Iterator[LocalStage]:
     local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
-    overrides = {**DEMO_ENVIRONMENT, "BACKUP_MONITOR_DELAY_SECONDS": "1"}
+    # make demo's settings, at the level every stage ships (make demo itself prints WARNING and up)
+    overrides = {**DEMO_ENVIRONMENT, "BACKUP_MONITOR_DELAY_SECONDS": "1", "LOG_LEVEL": "INFO"}
     started = start_local_stage(local, overrides=overrides, out=lambda line: None)
     yield started
     started.stop()

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def stage() -> Iterator[LocalStage]:
     local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
-    overrides = {**DEMO_ENVIRONMENT, "DIRECT_QUEUE_HORIZON_SECONDS": "0", "SCHEDULE_LEAD_SECONDS": "2"}
+    overrides = {**DEMO_ENVIRONMENT, "DIRECT_QUEUE_HORIZON_SECONDS": "0", "SCHEDULE_LEAD_SECONDS": "2",
+                 "LOG_LEVEL": "INFO"}
     started = start_local_stage(local, overrides=overrides, out=lambda line: None)
     yield started
     started.stop()

@@ -3,12 +3,14 @@ transaction), 200 clients at once, and moto's memory of stream records."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Iterator
 
 import boto3
 import pytest
 
+from chalicelib.log import logger  # app.py sets the stage's level on it: shared by the process
 from local import moto_corrections
 from local.client import ApiClient, emails_to, wait_until
 from local.soak import burst, task_body
@@ -78,3 +80,14 @@ def test_stream_records_every_poller_has_read_are_dropped_from_moto(stage: Local
     created = api(stage).post("/tasks", email_task(f"trim-{tag}-after", f"trim-{tag}-after@example.com"))
     assert created.status == 201
     wait_until(lambda: emails_to(stage.aws_endpoint, f"trim-{tag}-after@example.com"), 30, "the next email", 0.5)
+
+
+def test_a_stage_started_at_another_level_gives_the_process_its_logger_level_back_when_it_stops() -> None:
+    before = logger.log_level
+    local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
+    started = start_local_stage(local, overrides={"LOG_LEVEL": "ERROR"}, out=lambda line: None)
+    try:
+        assert logger.log_level == logging.ERROR != before
+    finally:
+        started.stop()
+    assert logger.log_level == before

@@ -205,3 +205,61 @@ def test_a_long_poll_returns_when_a_delayed_message_becomes_visible(moto: MotoSe
     attributes = message["Attributes"]
     waited = int(attributes["ApproximateFirstReceiveTimestamp"]) - int(attributes["SentTimestamp"])
     assert 2000 <= waited < 2500, waited
+
+
+def _update_error(ddb: Any, table: str, expression: str, names: dict[str, str] | None = None) -> str:
+    values = {name: {"S": name} for name in (":a", ":b") if name in expression}
+    with pytest.raises(ClientError) as raised:
+        ddb.update_item(TableName=table, Key={"PK": {"S": "k"}}, UpdateExpression=expression,
+                        ExpressionAttributeValues=values, **({"ExpressionAttributeNames": names} if names else {}))
+    assert raised.value.response["Error"]["Code"] == "ValidationException"
+    return str(raised.value.response["Error"]["Message"])
+
+
+def test_update_expressions_are_checked_once_and_still_refused_as_aws_refuses_them(moto: MotoServer) -> None:
+    ddb, _ = make_table(moto, "expressions")
+    many = ", ".join(f"a{n} = if_not_exists(a{n}, :a)" for n in range(12))
+    ddb.update_item(TableName="expressions", Key={"PK": {"S": "k"}}, UpdateExpression=f"SET {many} REMOVE b, c",
+                    ExpressionAttributeValues={":a": {"S": "a"}})
+    item = ddb.get_item(TableName="expressions", Key={"PK": {"S": "k"}})["Item"]
+    assert {name: value["S"] for name, value in item.items() if name != "PK"} == {f"a{n}": "a" for n in range(12)}
+    assert "overlap" in _update_error(ddb, "expressions", "SET x = :a, y = :b, x = :b")
+    assert "overlap" in _update_error(ddb, "expressions", "SET #x = :a REMOVE #x", {"#x": "x"})
+    assert "SET" in _update_error(ddb, "expressions", "SET x = :a SET y = :b")
+    assert "REMOVE" in _update_error(ddb, "expressions", "SET x = :a REMOVE y REMOVE z")
+
+
+def test_fifo_queues_still_deduplicate_by_content_only_when_asked(moto: MotoServer) -> None:
+    sqs = client(moto, "sqs")
+    by_content = sqs.create_queue(QueueName="by-content.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    for _ in range(2):
+        sqs.send_message(QueueUrl=by_content, MessageBody="same", MessageGroupId="g")
+    attributes = sqs.get_queue_attributes(QueueUrl=by_content, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "1" and attributes["ContentBasedDeduplication"] == "true"
+    explicit = sqs.create_queue(QueueName="explicit.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    with pytest.raises(ClientError) as raised:
+        sqs.send_message(QueueUrl=explicit, MessageBody="no id", MessageGroupId="g")
+    assert "ContentBasedDeduplication" in raised.value.response["Error"]["Message"]
+    standard = sqs.create_queue(QueueName="standard")["QueueUrl"]
+    for _ in range(2):
+        sqs.send_message(QueueUrl=standard, MessageBody="same")
+    attributes = sqs.get_queue_attributes(QueueUrl=standard, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "2" and "ContentBasedDeduplication" not in attributes
+
+
+def test_a_delete_batch_deletes_what_it_names_once_and_refuses_unknown_handles(moto: MotoServer) -> None:
+    sqs = client(moto, "sqs")
+    url = sqs.create_queue(QueueName="deletes")["QueueUrl"]
+    for n in range(4):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{n}")
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60)["Messages"]
+    first, second = received[0]["ReceiptHandle"], received[1]["ReceiptHandle"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first)
+    response = sqs.delete_message_batch(QueueUrl=url, Entries=[
+        {"Id": "again", "ReceiptHandle": first}, {"Id": "new", "ReceiptHandle": second},
+        {"Id": "unknown", "ReceiptHandle": "not-a-handle"}])
+    assert sorted(e["Id"] for e in response["Successful"]) == ["again", "new"]
+    assert [(e["Id"], e["Code"]) for e in response["Failed"]] == [("unknown", "ReceiptHandleIsInvalid")]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == str(len(received) - 2)

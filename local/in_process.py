@@ -1,0 +1,75 @@
+"""The runtime's own AWS calls reach moto's server without a socket.
+
+moto's server runs in this process (local/aws.py), and so do the app's
+handlers and the runtime's sources: each of their AWS calls went out through a
+socket, a TCP connection (a new one, and a new server thread, whenever the
+client's pool of 20 was exhausted by the invocations running at once) and
+werkzeug's HTTP parsing, only to come back into the same process, under the
+same GIL as the handler that made it.  Measured under bench T, that plumbing
+was more of the process's CPU than moto's own work (docs/offline-throughput.md).
+
+``InProcessTransport.attach(client)`` answers a client's requests to moto's
+endpoint by calling moto's WSGI application (the one its server serves, built
+the same way: ``DomainDispatcherApplication(create_backend_app)``, over the
+same backends) in the calling thread, from botocore's ``before-send`` event,
+registered last (a fault injector's own ``before-send`` answers first).
+Everything above the socket is unchanged: the request is signed, serialised and
+retried by botocore as before, moto parses and answers it as its server would,
+and botocore parses the answer.  Requests to any other endpoint, and every
+request once the server is stopped, go over HTTP as before (an outage still
+looks like one).  Clients outside this process (the bench, curl, tests) use the
+server as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from moto.core.botocore_stubber import MockRawResponse
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+
+class InProcessTransport:
+    """Sends requests for ``endpoint`` straight to moto's WSGI application while ``serving()``."""
+
+    def __init__(self, endpoint: str, serving: Callable[[], bool]) -> None:
+        parts = urlsplit(endpoint)
+        self.endpoint = f"{parts.scheme}://{parts.netloc}"
+        self._serving = serving
+        self._app = DomainDispatcherApplication(create_backend_app)
+
+    def attach(self, client: Any) -> Any:
+        """Route ``client``'s requests to moto through this process (returns the client)."""
+        client.meta.events.register_last("before-send", self.send)
+        return client
+
+    def send(self, request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
+        """moto's answer to ``request``, or None (botocore sends it over HTTP) when it is not moto's."""
+        if not request.url.startswith(self.endpoint + "/") or not self._serving():
+            return None
+        url = urlsplit(request.url)
+        body = request.body
+        data: str | bytes = b""
+        if isinstance(body, str | bytes):
+            data = body
+        elif isinstance(body, bytearray):
+            data = bytes(body)
+        elif body is not None:
+            data = body.read()
+        headers = [(name, value.decode() if isinstance(value, bytes) else str(value))
+                   for name, value in request.headers.items()]
+        environ = EnvironBuilder(path=url.path or "/", query_string=url.query, method=request.method,
+                                 headers=headers, data=data, base_url=self.endpoint).get_environ()
+        chunks, status, response_headers = run_wsgi_app(self._app, environ, buffered=True)
+        try:
+            content = b"".join(chunks)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        return AWSResponse(request.url, int(status.split(" ", 1)[0]), cast(Any, dict(response_headers.items())),
+                           MockRawResponse(content))

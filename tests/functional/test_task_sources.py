@@ -1,0 +1,311 @@
+"""Task sources: the seeds' own items, in tables of the seeds' own shapes, become tasks without being moved.
+
+Each seed's item is written exactly as the seed writes it (plain PutItem of its attributes) to a table of
+exactly the seed's shape; app.py binds one stream function per source (a fresh import on a stage declaring
+them) and SourceSim delivers every stream, queue, schedule and TTL deletion as Lambda and AWS would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from chalice.test import Client
+
+from chalicelib import ddb
+from chalicelib.aws import Deps
+from tests.faults import Faults
+from tests.fixtures import Aws, FakeClock
+from tests.functional.source_support import (
+    APPOINTMENTS_TABLE,
+    SEED_SOURCES,
+    SESSIONS_TABLE,
+    SLOTS_TABLE,
+    SourceSim,
+    create_seed_tables,
+    create_table,
+    load_app,
+)
+from tests.functional.task_support import emails_sent
+
+
+@dataclass
+class Stage:
+    deps: Deps
+    sim: SourceSim
+    app: ModuleType
+    clock: FakeClock
+
+    def put(self, table: str, item: dict[str, Any]) -> None:
+        """What the seed's own code does: a plain PutItem."""
+        self.deps.clients.dynamodb.put_item(TableName=table, Item=ddb.serialize(item))
+
+    def get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        found = self.deps.clients.dynamodb.get_item(TableName=table, Key=ddb.serialize(key)).get("Item")
+        return ddb.deserialize(found) if found else None
+
+    def delete(self, table: str, key: dict[str, Any]) -> None:
+        self.deps.clients.dynamodb.delete_item(TableName=table, Key=ddb.serialize(key))
+
+    def run(self, **limit: float) -> None:
+        """Everything AWS would deliver over the next ``limit`` of (fake) time."""
+        self.sim.run(lambda: False, timedelta(**limit))
+
+    def epoch(self, **ahead: float) -> int:
+        return int((self.clock.now + timedelta(**ahead)).timestamp())
+
+
+def emails_to(address: str) -> list[Any]:
+    return [m for m in emails_sent() if address in m.destinations.get("ToAddresses", [])]
+
+
+def _stage(monkeypatch: pytest.MonkeyPatch, deps: Deps, clock: FakeClock, sources: dict[str, Any],
+           streams: dict[str, str]) -> Iterator[Stage]:
+    module = load_app(monkeypatch, deps, sources, streams)
+    with Client(module.app) as client:
+        yield Stage(deps, SourceSim(deps, client, clock), module, clock)
+    module.container.use(None)
+
+
+@pytest.fixture
+def stage(aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stage]:
+    yield from _stage(monkeypatch, deps, clock, SEED_SOURCES, create_seed_tables(deps))
+
+
+# --- the exact seed: PK/SK, REMINDER_TIMESTAMP, email ---------------------------------------------------
+
+def test_app_py_binds_one_stream_function_per_source_with_stable_names(stage: Stage) -> None:
+    functions = {s.name: s.stream_arn for s in stage.app.app.event_sources if hasattr(s, "stream_arn")}
+    assert {"task_stream", "source_appointments", "source_sessions", "source_slots"} <= set(functions)
+    assert functions["source_appointments"].split("/")[1] == APPOINTMENTS_TABLE
+
+
+def test_the_exact_seeds_item_sends_one_email_at_its_time_never_early(stage: Stage) -> None:
+    due = stage.epoch(minutes=3)
+    stage.put(APPOINTMENTS_TABLE, {"PK": "USER#ada", "SK": "REMINDER#standup", "REMINDER_TIMESTAMP": due,
+                                   "email": "ada@example.com"})
+    stage.run(minutes=2, seconds=59)
+    assert emails_to("ada@example.com") == []
+    stage.run(minutes=3)
+    [email] = emails_to("ada@example.com")
+    assert "REMINDER#standup" in json.dumps(email.body)
+    item = stage.get(APPOINTMENTS_TABLE, {"PK": "USER#ada", "SK": "REMINDER#standup"})
+    assert item == {"PK": "USER#ada", "SK": "REMINDER#standup", "REMINDER_TIMESTAMP": due,
+                    "email": "ada@example.com"}  # nothing written to the user's item
+
+
+def test_the_exact_seeds_ten_item_loop_ends_in_ten_emails(stage: Stage) -> None:
+    due = stage.epoch(seconds=10)
+    for i in range(10):
+        stage.put(APPOINTMENTS_TABLE, {"PK": f"USER#seed-{i}", "SK": f"REMINDER#{i}", "REMINDER_TIMESTAMP": due,
+                                       "email": f"seed{i}@example.com"})
+    stage.run(minutes=5)
+    assert [len(emails_to(f"seed{i}@example.com")) for i in range(10)] == [1] * 10
+
+
+def test_a_users_delete_of_an_exact_item_cancels_it(stage: Stage) -> None:
+    for minutes, who in ((3, "soon"), (40, "later")):  # the due-queue path and the Scheduler path
+        stage.put(APPOINTMENTS_TABLE, {"PK": f"USER#{who}", "SK": "REMINDER#x",
+                                       "REMINDER_TIMESTAMP": stage.epoch(minutes=minutes),
+                                       "email": f"{who}@example.com"})
+    stage.run(minutes=1)
+    for who in ("soon", "later"):
+        stage.delete(APPOINTMENTS_TABLE, {"PK": f"USER#{who}", "SK": "REMINDER#x"})
+    stage.run(hours=1)
+    assert emails_to("soon@example.com") == [] and emails_to("later@example.com") == []
+    schedules = stage.deps.clients.scheduler.list_schedules(GroupName=stage.deps.settings.schedule_group)
+    assert schedules["Schedules"] == []
+
+
+# --- the lazy seed: keyed by email, expires_at (TTL) --------------------------------------------------
+
+def test_the_lazy_seeds_item_runs_when_its_ttl_expires_never_before(stage: Stage) -> None:
+    expires = stage.epoch(minutes=10)
+    stage.put(SESSIONS_TABLE, {"email": "grace@example.com", "expires_at": expires})
+    stage.run(minutes=9, seconds=59)
+    assert emails_to("grace@example.com") == []
+    stage.run(minutes=5)
+    assert len(emails_to("grace@example.com")) == 1
+    assert stage.sim.source_ttl_deletes == 1
+
+
+def test_a_users_delete_of_a_lazy_item_never_runs_it(stage: Stage) -> None:
+    stage.put(SESSIONS_TABLE, {"email": "gone@example.com", "expires_at": stage.epoch(minutes=10)})
+    stage.run(minutes=1)
+    stage.delete(SESSIONS_TABLE, {"email": "gone@example.com"})
+    stage.run(minutes=30)
+    assert emails_to("gone@example.com") == []
+
+
+# --- the interval seed: taskDateTime with its own GSI --------------------------------------------------
+
+def test_the_interval_seeds_item_runs_in_its_minute_and_keeps_its_task_date_time(stage: Stage) -> None:
+    stage.put(SLOTS_TABLE, {"id": "slot-1", "taskDateTime": "2026-11-22#12:05", "email": "linus@example.com"})
+    stage.run(minutes=4, seconds=59)
+    assert emails_to("linus@example.com") == []
+    stage.run(minutes=3)
+    [email] = emails_to("linus@example.com")
+    assert email.subject == "Slot 2026-11-22#12:05"
+    assert stage.get(SLOTS_TABLE, {"id": "slot-1"}) == {
+        "id": "slot-1", "taskDateTime": "2026-11-22#12:05", "email": "linus@example.com"}  # never rewritten
+    found = stage.deps.clients.dynamodb.query(
+        TableName=SLOTS_TABLE, IndexName="taskDateTime-index", KeyConditionExpression="taskDateTime = :t",
+        ExpressionAttributeValues={":t": {"S": "2026-11-22#12:05"}})["Items"]
+    assert len(found) == 1  # the user's own query on their index still finds it
+
+
+def test_a_users_delete_of_an_interval_item_never_runs_it(stage: Stage) -> None:
+    stage.put(SLOTS_TABLE, {"id": "slot-2", "taskDateTime": "2026-11-22#12:10", "email": "gone@example.com"})
+    stage.run(minutes=2)
+    stage.delete(SLOTS_TABLE, {"id": "slot-2"})
+    stage.run(minutes=15)
+    assert emails_to("gone@example.com") == []
+
+
+# --- bad items ----------------------------------------------------------------------------------------
+
+def test_a_bad_item_is_dead_lettered_naming_its_source_and_never_blocks_the_stream(
+        stage: Stage, aws: Aws) -> None:
+    stage.put(APPOINTMENTS_TABLE, {"PK": "USER#bad", "SK": "REMINDER#x", "REMINDER_TIMESTAMP": "tomorrow",
+                                   "email": "bad@example.com"})
+    stage.put(APPOINTMENTS_TABLE, {"PK": "USER#good", "SK": "REMINDER#x", "REMINDER_TIMESTAMP": stage.epoch(minutes=1),
+                                   "email": "good@example.com"})
+    stage.run(minutes=3)
+    assert len(emails_to("good@example.com")) == 1
+    [letter] = [json.loads(m["Body"]) for m in aws.drain(stage.deps.settings.task_dlq)]
+    assert letter["source"] == "task_stream:appointments"
+    assert "task source 'appointments'" in letter["reason"] and "REMINDER_TIMESTAMP" in letter["reason"]
+
+
+# --- any key schema ------------------------------------------------------------------------------------
+
+KEYED = {"type": "email", "to": "{owner}", "subject": "Due", "body": "Item {id} is due."}
+
+
+def test_hash_only_tables_with_a_number_or_a_binary_key_work(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"numbered": create_table(deps, "numbered", [("id", "N")]),
+               "binary": create_table(deps, "binary", [("id", "B")])}
+    sources = {name: {"table": name, "due_attribute": "due_at", "action": KEYED} for name in streams}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        due = "2026-11-22T12:02:00Z"
+        stage.put("numbered", {"id": 42, "due_at": due, "owner": "n@example.com"})
+        stage.put("binary", {"id": b"\x00\xffkey", "due_at": due, "owner": "b@example.com"})
+        stage.run(minutes=5)
+        assert len(emails_to("n@example.com")) == 1
+        assert len(emails_to("b@example.com")) == 1
+
+
+# --- two sources plus API tasks -------------------------------------------------------------------------
+
+def test_two_sources_and_api_tasks_share_one_executor_without_cross_talk(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"first": create_table(deps, "first", [("PK", "S"), ("SK", "S")]),
+               "second": create_table(deps, "second", [("PK", "S"), ("SK", "S")])}
+    action = {"type": "email", "to": "{email}", "subject": "s", "body": "b"}
+    sources = {name: {"table": name, "due_attribute": "at", "action": action} for name in streams}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        same_key = {"PK": "USER#1", "SK": "R"}
+        stage.put("first", {**same_key, "at": stage.epoch(minutes=2), "email": "first@example.com"})
+        stage.put("second", {**same_key, "at": stage.epoch(minutes=2), "email": "second@example.com"})
+        created = stage.sim.client.http.post("/tasks", body=json.dumps({
+            "id": "api-1", "run_at": "2026-11-22T12:02:00Z",
+            "action": {"type": "email", "to": "api@example.com", "subject": "s", "body": "b"}}),
+            headers={"Content-Type": "application/json", "Authorization": "Bearer x"})
+        assert created.status_code == 201, created.body
+        stage.run(minutes=5)
+        for who in ("first", "second", "api"):
+            assert len(emails_to(f"{who}@example.com")) == 1, who
+        records = [ddb.deserialize(r) for r in deps.clients.dynamodb.scan(TableName=deps.settings.state_table)["Items"]]
+        claimed = sorted(r["id"] for r in records if r.get("exec_due"))
+        assert claimed == ["api-1", 'first/{"PK":{"S":"USER#1"},"SK":{"S":"R"}}',
+                           'second/{"PK":{"S":"USER#1"},"SK":{"S":"R"}}']
+
+
+# --- recurrence -------------------------------------------------------------------------------------------
+
+def test_a_recurring_sources_item_runs_again_with_its_due_time_in_its_own_form(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"daily": create_table(deps, "daily", [("PK", "S"), ("SK", "S")])}
+    sources = {"daily": {"table": "daily", "due_attribute": "REMINDER_TIMESTAMP", "recurrence": "rate(1 day)",
+                         "key": ["PK", "SK"]}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        first = stage.epoch(minutes=2)
+        stage.put("daily", {"PK": "U", "SK": "R", "REMINDER_TIMESTAMP": first, "email": "daily@example.com"})
+        stage.run(minutes=5)
+        assert len(emails_to("daily@example.com")) == 1
+        item = stage.get("daily", {"PK": "U", "SK": "R"})
+        assert item == {"PK": "U", "SK": "R", "REMINDER_TIMESTAMP": first + 86400, "email": "daily@example.com"}
+        stage.clock.advance(hours=23, minutes=50)  # nothing happens in between: no need to step through it
+        stage.run(minutes=15)
+        assert len(emails_to("daily@example.com")) == 2
+
+
+# --- GET /tasks/{source}/{key} ----------------------------------------------------------------------------
+
+def test_get_shows_a_source_items_due_time_state_and_last_outcome(stage: Stage, client: Client) -> None:
+    due = stage.epoch(minutes=2)
+    stage.put(APPOINTMENTS_TABLE, {"PK": "USER#ada", "SK": "REMINDER#standup", "REMINDER_TIMESTAMP": due,
+                                   "email": "ada@example.com"})
+    path = "/tasks/appointments/" + quote(json.dumps({"PK": "USER#ada", "SK": "REMINDER#standup"}), safe="")
+    stage.run(seconds=30)
+    pending = client.http.get(path)
+    assert pending.status_code == 200, pending.body
+    assert pending.json_body["key"] == {"PK": {"S": "USER#ada"}, "SK": {"S": "REMINDER#standup"}}
+    assert (pending.json_body["task"]["status"], pending.json_body["task"]["run_at"]) == (
+        "PENDING", "2026-11-22T12:02:00Z")
+    stage.run(minutes=3)
+    done = client.http.get(path).json_body["task"]
+    assert (done["status"], done["attempts"], done["last_result"]["type"]) == ("DONE", 1, "email")
+
+
+def test_get_of_an_unknown_source_or_a_bad_key_says_which(stage: Stage, client: Client) -> None:
+    missing = client.http.get("/tasks/nope/" + quote('{"PK": "a", "SK": "b"}', safe=""))
+    assert (missing.status_code, missing.json_body["field"]) == (404, "id")
+    bad = client.http.get("/tasks/appointments/" + quote('{"PK": ["a"]}', safe=""))
+    assert (bad.status_code, bad.json_body["field"]) == (400, "key")
+    wrong = client.http.get("/tasks/appointments/" + quote('{"PK": "a"}', safe=""))
+    assert (wrong.status_code, wrong.json_body["field"]) == (400, "key")  # not the table's key schema
+
+
+def test_a_recurring_lazy_item_is_put_back_as_it_was_with_its_next_ttl_and_runs_again(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"hourly": create_table(deps, "hourly", [("email", "S")], ttl="expires_at")}
+    sources = {"hourly": {"table": "hourly", "strategy": "lazy", "ttl_attribute": "expires_at",
+                          "recurrence": "rate(1 hour)", "key": ["email"]}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        first = stage.epoch(minutes=5)
+        stage.put("hourly", {"email": "hourly@example.com", "expires_at": first, "tags": {"a", "b"}})
+        stage.run(minutes=10)
+        assert len(emails_to("hourly@example.com")) == 1
+        item = stage.get("hourly", {"email": "hourly@example.com"}) or {}
+        assert (item.get("expires_at"), sorted(item.get("tags", []))) == (first + 3600, ["a", "b"])  # a set, kept
+        stage.run(hours=1)
+        assert len(emails_to("hourly@example.com")) == 2
+
+
+def test_a_source_item_read_that_fails_is_redelivered_and_runs_once(
+        stage: Stage, faults: Faults) -> None:
+    stage.put(APPOINTMENTS_TABLE, {"PK": "USER#flaky", "SK": "R", "REMINDER_TIMESTAMP": stage.epoch(minutes=1),
+                                   "email": "flaky@example.com"})
+    faults.inject("dynamodb.GetItem", "error", times=2, match=lambda p: p.get("TableName") == APPOINTMENTS_TABLE)
+    stage.run(minutes=10)
+    assert len(emails_to("flaky@example.com")) == 1
+    assert faults.injected["error"] == 2
+
+
+@pytest.mark.parametrize("key", [
+    "%", "%%41", "{", "[]", "null", '{"PK": {"S": ""}, "SK": {"S": "x"}}', '{"PK": {"N": "abc"}}',
+    '{"PK": {"B": "!!"}}', '{"a": 1, "b": 2, "c": 3}', '{"PK": 1e400}', '{"PK": "\\u0000", "SK": "x"}',
+    "x" * 5000, '{"PK": "' + "x" * 3000 + '", "SK": "y"}', '{"PK": true}', '{"PK": {"S": "a", "N": "1"}}',
+])
+def test_get_of_a_source_item_never_fails_on_a_hostile_key(stage: Stage, client: Client, key: str) -> None:
+    response = client.http.get("/tasks/appointments/" + quote(key, safe=""))
+    assert response.status_code in (400, 404), response.body
+    assert response.json_body["field"] in ("key", "id")

@@ -1,0 +1,134 @@
+"""Task sources (TASK_SOURCES): parsing and validation at import, each error naming the source and the field."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from chalicelib.settings import Settings, SourceSettingsError
+from chalicelib.sources import MissingAttribute, SourceError, parse_sources, render, template_names
+
+APPOINTMENTS = {"table": "appointments", "strategy": "exact", "due_attribute": "REMINDER_TIMESTAMP",
+                "action": {"type": "email", "to": "{email}", "subject": "Reminder",
+                           "body": "Your appointment {SK} is at {REMINDER_TIMESTAMP}."}}
+SESSIONS = {"table": "sessions", "strategy": "lazy", "ttl_attribute": "expires_at", "key": ["email"]}
+SLOTS = {"table": "slots", "strategy": "interval", "bucket_index": "taskDateTime-index",
+         "bucket_attribute": "taskDateTime", "bucket_format": "%Y-%m-%d#%H:%M", "key": ["id"]}
+STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/appointments/stream/2026-01-01T00:00:00.000"
+
+
+def test_each_seed_shape_is_a_valid_source() -> None:
+    sources = parse_sources(json.dumps({"appointments": APPOINTMENTS, "sessions": SESSIONS, "slots": SLOTS}),
+                            json.dumps({"appointments": STREAM}))
+    by_name = {s.name: s for s in sources}
+    assert by_name["appointments"].due_attribute == "REMINDER_TIMESTAMP"
+    assert by_name["appointments"].stream_arn == STREAM
+    assert by_name["appointments"].function_name == "source_appointments"
+    assert by_name["sessions"].action is None  # the stage's default email to {email}
+    assert by_name["slots"].bucket_label(datetime(2026, 11, 23, 12, 44, tzinfo=UTC)) == "2026-11-23#12:44"
+    assert by_name["slots"].bucket_start("2026-11-23#12:44") == datetime(2026, 11, 23, 12, 44, tzinfo=UTC)
+
+
+def test_settings_read_the_sources_from_the_stage() -> None:
+    settings = Settings.from_env({"TASK_SOURCES": json.dumps({"appointments": APPOINTMENTS})})
+    assert [s.name for s in settings.task_sources] == ["appointments"]
+    assert settings.source("appointments") is not None
+    assert settings.source("nope") is None
+    assert Settings.from_env({}).task_sources == ()
+
+
+def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    out = {**base, **changes}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+@pytest.mark.parametrize(("name", "spec", "field"), [
+    ("appointments", _with(APPOINTMENTS, table=None), "table"),
+    ("appointments", _with(APPOINTMENTS, table="x"), "table"),
+    ("appointments", _with(APPOINTMENTS, strategy="soon"), "strategy"),
+    ("appointments", _with(APPOINTMENTS, due_attribute=None), "due_attribute"),
+    ("appointments", _with(APPOINTMENTS, due_attribute="bad name"), "due_attribute"),
+    ("appointments", _with(APPOINTMENTS, action={"type": "fax"}), "action.type"),
+    ("appointments", _with(APPOINTMENTS, action={"type": "email", "to": "{email}", "subject": "s"}), "action.body"),
+    ("appointments", _with(APPOINTMENTS, action={"type": "email", "to": "{email", "subject": "s", "body": "b"}),
+     "action.to"),
+    ("appointments", _with(APPOINTMENTS, action={"type": "email", "to": "not-an-address", "subject": "s",
+                                                  "body": "b"}), "action.to"),
+    ("appointments", _with(APPOINTMENTS, action={"type": "email", "to": "{email}", "subject": "s", "body": "b",
+                                                  "cc": "x"}), "action.cc"),
+    ("appointments", _with(APPOINTMENTS, action={"type": "sqs", "queue_url": "{q}", "message": "{x y}"}),
+     "action.message"),
+    ("appointments", _with(APPOINTMENTS, recurrence="every day"), "recurrence"),
+    ("appointments", _with(APPOINTMENTS, timezone="Mars/Olympus"), "timezone"),
+    ("appointments", _with(APPOINTMENTS, colour="blue"), "colour"),
+    ("appointments", _with(APPOINTMENTS, enable_stream="yes"), "enable_stream"),
+    ("appointments", _with(APPOINTMENTS, ttl_attribute="expires_at"), "ttl_attribute"),
+    ("appointments", _with(APPOINTMENTS, bucket_index="i"), "bucket_index"),
+    ("sessions", _with(SESSIONS, ttl_attribute=None), "ttl_attribute"),
+    ("sessions", _with(SESSIONS, key=None), "key"),
+    ("appointments", _with(APPOINTMENTS, recurrence="rate(1 day)"), "key"),
+    ("slots", _with(SLOTS, bucket_index=None), "bucket_index"),
+    ("slots", _with(SLOTS, bucket_attribute=None), "bucket_attribute"),
+    ("slots", _with(SLOTS, key=None), "key"),
+    ("slots", _with(SLOTS, key=["a", "b", "c"]), "key"),
+    ("slots", _with(SLOTS, bucket_format="%Y-%m-%d"), "bucket_format"),
+    ("slots", _with(SLOTS, bucket_minutes=0), "bucket_minutes"),
+    ("tasks", APPOINTMENTS, "name"),
+    ("Bad-Name", APPOINTMENTS, "name"),
+    ("appointments", ["not", "an", "object"], "source"),
+])
+def test_a_bad_source_fails_at_import_naming_the_source_and_the_field(name: str, spec: Any, field: str) -> None:
+    with pytest.raises(SourceSettingsError) as error:
+        Settings.from_env({"TASK_SOURCES": json.dumps({name: spec})})
+    assert error.value.source == name
+    assert error.value.field == field
+    assert repr(name) in str(error.value) and repr(field) in str(error.value)
+
+
+def test_two_sources_may_not_share_a_table() -> None:
+    with pytest.raises(SourceError) as error:
+        parse_sources(json.dumps({"a": APPOINTMENTS, "b": APPOINTMENTS}))
+    assert (error.value.source, error.value.field) == ("b", "table")
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("[1]", "TASK_SOURCES"), ("{", "TASK_SOURCES")])
+def test_task_sources_must_be_a_json_object(text: str, field: str) -> None:
+    with pytest.raises(SourceError) as error:
+        parse_sources(text)
+    assert error.value.field == field
+
+
+def test_a_stream_arn_must_name_a_declared_source_and_be_a_stream() -> None:
+    with pytest.raises(SourceError) as error:
+        parse_sources(json.dumps({"appointments": APPOINTMENTS}), json.dumps({"other": STREAM}))
+    assert (error.value.source, error.value.field) == ("other", "TASK_SOURCE_STREAMS")
+    with pytest.raises(SourceError) as error:
+        parse_sources(json.dumps({"appointments": APPOINTMENTS}), json.dumps({"appointments": "arn:nope"}))
+    assert (error.value.source, error.value.field) == ("appointments", "stream_arn")
+
+
+@pytest.mark.parametrize(("template", "item", "expected"), [
+    ("{email}", {"email": "a@example.com"}, "a@example.com"),
+    ("Due {REMINDER_TIMESTAMP} for {SK}", {"REMINDER_TIMESTAMP": 1700000000, "SK": "APPT#1"},
+     "Due 1700000000 for APPT#1"),
+    ("{{literal}} {n}", {"n": True}, "{literal} true"),
+    ("{tags}", {"tags": {"b": 1, "a": [2]}}, '{"a": [2], "b": 1}'),
+])
+def test_templates_render_item_attributes(template: str, item: dict[str, Any], expected: str) -> None:
+    assert render(template, item) == expected
+
+
+def test_a_template_naming_a_missing_attribute_says_which() -> None:
+    with pytest.raises(MissingAttribute) as error:
+        render("to {email}", {"name": "x"})
+    assert error.value.name == "email"
+
+
+@pytest.mark.parametrize("template", ["{", "}", "{a b}", "{}", "{0}", "{x[0]}"])
+def test_malformed_templates_are_refused(template: str) -> None:
+    with pytest.raises(ValueError):
+        template_names(template)
