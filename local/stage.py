@@ -17,7 +17,7 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -29,6 +29,7 @@ from chalice.app import Chalice
 from chalicelib.aws import Clients
 from chalicelib.log import logger
 from chalicelib.settings import VARIABLES, Settings
+from chalicelib.sources import TaskSource
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
 from local import moto_corrections
@@ -65,8 +66,22 @@ SHELL_QUIET = frozenset({"API_TOKEN"})
 
 
 def banner_settings() -> tuple[str, ...]:
-    sources = tuple(v.name for v in VARIABLES if "SOURCE" in v.name and v.name not in BANNER_SETTINGS)
-    return (*BANNER_SETTINGS, *sources)
+    return BANNER_SETTINGS
+
+
+def source_lines(sources: Sequence[TaskSource]) -> list[str]:
+    """The banner's line per task source (TASK_SOURCES is JSON: the banner says what it declares)."""
+    lines = []
+    for source in sources:
+        if source.strategy == "lazy":
+            when = f"TTL {source.ttl_attribute}" + (f", due {source.due_attribute}" if source.due_attribute else "")
+        elif source.strategy == "interval" and source.bucket_index:
+            when = f"bucket {source.bucket_attribute} ({source.bucket_format}) on {source.bucket_index}"
+        else:
+            when = f"due {source.due_attribute}"
+        lines.append(f"    source {source.name:<21} table {source.table}: {source.strategy}, {when}"
+                     f"{', every ' + source.recurrence if source.recurrence else ''}")
+    return lines
 
 
 @dataclass(frozen=True)
@@ -201,6 +216,7 @@ class LocalStage:
     _saved: dict[str, str | None] = field(default_factory=dict)
     shell: ShellReport = field(default_factory=ShellReport)
     effective: dict[str, str] = field(default_factory=dict)  # the banner's settings, as the app reads them
+    sources: list[str] = field(default_factory=list)  # the banner's line per task source
     log_level: int | None = None  # the shared logger's level before app.py set the stage's (restored on stop)
 
     @property
@@ -236,6 +252,7 @@ class LocalStage:
         for name, value in [*self.effective.items(), *port.items()]:
             origin = "  (from the shell)" if name in self.shell.taken else ""
             lines.append(f"    {name:<28} {value}{origin}")
+        lines.extend(self.sources)
         lines.append("  shell      the local stage takes LOCAL_*, API_TOKEN, STREAM_* and any app setting it does "
                      "not set itself")
         for name, (shell_value, stage_value) in self.shell.ignored.items():
@@ -324,4 +341,4 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     effective = {name: environ.get(name, defaults.get(name, "")) for name in banner_settings()}
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
-                      effective=effective, log_level=log_level)
+                      effective=effective, sources=source_lines(settings.task_sources), log_level=log_level)

@@ -47,6 +47,9 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c() -> No
         assert re.search(r"^    DUE_ATTRIBUTE +REMINDER_TIMESTAMP  \(from the shell\)$", text, re.MULTILINE), text
         assert re.search(r"^    BACKUP_SCHEDULE +rate\(5 minutes\)$", text, re.MULTILINE), text
         assert re.search(rf"^    LOCAL_API_PORT +{api.group(2)}$", text, re.MULTILINE), text
+        assert re.search(r"^    source appointments +table seed-appointments: exact, due REMINDER_TIMESTAMP$", text,
+                         re.MULTILINE), text
+        assert "TASK_SOURCES" not in text, text  # its JSON is summed up, a line per source
         assert ("    IGNORED BACKUP_SCHEDULE=rate(1 hour): the local stage sets BACKUP_SCHEDULE=rate(5 minutes)"
                 in text.splitlines()), text
         boto3.client("dynamodb", endpoint_url=aws.group(1), region_name="us-east-1", aws_access_key_id="x",

@@ -8,8 +8,9 @@ import threading
 from chalice.app import Chalice
 
 from chalicelib.log import logger
+from chalicelib.settings import Settings
 from local.invoker import Invoker, Reporter, dead_letter_note
-from local.stage import ShellReport
+from local.stage import ShellReport, source_lines
 
 DUE_REASON = "NewImage is not a valid task: the item has no run_at (due time) (field run_at)"
 
@@ -21,6 +22,21 @@ def test_a_shell_setting_the_stage_sets_is_reported_ignored_and_one_it_does_not_
     report = ShellReport.of(shell, stage)
     assert report.ignored == {"BACKUP_SCHEDULE": ("rate(1 hour)", "rate(5 minutes)")}
     assert report.taken == {"DUE_ATTRIBUTE": "REMINDER_TIMESTAMP"}
+
+
+def test_the_banner_says_what_each_task_source_declares_a_line_each() -> None:
+    sources = Settings.from_env({"TASK_SOURCES": (
+        '{"reminders": {"table": "appointments", "due_attribute": "REMINDER_TIMESTAMP", "recurrence": "rate(1 day)",'
+        ' "key": ["PK", "SK"]},'
+        ' "sessions": {"table": "sessions", "strategy": "lazy", "ttl_attribute": "expires_at", "key": ["email"]},'
+        ' "slots": {"table": "slots", "strategy": "interval", "bucket_index": "by-time", "bucket_attribute": "at",'
+        ' "key": ["id"]}}')}).task_sources
+    assert source_lines(sources) == [
+        "    source reminders             table appointments: exact, due REMINDER_TIMESTAMP, every rate(1 day)",
+        "    source sessions              table sessions: lazy, TTL expires_at",
+        "    source slots                 table slots: interval, bucket at (%Y-%m-%d#%H:%M) on by-time",
+    ]
+    assert source_lines(()) == []
 
 
 def invoke_logging(reasons: list[str], *, from_another_thread: bool) -> str:
