@@ -6,7 +6,9 @@ rules, REST API) and applies what Chalice cannot set.  The account is moto's ser
 process (tests/deploy/moto_shims.py: it takes Chalice's Swagger 2.0 and keeps a stage across
 deployments, as AWS does); the project is a copy, so .chalice/deployed and the recorded ARNs stay
 out of the repository.  The prod stage is the committed one, with only its two schedules set to
-values no default has, so the rules show they came from the stage.
+values no default has, so the rules show they came from the stage, and two task sources on tables
+the user had before the deploy: one without a stream (the stage opts in to enabling it), one with
+its stream and TTL already set.
 
 What is checked is what a user checks in the console, read once after each step (``console``):
 after the first deploy, again after a second deploy (nothing may change), and after destroy.
@@ -39,6 +41,18 @@ PREFIX = "timekeeper-prod"
 BACKUP_SCHEDULE = "cron(15 3 ? * MON-FRI *)"
 PROCESSOR_SCHEDULE = "rate(2 minutes)"
 AUTHORIZATION = {"iam": "AWS_IAM", "cognito": "COGNITO_USER_POOLS", "api_key": "NONE"}
+# The user's own tables, there before the first deploy, with an item each (docs/task-sources.md).
+APPOINTMENTS, SESSIONS = "user-appointments", "user-sessions"
+TASK_SOURCES: dict[str, dict[str, Any]] = {
+    "appointments": {"table": APPOINTMENTS, "strategy": "exact", "due_attribute": "REMINDER_TIMESTAMP",
+                     "enable_stream": True},
+    "sessions": {"table": SESSIONS, "strategy": "lazy", "ttl_attribute": "expires_at", "key": ["email"]},
+}
+USER_ITEMS = {
+    APPOINTMENTS: {"PK": {"S": "USER#1"}, "SK": {"S": "R#1"}, "REMINDER_TIMESTAMP": {"N": "1900000000"},
+                   "email": {"S": "ada@example.com"}},
+    SESSIONS: {"email": {"S": "grace@example.com"}, "expires_at": {"N": "1900000000"}},
+}
 
 pytestmark = pytest.mark.e2e
 
@@ -78,9 +92,30 @@ def copy_project(root: Path) -> Path:
     (root / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     config = stage.load_config(root)
     config["stages"]["prod"]["environment_variables"].update(
-        BACKUP_SCHEDULE=BACKUP_SCHEDULE, PROCESSOR_SCHEDULE=PROCESSOR_SCHEDULE)
+        BACKUP_SCHEDULE=BACKUP_SCHEDULE, PROCESSOR_SCHEDULE=PROCESSOR_SCHEDULE, TASK_SOURCES=json.dumps(TASK_SOURCES))
+    for name in TASK_SOURCES:  # as docs/task-sources.md says: each source function's policy file
+        config["stages"]["prod"]["lambda_functions"][f"source_{name}"] = {
+            "iam_policy_file": stage.policy_file("prod", f"source_{name}")}
     stage.write_json(stage.config_path(root), config)
     return root
+
+
+def create_user_tables(session: boto3.session.Session, endpoint: str) -> None:
+    """The user's tables as they were before the app: appointments without a stream, sessions with its
+    stream and TTL; an item in each."""
+    ddb = session.client("dynamodb", endpoint_url=endpoint)
+    ddb.create_table(TableName=APPOINTMENTS, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+                     AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
+                                           {"AttributeName": "SK", "AttributeType": "S"}])
+    ddb.create_table(TableName=SESSIONS, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "email", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "email", "AttributeType": "S"}],
+                     StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+    ddb.update_time_to_live(TableName=SESSIONS,
+                            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"})
+    for table, item in USER_ITEMS.items():
+        ddb.put_item(TableName=table, Item=item)
 
 
 def environment(endpoint: str) -> dict[str, str]:
@@ -173,6 +208,8 @@ def console(session: boto3.session.Session, endpoint: str) -> dict[str, Any]:
     return {
         "roles": roles, "functions": functions, "mappings": mappings, "rules": rules, "apis": apis,
         "queues": queues,
+        "user_items": {table: ddb.scan(TableName=table, ConsistentRead=True)["Items"] for table in USER_ITEMS},
+        "user_ttl": ddb.describe_time_to_live(TableName=SESSIONS)["TimeToLiveDescription"],
         "tables": {name: ddb.describe_table(TableName=name)["Table"].get("LatestStreamArn")
                    for name in ddb.list_tables()["TableNames"]},
         "topics": sorted(t["TopicArn"] for t in paginate(sns, "list_topics", "Topics")),
@@ -199,6 +236,11 @@ class Deployment:
         """The prod stage's variables as the deploy recorded them in the copy's config.json."""
         return stage.environment(stage.load_config(self.project), "prod")
 
+    @property
+    def functions(self) -> tuple[str, ...]:
+        """app.py's functions for the stage: its own, and one stream function per task source."""
+        return iam.function_names(stage.settings(stage.load_config(self.project), "prod"))
+
     def function(self, name: str) -> dict[str, Any]:
         """A function of app.py as deployed: Chalice names the API handler <app>-<stage>, the others
         <app>-<stage>-<name>."""
@@ -210,6 +252,7 @@ def deployment(endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Deplo
     project = copy_project(tmp_path_factory.mktemp("project"))
     env = environment(endpoint)
     session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+    create_user_tables(session, endpoint)
     first = make(project, env, "deploy", "STAGE=prod")
     deployed = console(session, endpoint)
     subprocess.run([str(Path(sys.prefix) / "bin" / "chalice"), "package", "--stage", "prod", "out"], cwd=project,
@@ -231,7 +274,8 @@ def test_each_function_runs_under_its_own_role_with_exactly_the_policy_of_its_po
     expected = iam.function_policies(stage.settings(stage.load_config(deployment.project), "prod"), where)
     roles = deployment.deployed["roles"]
     seen: set[str] = set()
-    for function in iam.FUNCTIONS:
+    assert len(deployment.functions) == len(iam.FUNCTIONS) + len(TASK_SOURCES)
+    for function in deployment.functions:
         role_arn = deployment.function(function)["Role"]
         assert role_arn not in seen, f"{function} shares a role"
         seen.add(role_arn)
@@ -258,8 +302,10 @@ def test_the_functions_environment_holds_the_provisioned_names_and_arns(deployme
     for name in ("BACKUP_MONITOR_QUEUE", "BACKUP_MONITOR_DLQ", "TASK_DLQ", "DUE_DLQ"):
         assert env[name] in queues, name
     config = stage.load_config(deployment.project)
-    assert len(seen["functions"]) == len(iam.FUNCTIONS)  # one per handler of app.py, nothing else
-    for function in iam.FUNCTIONS:
+    assert json.loads(env["TASK_SOURCE_STREAMS"]) == {name: seen["tables"][source["table"]]
+                                                      for name, source in TASK_SOURCES.items()}
+    assert len(seen["functions"]) == len(deployment.functions)  # one per handler of app.py, nothing else
+    for function in deployment.functions:
         deployed = deployment.function(function)
         assert deployed["Environment"] == env, function
         timeout = config.get("lambda_functions", {}).get(function, {}).get("lambda_timeout", 60)  # Chalice's default
@@ -279,16 +325,36 @@ def test_the_mappings_chalice_created_carry_the_settings_chalice_cannot_set(depl
         assert mapping["FunctionArn"] == deployment.function(function)["FunctionArn"]
         assert mapping["EventSourceArn"] == queues[env[queue]]["arn"]
         assert (mapping["BatchSize"], mapping["FunctionResponseTypes"]) == (batch, ["ReportBatchItemFailures"])
-    stream = mappings[created["task_stream-dynamodb-event-source"]["event_uuid"]]
-    assert stream["FunctionArn"] == deployment.function("task_stream")["FunctionArn"]
-    assert (stream["EventSourceArn"], stream["StartingPosition"], stream["BatchSize"]) == (
-        env["TASKS_STREAM_ARN"], "TRIM_HORIZON", 100)
-    assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert stream["BisectBatchOnFunctionError"] is True
-    assert stream["MaximumRetryAttempts"] == -1                # bounded by age, through an outage of hours
-    assert stream["MaximumRecordAgeInSeconds"] == 12 * 3600    # set aside while the stream can still replay it
-    assert stream["MaximumRecordAgeInSeconds"] < event_sources.STREAM_RETENTION_SECONDS
-    assert stream["DestinationConfig"] == {"OnFailure": {"Destination": queues[env["TASK_DLQ"]]["arn"]}}
+    # The tasks table's stream, and each task source's: the user's table's stream.
+    streams = {"task_stream": env["TASKS_STREAM_ARN"],
+               **{f"source_{name}": arn for name, arn in json.loads(env["TASK_SOURCE_STREAMS"]).items()}}
+    assert len(streams) == 1 + len(TASK_SOURCES)
+    for function, stream_arn in streams.items():
+        stream = mappings[created[f"{function}-dynamodb-event-source"]["event_uuid"]]
+        assert stream["FunctionArn"] == deployment.function(function)["FunctionArn"]
+        assert (stream["EventSourceArn"], stream["StartingPosition"], stream["BatchSize"]) == (
+            stream_arn, "TRIM_HORIZON", 100), function
+        assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert stream["BisectBatchOnFunctionError"] is True
+        assert stream["MaximumRetryAttempts"] == -1                # bounded by age, through an outage of hours
+        assert stream["MaximumRecordAgeInSeconds"] == 12 * 3600    # set aside while the stream can still replay it
+        assert stream["MaximumRecordAgeInSeconds"] < event_sources.STREAM_RETENTION_SECONDS
+        assert stream["DestinationConfig"] == {"OnFailure": {"Destination": queues[env["TASK_DLQ"]]["arn"]}}
+
+
+def test_the_users_tables_get_what_their_sources_need_and_nothing_else(deployment: Deployment) -> None:
+    """The opted-in stream enabled on the table without one, the other table's stream kept, TTL as it was;
+    the user's items untouched by make deploy, a second one and make destroy; the tables kept."""
+    tables = deployment.deployed["tables"]
+    assert tables[APPOINTMENTS] and tables[SESSIONS]
+    enabled = [change for change in deployment.first.changes() if APPOINTMENTS in change or SESSIONS in change]
+    assert enabled == [f"enabled the NEW_AND_OLD_IMAGES stream of {APPOINTMENTS} (task source appointments)"], \
+        deployment.first.output
+    for seen in (deployment.deployed, deployment.redeployed, deployment.after_destroy):
+        assert seen["user_items"] == {table: [item] for table, item in USER_ITEMS.items()}
+        assert seen["user_ttl"] == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
+        assert {table: seen["tables"][table] for table in USER_ITEMS} == {
+            table: tables[table] for table in USER_ITEMS}
 
 
 def test_the_schedule_rules_run_the_functions_on_the_stages_expressions(deployment: Deployment) -> None:
@@ -341,7 +407,7 @@ def test_make_destroy_removes_what_deploy_created_and_keeps_the_data_tables(depl
                                         "alarms", "schedule_groups")} == {
         "roles": {}, "functions": {}, "mappings": {}, "rules": {}, "apis": {}, "queues": {}, "topics": [],
         "alarms": [], "schedule_groups": []}
-    assert sorted(after["tables"]) == sorted([env["STATE_TABLE"], env["TASKS_TABLE"]])
+    assert sorted(after["tables"]) == sorted([env["STATE_TABLE"], env["TASKS_TABLE"], *USER_ITEMS])
     assert deployment.deployed["schedule_groups"] == [PREFIX]  # it was there to delete
 
 
@@ -350,4 +416,5 @@ def test_plain_chalice_package_after_make_deploy_reads_the_recorded_stream(deplo
     functions = deployment.packaged["Resources"]
     streams = [event["Properties"]["Stream"] for resource in functions.values()
                for event in resource.get("Properties", {}).get("Events", {}).values() if event["Type"] == "DynamoDB"]
-    assert streams == [deployment.env["TASKS_STREAM_ARN"]]
+    assert sorted(streams) == sorted([deployment.env["TASKS_STREAM_ARN"],
+                                      *json.loads(deployment.env["TASK_SOURCE_STREAMS"]).values()])
