@@ -163,15 +163,7 @@ def render(template: str, item: dict[str, Any]) -> str:
 def parse_sources(text: str, streams_text: str = "") -> tuple[TaskSource, ...]:
     """The sources of TASK_SOURCES (and their stream ARNs, TASK_SOURCE_STREAMS); SourceError names the
     source and the field of the first problem."""
-    if not text.strip():
-        declared: dict[str, Any] = {}
-    else:
-        try:
-            declared = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise SourceError("*", "TASK_SOURCES", f"is not JSON: {exc}") from exc
-        if not isinstance(declared, dict):
-            raise SourceError("*", "TASK_SOURCES", "must be a JSON object of source name -> source")
+    declared = _json_object(text, "TASK_SOURCES", "source name -> source")
     streams = _streams(streams_text, declared)
     sources = tuple(parse_source(name, spec, streams.get(name, "")) for name, spec in declared.items())
     tables: dict[str, str] = {}
@@ -183,15 +175,21 @@ def parse_sources(text: str, streams_text: str = "") -> tuple[TaskSource, ...]:
     return sources
 
 
-def _streams(text: str, declared: dict[str, Any]) -> dict[str, str]:
+def _json_object(text: str, variable: str, what: str) -> dict[str, Any]:
+    """The JSON object a variable holds ({} when empty); SourceError naming the variable otherwise."""
     if not text.strip():
         return {}
     try:
-        streams = json.loads(text)
+        found = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise SourceError("*", "TASK_SOURCE_STREAMS", f"is not JSON: {exc}") from exc
-    if not isinstance(streams, dict):
-        raise SourceError("*", "TASK_SOURCE_STREAMS", "must be a JSON object of source name -> stream ARN")
+        raise SourceError("*", variable, f"is not JSON: {exc}") from exc
+    if not isinstance(found, dict):
+        raise SourceError("*", variable, f"must be a JSON object of {what}")
+    return found
+
+
+def _streams(text: str, declared: dict[str, Any]) -> dict[str, str]:
+    streams = _json_object(text, "TASK_SOURCE_STREAMS", "source name -> stream ARN")
     for name, arn in streams.items():
         if name not in declared:
             raise SourceError(str(name), "TASK_SOURCE_STREAMS", "names no declared source")
