@@ -94,12 +94,16 @@ def test_two_sources_may_not_share_a_table() -> None:
     assert (error.value.source, error.value.field) == ("b", "table")
 
 
-@pytest.mark.parametrize(("text", "field"), [
-    ("[1]", "TASK_SOURCES"), ("{", "TASK_SOURCES")])
-def test_task_sources_must_be_a_json_object(text: str, field: str) -> None:
+@pytest.mark.parametrize(("text", "streams", "field", "says"), [
+    ("[1]", "", "TASK_SOURCES", "must be a JSON object of source name -> source"),
+    ("{", "", "TASK_SOURCES", "is not JSON"),
+    ('{"appointments": {}}', "[]", "TASK_SOURCE_STREAMS", "must be a JSON object of source name -> stream ARN"),
+    ('{"appointments": {}}', "{", "TASK_SOURCE_STREAMS", "is not JSON")])
+def test_task_sources_and_their_streams_must_be_json_objects(text: str, streams: str, field: str, says: str) -> None:
     with pytest.raises(SourceError) as error:
-        parse_sources(text)
-    assert error.value.field == field
+        parse_sources(text, streams)
+    assert (error.value.source, error.value.field) == ("*", field)
+    assert says in str(error.value)
 
 
 def test_a_stream_arn_must_name_a_declared_source_and_be_a_stream() -> None:
