@@ -40,6 +40,7 @@ from bench.core import PROJECT, CallCounter, Scale, Section, Target
 from bench.prices import Usage
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
+from chalicelib.metrics import Metrics
 from chalicelib.tasks import executor, interval
 from chalicelib.tasks.model import DueMessage, TaskKey
 from tests.aws_limits import item_size
@@ -252,6 +253,11 @@ class Measured:
         )
 
 
+def quiet() -> Metrics:
+    """Metrics that go nowhere: the bench counts AWS calls; the EMF lines would only fill its output."""
+    return Metrics(emit=lambda line: None)
+
+
 def memory_sizes(stage_name: str = "prod") -> dict[str, int]:
     """Each function's memory (MB) in the stage, as Chalice resolves it (128 when nothing sets it)."""
     config = json.loads((PROJECT / ".chalice" / "config.json").read_text())
@@ -311,12 +317,12 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
     with task_stage.stage() as stage:
         clock = FakeClock()
         # The processor has been running: its first run does not look back an hour.
-        interval.save_progress(Deps(settings=stage.settings, clients=stage.setup, clock=clock),
+        interval.save_progress(Deps(settings=stage.settings, clients=stage.setup, clock=clock, metrics=quiet()),
                                int(clock.now.timestamp()))
         meter = Meter(CallCounter(), Capacity(stage.setup.dynamodb))
         # The processor's minute matters only to the interval tasks: they run first, then it ticks once a day.
         ordered = sorted(workloads, key=lambda w: "interval_processor" not in w.functions)
-        sim = LambdaSim(Deps(settings=stage.settings, clients=stage.setup, clock=clock),
+        sim = LambdaSim(Deps(settings=stage.settings, clients=stage.setup, clock=clock, metrics=quiet()),
                         MeteredClient(app_module.app, meter, clock), clock)
         for workload in ordered:
             task_stage.new_container()
@@ -326,7 +332,8 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
             meter.counter = CallCounter().attach(*task_stage.build_all(clients))
             meter.capacity = Capacity(stage.setup.dynamodb).attach(clients.dynamodb)
             meter.invocations = Invocations()
-            app_module.container.use(Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep))
+            app_module.container.use(Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep,
+                                          metrics=quiet()))
             try:
                 start = clock.now
                 for i in range(n):
@@ -366,7 +373,7 @@ def executor_calls(batches: int, batch_size: int) -> float:
         clock = FakeClock()
         clients = Clients(stage.settings, session=stage.setup.session)
         counter = CallCounter().attach(*task_stage.build_all(clients))
-        deps = Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep)
+        deps = Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep, metrics=quiet())
         n = batches * batch_size
         for i in range(n):
             item = {"PK": f"EXEC#{i}", "SK": "TASK", "run_at": clock.now.isoformat(), "strategy": "exact",
