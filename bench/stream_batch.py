@@ -30,7 +30,7 @@ from bench.core import CallCounter, Latency, Scale, Section, Target, median, sto
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
 from chalicelib.tasks import stream
-from local import events
+from deploy import lambda_events as events
 
 LATENCY = 0.020
 TARGET_ROUND_TRIPS = 8

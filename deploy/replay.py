@@ -33,7 +33,7 @@ from botocore.exceptions import ClientError
 from chalicelib.aws import Deps
 from chalicelib.tasks import stream
 from chalicelib.tasks.schedules import TTL_PRINCIPAL
-from local import events
+from deploy import lambda_events as events
 
 BATCH_INFO = "DDBStreamBatchInfo"
 VISIBILITY_SECONDS = 900     # a message being replayed stays hidden from another replay this long

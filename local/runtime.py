@@ -39,8 +39,8 @@ from chalice.app import Chalice, DynamoDBEventConfig, ScheduledEventConfig, SQSE
 from chalice.config import Config
 from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer, ThreadedHTTPServer
 
+from deploy.lambda_events import ACCOUNT
 from local.aws import LOCAL_HOST
-from local.events import ACCOUNT
 from local.invoker import Clock, Invoker, Out, Reporter, print_line, utc_now
 from local.sources import Source
 from local.sources.retention import MotoRetention

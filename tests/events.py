@@ -6,7 +6,7 @@ events the unit and functional tests build are the events ``make run`` delivers.
 
 from __future__ import annotations
 
-from local.events import (
+from deploy.lambda_events import (
     ACCOUNT,
     REGION,
     TTL_USER_IDENTITY,

@@ -21,7 +21,7 @@ from datetime import datetime
 from chalice.app import ScheduledEventConfig
 
 from chalicelib import schedule_expr
-from local import events
+from deploy import lambda_events as events
 from local.invoker import Clock, Invoker
 
 MAX_COUNTED = 10_000  # skipped firings counted at most (a week of rate(1 minute) is 10 080)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 from chalice.app import SQSEventConfig
 
-from local import events
+from deploy import lambda_events as events
 from local.invoker import Invoker
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 from chalice.app import DynamoDBEventConfig
 
-from local import events
+from deploy import lambda_events as events
 from local.invoker import Clock, Invocation, Invoker, describe_error, utc_now
 from local.sources.ttl import TtlLedger
 

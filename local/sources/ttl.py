@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local import events
+from deploy import lambda_events as events
 from local.invoker import Clock, Reporter
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from chalice.app import Chalice, DynamoDBEvent, SQSEvent
 
+from deploy.lambda_events import TTL_USER_IDENTITY
 from local.aws import MotoServer
 from local.client import wait_until
-from local.events import TTL_USER_IDENTITY
 from local.moto_corrections import watch_schedules, watch_writes
 from local.runtime import Runtime, RuntimeOptions
 from local.sources.sqs import QueuePoller
@@ -298,7 +298,7 @@ def test_a_schedule_whose_target_is_missing_is_retried_then_dead_lettered(world:
     def dead() -> list[Any]:
         return list(sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1,
                                         MessageAttributeNames=["All"]).get("Messages", []))
-    message = wait_until(dead, 10, "the dead-lettered delivery")[0]
+    message = wait_until(dead, 30, "the dead-lettered delivery")[0]  # 2-3 s unloaded
     assert message["Body"] == "lost"
     attributes = {k: v["StringValue"] for k, v in message["MessageAttributes"].items()}
     assert attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"

@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from chalice.app import Chalice, SQSEvent
 
-from local import events
+from deploy import lambda_events as events
 from local.invoker import Invoker, Reporter
 from local.runtime import Runtime, RuntimeOptions
 from local.sources.scheduler import next_due, spread_seconds

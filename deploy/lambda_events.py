@@ -1,8 +1,11 @@
 """The Lambda events the handlers receive, shaped as Lambda delivers them.
 
-One implementation for two users: the offline runtime (local/) turns what it
-reads from moto's server into these events, and the tests (tests/events.py
-re-exports this module) build the same shapes by hand.  So a handler that
+One implementation for three users: the offline runtime (local/) turns what it
+reads from moto's server into these events, the stream replay (deploy/replay.py)
+turns what it reads from a deployed stage's stream into them, and the tests
+(tests/events.py re-exports this module) build the same shapes by hand.  It lives
+in deploy/ because the replay runs on an operator's machine without the offline
+runtime; local/ may import deploy/, never the other way.  So a handler that
 passes its unit tests sees the same fields offline, and on AWS.
 """
 
