@@ -109,6 +109,9 @@ class TaskKey:
         for name, value in keys.items():
             if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in ("S", "N", "B"):
                 raise InvalidTask("key", f"key attribute {shown(name)} must be a string, number or binary")
+            problem = key_value_problem(next(iter(value.items())))
+            if problem:
+                raise InvalidTask("key", f"key attribute {shown(name)} {problem}")
         text = json.dumps(ddb.binary_as_text(keys), sort_keys=True, separators=(",", ":"))
         if len(f"{API_PK_PREFIX}{source}/{text}".encode("utf-8", "surrogatepass")) > MAX_SOURCE_RECORD_KEY_BYTES:
             raise InvalidTask("key", f"the item's key ({len(text)} characters as JSON) is too long for a task: the "
@@ -144,6 +147,23 @@ class Task:
     def fingerprint(self) -> str:
         """What a schedule depends on: due time, strategy and action (not status or attempts)."""
         return json.dumps([self.due_epoch, self.strategy.value, self.action], sort_keys=True)
+
+
+def key_value_problem(typed: tuple[str, Any]) -> str | None:
+    """What is wrong with one key attribute's (type, value) as DynamoDB JSON, or None: a non-empty string, a
+    number DynamoDB holds (as its text), non-empty binary (bytes, or base64 text as Lambda delivers it)."""
+    kind, raw = typed
+    if kind == "S":
+        return None if isinstance(raw, str) and raw else "must be a non-empty string"
+    if kind == "N":
+        return None if isinstance(raw, str) and ddb.is_number(raw) else f"must be a DynamoDB number, got {shown(raw)}"
+    if isinstance(raw, str):
+        try:
+            return None if ddb.binary_as_bytes({"k": {"B": raw}})["k"]["B"] else "must be non-empty binary"
+        except ValueError:
+            return f"must be binary as base64 text, got {shown(raw)}"
+    data = getattr(raw, "value", raw)
+    return None if isinstance(data, bytes | bytearray) and data else "must be non-empty binary"
 
 
 def shown(value: Any, limit: int = 60) -> str:

@@ -20,6 +20,7 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from tests import events
 from tests.faults import Faults
 from tests.fixtures import Aws, FakeClock
 from tests.functional.source_support import (
@@ -309,3 +310,42 @@ def test_get_of_a_source_item_never_fails_on_a_hostile_key(stage: Stage, client:
     response = client.http.get("/tasks/appointments/" + quote(key, safe=""))
     assert response.status_code in (400, 404), response.body
     assert response.json_body["field"] in ("key", "id")
+
+
+# --- hostile stream records -------------------------------------------------------------------------------
+
+APPOINTMENT_KEY = {"PK": {"S": "USER#h"}, "SK": {"S": "R"}}
+
+
+def _appointment(due: dict[str, Any], **extra: dict[str, Any]) -> dict[str, Any]:
+    return {**APPOINTMENT_KEY, "REMINDER_TIMESTAMP": due, "email": {"S": "h@example.com"}, **extra}
+
+
+@pytest.mark.parametrize(("keys", "image", "field"), [
+    ({"PK": {"B": [1, 300]}, "SK": {"S": "R"}}, None, "PK"),           # binary that is not base64 text
+    ({"PK": {"B": -1}, "SK": {"S": "R"}}, None, "PK"),
+    ({"PK": {"N": "abc"}, "SK": {"S": "R"}}, None, "PK"),              # no number
+    ({"PK": {"S": ""}, "SK": {"S": "R"}}, None, "PK"),                 # DynamoDB has no empty key
+    ({"PK": {"S": 5}, "SK": {"S": "R"}}, None, "PK"),
+    (APPOINTMENT_KEY, _appointment({"N": "Infinity"}), "REMINDER_TIMESTAMP"),
+    (APPOINTMENT_KEY, _appointment({"N": "1e400"}), "REMINDER_TIMESTAMP"),   # beyond DynamoDB's numbers
+    (APPOINTMENT_KEY, _appointment({"N": "1e-400"}), "REMINDER_TIMESTAMP"),
+    (APPOINTMENT_KEY, _appointment({"N": "1" * 45}), "REMINDER_TIMESTAMP"),  # over 38 digits
+    (APPOINTMENT_KEY, _appointment({"N": "1795352400"}, note={"N": "NaN"}), "note"),
+])
+def test_a_hostile_record_of_a_source_is_dead_lettered_once_naming_the_source_and_field(
+        stage: Stage, aws: Aws, keys: dict[str, Any], image: dict[str, Any] | None, field: str) -> None:
+    hostile = events.stream_record("INSERT", {}, new_image=image or _appointment({"N": "1795352400"}),
+                                   sequence_number="100", source_arn=stage.sim.deps.settings.source(
+                                       "appointments").stream_arn)  # type: ignore[union-attr]
+    hostile["dynamodb"]["Keys"] = keys
+    if image is None:
+        hostile["dynamodb"]["NewImage"].update(keys)
+    good = events.stream_record("INSERT", {"PK": {"S": "USER#ok"}, "SK": {"S": "R"}}, sequence_number="200",
+                                new_image=_appointment({"N": str(stage.epoch(minutes=1))},
+                                                       PK={"S": "USER#ok"}))
+    response = stage.sim.client.lambda_.invoke("source_appointments", events.stream_event(hostile, good)).payload
+    assert response == {"batchItemFailures": []}, response
+    [letter] = [json.loads(m["Body"]) for m in aws.drain(stage.deps.settings.task_dlq)]
+    assert "task source 'appointments'" in letter["reason"] and repr(field) in letter["reason"], letter["reason"]
+    assert len(aws.sent(stage.deps.settings.due_queue)) == 1  # the good record went on
