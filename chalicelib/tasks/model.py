@@ -154,7 +154,13 @@ def key_value_problem(typed: tuple[str, Any]) -> str | None:
     number DynamoDB holds (as its text), non-empty binary (bytes, or base64 text as Lambda delivers it)."""
     kind, raw = typed
     if kind == "S":
-        return None if isinstance(raw, str) and raw else "must be a non-empty string"
+        if not isinstance(raw, str) or not raw:
+            return "must be a non-empty string"
+        try:
+            raw.encode()
+        except UnicodeEncodeError:
+            return "must be UTF-8 text (it holds a lone surrogate)"
+        return None
     if kind == "N":
         return None if isinstance(raw, str) and ddb.is_number(raw) else f"must be a DynamoDB number, got {shown(raw)}"
     if isinstance(raw, str):

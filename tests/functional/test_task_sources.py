@@ -305,6 +305,8 @@ def test_a_source_item_read_that_fails_is_redelivered_and_runs_once(
     "%", "%%41", "{", "[]", "null", '{"PK": {"S": ""}, "SK": {"S": "x"}}', '{"PK": {"N": "abc"}}',
     '{"PK": {"B": "!!"}}', '{"a": 1, "b": 2, "c": 3}', '{"PK": 1e400}', '{"PK": "\\u0000", "SK": "x"}',
     "x" * 5000, '{"PK": "' + "x" * 3000 + '", "SK": "y"}', '{"PK": true}', '{"PK": {"S": "a", "N": "1"}}',
+    '{"PK": "\\ud800", "SK": "x"}', '{"PK": {"S": "a"}, "SK": {"S": "\\udfff"}}',  # lone surrogates: no UTF-8
+    '{"PK": 1e400, "SK": "x"}', '{"PK": {"N": "Infinity"}, "SK": "x"}', '{"PK": {"B": [1]}, "SK": "x"}',
 ])
 def test_get_of_a_source_item_never_fails_on_a_hostile_key(stage: Stage, client: Client, key: str) -> None:
     response = client.http.get("/tasks/appointments/" + quote(key, safe=""))
