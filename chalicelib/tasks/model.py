@@ -35,7 +35,10 @@ API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
 TASK_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # always re.fullmatch: "$" would also match before a final newline
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
-MAX_SOURCE_RECORD_KEY_BYTES = 2048  # the state table's record of a source's item: TASK#<source>/<key JSON>
+MAX_SOURCE_RECORD_KEY_BYTES = 2048  # the state table's keys of a source's item: <prefix><source>/<key JSON>
+# The longest prefix the state table puts before a task id (items.IMAGE_PREFIX, the image of a lazy item too
+# large for its due message; the record's, items.RECORD_PREFIX, is shorter): every key of the item must fit.
+LONGEST_STATE_PREFIX = "IMAGE#"
 MAX_DUE_TEXT = 64  # no ISO-8601 time or epoch string is longer
 EPOCH_TEXT = re.compile(r"[0-9]{9,12}(?:\.[0-9]+)?")  # ASCII digits only: float() also reads other scripts' digits
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -113,7 +116,7 @@ class TaskKey:
             if problem:
                 raise InvalidTask("key", f"key attribute {shown(name)} {problem}")
         text = json.dumps(ddb.binary_as_text(keys), sort_keys=True, separators=(",", ":"))
-        if len(f"{API_PK_PREFIX}{source}/{text}".encode("utf-8", "surrogatepass")) > MAX_SOURCE_RECORD_KEY_BYTES:
+        if len(f"{LONGEST_STATE_PREFIX}{source}/{text}".encode()) > MAX_SOURCE_RECORD_KEY_BYTES:
             raise InvalidTask("key", f"the item's key ({len(text)} characters as JSON) is too long for a task: the "
                                      f"app's state table keys its execution state by it (at most 2048 bytes)")
         return cls(text, "", source)

@@ -20,6 +20,7 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.tasks.model import InvalidTask, TaskKey
 from tests import events
 from tests.faults import Faults
 from tests.fixtures import Aws, FakeClock
@@ -351,3 +352,30 @@ def test_a_hostile_record_of_a_source_is_dead_lettered_once_naming_the_source_an
     [letter] = [json.loads(m["Body"]) for m in aws.drain(stage.deps.settings.task_dlq)]
     assert "task source 'appointments'" in letter["reason"] and repr(field) in letter["reason"], letter["reason"]
     assert len(aws.sent(stage.deps.settings.due_queue)) == 1  # the good record went on
+
+
+def _takes_as_a_task(source: str, key: dict[str, Any]) -> bool:
+    try:
+        TaskKey.of_source(source, key)
+    except InvalidTask:
+        return False
+    return True
+
+
+def test_the_longest_key_taken_as_a_task_runs_even_when_its_image_is_kept_in_the_state_table(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"big": create_table(deps, "big", [("id", "S")], ttl="expires_at")}
+    sources = {"big": {"table": "big", "strategy": "lazy", "ttl_attribute": "expires_at", "key": ["id"],
+                       "action": {"type": "email", "to": "{owner}", "subject": "Due", "body": "It is time."}}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        longest = "k" * max(n for n in range(1900, 2100) if _takes_as_a_task("big", {"id": {"S": "k" * n}}))
+        item = {"id": longest, "expires_at": stage.epoch(minutes=-1), "owner": "big@example.com",
+                "blob": "x" * 300_000}  # the image goes to the state table, not in the due message
+        ttl_remove = events.stream_record(
+            "REMOVE", ddb.serialize({"id": longest}), old_image=ddb.serialize(item), sequence_number="300",
+            source_arn=streams["big"], user_identity=events.TTL_USER_IDENTITY)
+        assert stage.sim.client.lambda_.invoke("source_big", events.stream_event(ttl_remove)).payload == {
+            "batchItemFailures": []}
+        stage.run(minutes=5)
+        assert aws.drain(deps.settings.task_dlq) == []
+        assert len(emails_to("big@example.com")) == 1
