@@ -41,6 +41,13 @@ def is_number(text: str) -> bool:
     return number.is_finite()
 
 
+def canonical_number(text: str) -> str:
+    """One spelling per number, as DynamoDB gives numbers back: no exponent, no leading zeros, no trailing zeros
+    after the point ("42.0", "4.2E1" and "042" are "42").  ``text`` must be one (``is_number``)."""
+    number = DYNAMODB_CONTEXT.create_decimal(text)
+    return "0" if number.is_zero() else format(number.normalize(DYNAMODB_CONTEXT), "f")
+
+
 def _from_dynamo(value: Any) -> Any:
     if isinstance(value, Decimal):
         if not value.is_finite():  # no DynamoDB number: a forged record's NaN or Infinity

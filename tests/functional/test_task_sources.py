@@ -379,3 +379,19 @@ def test_the_longest_key_taken_as_a_task_runs_even_when_its_image_is_kept_in_the
         stage.run(minutes=5)
         assert aws.drain(deps.settings.task_dlq) == []
         assert len(emails_to("big@example.com")) == 1
+
+
+@pytest.mark.parametrize("spelled", ['{"id": 42}', '{"id": 42.0}', '{"id": {"N": "42.0"}}', '{"id": {"N": "4.2E1"}}',
+                                     '{"id": {"N": "042"}}'])
+def test_get_of_a_number_keyed_item_finds_its_task_however_the_number_is_spelled(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, spelled: str) -> None:
+    streams = {"numbered": create_table(deps, "numbered", [("id", "N")])}
+    sources = {"numbered": {"table": "numbered", "due_attribute": "due_at", "action": KEYED}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        stage.put("numbered", {"id": 42, "due_at": stage.epoch(minutes=1), "owner": "n@example.com"})
+        stage.run(minutes=3)
+        shown = stage.sim.client.http.get("/tasks/numbered/" + quote(spelled, safe=""),
+                                          headers={"Authorization": "Bearer x"})
+        assert shown.status_code == 200, shown.body
+        assert shown.json_body["key"] == {"id": {"N": "42"}}
+        assert (shown.json_body["task"]["status"], shown.json_body["task"]["attempts"]) == ("DONE", 1)
