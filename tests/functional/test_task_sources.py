@@ -397,3 +397,17 @@ def test_get_of_a_number_keyed_item_finds_its_task_however_the_number_is_spelled
         assert shown.status_code == 200, shown.body
         assert shown.json_body["key"] == {"id": {"N": "42"}}
         assert (shown.json_body["task"]["status"], shown.json_body["task"]["attempts"]) == ("DONE", 1)
+
+
+def test_an_interval_items_own_due_time_within_its_bucket_runs_it_once_at_that_time(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"slots": create_table(deps, SLOTS_TABLE, [("id", "S")], index=("taskDateTime-index", "taskDateTime"))}
+    sources = {"slots": {**SEED_SOURCES["slots"], "due_attribute": "at",  # the index projects the keys only
+                         "action": {"type": "email", "to": "{email}", "subject": "Slot", "body": "It is {at}."}}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        due = stage.clock.now + timedelta(minutes=5, seconds=30)
+        stage.put(SLOTS_TABLE, {"id": "slot-at", "at": due.isoformat(), "email": "at@example.com"})
+        stage.run(minutes=5, seconds=29)
+        assert emails_to("at@example.com") == []  # never early
+        stage.run(minutes=5)
+        assert len(emails_to("at@example.com")) == 1
