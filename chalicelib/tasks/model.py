@@ -115,9 +115,10 @@ class TaskKey:
             problem = key_value_problem(next(iter(value.items())))
             if problem:
                 raise InvalidTask("key", f"key attribute {shown(name)} {problem}")
-        # One text per item: a number key however spelled (the API's 42.0, the stream's 42) names the same task.
+        # One text per item: a number key however spelled (the API's 42.0, the stream's 42), binary as the bytes
+        # it decodes to (base64's unused bits are ignored), names the same task.
         keys = {name: {"N": ddb.canonical_number(value["N"])} if "N" in value else value
-                for name, value in keys.items()}
+                for name, value in ddb.binary_as_bytes(keys).items()}
         text = json.dumps(ddb.binary_as_text(keys), sort_keys=True, separators=(",", ":"))
         if len(f"{LONGEST_STATE_PREFIX}{source}/{text}".encode()) > MAX_SOURCE_RECORD_KEY_BYTES:
             raise InvalidTask("key", f"the item's key ({len(text)} characters as JSON) is too long for a task: the "

@@ -97,3 +97,11 @@ def test_every_state_table_key_of_the_longest_source_key_fits_dynamodb() -> None
     due = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
     for key in (items.record_key(longest.task_id), items.image_key(longest.task_id, due)):
         assert items.fits_key(key["PK"], key["SK"]), len(key["PK"].encode())
+
+
+@pytest.mark.parametrize(("spelled", "stored"), [
+    ({"N": "42.0"}, {"N": "42"}), ({"N": "4.2E1"}, {"N": "42"}), ({"N": "-0"}, {"N": "0"}),
+    ({"B": "QR=="}, {"B": b"A"}), ({"B": "QQ=="}, {"B": b"A"}),  # unused base64 bits: the same byte
+])
+def test_a_key_value_names_one_task_however_it_is_spelled(spelled: dict[str, Any], stored: dict[str, Any]) -> None:
+    assert TaskKey.of_source("reminders", {"id": spelled}) == TaskKey.of_source("reminders", {"id": stored})
