@@ -22,7 +22,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import InvalidTask, TaskKey
 from tests import events
-from tests.faults import Faults
+from tests.faults import Faults, Kind
 from tests.fixtures import Aws, FakeClock
 from tests.functional.source_support import (
     APPOINTMENTS_TABLE,
@@ -411,3 +411,26 @@ def test_an_interval_items_own_due_time_within_its_bucket_runs_it_once_at_that_t
         assert emails_to("at@example.com") == []  # never early
         stage.run(minutes=5)
         assert len(emails_to("at@example.com")) == 1
+
+
+@pytest.mark.parametrize("kind", ["lost", "retried"])
+@pytest.mark.parametrize("operation", ["dynamodb.UpdateItem", "dynamodb.PutItem"])
+def test_a_write_to_a_users_item_whose_answer_was_lost_is_known_as_ours_and_the_item_runs_once_a_time(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, faults: Faults,
+        operation: str, kind: Kind) -> None:
+    # UpdateItem: the TTL the stream writes (the due time lives in "due"); PutItem: the item put back after it ran
+    streams = {"hourly": create_table(deps, "hourly", [("email", "S")], ttl="expires_at")}
+    sources = {"hourly": {"table": "hourly", "strategy": "lazy", "ttl_attribute": "expires_at", "due_attribute": "due",
+                          "recurrence": "rate(1 hour)", "key": ["email"]}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        first = stage.epoch(minutes=5)
+        stage.put("hourly", {"email": "hourly@example.com", "due": first})
+        fault = faults.inject(operation, kind, match=lambda p: p.get("TableName") == "hourly")
+        stage.run(minutes=10)
+        assert fault.hits == 1
+        assert len(emails_to("hourly@example.com")) == 1
+        assert stage.get("hourly", {"email": "hourly@example.com"}) == {
+            "email": "hourly@example.com", "due": first + 3600, "expires_at": first + 3600}
+        stage.run(hours=1)
+        assert len(emails_to("hourly@example.com")) == 2
+        assert aws.drain(deps.settings.task_dlq) == []
