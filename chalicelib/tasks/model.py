@@ -480,7 +480,7 @@ class DueMessage:
             if image is not None:
                 if not isinstance(image, dict):
                     raise ValueError("image must be an object")
-                ddb.binary_as_bytes(image)  # well-formed DynamoDB JSON
+                ddb.deserialize(ddb.binary_as_bytes(image))  # well-formed DynamoDB JSON, numbers DynamoDB holds
             elif data.get("snapshot") is not None:  # the plain form of older messages
                 snapshot = data["snapshot"]
                 if not isinstance(snapshot, dict):
