@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import DYNAMODB_CONTEXT, TypeDeserializer, TypeSerializer
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -31,8 +31,27 @@ def _to_dynamo(value: Any) -> Any:
     return value
 
 
+def is_number(text: str) -> bool:
+    """True when ``text`` is a number DynamoDB holds (finite, at most 38 significant digits, within DynamoDB's
+    range): what boto3's deserializer reads without error."""
+    try:
+        number = DYNAMODB_CONTEXT.create_decimal(text)
+    except (ArithmeticError, ValueError, TypeError):
+        return False
+    return number.is_finite()
+
+
+def canonical_number(text: str) -> str:
+    """One spelling per number, as DynamoDB gives numbers back: no exponent, no leading zeros, no trailing zeros
+    after the point ("42.0", "4.2E1" and "042" are "42").  ``text`` must be one (``is_number``)."""
+    number = DYNAMODB_CONTEXT.create_decimal(text)
+    return "0" if number.is_zero() else format(number.normalize(DYNAMODB_CONTEXT), "f")
+
+
 def _from_dynamo(value: Any) -> Any:
     if isinstance(value, Decimal):
+        if not value.is_finite():  # no DynamoDB number: a forged record's NaN or Infinity
+            raise ValueError(f"{value} is not a DynamoDB number")
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
         return {k: _from_dynamo(v) for k, v in value.items()}

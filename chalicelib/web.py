@@ -33,9 +33,9 @@ def bad_request(field: str, message: str) -> ApiError:
     return ApiError(400, message, field)
 
 
-def not_found(what: str, ident: str) -> ApiError:
+def not_found(what: str, ident: str, field: str = "id") -> ApiError:
     shown = repr(ident) if len(ident) <= 100 else repr(ident[:100]) + "..."
-    return ApiError(404, f"{what} {shown} not found", "id")
+    return ApiError(404, f"{what} {shown} not found", field)
 
 
 def raw_body(request: Request | None) -> bytes:

@@ -49,7 +49,8 @@ from chalicelib import metrics as m
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
-from chalicelib.tasks import actions, items, timing
+from chalicelib.settings import Settings
+from chalicelib.tasks import actions, buckets, items, timing
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, read_task
 from chalicelib.tasks.store import RUNNING, Claim, Execution, Outcome, TaskStore
 
@@ -121,15 +122,29 @@ def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[Ta
         return {}
 
 
-def skip_reason(task: Task, message: DueMessage) -> str | None:
+def skip_reason(task: Task, message: DueMessage, bucket_minutes: int | None = None) -> str | None:
     """Why a due message must not run its task, as read from the item (or the image it carries), or None. Pure.
 
-    Due times match to the second: the interval processor sends ``due_epoch`` (whole seconds)."""
-    if task.due_epoch != int(message.due.timestamp()):
+    Due times match to the second: the interval processor sends ``due_epoch`` (whole seconds).  An interval
+    source's processor sends the start of the item's bucket (``bucket_minutes`` wide) when the user's index
+    does not project the due attribute: that message is for the task due later in the bucket (``retimed``)."""
+    if task.due_epoch != int(message.due.timestamp()) and not retimed(task, message, bucket_minutes):
         return "rescheduled"
     if task.status.finished:  # an item of the previous version, which wrote the outcome on it
         return task.status.value.lower()
     return None
+
+
+def retimed(task: Task, message: DueMessage, bucket_minutes: int | None) -> bool:
+    """True when ``message`` was sent at the start of the bucket of an interval source's task due later in it
+    (the processor could not read the due time from the index): it runs the task at its own time. Pure."""
+    return (bucket_minutes is not None and task.key.source != "" and task.strategy is Strategy.INTERVAL
+            and message.due < task.due and buckets.bucket_start(task.due, bucket_minutes) == message.due)
+
+
+def _source_bucket_minutes(task: Task, settings: Settings) -> int | None:
+    source = settings.source(task.key.source) if task.key.source else None
+    return source.bucket_minutes if source is not None and source.strategy == Strategy.INTERVAL.value else None
 
 
 def execute(deps: Deps, body: str, message_id: str,
@@ -176,10 +191,17 @@ def execute(deps: Deps, body: str, message_id: str,
                     f"task {message.key.task_id} is not a valid task: {exc.message}", _payload(body),
                     smaller=_without_image(message))
         return "dead-lettered"
-    reason = skip_reason(task, message)
+    bucket_minutes = _source_bucket_minutes(task, settings)
+    reason = skip_reason(task, message, bucket_minutes)
     if reason:
         _measure_skip(deps, task, reason)
         return "skipped: " + reason
+    if retimed(task, message, bucket_minutes):
+        message = replace(message, due=task.due)  # never early: at the task's own time, in the bucket
+        later = timing.arrival(task.due, deps.clock())
+        if later.kind == "requeue":
+            _send_back(deps, message, int(later.seconds))
+            return "requeued: due later in its bucket"
     if task.status is Status.RUNNING:  # left RUNNING by the previous version's executor
         legacy = _legacy_claim(deps, store, task, message)
         if legacy:

@@ -35,7 +35,10 @@ API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
 TASK_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # always re.fullmatch: "$" would also match before a final newline
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
-MAX_SOURCE_RECORD_KEY_BYTES = 2048  # the state table's record of a source's item: TASK#<source>/<key JSON>
+MAX_SOURCE_RECORD_KEY_BYTES = 2048  # the state table's keys of a source's item: <prefix><source>/<key JSON>
+# The longest prefix the state table puts before a task id (items.IMAGE_PREFIX, the image of a lazy item too
+# large for its due message; the record's, items.RECORD_PREFIX, is shorter): every key of the item must fit.
+LONGEST_STATE_PREFIX = "IMAGE#"
 MAX_DUE_TEXT = 64  # no ISO-8601 time or epoch string is longer
 EPOCH_TEXT = re.compile(r"[0-9]{9,12}(?:\.[0-9]+)?")  # ASCII digits only: float() also reads other scripts' digits
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -109,8 +112,15 @@ class TaskKey:
         for name, value in keys.items():
             if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in ("S", "N", "B"):
                 raise InvalidTask("key", f"key attribute {shown(name)} must be a string, number or binary")
+            problem = key_value_problem(next(iter(value.items())))
+            if problem:
+                raise InvalidTask("key", f"key attribute {shown(name)} {problem}")
+        # One text per item: a number key however spelled (the API's 42.0, the stream's 42), binary as the bytes
+        # it decodes to (base64's unused bits are ignored), names the same task.
+        keys = {name: {"N": ddb.canonical_number(value["N"])} if "N" in value else value
+                for name, value in ddb.binary_as_bytes(keys).items()}
         text = json.dumps(ddb.binary_as_text(keys), sort_keys=True, separators=(",", ":"))
-        if len(f"{API_PK_PREFIX}{source}/{text}".encode("utf-8", "surrogatepass")) > MAX_SOURCE_RECORD_KEY_BYTES:
+        if len(f"{LONGEST_STATE_PREFIX}{source}/{text}".encode()) > MAX_SOURCE_RECORD_KEY_BYTES:
             raise InvalidTask("key", f"the item's key ({len(text)} characters as JSON) is too long for a task: the "
                                      f"app's state table keys its execution state by it (at most 2048 bytes)")
         return cls(text, "", source)
@@ -144,6 +154,29 @@ class Task:
     def fingerprint(self) -> str:
         """What a schedule depends on: due time, strategy and action (not status or attempts)."""
         return json.dumps([self.due_epoch, self.strategy.value, self.action], sort_keys=True)
+
+
+def key_value_problem(typed: tuple[str, Any]) -> str | None:
+    """What is wrong with one key attribute's (type, value) as DynamoDB JSON, or None: a non-empty string, a
+    number DynamoDB holds (as its text), non-empty binary (bytes, or base64 text as Lambda delivers it)."""
+    kind, raw = typed
+    if kind == "S":
+        if not isinstance(raw, str) or not raw:
+            return "must be a non-empty string"
+        try:
+            raw.encode()
+        except UnicodeEncodeError:
+            return "must be UTF-8 text (it holds a lone surrogate)"
+        return None
+    if kind == "N":
+        return None if isinstance(raw, str) and ddb.is_number(raw) else f"must be a DynamoDB number, got {shown(raw)}"
+    if isinstance(raw, str):
+        try:
+            return None if ddb.binary_as_bytes({"k": {"B": raw}})["k"]["B"] else "must be non-empty binary"
+        except ValueError:
+            return f"must be binary as base64 text, got {shown(raw)}"
+    data = getattr(raw, "value", raw)
+    return None if isinstance(data, bytes | bytearray) and data else "must be non-empty binary"
 
 
 def shown(value: Any, limit: int = 60) -> str:
@@ -447,7 +480,7 @@ class DueMessage:
             if image is not None:
                 if not isinstance(image, dict):
                     raise ValueError("image must be an object")
-                ddb.binary_as_bytes(image)  # well-formed DynamoDB JSON
+                ddb.deserialize(ddb.binary_as_bytes(image))  # well-formed DynamoDB JSON, numbers DynamoDB holds
             elif data.get("snapshot") is not None:  # the plain form of older messages
                 snapshot = data["snapshot"]
                 if not isinstance(snapshot, dict):

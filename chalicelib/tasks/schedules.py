@@ -44,6 +44,7 @@ from chalicelib.tasks.model import (
     TaskKey,
     check_action_target,
     read_task,
+    shown,
 )
 
 # An interval task due sooner than this when its record is processed (or already
@@ -158,8 +159,9 @@ def record_key(record: Any, source: TaskSource | None = None) -> TaskKey | None:
         keys = record["dynamodb"]["Keys"]
         if source is not None:
             return TaskKey.of_source(source.name, keys)
-        return TaskKey(keys["PK"]["S"], keys["SK"]["S"])
-    except (KeyError, TypeError, InvalidTask):
+        pk, sk = keys["PK"]["S"], keys["SK"]["S"]
+        return TaskKey(pk, sk) if isinstance(pk, str) and isinstance(sk, str) else None
+    except (KeyError, TypeError, ValueError, InvalidTask):
         return None
 
 
@@ -191,12 +193,8 @@ def change_from_record(record: Any, source: TaskSource | None = None) -> Change:
     if key is None:
         raise InvalidRecord("the record's dynamodb.Keys has no string PK and SK" if source is None else
                             f"the record's dynamodb.Keys is not a key of source {source.name!r}")
-    try:
-        # Lambda delivers binary values as base64 text; the deserializer wants bytes.
-        old = ddb.deserialize(ddb.binary_as_bytes(dynamodb["OldImage"])) if "OldImage" in dynamodb else None
-        new = ddb.deserialize(ddb.binary_as_bytes(dynamodb["NewImage"])) if "NewImage" in dynamodb else None
-    except (TypeError, ValueError, AttributeError, KeyError) as exc:
-        raise InvalidRecord(f"an image is not DynamoDB JSON: {exc}") from exc
+    old = _image(dynamodb, "OldImage")
+    new = _image(dynamodb, "NewImage")
     if name in ("INSERT", "MODIFY") and new is None:
         raise InvalidRecord(f"a {name} record needs a NewImage (stream view NEW_AND_OLD_IMAGES)")
     if name == "REMOVE" and old is None:
@@ -208,6 +206,25 @@ def change_from_record(record: Any, source: TaskSource | None = None) -> Change:
                   key=key, old=old, new=new, by_ttl=by_ttl and name == "REMOVE",
                   source_arn=str(record.get("eventSourceARN") or ""),
                   old_image=ddb.binary_as_text(dynamodb["OldImage"]) if old is not None else None)
+
+
+def _image(dynamodb: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """A record's image as a plain dict (None when absent); InvalidRecord naming the attribute that is not
+    DynamoDB JSON (a number DynamoDB cannot hold, binary that is not base64, an unknown type...)."""
+    if name not in dynamodb:
+        return None
+    image = dynamodb[name]
+    if not isinstance(image, dict):
+        raise InvalidRecord(f"the {name} is not DynamoDB JSON: it must be an object")
+    plain: dict[str, Any] = {}
+    for attribute, value in image.items():
+        try:
+            # Lambda delivers binary values as base64 text; the deserializer wants bytes.
+            plain.update(ddb.deserialize(ddb.binary_as_bytes({attribute: value})))
+        except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError, RecursionError) as exc:
+            raise InvalidRecord(f"{name} attribute {shown(attribute)} is not DynamoDB JSON: "
+                                f"{type(exc).__name__}: {exc}"[:500]) from exc
+    return plain
 
 
 # --- names and requests --------------------------------------------------------

@@ -75,7 +75,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
 def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, Any]]:
     source = deps.settings.source(unquote(source_name))
     if source is None:
-        raise not_found("task source", source_name)
+        raise not_found("task source", source_name, "source")
     try:
         key = parse_key(key_text, source)
     except InvalidTask as exc:
@@ -89,7 +89,7 @@ def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, An
         raise bad_request("key", f"key does not match the key schema of table {source.table!r}") from exc
     record = store.get_record(key.task_id)
     if item is None and record is None:
-        raise not_found("task", key.task_id)
+        raise not_found("task", key.task_id, "key")
     shown: dict[str, Any]
     if item is None:
         assert record is not None

@@ -219,7 +219,7 @@ class KeyRun:
 
     def advance_about_task(self) -> None:
         """``advance``, every line it logs naming the task of these records (their key)."""
-        key = schedules.record_key(self.records[0]) if self.records else None
+        key = schedules.record_key(self.records[0], self.source) if self.records else None
         with about(task_id=key.task_id if key else ""):
             self.advance()
 

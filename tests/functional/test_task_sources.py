@@ -20,7 +20,9 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
-from tests.faults import Faults
+from chalicelib.tasks.model import InvalidTask, TaskKey
+from tests import events
+from tests.faults import Faults, Kind
 from tests.fixtures import Aws, FakeClock
 from tests.functional.source_support import (
     APPOINTMENTS_TABLE,
@@ -267,7 +269,9 @@ def test_get_shows_a_source_items_due_time_state_and_last_outcome(stage: Stage, 
 
 def test_get_of_an_unknown_source_or_a_bad_key_says_which(stage: Stage, client: Client) -> None:
     missing = client.http.get("/tasks/nope/" + quote('{"PK": "a", "SK": "b"}', safe=""))
-    assert (missing.status_code, missing.json_body["field"]) == (404, "id")
+    assert (missing.status_code, missing.json_body["field"]) == (404, "source")
+    no_item = client.http.get("/tasks/appointments/" + quote('{"PK": "a", "SK": "b"}', safe=""))
+    assert (no_item.status_code, no_item.json_body["field"]) == (404, "key")
     bad = client.http.get("/tasks/appointments/" + quote('{"PK": ["a"]}', safe=""))
     assert (bad.status_code, bad.json_body["field"]) == (400, "key")
     wrong = client.http.get("/tasks/appointments/" + quote('{"PK": "a"}', safe=""))
@@ -304,8 +308,129 @@ def test_a_source_item_read_that_fails_is_redelivered_and_runs_once(
     "%", "%%41", "{", "[]", "null", '{"PK": {"S": ""}, "SK": {"S": "x"}}', '{"PK": {"N": "abc"}}',
     '{"PK": {"B": "!!"}}', '{"a": 1, "b": 2, "c": 3}', '{"PK": 1e400}', '{"PK": "\\u0000", "SK": "x"}',
     "x" * 5000, '{"PK": "' + "x" * 3000 + '", "SK": "y"}', '{"PK": true}', '{"PK": {"S": "a", "N": "1"}}',
+    '{"PK": "\\ud800", "SK": "x"}', '{"PK": {"S": "a"}, "SK": {"S": "\\udfff"}}',  # lone surrogates: no UTF-8
+    '{"PK": 1e400, "SK": "x"}', '{"PK": {"N": "Infinity"}, "SK": "x"}', '{"PK": {"B": [1]}, "SK": "x"}',
 ])
 def test_get_of_a_source_item_never_fails_on_a_hostile_key(stage: Stage, client: Client, key: str) -> None:
     response = client.http.get("/tasks/appointments/" + quote(key, safe=""))
     assert response.status_code in (400, 404), response.body
-    assert response.json_body["field"] in ("key", "id")
+    assert response.json_body["field"] == "key"
+
+
+# --- hostile stream records -------------------------------------------------------------------------------
+
+APPOINTMENT_KEY = {"PK": {"S": "USER#h"}, "SK": {"S": "R"}}
+
+
+def _appointment(due: dict[str, Any], **extra: dict[str, Any]) -> dict[str, Any]:
+    return {**APPOINTMENT_KEY, "REMINDER_TIMESTAMP": due, "email": {"S": "h@example.com"}, **extra}
+
+
+@pytest.mark.parametrize(("keys", "image", "field"), [
+    ({"PK": {"B": [1, 300]}, "SK": {"S": "R"}}, None, "PK"),           # binary that is not base64 text
+    ({"PK": {"B": -1}, "SK": {"S": "R"}}, None, "PK"),
+    ({"PK": {"N": "abc"}, "SK": {"S": "R"}}, None, "PK"),              # no number
+    ({"PK": {"S": ""}, "SK": {"S": "R"}}, None, "PK"),                 # DynamoDB has no empty key
+    ({"PK": {"S": 5}, "SK": {"S": "R"}}, None, "PK"),
+    (APPOINTMENT_KEY, _appointment({"N": "Infinity"}), "REMINDER_TIMESTAMP"),
+    (APPOINTMENT_KEY, _appointment({"N": "1e400"}), "REMINDER_TIMESTAMP"),   # beyond DynamoDB's numbers
+    (APPOINTMENT_KEY, _appointment({"N": "1e-400"}), "REMINDER_TIMESTAMP"),
+    (APPOINTMENT_KEY, _appointment({"N": "1" * 45}), "REMINDER_TIMESTAMP"),  # over 38 digits
+    (APPOINTMENT_KEY, _appointment({"N": "1795352400"}, note={"N": "NaN"}), "note"),
+])
+def test_a_hostile_record_of_a_source_is_dead_lettered_once_naming_the_source_and_field(
+        stage: Stage, aws: Aws, keys: dict[str, Any], image: dict[str, Any] | None, field: str) -> None:
+    hostile = events.stream_record("INSERT", {}, new_image=image or _appointment({"N": "1795352400"}),
+                                   sequence_number="100", source_arn=stage.sim.deps.settings.source(
+                                       "appointments").stream_arn)  # type: ignore[union-attr]
+    hostile["dynamodb"]["Keys"] = keys
+    if image is None:
+        hostile["dynamodb"]["NewImage"].update(keys)
+    good = events.stream_record("INSERT", {"PK": {"S": "USER#ok"}, "SK": {"S": "R"}}, sequence_number="200",
+                                new_image=_appointment({"N": str(stage.epoch(minutes=1))},
+                                                       PK={"S": "USER#ok"}))
+    response = stage.sim.client.lambda_.invoke("source_appointments", events.stream_event(hostile, good)).payload
+    assert response == {"batchItemFailures": []}, response
+    [letter] = [json.loads(m["Body"]) for m in aws.drain(stage.deps.settings.task_dlq)]
+    assert "task source 'appointments'" in letter["reason"] and repr(field) in letter["reason"], letter["reason"]
+    assert len(aws.sent(stage.deps.settings.due_queue)) == 1  # the good record went on
+
+
+def _takes_as_a_task(source: str, key: dict[str, Any]) -> bool:
+    try:
+        TaskKey.of_source(source, key)
+    except InvalidTask:
+        return False
+    return True
+
+
+def test_the_longest_key_taken_as_a_task_runs_even_when_its_image_is_kept_in_the_state_table(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"big": create_table(deps, "big", [("id", "S")], ttl="expires_at")}
+    sources = {"big": {"table": "big", "strategy": "lazy", "ttl_attribute": "expires_at", "key": ["id"],
+                       "action": {"type": "email", "to": "{owner}", "subject": "Due", "body": "It is time."}}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        longest = "k" * max(n for n in range(1900, 2100) if _takes_as_a_task("big", {"id": {"S": "k" * n}}))
+        item = {"id": longest, "expires_at": stage.epoch(minutes=-1), "owner": "big@example.com",
+                "blob": "x" * 300_000}  # the image goes to the state table, not in the due message
+        ttl_remove = events.stream_record(
+            "REMOVE", ddb.serialize({"id": longest}), old_image=ddb.serialize(item), sequence_number="300",
+            source_arn=streams["big"], user_identity=events.TTL_USER_IDENTITY)
+        assert stage.sim.client.lambda_.invoke("source_big", events.stream_event(ttl_remove)).payload == {
+            "batchItemFailures": []}
+        stage.run(minutes=5)
+        assert aws.drain(deps.settings.task_dlq) == []
+        assert len(emails_to("big@example.com")) == 1
+
+
+@pytest.mark.parametrize("spelled", ['{"id": 42}', '{"id": 42.0}', '{"id": {"N": "42.0"}}', '{"id": {"N": "4.2E1"}}',
+                                     '{"id": {"N": "042"}}'])
+def test_get_of_a_number_keyed_item_finds_its_task_however_the_number_is_spelled(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, spelled: str) -> None:
+    streams = {"numbered": create_table(deps, "numbered", [("id", "N")])}
+    sources = {"numbered": {"table": "numbered", "due_attribute": "due_at", "action": KEYED}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        stage.put("numbered", {"id": 42, "due_at": stage.epoch(minutes=1), "owner": "n@example.com"})
+        stage.run(minutes=3)
+        shown = stage.sim.client.http.get("/tasks/numbered/" + quote(spelled, safe=""),
+                                          headers={"Authorization": "Bearer x"})
+        assert shown.status_code == 200, shown.body
+        assert shown.json_body["key"] == {"id": {"N": "42"}}
+        assert (shown.json_body["task"]["status"], shown.json_body["task"]["attempts"]) == ("DONE", 1)
+
+
+def test_an_interval_items_own_due_time_within_its_bucket_runs_it_once_at_that_time(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"slots": create_table(deps, SLOTS_TABLE, [("id", "S")], index=("taskDateTime-index", "taskDateTime"))}
+    sources = {"slots": {**SEED_SOURCES["slots"], "due_attribute": "at",  # the index projects the keys only
+                         "action": {"type": "email", "to": "{email}", "subject": "Slot", "body": "It is {at}."}}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        due = stage.clock.now + timedelta(minutes=5, seconds=30)
+        stage.put(SLOTS_TABLE, {"id": "slot-at", "at": due.isoformat(), "email": "at@example.com"})
+        stage.run(minutes=5, seconds=29)
+        assert emails_to("at@example.com") == []  # never early
+        stage.run(minutes=5)
+        assert len(emails_to("at@example.com")) == 1
+
+
+@pytest.mark.parametrize("kind", ["lost", "retried"])
+@pytest.mark.parametrize("operation", ["dynamodb.UpdateItem", "dynamodb.PutItem"])
+def test_a_write_to_a_users_item_whose_answer_was_lost_is_known_as_ours_and_the_item_runs_once_a_time(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, faults: Faults,
+        operation: str, kind: Kind) -> None:
+    # UpdateItem: the TTL the stream writes (the due time lives in "due"); PutItem: the item put back after it ran
+    streams = {"hourly": create_table(deps, "hourly", [("email", "S")], ttl="expires_at")}
+    sources = {"hourly": {"table": "hourly", "strategy": "lazy", "ttl_attribute": "expires_at", "due_attribute": "due",
+                          "recurrence": "rate(1 hour)", "key": ["email"]}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        first = stage.epoch(minutes=5)
+        stage.put("hourly", {"email": "hourly@example.com", "due": first})
+        fault = faults.inject(operation, kind, match=lambda p: p.get("TableName") == "hourly")
+        stage.run(minutes=10)
+        assert fault.hits == 1
+        assert len(emails_to("hourly@example.com")) == 1
+        assert stage.get("hourly", {"email": "hourly@example.com"}) == {
+            "email": "hourly@example.com", "due": first + 3600, "expires_at": first + 3600}
+        stage.run(hours=1)
+        assert len(emails_to("hourly@example.com")) == 2
+        assert aws.drain(deps.settings.task_dlq) == []

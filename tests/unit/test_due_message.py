@@ -14,6 +14,12 @@ from chalicelib.tasks.model import DueMessage, InvalidTask
     '{"pk": "P", "sk": "S", "due": 1e400}',
     '{"pk": "P", "sk": "S", "due": "2026-11-22T12:00:00Z", "image": {"a": {"L": ' + '[{"L": ' * 2000
     + "[]" + "}]" * 2000 + "}}}",
+    # an image with a number DynamoDB cannot hold, or of no type it has: no item the executor could run
+    '{"pk": "P", "sk": "S", "due": "2026-11-22T12:00:00Z", "image": {"PK": {"S": "P"}, "n": {"N": "Infinity"}}}',
+    '{"pk": "P", "sk": "S", "due": "2026-11-22T12:00:00Z", "image": {"PK": {"S": "P"}, "n": {"N": "NaN"}}}',
+    '{"pk": "P", "sk": "S", "due": "2026-11-22T12:00:00Z", "image": {"PK": {"S": "P"}, "n": {"Q": "1"}}}',
+    '{"pk": "{\\"id\\": {\\"N\\": \\"1\\"}}", "sk": "", "source": "s", "due": "2026-11-22T12:00:00Z", '
+    '"image": {"id": {"N": "1"}, "n": {"N": "1e400"}}}',
 ])
 def test_a_due_message_that_cannot_be_read_is_invalid_content_not_a_crash(body: str) -> None:
     with pytest.raises(InvalidTask):

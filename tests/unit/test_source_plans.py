@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib import ddb
 from chalicelib.settings import Settings
-from chalicelib.tasks import schedules
+from chalicelib.tasks import items, schedules
 from chalicelib.tasks.model import InvalidTask, TaskKey, read_task
 from chalicelib.tasks.schedules import DeadLetter, SendDue, SetAttribute
 
@@ -83,3 +83,25 @@ def test_an_item_whose_key_is_too_long_for_the_state_table_is_no_task() -> None:
         "SequenceNumber": "1"}}
     with pytest.raises(schedules.InvalidRecord, match="too long"):
         schedules.change_from_record(record, SETTINGS.source("reminders"))
+
+
+def test_every_state_table_key_of_the_longest_source_key_fits_dynamodb() -> None:
+    def takes(length: int) -> bool:
+        try:
+            TaskKey.of_source("reminders", {"id": {"S": "k" * length}})
+        except InvalidTask:
+            return False
+        return True
+
+    longest = TaskKey.of_source("reminders", {"id": {"S": "k" * max(n for n in range(1900, 2100) if takes(n))}})
+    due = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+    for key in (items.record_key(longest.task_id), items.image_key(longest.task_id, due)):
+        assert items.fits_key(key["PK"], key["SK"]), len(key["PK"].encode())
+
+
+@pytest.mark.parametrize(("spelled", "stored"), [
+    ({"N": "42.0"}, {"N": "42"}), ({"N": "4.2E1"}, {"N": "42"}), ({"N": "-0"}, {"N": "0"}),
+    ({"B": "QR=="}, {"B": b"A"}), ({"B": "QQ=="}, {"B": b"A"}),  # unused base64 bits: the same byte
+])
+def test_a_key_value_names_one_task_however_it_is_spelled(spelled: dict[str, Any], stored: dict[str, Any]) -> None:
+    assert TaskKey.of_source("reminders", {"id": spelled}) == TaskKey.of_source("reminders", {"id": stored})

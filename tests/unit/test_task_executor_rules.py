@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,18 @@ def test_a_pending_task_at_its_time_runs() -> None:
 
 def test_a_message_for_another_time_is_skipped() -> None:
     assert skip_reason(task(due=DUE + timedelta(hours=1)), DueMessage(KEY, DUE)) == "rescheduled"
+
+
+def test_a_bucket_start_message_is_for_an_interval_source_task_due_later_in_that_bucket_only() -> None:
+    slot = TaskKey.of_source("slots", {"id": {"S": "a"}})
+    in_bucket = Task(slot, DUE + timedelta(seconds=30), Strategy.INTERVAL, {"type": "email"})
+    assert skip_reason(in_bucket, DueMessage(slot, DUE), bucket_minutes=1) is None
+    assert skip_reason(in_bucket, DueMessage(slot, DUE - timedelta(minutes=1)), bucket_minutes=1) == "rescheduled"
+    next_bucket = replace(in_bucket, due=DUE + timedelta(seconds=90))
+    assert skip_reason(next_bucket, DueMessage(slot, DUE), bucket_minutes=1) == "rescheduled"
+    assert skip_reason(next_bucket, DueMessage(slot, DUE), bucket_minutes=5) is None
+    exact = replace(in_bucket, strategy=Strategy.EXACT)
+    assert skip_reason(exact, DueMessage(slot, DUE), bucket_minutes=1) == "rescheduled"
 
 
 def test_items_the_previous_version_finished_are_skipped() -> None:
