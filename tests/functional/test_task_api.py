@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -53,9 +54,12 @@ def test_a_new_task_answers_201_and_writes_the_item_any_program_could_have_writt
     assert item["action"] == EMAIL_ACTION
 
 
-def test_without_an_id_the_api_picks_one(client: Client) -> None:
-    response = post_task(client, {"run_at": RUN_AT, "action": EMAIL_ACTION})
+@pytest.mark.parametrize("given", [{}, {"id": None}], ids=["absent", "null"])
+def test_without_an_id_the_api_picks_one(client: Client, given: dict[str, Any]) -> None:
+    """As the OpenAPI document says: an id absent or null is made by the app."""
+    response = post_task(client, {**given, "run_at": RUN_AT, "action": EMAIL_ACTION})
     assert response.status_code == 201
+    assert re.fullmatch(r"[0-9a-f]{32}", response.json_body["id"])
     assert client.http.get(f"/tasks/{response.json_body['id']}").status_code == 200
 
 
