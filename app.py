@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalice.app import Chalice, CloudWatchEvent, DynamoDBEvent, Response, SQSEvent
 
@@ -21,8 +21,10 @@ from chalicelib.container import Container
 from chalicelib.invocation import observed
 from chalicelib.log import logger
 from chalicelib.settings import Settings, unprovisioned_refusal
-from chalicelib.sources import TaskSource
 from chalicelib.web import json_body, query, raw_body, respond
+
+if TYPE_CHECKING:  # loaded by the settings only when the stage declares task sources
+    from chalicelib.sources import TaskSource
 
 # Plain `chalice deploy` / `chalice package` of a stage `make deploy` has not provisioned would build it broken.
 if refusal := unprovisioned_refusal(os.environ, sys.argv):

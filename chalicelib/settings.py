@@ -15,10 +15,12 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from chalicelib import schedule_expr
-from chalicelib.sources import SourceError, TaskSource, parse_sources
+
+if TYPE_CHECKING:  # chalicelib.sources is loaded only by a stage that declares task sources (cold start)
+    from chalicelib.sources import SourceError, TaskSource
 
 T = TypeVar("T")
 
@@ -481,6 +483,9 @@ class _Reader:
         return self._convert(name, convert, "expected comma-separated SQS queue / SNS topic ARNs")
 
     def task_sources(self) -> tuple[TaskSource, ...]:
+        if not (self.text("TASK_SOURCES").strip() or self.text("TASK_SOURCE_STREAMS").strip()):
+            return ()  # what parse_sources answers for nothing declared, without loading it
+        from chalicelib.sources import SourceError, parse_sources
         try:
             return parse_sources(self.text("TASK_SOURCES"), self.text("TASK_SOURCE_STREAMS"))
         except SourceError as exc:

@@ -32,9 +32,8 @@ CONFIG: dict[str, Any] = json.loads((ROOT / ".chalice" / "config.json").read_tex
 # (chalicelib.metrics: Powertools' package loads its EMF provider with the Logger anyway).
 AT_IMPORT = frozenset({
     "chalicelib", "chalicelib.auth", "chalicelib.aws", "chalicelib.container", "chalicelib.invocation",
-    "chalicelib.log", "chalicelib.metrics", "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.sources",
-    "chalicelib.web",
-})  # chalicelib.sources: the settings' TASK_SOURCES, which app.py binds a stream function per source of
+    "chalicelib.log", "chalicelib.metrics", "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.web",
+})
 
 # Loaded by some handlers only: the time-zone database (schedule_fire.py: task recurrence).
 NOT_AT_IMPORT = frozenset({"zoneinfo"})
@@ -60,10 +59,12 @@ def modules_after_import(stage: str) -> set[str]:
 def test_importing_app_loads_no_handlers_module_until_that_handler_runs(stage: str) -> None:
     loaded = modules_after_import(stage)
     variables = dict(Config(chalice_stage=stage, config_from_disk=CONFIG).environment_variables)
-    # A stage declaring task sources with actions checks their templates against the action types at import.
+    # A stage declaring task sources parses them at import (chalicelib.sources: app.py binds a stream function
+    # per source), and checks their actions' templates against the action types.
     sources = json.loads(variables.get("TASK_SOURCES") or "{}")
-    checked = {"chalicelib.tasks", "chalicelib.tasks.actions"} if any("action" in s for s in sources.values()) \
-        else set()
+    checked = {"chalicelib.sources"} if sources else set()
+    if any("action" in s for s in sources.values()):
+        checked |= {"chalicelib.tasks", "chalicelib.tasks.actions"}
     assert {name for name in loaded if name.split(".")[0] == "chalicelib"} == AT_IMPORT | checked
 
 
