@@ -445,7 +445,7 @@ def run_ours(w: World) -> RunFigures:
 
     deps = w.deps
     clients = deps.clients
-    counter = CallCounter().attach(clients.dynamodb, clients.sqs, clients.sns)
+    counter = CallCounter().attach(clients.dynamodb, clients.dynamodb_unretried, clients.sqs, clients.sns)
     writes = StateWrites(w.backend, deps.settings.state_table).attach(clients.dynamodb)
 
     def deliver(body: str, polls: int) -> int | None:

@@ -45,9 +45,21 @@ STREAM_READ_BY_LAMBDA = Price("DynamoDB Streams reads by Lambda", 0.0,
                               "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Change data capture)")
 TTL_DELETE = Price("DynamoDB TTL deletes", 0.0, "deletes made by TTL consume no write units",
                    "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html")
+LOG_INGESTION = Price("CloudWatch Logs ingestion", 0.50 / 1e9,
+                      "byte of log lines ingested (standard log class, $0.50 per GB; the app's JSON lines and EMF)",
+                      "https://aws.amazon.com/cloudwatch/pricing/")
+DYNAMODB_STORAGE = Price("DynamoDB storage", 0.25 / 1e9,
+                         "byte-month stored (standard table class, $0.25 per GB-month after the first 25 GB; "
+                         "an item's size plus 100 bytes of overhead)",
+                         "https://aws.amazon.com/dynamodb/pricing/on-demand/")
 
 TABLE: tuple[Price, ...] = (LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_UNIT, DYNAMODB_READ_UNIT, SQS_REQUEST,
-                            SNS_PUBLISH, SCHEDULER_INVOCATION, STREAM_READ_BY_LAMBDA, TTL_DELETE)
+                            SNS_PUBLISH, SCHEDULER_INVOCATION, STREAM_READ_BY_LAMBDA, TTL_DELETE, LOG_INGESTION,
+                            DYNAMODB_STORAGE)
+
+#: DynamoDB's storage overhead per item (bytes), and the month AWS's GB-month is measured over (hours).
+ITEM_OVERHEAD_BYTES = 100
+HOURS_A_MONTH = 730
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,8 @@ class Usage:
     sqs_requests: float = 0.0
     sns_publishes: float = 0.0
     scheduler_invocations: float = 0.0
+    log_bytes: float = 0.0
+    stored_byte_months: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -75,7 +89,14 @@ PRICE_OF: dict[str, Price] = {
     "sqs_requests": SQS_REQUEST,
     "sns_publishes": SNS_PUBLISH,
     "scheduler_invocations": SCHEDULER_INVOCATION,
+    "log_bytes": LOG_INGESTION,
+    "stored_byte_months": DYNAMODB_STORAGE,
 }
+
+
+def stored_byte_months(item_bytes: float, days: float) -> float:
+    """Byte-months of one item of ``item_bytes`` (its DynamoDB size) kept ``days``, overhead included."""
+    return (item_bytes + ITEM_OVERHEAD_BYTES) * days * 24 / HOURS_A_MONTH
 
 
 def cost(usage: Usage) -> dict[str, float]:

@@ -19,6 +19,13 @@ early message waits out its last second), at the function's memory from .chalice
 SQS poller makes one ReceiveMessage and one DeleteMessageBatch per batch it delivers (its idle long polls
 are a fixed cost).  The interval processor's queries are shared by the interval tasks due meanwhile (a
 fixed cost per minute: the more tasks, the cheaper each); for the other strategies they are not counted.
+Scheduler's delivery into the due queue is an SQS request (one per schedule fired), as the poller's are.
+
+Logs: the handlers run at the stage's LOG_LEVEL (.chalice/config.json), their JSON lines and EMF documents
+counted in bytes (not printed) per invocation, priced as CloudWatch Logs ingestion; Lambda's own START, END
+and REPORT lines are not counted.  Storage: each task's record in the state table, measured once the task
+finished, kept TASK_RECORD_RETENTION_DAYS (its TTL), priced as DynamoDB storage; the tasks' own items are
+the user's, as their writes are.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ import json
 import math
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -40,8 +48,9 @@ from bench.core import PROJECT, CallCounter, Scale, Section, Target
 from bench.prices import Usage
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
+from chalicelib.log import logger
 from chalicelib.metrics import Metrics
-from chalicelib.tasks import executor, interval
+from chalicelib.tasks import executor, interval, items
 from chalicelib.tasks.model import DueMessage, TaskKey
 from tests.aws_limits import item_size
 
@@ -152,6 +161,52 @@ class Capacity:
                 self.read_units += units
 
 
+class LogBytes:
+    """A stream that counts the bytes written to it (UTF-8): the app's log lines and EMF documents."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self.bytes += len(text.encode("utf-8", "replace"))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def line(self, text: str) -> None:
+        """An EMF document, as ``metrics.print_line`` writes it to stdout."""
+        self.write(text + "\n")
+
+
+def stage_log_level(stage_name: str = "prod") -> str:
+    """The stage's LOG_LEVEL in .chalice/config.json (its own, or the shared one)."""
+    config = json.loads((PROJECT / ".chalice" / "config.json").read_text())
+    stage = config.get("stages", {}).get(stage_name, {})
+    return str(stage.get("environment_variables", {}).get("LOG_LEVEL")
+               or config.get("environment_variables", {}).get("LOG_LEVEL") or "INFO")
+
+
+@contextmanager
+def counted_logs(level: str) -> Iterator[LogBytes]:
+    """The app's logger at ``level``, its lines counted instead of printed (the bench's stdout is its tables)."""
+    import logging
+
+    counter = LogBytes()
+    handler = logger.registered_handler
+    if not isinstance(handler, logging.StreamHandler):
+        raise TypeError(f"the app's log handler is not a stream: {handler!r}")
+    previous_stream, previous_level = handler.setStream(counter), logger.log_level
+    logger.setLevel(level)
+    try:
+        yield counter
+    finally:
+        logger.setLevel(previous_level)
+        handler.setStream(previous_stream)
+
+
 @dataclass
 class Invocations:
     """Per function: invocations, the app's calls made during them, their billed seconds and units."""
@@ -161,6 +216,7 @@ class Invocations:
     billed_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     write_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     read_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    log_bytes: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
 @dataclass
@@ -170,6 +226,7 @@ class Meter:
     counter: CallCounter
     capacity: Capacity
     invocations: Invocations = field(default_factory=Invocations)
+    logs: LogBytes = field(default_factory=LogBytes)
 
 
 class MeteredLambda(TestLambdaClient):
@@ -182,7 +239,7 @@ class MeteredLambda(TestLambdaClient):
     def invoke(self, function_name: str, payload: Any | None = None) -> InvokeResponse:
         counter, capacity, out = self.meter.counter, self.meter.capacity, self.meter.invocations
         calls, slept = Counter(counter.calls), self._clock.slept
-        writes, reads = capacity.write_units, capacity.read_units
+        writes, reads, logged = capacity.write_units, capacity.read_units, self.meter.logs.bytes
         try:
             return super().invoke(function_name, payload)
         finally:
@@ -195,6 +252,7 @@ class MeteredLambda(TestLambdaClient):
             out.billed_seconds[function_name] += max(0.001, timed * CALL_SECONDS + self._clock.slept - slept)
             out.write_units[function_name] += capacity.write_units - writes
             out.read_units[function_name] += capacity.read_units - reads
+            out.log_bytes[function_name] += self.meter.logs.bytes - logged
 
 
 class MeteredClient(Client):
@@ -223,6 +281,8 @@ class Measured:
     stream_records: int
     schedules_fired: int
     memory_mb: dict[str, int]
+    record_bytes: float = 0.0        # a finished task's record in the state table, on average
+    record_days: float = 0.0         # how long it stays (TASK_RECORD_RETENTION_DAYS)
 
     def _functions(self) -> list[str]:
         return [f for f in self.invocations.count if f in self.workload.functions]
@@ -247,9 +307,12 @@ class Measured:
             lambda_gb_seconds=sum(inv.billed_seconds[f] * self.memory_mb[f] / 1024 for f in functions) / n,
             write_units=sum(inv.write_units[f] for f in functions) / n,
             read_units=sum(inv.read_units[f] for f in functions) / n,
-            sqs_requests=(sqs + POLLER_REQUESTS_PER_BATCH * polled) / n,
+            # Scheduler's delivery of each schedule into the due queue is an SQS request too.
+            sqs_requests=(sqs + POLLER_REQUESTS_PER_BATCH * polled + self.schedules_fired) / n,
             sns_publishes=sum(c for op, c in calls.items() if op.startswith("sns:")) / n,
             scheduler_invocations=self.schedules_fired / n,
+            log_bytes=sum(inv.log_bytes[f] for f in functions) / n,
+            stored_byte_months=prices.stored_byte_months(self.record_bytes, self.record_days),
         )
 
 
@@ -289,6 +352,17 @@ def _subject(workload: Workload, i: int) -> str:
     return f"p4 {workload.name} {i}"
 
 
+def _record_bytes(stage: task_stage.Stage, workload: Workload, n: int) -> float:
+    """The average DynamoDB size of the workload's tasks' records in the state table, as they were left."""
+    sizes = []
+    for i in range(n):
+        key = items.record_key(TaskKey(f"{_prefix(workload)}{i}", "TASK").task_id)
+        found = stage.setup.dynamodb.get_item(TableName=stage.settings.state_table, Key=ddb.serialize(key),
+                                              ConsistentRead=True).get("Item")
+        sizes.append(item_size(found) if found else 0)
+    return sum(sizes) / max(1, n)
+
+
 def _stream_records(stage: task_stage.Stage, prefix: str) -> int:
     """Records of the items whose key starts with ``prefix`` in the tasks table's stream, from its start."""
     streams = stage.setup.session.client("dynamodbstreams", region_name=stage.settings.region)
@@ -314,12 +388,12 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
     from tests.functional.task_support import emails_sent
 
     results = []
-    with task_stage.stage() as stage:
+    with task_stage.stage() as stage, counted_logs(stage_log_level()) as logs:
         clock = FakeClock()
         # The processor has been running: its first run does not look back an hour.
         interval.save_progress(Deps(settings=stage.settings, clients=stage.setup, clock=clock, metrics=quiet()),
                                int(clock.now.timestamp()))
-        meter = Meter(CallCounter(), Capacity(stage.setup.dynamodb))
+        meter = Meter(CallCounter(), Capacity(stage.setup.dynamodb), logs=logs)
         # The processor's minute matters only to the interval tasks: they run first, then it ticks once a day.
         ordered = sorted(workloads, key=lambda w: "interval_processor" not in w.functions)
         sim = LambdaSim(Deps(settings=stage.settings, clients=stage.setup, clock=clock, metrics=quiet()),
@@ -333,7 +407,7 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
             meter.capacity = Capacity(stage.setup.dynamodb).attach(clients.dynamodb)
             meter.invocations = Invocations()
             app_module.container.use(Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep,
-                                          metrics=quiet()))
+                                          metrics=Metrics(emit=logs.line)))
             try:
                 start = clock.now
                 for i in range(n):
@@ -352,7 +426,8 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
             finally:
                 app_module.container.use(None)
             results.append(Measured(workload, n, executed(), meter.invocations,
-                                    _stream_records(stage, _prefix(workload)), sim.schedules_fired, memory_sizes()))
+                                    _stream_records(stage, _prefix(workload)), sim.schedules_fired, memory_sizes(),
+                                    _record_bytes(stage, workload, n), stage.settings.task_record_retention_days))
             sim.schedules_fired = 0
     return sorted(results, key=lambda m: workloads.index(m.workload))
 
@@ -416,8 +491,10 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         columns=["strategy / path", "tasks", "ran once", "AWS calls/task", "executor calls/task",
                  "stream records/task", "Lambda invocations/task", "write units/task", "read units/task",
                  "$ per million tasks", "vs seed"])
-    figures: dict[str, Any] = {"tasks": n, "call_seconds": CALL_SECONDS, "prices": prices.table(), "workloads": {}}
-    for m in measure(WORKLOADS, n):
+    figures: dict[str, Any] = {"tasks": n, "call_seconds": CALL_SECONDS, "prices": prices.table(), "workloads": {},
+                               "log_level": stage_log_level()}
+    measured = measure(WORKLOADS, n)
+    for m in measured:
         workload = m.workload
         usage = m.usage()
         dollars = prices.per_million(usage)
@@ -433,6 +510,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
             "calls_by_operation": dict(calls), "invocations": dict(m.invocations.count),
             "billed_seconds": dict(m.invocations.billed_seconds), "stream_records": m.stream_records,
             "schedules_fired": m.schedules_fired, "usage_per_task": usage.as_dict(),
+            "log_bytes_per_task": usage.log_bytes, "record_bytes": m.record_bytes, "record_days": m.record_days,
             "dollars_per_task": prices.cost(usage), "dollars_per_million": dollars}
         section.notes.append(f"{workload.name}, calls per task: " + ", ".join(
             f"{op.split(':')[1]} {c / n:.2f}" for op, c in calls.most_common()))
@@ -462,4 +540,12 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         "a few seconds apart (batches of one message), written in one burst by another program (stream batches "
         "of up to 100; an API task's record adds write units to the same transaction, not calls); "
         "prices: bench/prices.py (us-east-1 list prices, sources and dates)")
+    section.notes.append(
+        f"logs at {stage_log_level()} (the app's JSON lines and EMF, priced as CloudWatch Logs ingestion; Lambda's own "
+        "START/END/REPORT lines not counted), bytes per task: " + ", ".join(
+            f"{m.workload.name} {m.usage().log_bytes:,.0f}" for m in measured)
+        + "; a finished task's record kept TASK_RECORD_RETENTION_DAYS "
+        f"({measured[0].record_days:g} days, its TTL) and priced as storage, bytes: " + ", ".join(
+            f"{m.workload.name} {m.record_bytes:,.0f}" for m in measured)
+        + "; Scheduler's delivery into the due queue counted as one SQS request a task")
     return [section]

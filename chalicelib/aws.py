@@ -1,7 +1,7 @@
 """The one place that builds boto3 clients, and the bundle injected into domain code.
 
 Every client gets botocore's retry mode (adaptive or standard) with a bounded
-number of attempts, the region from the settings and, when set,
+number of attempts (one for ``dynamodb_unretried``, whose calls are not idempotent), the region from the settings and, when set,
 AWS_ENDPOINT_URL (moto's server on the local stage).  Domain functions take a
 ``Deps`` argument; tests build one from moto-backed clients, a fixed clock and
 a sleep that only moves that clock.
@@ -39,10 +39,12 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def client_config(settings: Settings) -> Config:
+def client_config(settings: Settings, attempts: int | None = None) -> Config:
+    """botocore's settings of every client: ``attempts`` in all (AWS_MAX_ATTEMPTS unless given)."""
     return Config(
         region_name=settings.region,
-        retries=cast("_RetryDict", {"mode": settings.aws_retry_mode, "total_max_attempts": settings.aws_max_attempts}),
+        retries=cast("_RetryDict", {"mode": settings.aws_retry_mode,
+                                    "total_max_attempts": attempts or settings.aws_max_attempts}),
         connect_timeout=5,
         read_timeout=30,
         # One connection per thread of a stream batch (botocore keeps 10 by default, and discards the rest).
@@ -58,10 +60,10 @@ class Clients:
     session: boto3.session.Session = field(default_factory=boto3.session.Session)
     _making: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def _make(self, service: str) -> Any:
+    def _make(self, service: str, attempts: int | None = None) -> Any:
         """A client (thread-safe once made); made under a lock, as a boto3 session is not thread-safe and the
         executor's and stream scheduler's threads may ask for the same client at once on a cold start."""
-        kwargs: dict[str, Any] = {"config": client_config(self.settings)}
+        kwargs: dict[str, Any] = {"config": client_config(self.settings, attempts)}
         if self.settings.endpoint_url:
             kwargs["endpoint_url"] = self.settings.endpoint_url
         with self._making:
@@ -70,6 +72,14 @@ class Clients:
     @cached_property
     def dynamodb(self) -> DynamoDBClient:
         client: DynamoDBClient = self._make("dynamodb")
+        return client
+
+    @cached_property
+    def dynamodb_unretried(self) -> DynamoDBClient:
+        """DynamoDB for a call that is not idempotent (CreateBackup: a second call makes a second backup of the
+        same name): botocore makes each call once, so an error whose request may have been applied (a 5xx, a
+        lost answer) reaches the caller, which looks before it calls again (backups/trigger.py)."""
+        client: DynamoDBClient = self._make("dynamodb", attempts=1)
         return client
 
     @cached_property

@@ -118,6 +118,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DIRECT_QUEUE_HORIZON_SECONDS", "900", "Exact tasks due sooner skip Scheduler: due queue with a delay."),
     Variable("SCHEDULE_LEAD_SECONDS", "60", "Exact tasks' schedules fire this early; the executor waits out the rest."),
     Variable("PAST_DUE_GRACE_SECONDS", "60", "The API accepts a due time this far in the past."),
+    Variable("TASK_RECORD_RETENTION_DAYS", "30", "A finished task's record (DONE, FAILED, CANCELLED) expires this long after it finished."),
     Variable("STREAM_CONCURRENCY", "20", "Records of one stream batch processed at once (different keys)."),
     Variable("EXECUTOR_CONCURRENCY", "10", "Due messages of one executor batch handled at once."),
     # API
@@ -285,6 +286,7 @@ class Settings:
     api_throttle_burst: int = 100
     task_action_target_arns: tuple[str, ...] = ()
     lateness_alarm_ms: int = 5000
+    task_record_retention_days: int = 30
     backup_verify: BackupVerify = field(default_factory=BackupVerify)
     backup_require_pitr: bool = False
     task_sources: tuple[TaskSource, ...] = ()
@@ -368,6 +370,7 @@ class Settings:
             api_throttle_burst=env.integer("API_THROTTLE_BURST", 1, 5000),
             task_action_target_arns=env.action_targets("TASK_ACTION_TARGET_ARNS"),
             lateness_alarm_ms=env.integer("LATENESS_ALARM_MS", 100, 3_600_000),
+            task_record_retention_days=env.integer("TASK_RECORD_RETENTION_DAYS", 1, 36500),
             backup_verify=env.backup_verify("BACKUP_VERIFY"),
             backup_require_pitr=env.choice("BACKUP_REQUIRE_PITR", ("true", "false")) == "true",
             task_sources=env.task_sources(),

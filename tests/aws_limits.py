@@ -210,8 +210,8 @@ class AwsLimits:
     _schemas: dict[str, KeySchema | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for client in (self.clients.dynamodb, self.clients.sqs, self.clients.sns, self.clients.ses,
-                       self.clients.scheduler):
+        for client in (self.clients.dynamodb, self.clients.dynamodb_unretried, self.clients.sqs, self.clients.sns,
+                       self.clients.ses, self.clients.scheduler):
             client.meta.events.register("before-parameter-build", self._check)
 
     def expect(self) -> None:

@@ -15,7 +15,8 @@ kind           what the app sees
 ``lost``       the call IS applied, then its response is lost: a hard error
 ``retried``    the call IS applied, its response lost, and botocore retries it:
                the app sees the retry's answer (a conditional write then fails
-               its own condition)
+               its own condition); on a client botocore makes one attempt on
+               (``dynamodb_unretried``) it is ``lost``, as botocore does not retry
 ``crash``      the worker dies before the call (``WorkerCrash``, a
                BaseException no ``except Exception`` catches)
 ``crash_after``the call IS applied, then the worker dies
@@ -101,8 +102,8 @@ class Faults:
     _no_loss: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for client in (self.clients.dynamodb, self.clients.sqs, self.clients.sns, self.clients.ses,
-                       self.clients.scheduler):
+        for client in (self.clients.dynamodb, self.clients.dynamodb_unretried, self.clients.sqs, self.clients.sns,
+                       self.clients.ses, self.clients.scheduler):
             events = client.meta.events
             events.register("before-parameter-build", self._keep_params)
             events.register_first("before-call", self._before_call)
@@ -166,6 +167,8 @@ class Faults:
 
     def _apply(self, kind: Kind, code: str, operation: str, model: Any, context: dict[str, Any]) -> Any:
         self.injected[kind] += 1
+        if kind == "retried" and _attempts(context) == 1:
+            kind = "lost"  # a client botocore makes one attempt on (Clients.dynamodb_unretried) does not retry
         if kind in ("lost", "retried", "crash_after"):
             self._replay(model, context)
         if kind in ("crash", "crash_after"):
@@ -185,6 +188,12 @@ class Faults:
         method = getattr(client, _snake(model.name))
         with contextlib.suppress(client.exceptions.ClientError):  # the applied attempt's answer is what was lost
             method(**context["faults_raw_params"])
+
+
+def _attempts(context: Mapping[str, Any]) -> int:
+    """How many attempts botocore makes of a call of the client (``total_max_attempts``; 0: not said)."""
+    retries = getattr(context.get("client_config"), "retries", None) or {}
+    return int(retries.get("total_max_attempts", 0) or 0)
 
 
 def _bytes_safe(value: Any) -> Any:

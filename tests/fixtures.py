@@ -86,11 +86,12 @@ class Aws:
         return out
 
     def alerts(self) -> list[dict[str, Any]]:
-        """Alerts published to the alert topic, as {subject, message} (read once)."""
+        """Alerts published to the alert topic, as {subject, message, dedup_id} (read once)."""
         out = []
         for m in self.drain(self.alert_queue_url):
             envelope = json.loads(m["Body"])
-            out.append({"subject": envelope.get("Subject", ""), "message": json.loads(envelope["Message"])})
+            out.append({"subject": envelope.get("Subject", ""), "message": json.loads(envelope["Message"]),
+                        "dedup_id": envelope.get("MessageAttributes", {}).get("dedup_id", {}).get("Value")})
         return out
 
 

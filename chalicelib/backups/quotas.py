@@ -7,7 +7,9 @@ poll's listing and retention's are one sequence) and across the invocations of a
 
 Throttling is retried in one layer only: botocore's retry mode (AWS_RETRY_MODE, AWS_MAX_ATTEMPTS
 attempts in all). The app's own retries (retry.py) leave rate limits alone, so a throttled call is
-made at most AWS_MAX_ATTEMPTS times, not that many times per app-level attempt.
+made at most AWS_MAX_ATTEMPTS times, not that many times per app-level attempt. CreateBackup is the
+exception that keeps the rule: botocore makes it once (it is not idempotent), and the trigger retries
+its throttling instead, as often.
 """
 
 from __future__ import annotations

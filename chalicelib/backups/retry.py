@@ -6,8 +6,8 @@ retried here a few more times before the error is raised, except a rate limit:
 botocore's retries are the only ones a throttled call gets (quotas.py paces
 the calls so that it is rare), so it is made at most AWS_MAX_ATTEMPTS times. A retried write may
 have been applied already: conditional writes recognise their own earlier
-attempt (store.py), and CreateBackup looks for its backup by name first
-(trigger.py).
+attempt (store.py), and CreateBackup, which botocore does not retry,
+looks for its backup by name first (trigger.py).
 """
 
 from __future__ import annotations

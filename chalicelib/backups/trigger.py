@@ -8,7 +8,9 @@ monitor when the watch comes in: backups that exist already are found by their
 name (ListBackups of the table since the run started) instead of being made
 twice. A start still making backups after START_BUDGET hands the rest on: it
 records which tables it tried, lets its claim lapse and sends a watch with no
-delay; the continuation makes the untried tables' backups without looking first.
+delay; the continuation makes the untried tables' backups without looking first. botocore never
+retries CreateBackup itself (a retry of a call whose answer was lost would make a second backup of
+the same name): an error that may hide an applied call is followed by the same look by name.
 
 A new run also records which of its tables it will verify by restoring them
 (BACKUP_VERIFY, rotating after the recent runs' plans: verify.py), and each
@@ -18,6 +20,7 @@ restore tables a dead verification left behind.
 """
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -33,7 +36,7 @@ from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import is_transient, retry_transient
 from chalicelib.backups.store import FINISHING, POLLED, RUNNING, STARTING, Run, RunStore, TableResult
 from chalicelib.log import about, logger
-from chalicelib.throttle import Pacer, error_code
+from chalicelib.throttle import Pacer, error_code, is_rate_limit
 
 # CreateBackup errors that concern one table; the run goes on with the others.
 TABLE_ERRORS = {
@@ -48,6 +51,7 @@ TABLE_ERRORS = {
 
 
 CREATE_ATTEMPTS = 3  # CreateBackup tries per table on transient errors (each after a look for the backup)
+THROTTLE_BACKOFF_CAP = 20.0  # seconds: a throttled CreateBackup waits as botocore's retry modes would
 # A start hands the tables it has not reached on to the next invocation (through the monitor queue) after
 # this long: well inside the trigger's (300 s) and the monitor's (240 s) Lambda timeouts and the lease.
 START_BUDGET = timedelta(seconds=150)
@@ -140,8 +144,10 @@ def _failure(exc: Exception) -> str:
 def _back_up(deps: Deps, creates: Pacer, run: Run, result: TableResult, look_first: bool) -> None:
     """Give ``result`` (a PENDING table without a backup) its backup, or its error (status FAILED).
 
-    A transient error may hide a backup that was made (its answer was lost): the table's
-    backups are looked up by name before CreateBackup is tried again.
+    CreateBackup is not idempotent, so botocore makes it once (``dynamodb_unretried``): an error that
+    may hide a backup that was made (a 5xx, a lost answer) comes here, and the table's backups are
+    looked up by name before CreateBackup is tried again. A throttled call was not applied: it is
+    tried again, AWS_MAX_ATTEMPTS times in all as botocore would, without looking.
     """
     table, name = result.table, result.backup_name
     since = run.started_at
@@ -154,22 +160,28 @@ def _back_up(deps: Deps, creates: Pacer, run: Run, result: TableResult, look_fir
 
     def call() -> str:
         creates.wait()
-        details = deps.clients.dynamodb.create_backup(TableName=table, BackupName=name)["BackupDetails"]
+        details = deps.clients.dynamodb_unretried.create_backup(TableName=table, BackupName=name)["BackupDetails"]
         return details["BackupArn"]
 
-    for attempt in range(CREATE_ATTEMPTS):
+    attempt = throttled = 0
+    while True:
         try:
-            result.backup_arn = call()  # throttling: botocore's retries only (quotas.py)
+            result.backup_arn = call()
             logger.info("backup started", extra={"run_id": run.run_id, "table": table,
                                                  "backup_arn": result.backup_arn})
             return
         except (ClientError, BotoCoreError) as exc:
-            if not is_transient(exc) or attempt == CREATE_ATTEMPTS - 1:
+            if isinstance(exc, ClientError) and is_rate_limit(exc) and throttled < deps.settings.aws_max_attempts - 1:
+                throttled += 1
+                deps.sleep(random.uniform(0, min(THROTTLE_BACKOFF_CAP, 2.0 ** throttled)))
+                continue
+            attempt += 1
+            if not is_transient(exc) or attempt == CREATE_ATTEMPTS:
                 result.status, result.error = "FAILED", _failure(exc)
                 logger.error("backup not started", extra={"run_id": run.run_id, "table": table,
                                                           "reason": result.error})
                 return
-            deps.sleep(2.0 ** attempt)
+            deps.sleep(2.0 ** (attempt - 1))
             found = find_backup(deps, table, name, since)
             if found:
                 result.backup_arn = found

@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 from chalicelib.aws import Deps
 from chalicelib.log import logger
-from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items
 from chalicelib.tasks.items import LISTED_STATUSES
 from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Strategy, Task, TaskKey, check_action_target, iso, task_from_item
@@ -135,6 +135,9 @@ def _lookup(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, d
     item, record = store.get_item(key), store.get_record(key.task_id)
     if item is None and record is None:
         raise not_found("task", task_id)
+    expired = items.expired_record(key, item, record, deps.clock())
+    if expired is not None:
+        raise ApiError(404, expired, "id")
     return key, item, record
 
 
@@ -179,8 +182,10 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
             if len(ids) >= limit and partition < len(statuses):
                 next_token = items.encode_token(partition, None)
     found_items, found_records = store.get_many(ids)
+    now = deps.clock()
     tasks = [_view(deps, i, found_items.get(i), found_records.get(i))
-             for i in ids if i in found_items or i in found_records]
+             for i in ids if (i in found_items or i in found_records)
+             and items.expired_record(TaskKey.for_id(i), found_items.get(i), found_records.get(i), now) is None]
     return 200, {"tasks": tasks, "next_token": next_token}
 
 
@@ -232,7 +237,8 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     if task is not None:
         new_record.update(items.record_of(task, new_record.get("created_at") or task.item.get("created_at"),
                                           new_record.get("fingerprint")))
-    new_record.update(status=Status.CANCELLED.value, finished_at=iso(now))
+    new_record.update({"status": Status.CANCELLED.value, "finished_at": iso(now),
+                       STATE_TTL_ATTRIBUTE: items.record_expiry(now, deps.settings)})
     due = str(new_record.get("run_at"))
     condition, values = _not_executing(due, stuck)
     ops = [

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
 from chalicelib.sources import TaskSource
 from chalicelib.tasks import buckets
 from chalicelib.tasks.model import (
@@ -253,6 +253,36 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
         record["fingerprint"] = fingerprint
     record.update(extra)
     return record
+
+
+FINISHED_STATUSES = (Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value)
+
+
+def record_expiry(finished: datetime, settings: Settings) -> int:
+    """When a finished task's record expires (the state table's TTL, epoch seconds): TASK_RECORD_RETENTION_DAYS
+    after it finished. Written by the same write that settles or cancels the task. Pure."""
+    return int((finished + timedelta(days=settings.task_record_retention_days)).timestamp())
+
+
+def expired_record(key: TaskKey, item: dict[str, Any] | None, record: dict[str, Any] | None,
+                   now: datetime) -> str | None:
+    """Why a task is gone because its record expired (TASK_RECORD_RETENTION_DAYS after it finished), or None.
+
+    Expired but not yet deleted (DynamoDB's TTL deletes within days, not at once): the record's TTL has
+    passed. Deleted while the item stays (a one-time API task's item is never written after it ran): an
+    API task's item (the API writes its record in the same transaction) whose record is gone. Pure."""
+    if record is not None:
+        expires = record.get(STATE_TTL_ATTRIBUTE)
+        if record.get("status") not in FINISHED_STATUSES or not isinstance(expires, int | float) \
+                or isinstance(expires, bool) or expires > now.timestamp():
+            return None
+        at = datetime.fromtimestamp(float(expires), tz=now.tzinfo)
+        return (f"task {key.task_id!r} was {record.get('status')} at {record.get('finished_at')} and its record "
+                f"expired at {iso(at)} (TASK_RECORD_RETENTION_DAYS after it finished)")
+    if item is not None and key == TaskKey.for_id(key.task_id) and "created_at" in item and "status" not in item:
+        return (f"task {key.task_id!r} finished and its record expired (TASK_RECORD_RETENTION_DAYS after it "
+                "finished)")
+    return None
 
 
 def current_status(task: Task | None, record: dict[str, Any] | None) -> str:

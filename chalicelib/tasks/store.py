@@ -293,7 +293,8 @@ class TaskStore:
             "UpdateExpression": "SET exec_due = :due, exec_state = :running, exec_owner = :owner, claimed_at = :now, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = if_not_exists(run_at, :due), "
-                                "#s = if_not_exists(#s, :pending) REMOVE dead_lettered, alerted, next_run_at",
+                                "#s = if_not_exists(#s, :pending) REMOVE dead_lettered, alerted, next_run_at, "
+                                f"{STATE_TTL_ATTRIBUTE}",
             "ConditionExpression": CLAIMABLE,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         try:
@@ -328,7 +329,8 @@ class TaskStore:
         if next_due is not None and outcome.status is Status.DONE:
             attributes.update({"status": Status.PENDING.value, "run_at": iso(next_due), "next_run_at": iso(next_due)})
         else:
-            attributes.update({"status": outcome.status.value, "finished_at": stamp})
+            attributes.update({"status": outcome.status.value, "finished_at": stamp,
+                               STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
         expression, names, values = set_attributes(attributes, removed)
         names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state"})
         values.update({":due": due_text, ":me": owner, ":running": RUNNING})

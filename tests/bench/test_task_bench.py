@@ -135,3 +135,24 @@ def test_the_cost_targets_report_the_figures_of_the_table(sections: dict[str, An
         dollars = targets[f"{path}: $ per million tasks beyond the action"]
         assert dollars["figure"] == pytest.approx(p4["figures"]["workloads"][path]["dollars_per_million"])
         assert dollars["limit"] == 2
+
+
+def test_the_dollars_count_schedulers_delivery_the_log_lines_and_the_records_kept(sections: dict[str, Any]) -> None:
+    p4 = sections["P4"]
+    workloads = p4["figures"]["workloads"]
+    scheduler = workloads["exact via Scheduler"]
+    n, calls = scheduler["tasks"], scheduler["calls_by_operation"]
+    app_sqs = sum(c for op, c in calls.items() if op.startswith("sqs:"))
+    executor_batches = scheduler["invocations"]["task_executor"]
+    # The app's own, the poller's receive and delete per batch, and Scheduler's send of each due message.
+    assert scheduler["usage_per_task"]["sqs_requests"] == pytest.approx(
+        (app_sqs + 2 * executor_batches + scheduler["schedules_fired"]) / n)
+    assert p4["figures"]["log_level"] == "INFO"
+    retention = Settings.from_env().task_record_retention_days
+    for name, w in workloads.items():
+        usage = w["usage_per_task"]
+        assert usage["log_bytes"] == w["log_bytes_per_task"] > 100, name  # a few INFO lines and EMF at least
+        assert w["record_bytes"] > 100 and w["record_days"] == retention, name
+        assert usage["stored_byte_months"] == pytest.approx(
+            (w["record_bytes"] + prices.ITEM_OVERHEAD_BYTES) * retention * 24 / prices.HOURS_A_MONTH), name
+        assert w["dollars_per_task"]["log_bytes"] > 0 and w["dollars_per_task"]["stored_byte_months"] > 0, name

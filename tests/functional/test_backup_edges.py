@@ -50,13 +50,13 @@ def _start(aws: Aws, deps: Deps, tables: list[str]) -> str:
 ])
 def test_a_table_being_deleted_or_a_quota_error_is_recorded_and_alerted_and_the_run_goes_on(
         aws: Aws, deps: Deps, clock: FakeClock, code: str, message: str, reason: str) -> None:
-    real = deps.clients.dynamodb
+    real = deps.clients.dynamodb_unretried
 
     def refuse_orders(**kwargs: Any) -> None:
         if kwargs["TableName"] == "orders":
             raise _error(code, message)
 
-    deps.clients.dynamodb = Intercept(real, "create_backup", refuse_orders)  # type: ignore[assignment]
+    deps.clients.dynamodb_unretried = Intercept(real, "create_backup", refuse_orders)  # type: ignore[assignment]
     body = _start(aws, deps, ["orders", "users"])
 
     run = RunStore(deps).get(json.loads(body)["run_id"])

@@ -88,9 +88,10 @@ def runs() -> dict[int, bench.RunFigures]:
         with bench.world(n) as w:
             stamps: dict[str, list[float]] = {}
             STAMPS[n] = stamps
-            w.deps.clients.dynamodb.meta.events.register(
-                "before-call.dynamodb.*", lambda model, w=w, stamps=stamps, **_: stamps.setdefault(
-                    model.name, []).append(w.clock.now.timestamp()))
+            for client in (w.deps.clients.dynamodb, w.deps.clients.dynamodb_unretried):
+                client.meta.events.register(
+                    "before-call.dynamodb.*", lambda model, w=w, stamps=stamps, **_: stamps.setdefault(
+                        model.name, []).append(w.clock.now.timestamp()))
             out[n] = bench.run_ours(w)
     return out
 
@@ -125,16 +126,16 @@ def test_describe_backup_stays_under_10_a_second(aws: Aws, deps: Deps, clock: Fa
     assert len(stamps) == 5 and _min_gap(stamps) >= 1 / 10 - 1e-6
 
 
-def test_a_throttled_call_is_retried_by_botocore_alone(
+def test_a_throttled_create_backup_is_made_aws_max_attempts_times_in_all(
         aws: Aws, deps: Deps, clock: FakeClock, fake_backoff: FakeClock) -> None:
     create_tables(deps, ["orders"])
     use_settings(deps, backup_tables=("orders",), aws_retry_mode="standard", aws_max_attempts=4)
     deps.clients = Clients(deps.settings)
-    throttled = ThrottledHttp(deps.clients.dynamodb, "CreateBackup", lambda _n: True)
+    throttled = ThrottledHttp(deps.clients.dynamodb_unretried, "CreateBackup", lambda _n: True)
 
     run = trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
 
-    assert throttled.attempts == 4  # AWS_MAX_ATTEMPTS, botocore's; the app's loop does not try again
+    assert throttled.attempts == 4  # AWS_MAX_ATTEMPTS: the trigger's, as botocore makes CreateBackup once
     assert run.tables["orders"].status == "FAILED" and "Throttling" in run.tables["orders"].error
     assert [a["subject"] for a in aws.alerts()] == ["timekeeper: backup of orders failed"]
 
@@ -275,17 +276,17 @@ def test_a_continuation_that_dies_is_taken_over_by_the_lease_watch_without_a_sec
     use_settings(deps, backup_tables=tuple(tables), backup_create_rate=0.2)
     run = trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
     lease_watch, handed_on = (body for body, _ in monitor_messages(aws, deps, watches=True))
-    real = deps.clients.dynamodb
+    real = deps.clients.dynamodb_unretried
     made: list[str] = []
 
     def die_after_two(**kwargs: Any) -> None:
         made.append(kwargs["TableName"])
         if len(made) > 2:
             raise WorkerCrash("the continuation's Lambda died")
-    deps.clients.dynamodb = Intercept(real, "create_backup", die_after_two)  # type: ignore[assignment]
+    deps.clients.dynamodb_unretried = Intercept(real, "create_backup", die_after_two)  # type: ignore[assignment]
     with pytest.raises(WorkerCrash):
         monitor.check_run(deps, handed_on, "w-1")
-    deps.clients.dynamodb = real
+    deps.clients.dynamodb_unretried = real
 
     clock.advance(seconds=deps.settings.backup_run_lease_seconds)  # the lease watch comes in
     assert monitor.check_run(deps, lease_watch, "w-0") == "start resumed"

@@ -124,8 +124,8 @@ def test_thirty_percent_throttled_create_backup_calls_still_back_up_every_table(
     create_tables(deps, names)
     rng = random.Random(7)
     use_settings(deps, backup_tables=tuple(names), aws_retry_mode="standard")
-    deps.clients = Clients(deps.settings)  # botocore's retry mode retries throttling (the only layer that does)
-    throttled = ThrottledHttp(deps.clients.dynamodb, "CreateBackup", lambda _n: rng.random() < 0.3)
+    deps.clients = Clients(deps.settings)  # botocore makes CreateBackup once: the trigger retries its throttling
+    throttled = ThrottledHttp(deps.clients.dynamodb_unretried, "CreateBackup", lambda _n: rng.random() < 0.3)
 
     _trigger(client, clock)
 
@@ -143,7 +143,7 @@ def test_create_backup_calls_stay_under_the_rate_limit(
     create_tables(deps, names)
     use_settings(deps, backup_tables=tuple(names), backup_create_rate=25.0)
     stamps: list[float] = []
-    deps.clients.dynamodb.meta.events.register(
+    deps.clients.dynamodb_unretried.meta.events.register(
         "before-call.dynamodb.CreateBackup", lambda **_: stamps.append(clock.now.timestamp()))
 
     _trigger(client, clock)

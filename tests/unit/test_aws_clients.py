@@ -16,6 +16,13 @@ def test_clients_take_retry_mode_attempts_and_region_from_settings() -> None:
         assert "eu-west-1" in client.meta.endpoint_url
 
 
+def test_the_dynamodb_client_for_calls_that_are_not_idempotent_makes_one_attempt() -> None:
+    settings = Settings.from_env({"AWS_REGION": "eu-west-1", "AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "5"})
+    client = Clients(settings).dynamodb_unretried
+    assert client.meta.config.retries == {"mode": "standard", "total_max_attempts": 1}  # type: ignore[attr-defined]
+    assert client.meta.region_name == "eu-west-1"
+
+
 def test_aws_endpoint_url_points_every_client_at_it() -> None:
     settings = Settings.from_env({"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:4566"})
     clients = Clients(settings)

@@ -56,6 +56,15 @@ def test_a_retried_lost_response_fails_its_own_condition(aws: Aws, table: str, f
     assert _exists(aws, "c")
 
 
+def test_a_retried_lost_response_on_a_client_botocore_does_not_retry_reaches_the_caller(
+        aws: Aws, table: str, faults: Faults) -> None:
+    faults.inject("dynamodb.PutItem", "retried")
+    with pytest.raises(ClientError) as raised:
+        aws.clients.dynamodb_unretried.put_item(TableName=TABLE, Item={"PK": {"S": "e"}})
+    assert raised.value.response["Error"]["Code"] == "InternalServerError"
+    assert _exists(aws, "e")
+
+
 def test_a_crash_is_no_exception_the_app_can_catch_and_crash_after_applies(aws: Aws, table: str, faults: Faults) -> None:
     faults.inject("dynamodb.PutItem", "crash")
     faults.inject("dynamodb.PutItem", "crash_after", occurrence=2)
