@@ -74,15 +74,11 @@ def scheduler_role_name(settings: Settings) -> str:
 
 
 def scheduler_dlq_name(settings: Settings) -> str:
-    if settings.scheduler_dlq_arn:
-        return settings.scheduler_dlq_arn.rsplit(":", 1)[-1]
-    return f"{settings.due_queue}-scheduler-dlq"
+    return settings.scheduler_dlq
 
 
 def alert_topic_name(settings: Settings) -> str:
-    if settings.alert_topic_arn:
-        return settings.alert_topic_arn.rsplit(":", 1)[-1]
-    return f"timekeeper-{settings.stage}-alerts"
+    return settings.alert_topic
 
 
 def function_name_prefix(settings: Settings, app_name: str = "timekeeper") -> str:
