@@ -20,7 +20,10 @@ The queues and topics tasks' ``sqs`` and ``sns`` actions may send to are the
 stage setting TASK_ACTION_TARGET_ARNS (chalicelib/settings.py): ``task_executor``
 is granted exactly those, and the API, the stream scheduler and the executor
 refuse any other (chalicelib/tasks/actions.py ``target_refusal``), so what the
-API accepts is what IAM allows.
+API accepts is what IAM allows. The app's own queues and topics (settings.OWN_QUEUES,
+OWN_TOPICS), which the app refuses as targets, are also denied to ``task_executor``
+by an explicit Deny, except those its own code sends to (the due queue, TASK_DLQ,
+the alert topic): a wildcard among the targets cannot reach the others.
 """
 
 from __future__ import annotations
@@ -87,8 +90,8 @@ def function_name_prefix(settings: Settings, app_name: str = "timekeeper") -> st
 
 
 def _statement(sid: str, actions: Sequence[str], resources: Sequence[str],
-               condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    statement: dict[str, Any] = {"Sid": sid, "Effect": "Allow", "Action": sorted(actions),
+               condition: dict[str, Any] | None = None, effect: str = "Allow") -> dict[str, Any]:
+    statement: dict[str, Any] = {"Sid": sid, "Effect": effect, "Action": sorted(actions),
                                  "Resource": list(dict.fromkeys(resources))}
     if condition:
         statement["Condition"] = condition
@@ -230,8 +233,22 @@ class _Builder:
     def consume(self, sid: str, queue: str) -> dict[str, Any]:
         return _statement(sid, _CONSUME_QUEUE, [self.queue(queue)])
 
+    def topic(self, name: str) -> str:
+        return self.where.arn("sns", name)
+
     def alerts(self) -> dict[str, Any]:
-        return _statement("PublishAlerts", ["sns:Publish"], [self.where.arn("sns", alert_topic_name(self.settings))])
+        return _statement("PublishAlerts", ["sns:Publish"], [self.topic(alert_topic_name(self.settings))])
+
+    def deny_other_own_targets(self, statements: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Deny sqs:SendMessage / sns:Publish on every queue and topic the stage provisions (settings.OWN_QUEUES,
+        OWN_TOPICS) that ``statements`` (a function's own, before its action targets) do not send to: an
+        action target's wildcard then cannot reach them. A Deny never covers what the function itself uses."""
+        def used(action: str) -> set[str]:
+            return {r for st in statements if st["Effect"] == "Allow" and action in st["Action"] for r in st["Resource"]}
+        queues = [q for q in map(self.queue, self.settings.own_queues()) if q not in used("sqs:SendMessage")]
+        topics = [t for t in map(self.topic, self.settings.own_topics()) if t not in used("sns:Publish")]
+        return [*([_statement("DenyOwnQueues", ["sqs:SendMessage"], queues, effect="Deny")] if queues else []),
+                *([_statement("DenyOwnTopics", ["sns:Publish"], topics, effect="Deny")] if topics else [])]
 
 
 def function_policies(settings: Settings, where: Account, action_targets: Sequence[str] = (),
@@ -252,6 +269,17 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         *b.backups(),
         b.send("SendToMonitorQueue", s.backup_monitor_queue),
         b.alerts(),
+    ]
+    executor = [  # what the executor itself uses: re-queue hops, dead letters, alerts
+        b.tasks_table("TaskItems", [*_READ, "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+        b.state_table("TaskRecords", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+        b.send("SendDueTasks", s.due_queue),
+        b.consume("ConsumeDueQueue", s.due_queue),
+        b.send("DeadLetter", s.task_dlq),
+        b.alerts(),
+        _statement("SendEmail", ["ses:SendEmail"], [
+            where.arn("ses", f"identity/{s.sender_email}"),
+            where.arn("ses", f"identity/{s.sender_email.rsplit('@', 1)[-1]}")]),
     ]
     statements: dict[str, list[dict[str, Any]]] = {
         # Both APIs: tasks (items, records, status index) and backups (runs; POST /backups starts one).
@@ -302,17 +330,10 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             b.send("SendDueTasks", s.due_queue),
         ],
         "task_executor": [
-            b.tasks_table("TaskItems", [*_READ, "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
-            b.state_table("TaskRecords", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
-            b.send("SendDueTasks", s.due_queue),
-            b.consume("ConsumeDueQueue", s.due_queue),
-            b.send("DeadLetter", s.task_dlq),
-            b.alerts(),
-            _statement("SendEmail", ["ses:SendEmail"], [
-                where.arn("ses", f"identity/{s.sender_email}"),
-                where.arn("ses", f"identity/{s.sender_email.rsplit('@', 1)[-1]}")]),
+            *executor,
             *([_statement("TaskActionQueues", ["sqs:SendMessage"], queues)] if queues else []),
             *([_statement("TaskActionTopics", ["sns:Publish"], topics)] if topics else []),
+            *b.deny_other_own_targets(executor),
         ],
         "due_dead_letter": [
             b.tasks_table("ReadTasks", _READ),
@@ -330,11 +351,12 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
 
 
 def app_policy(settings: Settings, where: Account, action_targets: Sequence[str] = ()) -> Policy:
-    """Every statement of every function's policy: what some function of the app may do."""
+    """Every Allow statement of every function's policy: what some function of the app may do (a function's
+    Deny binds that function only)."""
     policies = function_policies(settings, where, action_targets)
     return {"Version": "2012-10-17", "Statement": [
         {**statement, "Sid": f"{_camel(name)}{statement['Sid']}"}
-        for name, policy in policies.items() for statement in policy["Statement"]]}
+        for name, policy in policies.items() for statement in policy["Statement"] if statement["Effect"] == "Allow"]}
 
 
 def _camel(name: str) -> str:
@@ -364,10 +386,12 @@ def action_targets_from(environ: Mapping[str, str]) -> list[str]:
     return []
 
 
-def actions_of(policy: Policy) -> list[str]:
-    """Every action named by the policy's statements."""
+def actions_of(policy: Policy, effect: str | None = None) -> list[str]:
+    """Every action named by the policy's statements (of ``effect`` only: Allow or Deny, when given)."""
     out: list[str] = []
     for statement in policy["Statement"]:
+        if effect is not None and statement.get("Effect") != effect:
+            continue
         actions = statement.get("Action", [])
         out.extend([actions] if isinstance(actions, str) else actions)
     return out

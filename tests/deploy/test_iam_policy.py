@@ -158,7 +158,7 @@ def test_restore_verification_touches_tables_only_by_the_stages_temporary_names(
 def test_each_function_gets_only_what_it_needs(name: str) -> None:
     policies = committed_policies(name)
     for action, functions in ONLY.items():
-        assert {f for f, p in policies.items() if action in iam.actions_of(p)} == functions, action
+        assert {f for f, p in policies.items() if action in iam.actions_of(p, "Allow")} == functions, action
     for function, policy in policies.items():
         [logs] = [s for s in policy["Statement"] if s["Sid"] == "WriteLogs"]
         group = iam.function_log_group(stage.settings(stage.load_config(), name), function)
@@ -236,3 +236,44 @@ def test_the_action_targets_set_in_the_deploys_environment_are_refused_not_ignor
     with pytest.raises(ValueError, match="stage setting"):
         iam.action_targets_from({"TASK_ACTION_TARGET_ARNS": "arn:aws:sqs:us-east-1:123456789012:orders"})
     assert iam.action_targets_from({"TASK_ACTION_TARGET_ARNS": ""}) == []
+
+
+def test_a_wildcard_target_never_reaches_the_apps_own_queues_the_executor_does_not_use_itself() -> None:
+    settings = Settings.from_env({"TASK_ACTION_TARGET_ARNS": "arn:aws:sqs:*:*:*,arn:aws:sns:*:*:*"})
+    policy = iam.function_policies(settings, WHERE)["task_executor"]
+
+    def may(action: str, service: str, name: str) -> bool:
+        return allowed(policy, Request(action, f"arn:aws:{service}:us-east-1:123456789012:{name}"))
+
+    used = {settings.due_queue, settings.task_dlq}  # re-queue hops, dead letters
+    for queue in settings.own_queues():
+        assert may("sqs:SendMessage", "sqs", queue) is (queue in used), queue
+    assert settings.due_dlq not in used and settings.scheduler_dlq not in used
+    # The alert topic is the only own topic and the executor publishes its alerts there: no Deny can cover it
+    # (the app refuses it as a target: chalicelib/tasks/actions.py).
+    assert settings.own_topics() == (settings.alert_topic,)
+    assert may("sns:Publish", "sns", settings.alert_topic)
+    assert may("sqs:SendMessage", "sqs", "orders") and may("sns:Publish", "sns", "team")
+    [deny] = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+    assert deny["Action"] == ["sqs:SendMessage"]
+    assert sorted(deny["Resource"]) == sorted(
+        f"arn:aws:sqs:us-east-1:123456789012:{q}" for q in settings.own_queues() if q not in used)
+
+
+@pytest.mark.parametrize("name", stage.DEPLOYED_STAGES)
+def test_the_committed_executor_policy_denies_the_own_queues_it_does_not_use(name: str) -> None:
+    settings = stage.settings(stage.load_config(), name)
+    [deny] = [s for s in committed_policies(name)["task_executor"]["Statement"] if s["Effect"] == "Deny"]
+    denied_names = {r.rsplit(":", 1)[-1] for r in deny["Resource"]}
+    assert denied_names == set(settings.own_queues()) - {settings.due_queue, settings.task_dlq}
+    assert settings.due_dlq in denied_names
+
+
+def test_the_recorders_evaluation_lets_an_explicit_deny_win_over_any_allow() -> None:
+    policy = {"Statement": [
+        {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": ["arn:aws:sqs:*:*:*"]},
+        {"Effect": "Deny", "Action": ["sqs:SendMessage"], "Resource": ["arn:aws:sqs:*:*:mine"]}]}
+    assert allowed(policy, Request("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:theirs"))
+    assert not allowed(policy, Request("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:mine"))
+    assert denied(policy, [Call("sqs", "SendMessage", (("QueueUrl", "http://q/123456789012/mine"),), "x", "t")],
+                  "aws", "us-east-1", "123456789012")
