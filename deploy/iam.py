@@ -15,6 +15,9 @@ the real ones when it renders the policy files. The exceptions, each justified i
 docs/security.md: ``ListTables``, ``ListBackups`` and ``ListStreams`` (AWS has no
 narrower resource), and the backup actions on ``table/*`` and
 ``table/*/backup/*`` (tables chosen by pattern or tag cannot be listed ahead).
+RestoreTableFromBackup (restore verification) is granted only to a stage whose
+BACKUP_VERIFY is not none, on the backups of the tables it may verify when they
+are named (``verified_backups``).
 
 The queues and topics tasks' ``sqs`` and ``sns`` actions may send to are the
 stage setting TASK_ACTION_TARGET_ARNS (chalicelib/settings.py): ``task_executor``
@@ -215,12 +218,31 @@ class _Builder:
         """The stage's temporary restore tables (chalicelib/backups/verify_rules.restore_table_name)."""
         return self.where.arn("dynamodb", f"table/{restore_prefix(self.settings.backup_name_prefix)}*")
 
+    def verified_backups(self) -> list[str]:
+        """The backups restore verification may restore: none when BACKUP_VERIFY is none; those of the tables
+        it lists; else those of every table a run may back up when they are named (BACKUP_TABLES,
+        BACKUP_API_TABLES), and ``table/*/backup/*`` when a pattern or a tag selects them (their names are not
+        known when the policy is written)."""
+        s = self.settings
+        if not s.backup_verify.enabled:
+            return []
+        names = s.backup_verify.tables
+        if not names:
+            if s.backup_table_pattern is not None or s.backup_table_tag is not None:
+                return [self.where.arn("dynamodb", "table/*/backup/*")]
+            names = tuple(dict.fromkeys([*s.backup_tables, *s.backup_api_tables]))
+        return [self.table(f"{name}/backup/*") for name in names]
+
     def verify_restores(self) -> list[dict[str, Any]]:
-        """Restore verification: restore a backup (RestoreTableFromBackup on the backup, and the item actions
-        restore needs on the target table, AWS's backuprestore_IAM), describe, count and delete the
-        temporary table: on the temporary tables' names only."""
+        """Restore verification, on a stage that uses it (BACKUP_VERIFY): restore a selected table's backup
+        (RestoreTableFromBackup on the backup, and the item actions restore needs on the target table, AWS's
+        backuprestore_IAM), describe, count and delete the temporary table: on the temporary tables' names
+        only. Nothing when the stage does not verify."""
+        backups = self.verified_backups()
+        if not backups:
+            return []
         return [
-            _statement("RestoreBackups", ["dynamodb:RestoreTableFromBackup"], [self.where.arn("dynamodb", "table/*/backup/*")]),
+            _statement("RestoreBackups", ["dynamodb:RestoreTableFromBackup"], backups),
             _statement("VerifyRestoreTables", [
                 "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query",
                 "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable", "dynamodb:DeleteTable",

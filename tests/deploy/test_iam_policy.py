@@ -134,10 +134,12 @@ ONLY = {
     "dynamodb:ListBackups": {"backup_trigger", "backup_monitor", iam.API_HANDLER},
     "sqs:ReceiveMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
     "sqs:DeleteMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
-    # the executor never deletes: it claims and settles on a record; the monitor only on its restore tables
-    "dynamodb:DeleteItem": {iam.API_HANDLER, "backup_monitor"},
-    "dynamodb:RestoreTableFromBackup": {"backup_monitor"},
-    "dynamodb:DeleteTable": {"backup_trigger", "backup_monitor"},
+    # the executor never deletes: it claims and settles on a record; the monitor only on its restore tables,
+    # and only on a stage that verifies restores (dev and prod do not: BACKUP_VERIFY none)
+    "dynamodb:DeleteItem": {iam.API_HANDLER},
+    "dynamodb:RestoreTableFromBackup": set(),
+    # the trigger deletes the temporary tables a dead verification left behind (by their names only)
+    "dynamodb:DeleteTable": {"backup_trigger"},
 }
 
 
@@ -277,3 +279,45 @@ def test_the_recorders_evaluation_lets_an_explicit_deny_win_over_any_allow() -> 
     assert not allowed(policy, Request("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:mine"))
     assert denied(policy, [Call("sqs", "SendMessage", (("QueueUrl", "http://q/123456789012/mine"),), "x", "t")],
                   "aws", "us-east-1", "123456789012")
+
+
+def restore_grants(**environment: str) -> list[str]:
+    """The resources of backup_monitor's RestoreTableFromBackup on a stage with ``environment``."""
+    policy = iam.function_policies(Settings.from_env(environment), WHERE)["backup_monitor"]
+    return [r for st in policy["Statement"] if "dynamodb:RestoreTableFromBackup" in st["Action"] for r in st["Resource"]]
+
+
+def test_a_stage_that_does_not_verify_restores_may_neither_restore_nor_touch_a_restore_table() -> None:
+    settings = Settings.from_env({"BACKUP_VERIFY": "none", "BACKUP_TABLE_PATTERN": ".*"})
+    policy = iam.function_policies(settings, WHERE)["backup_monitor"]
+    assert "dynamodb:RestoreTableFromBackup" not in iam.actions_of(policy)
+    assert ".verify." not in json.dumps(policy)
+    backup = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/backup/01700000000000-abcdef12"
+    assert not allowed(policy, Request("dynamodb:RestoreTableFromBackup", backup))
+
+
+B = "arn:aws:dynamodb:us-east-1:123456789012:table/"
+
+
+@pytest.mark.parametrize("environment, grants", [
+    ({"BACKUP_VERIFY": "orders,users", "BACKUP_TABLE_PATTERN": ".*"}, [f"{B}orders/backup/*", f"{B}users/backup/*"]),
+    ({"BACKUP_VERIFY": "2", "BACKUP_TABLES": "orders,users", "BACKUP_API_TABLES": "audit"},
+     [f"{B}orders/backup/*", f"{B}users/backup/*", f"{B}audit/backup/*"]),
+    # a pattern or a tag selects tables whose names are not known when the policy is written
+    ({"BACKUP_VERIFY": "2", "BACKUP_TABLES": "orders", "BACKUP_TABLE_PATTERN": "app-.*"}, [f"{B}*/backup/*"]),
+    ({"BACKUP_VERIFY": "1", "BACKUP_TABLE_TAG": "backup=daily"}, [f"{B}*/backup/*"]),
+    ({"BACKUP_VERIFY": "none", "BACKUP_TABLES": "orders"}, []),
+])
+def test_restore_is_granted_only_on_the_backups_of_the_tables_a_verifying_stage_may_verify(
+        environment: dict[str, str], grants: list[str]) -> None:
+    assert restore_grants(**environment) == grants
+
+
+def test_a_stage_verifying_named_tables_may_restore_their_backups_and_no_other() -> None:
+    settings = Settings.from_env({"BACKUP_VERIFY": "1", "BACKUP_TABLES": "orders"})
+    policy = iam.function_policies(settings, WHERE)["backup_monitor"]
+    assert allowed(policy, Request("dynamodb:RestoreTableFromBackup", f"{B}orders/backup/01700000000000-abcdef12"))
+    assert not allowed(policy, Request("dynamodb:RestoreTableFromBackup", f"{B}secrets/backup/01700000000000-abc"))
+    restore_table = f"{B}{settings.backup_name_prefix}.verify.20261122T120000Z-abc.orders"
+    assert allowed(policy, Request("dynamodb:Scan", restore_table))
+    assert not allowed(policy, Request("dynamodb:Scan", f"{B}orders"))
