@@ -150,6 +150,13 @@ DUE_EPOCH_ATTRIBUTE = "due_epoch"
 # TTL attribute of the state table: short-lived records (execution claims) expire by it.
 STATE_TTL_ATTRIBUTE = "expires_at"
 
+# Every queue and every topic a stage provisions, as the Settings attribute holding its name: the one declaration
+# of the app's own targets. No task action may send to one (chalicelib/tasks/actions.py ``own_targets``), the
+# executor's IAM policy denies those it does not use itself (deploy/iam.py), and a test checks that
+# provisioning and the CloudFormation template make exactly these (tests/deploy/test_own_targets.py).
+OWN_QUEUES = ("due_queue", "due_dlq", "task_dlq", "scheduler_dlq", "backup_monitor_queue", "backup_monitor_dlq")
+OWN_TOPICS = ("alert_topic",)
+
 _DEFAULTS = {v.name: v.default for v in VARIABLES}
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
@@ -290,6 +297,24 @@ class Settings:
     backup_verify: BackupVerify = field(default_factory=BackupVerify)
     backup_require_pitr: bool = False
     task_sources: tuple[TaskSource, ...] = ()
+
+    @property
+    def scheduler_dlq(self) -> str:
+        """The Scheduler's dead-letter queue (name): SCHEDULER_DLQ_ARN's, named after the due queue until provisioned."""
+        return self.scheduler_dlq_arn.rsplit(":", 1)[-1] if self.scheduler_dlq_arn else f"{self.due_queue}-scheduler-dlq"
+
+    @property
+    def alert_topic(self) -> str:
+        """The alert topic (name): ALERT_TOPIC_ARN's, ``timekeeper-<stage>-alerts`` until provisioned."""
+        return self.alert_topic_arn.rsplit(":", 1)[-1] if self.alert_topic_arn else f"timekeeper-{self.stage}-alerts"
+
+    def own_queues(self) -> tuple[str, ...]:
+        """The names of the queues the stage provisions (OWN_QUEUES)."""
+        return tuple(dict.fromkeys(str(getattr(self, name)) for name in OWN_QUEUES))
+
+    def own_topics(self) -> tuple[str, ...]:
+        """The names of the topics the stage provisions (OWN_TOPICS)."""
+        return tuple(dict.fromkeys(str(getattr(self, name)) for name in OWN_TOPICS))
 
     def source(self, name: str) -> TaskSource | None:
         """The declared task source ``name`` (None: no such source)."""

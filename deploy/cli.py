@@ -191,8 +191,7 @@ def destroy_resources(clients: Clients, settings: Settings, delete_data: bool) -
             if not gone(exc):
                 raise
 
-    for queue in (settings.backup_monitor_queue, settings.backup_monitor_dlq, settings.due_queue,
-                  settings.due_dlq, settings.task_dlq, iam.scheduler_dlq_name(settings)):
+    for queue in settings.own_queues():  # every queue the stage provisions (settings.OWN_QUEUES)
         attempt(f"queue {queue}", lambda q=queue: clients.sqs.delete_queue(  # type: ignore[misc]
             QueueUrl=clients.sqs.get_queue_url(QueueName=q)["QueueUrl"]))
     alarms = [dlq_alarm_name(q) for q in dead_letter_queues(settings, {})] + [
@@ -200,10 +199,10 @@ def destroy_resources(clients: Clients, settings: Settings, delete_data: bool) -
     attempt(f"alarms {', '.join(alarms)}", lambda: cloudwatch_client(clients).delete_alarms(AlarmNames=alarms))
     dashboard = observability.dashboard_name(settings)
     attempt(f"dashboard {dashboard}", lambda: cloudwatch_client(clients).delete_dashboards(DashboardNames=[dashboard]))
-    topic = iam.alert_topic_name(settings)
+    topics = settings.own_topics()
     for page in clients.sns.get_paginator("list_topics").paginate():
-        for arn in [t["TopicArn"] for t in page.get("Topics", []) if t["TopicArn"].rsplit(":", 1)[-1] == topic]:
-            attempt(f"topic {topic}", lambda a=arn: clients.sns.delete_topic(TopicArn=a))  # type: ignore[misc]
+        for arn in [t["TopicArn"] for t in page.get("Topics", []) if t["TopicArn"].rsplit(":", 1)[-1] in topics]:
+            attempt(f"topic {arn.rsplit(':', 1)[-1]}", lambda a=arn: clients.sns.delete_topic(TopicArn=a))  # type: ignore[misc]
     attempt(f"schedule group {settings.schedule_group}",
             lambda: clients.scheduler.delete_schedule_group(Name=settings.schedule_group))
     role = iam.scheduler_role_name(settings)

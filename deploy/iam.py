@@ -15,12 +15,18 @@ the real ones when it renders the policy files. The exceptions, each justified i
 docs/security.md: ``ListTables``, ``ListBackups`` and ``ListStreams`` (AWS has no
 narrower resource), and the backup actions on ``table/*`` and
 ``table/*/backup/*`` (tables chosen by pattern or tag cannot be listed ahead).
+RestoreTableFromBackup (restore verification) is granted only to a stage whose
+BACKUP_VERIFY is not none, on the backups of the tables it may verify when they
+are named (``verified_backups``).
 
 The queues and topics tasks' ``sqs`` and ``sns`` actions may send to are the
 stage setting TASK_ACTION_TARGET_ARNS (chalicelib/settings.py): ``task_executor``
 is granted exactly those, and the API, the stream scheduler and the executor
 refuse any other (chalicelib/tasks/actions.py ``target_refusal``), so what the
-API accepts is what IAM allows.
+API accepts is what IAM allows. The app's own queues and topics (settings.OWN_QUEUES,
+OWN_TOPICS), which the app refuses as targets, are also denied to ``task_executor``
+by an explicit Deny, except those its own code sends to (the due queue, TASK_DLQ,
+the alert topic): a wildcard among the targets cannot reach the others.
 """
 
 from __future__ import annotations
@@ -74,15 +80,11 @@ def scheduler_role_name(settings: Settings) -> str:
 
 
 def scheduler_dlq_name(settings: Settings) -> str:
-    if settings.scheduler_dlq_arn:
-        return settings.scheduler_dlq_arn.rsplit(":", 1)[-1]
-    return f"{settings.due_queue}-scheduler-dlq"
+    return settings.scheduler_dlq
 
 
 def alert_topic_name(settings: Settings) -> str:
-    if settings.alert_topic_arn:
-        return settings.alert_topic_arn.rsplit(":", 1)[-1]
-    return f"timekeeper-{settings.stage}-alerts"
+    return settings.alert_topic
 
 
 def function_name_prefix(settings: Settings, app_name: str = "timekeeper") -> str:
@@ -91,8 +93,8 @@ def function_name_prefix(settings: Settings, app_name: str = "timekeeper") -> st
 
 
 def _statement(sid: str, actions: Sequence[str], resources: Sequence[str],
-               condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    statement: dict[str, Any] = {"Sid": sid, "Effect": "Allow", "Action": sorted(actions),
+               condition: dict[str, Any] | None = None, effect: str = "Allow") -> dict[str, Any]:
+    statement: dict[str, Any] = {"Sid": sid, "Effect": effect, "Action": sorted(actions),
                                  "Resource": list(dict.fromkeys(resources))}
     if condition:
         statement["Condition"] = condition
@@ -216,12 +218,31 @@ class _Builder:
         """The stage's temporary restore tables (chalicelib/backups/verify_rules.restore_table_name)."""
         return self.where.arn("dynamodb", f"table/{restore_prefix(self.settings.backup_name_prefix)}*")
 
+    def verified_backups(self) -> list[str]:
+        """The backups restore verification may restore: none when BACKUP_VERIFY is none; those of the tables
+        it lists; else those of every table a run may back up when they are named (BACKUP_TABLES,
+        BACKUP_API_TABLES), and ``table/*/backup/*`` when a pattern or a tag selects them (their names are not
+        known when the policy is written)."""
+        s = self.settings
+        if not s.backup_verify.enabled:
+            return []
+        names = s.backup_verify.tables
+        if not names:
+            if s.backup_table_pattern is not None or s.backup_table_tag is not None:
+                return [self.where.arn("dynamodb", "table/*/backup/*")]
+            names = tuple(dict.fromkeys([*s.backup_tables, *s.backup_api_tables]))
+        return [self.table(f"{name}/backup/*") for name in names]
+
     def verify_restores(self) -> list[dict[str, Any]]:
-        """Restore verification: restore a backup (RestoreTableFromBackup on the backup, and the item actions
-        restore needs on the target table, AWS's backuprestore_IAM), describe, count and delete the
-        temporary table: on the temporary tables' names only."""
+        """Restore verification, on a stage that uses it (BACKUP_VERIFY): restore a selected table's backup
+        (RestoreTableFromBackup on the backup, and the item actions restore needs on the target table, AWS's
+        backuprestore_IAM), describe, count and delete the temporary table: on the temporary tables' names
+        only. Nothing when the stage does not verify."""
+        backups = self.verified_backups()
+        if not backups:
+            return []
         return [
-            _statement("RestoreBackups", ["dynamodb:RestoreTableFromBackup"], [self.where.arn("dynamodb", "table/*/backup/*")]),
+            _statement("RestoreBackups", ["dynamodb:RestoreTableFromBackup"], backups),
             _statement("VerifyRestoreTables", [
                 "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query",
                 "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable", "dynamodb:DeleteTable",
@@ -234,8 +255,22 @@ class _Builder:
     def consume(self, sid: str, queue: str) -> dict[str, Any]:
         return _statement(sid, _CONSUME_QUEUE, [self.queue(queue)])
 
+    def topic(self, name: str) -> str:
+        return self.where.arn("sns", name)
+
     def alerts(self) -> dict[str, Any]:
-        return _statement("PublishAlerts", ["sns:Publish"], [self.where.arn("sns", alert_topic_name(self.settings))])
+        return _statement("PublishAlerts", ["sns:Publish"], [self.topic(alert_topic_name(self.settings))])
+
+    def deny_other_own_targets(self, statements: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Deny sqs:SendMessage / sns:Publish on every queue and topic the stage provisions (settings.OWN_QUEUES,
+        OWN_TOPICS) that ``statements`` (a function's own, before its action targets) do not send to: an
+        action target's wildcard then cannot reach them. A Deny never covers what the function itself uses."""
+        def used(action: str) -> set[str]:
+            return {r for st in statements if st["Effect"] == "Allow" and action in st["Action"] for r in st["Resource"]}
+        queues = [q for q in map(self.queue, self.settings.own_queues()) if q not in used("sqs:SendMessage")]
+        topics = [t for t in map(self.topic, self.settings.own_topics()) if t not in used("sns:Publish")]
+        return [*([_statement("DenyOwnQueues", ["sqs:SendMessage"], queues, effect="Deny")] if queues else []),
+                *([_statement("DenyOwnTopics", ["sns:Publish"], topics, effect="Deny")] if topics else [])]
 
 
 def function_policies(settings: Settings, where: Account, action_targets: Sequence[str] = (),
@@ -256,6 +291,17 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         *b.backups(),
         b.send("SendToMonitorQueue", s.backup_monitor_queue),
         b.alerts(),
+    ]
+    executor = [  # what the executor itself uses: re-queue hops, dead letters, alerts
+        b.tasks_table("TaskItems", [*_READ, "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+        b.state_table("TaskRecords", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+        b.send("SendDueTasks", s.due_queue),
+        b.consume("ConsumeDueQueue", s.due_queue),
+        b.send("DeadLetter", s.task_dlq),
+        b.alerts(),
+        _statement("SendEmail", ["ses:SendEmail"], [
+            where.arn("ses", f"identity/{s.sender_email}"),
+            where.arn("ses", f"identity/{s.sender_email.rsplit('@', 1)[-1]}")]),
     ]
     statements: dict[str, list[dict[str, Any]]] = {
         # Both APIs: tasks (items, records, status index) and backups (runs; POST /backups starts one).
@@ -306,17 +352,10 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             b.send("SendDueTasks", s.due_queue),
         ],
         "task_executor": [
-            b.tasks_table("TaskItems", [*_READ, "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
-            b.state_table("TaskRecords", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
-            b.send("SendDueTasks", s.due_queue),
-            b.consume("ConsumeDueQueue", s.due_queue),
-            b.send("DeadLetter", s.task_dlq),
-            b.alerts(),
-            _statement("SendEmail", ["ses:SendEmail"], [
-                where.arn("ses", f"identity/{s.sender_email}"),
-                where.arn("ses", f"identity/{s.sender_email.rsplit('@', 1)[-1]}")]),
+            *executor,
             *([_statement("TaskActionQueues", ["sqs:SendMessage"], queues)] if queues else []),
             *([_statement("TaskActionTopics", ["sns:Publish"], topics)] if topics else []),
+            *b.deny_other_own_targets(executor),
         ],
         "due_dead_letter": [
             b.tasks_table("ReadTasks", _READ),
@@ -334,11 +373,12 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
 
 
 def app_policy(settings: Settings, where: Account, action_targets: Sequence[str] = ()) -> Policy:
-    """Every statement of every function's policy: what some function of the app may do."""
+    """Every Allow statement of every function's policy: what some function of the app may do (a function's
+    Deny binds that function only)."""
     policies = function_policies(settings, where, action_targets)
     return {"Version": "2012-10-17", "Statement": [
         {**statement, "Sid": f"{_camel(name)}{statement['Sid']}"}
-        for name, policy in policies.items() for statement in policy["Statement"]]}
+        for name, policy in policies.items() for statement in policy["Statement"] if statement["Effect"] == "Allow"]}
 
 
 def _camel(name: str) -> str:
@@ -368,10 +408,12 @@ def action_targets_from(environ: Mapping[str, str]) -> list[str]:
     return []
 
 
-def actions_of(policy: Policy) -> list[str]:
-    """Every action named by the policy's statements."""
+def actions_of(policy: Policy, effect: str | None = None) -> list[str]:
+    """Every action named by the policy's statements (of ``effect`` only: Allow or Deny, when given)."""
     out: list[str] = []
     for statement in policy["Statement"]:
+        if effect is not None and statement.get("Effect") != effect:
+            continue
         actions = statement.get("Action", [])
         out.extend([actions] if isinstance(actions, str) else actions)
     return out

@@ -245,19 +245,19 @@ def _conditions_hold(condition: Mapping[str, Any] | None, context: Mapping[str, 
     return True
 
 
+def _applies(statement: Mapping[str, Any], request: Request) -> bool:
+    """The statement names the action and a resource pattern matching the ARN, and its conditions hold."""
+    return (request.action in _listify(statement.get("Action", []))
+            and any(fnmatch.fnmatchcase(request.resource, p) for p in _listify(statement.get("Resource", [])))
+            and _conditions_hold(statement.get("Condition"), dict(request.context)))
+
+
 def allowed(policy: Mapping[str, Any], request: Request) -> bool:
-    """True when an Allow statement names the action and a resource pattern matching the ARN."""
-    context = dict(request.context)
-    for statement in policy["Statement"]:
-        if statement.get("Effect") != "Allow":
-            continue
-        if request.action not in _listify(statement.get("Action", [])):
-            continue
-        if not any(fnmatch.fnmatchcase(request.resource, p) for p in _listify(statement.get("Resource", []))):
-            continue
-        if _conditions_hold(statement.get("Condition"), context):
-            return True
-    return False
+    """IAM's evaluation within one policy: an explicit Deny that applies wins; else True when an Allow applies."""
+    statements = policy["Statement"]
+    if any(s.get("Effect") == "Deny" and _applies(s, request) for s in statements):
+        return False
+    return any(s.get("Effect") == "Allow" and _applies(s, request) for s in statements)
 
 
 def denied(policy: Callable[[Call], Mapping[str, Any]] | Mapping[str, Any], calls: Iterable[Call],

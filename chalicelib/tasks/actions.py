@@ -103,19 +103,18 @@ def _arn_matches(arn: str, pattern: str) -> bool:
 def target_refusal(spec: Mapping[str, Any], allowed: Sequence[str], region: str,
                    own: Sequence[str] = ()) -> tuple[str, str] | None:
     """(field, what is wrong) when a validated action ``spec`` sends to a queue or topic that is not
-    ``allowed`` (the stage's TASK_ACTION_TARGET_ARNS, IAM wildcards) or is one of the app's ``own`` (queue
-    names and topic ARNs: a task must not feed the due queue or raise alerts); None when it may. Pure."""
+    ``allowed`` (the stage's TASK_ACTION_TARGET_ARNS, IAM wildcards) or is one of the app's ``own``
+    (``own_targets``: a task must not feed the due queue, forge a dead letter or raise alerts); None when
+    it may. Pure."""
     if spec.get("type") == "sqs":
         field, target = "queue_url", str(spec.get("queue_url", ""))
         arn = queue_arn_of(target, region)
-        is_own = arn.rsplit(":", 1)[-1] in own
     elif spec.get("type") == "sns":
         field, target = "topic_arn", str(spec.get("topic_arn", ""))
         arn = target
-        is_own = arn in own
     else:
         return None
-    if is_own:
+    if any(_arn_matches(arn, pattern) for pattern in own):
         return field, f"is one of this app's own queues and topics, which actions may not send to: {_shown(target)}"
     if not any(_arn_matches(arn, pattern) for pattern in allowed):
         return field, (f"is not among the queues and topics this stage allows actions to send to "
@@ -133,10 +132,10 @@ def refuse_disallowed_target(deps: Deps, spec: Mapping[str, Any]) -> None:
 
 
 def own_targets(settings: Settings) -> tuple[str, ...]:
-    """The app's own queues (names) and topics (ARNs), which no action may send to."""
-    scheduler_dlq = settings.scheduler_dlq_arn.rsplit(":", 1)[-1] if settings.scheduler_dlq_arn else ""
-    return tuple(t for t in (settings.due_queue, settings.task_dlq, settings.backup_monitor_queue,
-                             settings.backup_monitor_dlq, scheduler_dlq, settings.alert_topic_arn) if t)
+    """The app's own queues and topics, which no action may send to, as ARN patterns: every queue and topic
+    the stage provisions (settings.OWN_QUEUES, OWN_TOPICS), by name, in any partition, region and account."""
+    return (*(f"arn:*:sqs:*:*:{name}" for name in settings.own_queues()),
+            *(f"arn:*:sns:*:*:{name}" for name in settings.own_topics()))
 
 
 # --- the registry -----------------------------------------------------------------

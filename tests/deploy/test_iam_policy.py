@@ -134,10 +134,12 @@ ONLY = {
     "dynamodb:ListBackups": {"backup_trigger", "backup_monitor", iam.API_HANDLER},
     "sqs:ReceiveMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
     "sqs:DeleteMessage": {"backup_monitor", "task_executor", "due_dead_letter"},
-    # the executor never deletes: it claims and settles on a record; the monitor only on its restore tables
-    "dynamodb:DeleteItem": {iam.API_HANDLER, "backup_monitor"},
-    "dynamodb:RestoreTableFromBackup": {"backup_monitor"},
-    "dynamodb:DeleteTable": {"backup_trigger", "backup_monitor"},
+    # the executor never deletes: it claims and settles on a record; the monitor only on its restore tables,
+    # and only on a stage that verifies restores (dev and prod do not: BACKUP_VERIFY none)
+    "dynamodb:DeleteItem": {iam.API_HANDLER},
+    "dynamodb:RestoreTableFromBackup": set(),
+    # the trigger deletes the temporary tables a dead verification left behind (by their names only)
+    "dynamodb:DeleteTable": {"backup_trigger"},
 }
 
 
@@ -158,7 +160,7 @@ def test_restore_verification_touches_tables_only_by_the_stages_temporary_names(
 def test_each_function_gets_only_what_it_needs(name: str) -> None:
     policies = committed_policies(name)
     for action, functions in ONLY.items():
-        assert {f for f, p in policies.items() if action in iam.actions_of(p)} == functions, action
+        assert {f for f, p in policies.items() if action in iam.actions_of(p, "Allow")} == functions, action
     for function, policy in policies.items():
         [logs] = [s for s in policy["Statement"] if s["Sid"] == "WriteLogs"]
         group = iam.function_log_group(stage.settings(stage.load_config(), name), function)
@@ -236,3 +238,86 @@ def test_the_action_targets_set_in_the_deploys_environment_are_refused_not_ignor
     with pytest.raises(ValueError, match="stage setting"):
         iam.action_targets_from({"TASK_ACTION_TARGET_ARNS": "arn:aws:sqs:us-east-1:123456789012:orders"})
     assert iam.action_targets_from({"TASK_ACTION_TARGET_ARNS": ""}) == []
+
+
+def test_a_wildcard_target_never_reaches_the_apps_own_queues_the_executor_does_not_use_itself() -> None:
+    settings = Settings.from_env({"TASK_ACTION_TARGET_ARNS": "arn:aws:sqs:*:*:*,arn:aws:sns:*:*:*"})
+    policy = iam.function_policies(settings, WHERE)["task_executor"]
+
+    def may(action: str, service: str, name: str) -> bool:
+        return allowed(policy, Request(action, f"arn:aws:{service}:us-east-1:123456789012:{name}"))
+
+    used = {settings.due_queue, settings.task_dlq}  # re-queue hops, dead letters
+    for queue in settings.own_queues():
+        assert may("sqs:SendMessage", "sqs", queue) is (queue in used), queue
+    assert settings.due_dlq not in used and settings.scheduler_dlq not in used
+    # The alert topic is the only own topic and the executor publishes its alerts there: no Deny can cover it
+    # (the app refuses it as a target: chalicelib/tasks/actions.py).
+    assert settings.own_topics() == (settings.alert_topic,)
+    assert may("sns:Publish", "sns", settings.alert_topic)
+    assert may("sqs:SendMessage", "sqs", "orders") and may("sns:Publish", "sns", "team")
+    [deny] = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+    assert deny["Action"] == ["sqs:SendMessage"]
+    assert sorted(deny["Resource"]) == sorted(
+        f"arn:aws:sqs:us-east-1:123456789012:{q}" for q in settings.own_queues() if q not in used)
+
+
+@pytest.mark.parametrize("name", stage.DEPLOYED_STAGES)
+def test_the_committed_executor_policy_denies_the_own_queues_it_does_not_use(name: str) -> None:
+    settings = stage.settings(stage.load_config(), name)
+    [deny] = [s for s in committed_policies(name)["task_executor"]["Statement"] if s["Effect"] == "Deny"]
+    denied_names = {r.rsplit(":", 1)[-1] for r in deny["Resource"]}
+    assert denied_names == set(settings.own_queues()) - {settings.due_queue, settings.task_dlq}
+    assert settings.due_dlq in denied_names
+
+
+def test_the_recorders_evaluation_lets_an_explicit_deny_win_over_any_allow() -> None:
+    policy = {"Statement": [
+        {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": ["arn:aws:sqs:*:*:*"]},
+        {"Effect": "Deny", "Action": ["sqs:SendMessage"], "Resource": ["arn:aws:sqs:*:*:mine"]}]}
+    assert allowed(policy, Request("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:theirs"))
+    assert not allowed(policy, Request("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:mine"))
+    assert denied(policy, [Call("sqs", "SendMessage", (("QueueUrl", "http://q/123456789012/mine"),), "x", "t")],
+                  "aws", "us-east-1", "123456789012")
+
+
+def restore_grants(**environment: str) -> list[str]:
+    """The resources of backup_monitor's RestoreTableFromBackup on a stage with ``environment``."""
+    policy = iam.function_policies(Settings.from_env(environment), WHERE)["backup_monitor"]
+    return [r for st in policy["Statement"] if "dynamodb:RestoreTableFromBackup" in st["Action"] for r in st["Resource"]]
+
+
+def test_a_stage_that_does_not_verify_restores_may_neither_restore_nor_touch_a_restore_table() -> None:
+    settings = Settings.from_env({"BACKUP_VERIFY": "none", "BACKUP_TABLE_PATTERN": ".*"})
+    policy = iam.function_policies(settings, WHERE)["backup_monitor"]
+    assert "dynamodb:RestoreTableFromBackup" not in iam.actions_of(policy)
+    assert ".verify." not in json.dumps(policy)
+    backup = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/backup/01700000000000-abcdef12"
+    assert not allowed(policy, Request("dynamodb:RestoreTableFromBackup", backup))
+
+
+B = "arn:aws:dynamodb:us-east-1:123456789012:table/"
+
+
+@pytest.mark.parametrize("environment, grants", [
+    ({"BACKUP_VERIFY": "orders,users", "BACKUP_TABLE_PATTERN": ".*"}, [f"{B}orders/backup/*", f"{B}users/backup/*"]),
+    ({"BACKUP_VERIFY": "2", "BACKUP_TABLES": "orders,users", "BACKUP_API_TABLES": "audit"},
+     [f"{B}orders/backup/*", f"{B}users/backup/*", f"{B}audit/backup/*"]),
+    # a pattern or a tag selects tables whose names are not known when the policy is written
+    ({"BACKUP_VERIFY": "2", "BACKUP_TABLES": "orders", "BACKUP_TABLE_PATTERN": "app-.*"}, [f"{B}*/backup/*"]),
+    ({"BACKUP_VERIFY": "1", "BACKUP_TABLE_TAG": "backup=daily"}, [f"{B}*/backup/*"]),
+    ({"BACKUP_VERIFY": "none", "BACKUP_TABLES": "orders"}, []),
+])
+def test_restore_is_granted_only_on_the_backups_of_the_tables_a_verifying_stage_may_verify(
+        environment: dict[str, str], grants: list[str]) -> None:
+    assert restore_grants(**environment) == grants
+
+
+def test_a_stage_verifying_named_tables_may_restore_their_backups_and_no_other() -> None:
+    settings = Settings.from_env({"BACKUP_VERIFY": "1", "BACKUP_TABLES": "orders"})
+    policy = iam.function_policies(settings, WHERE)["backup_monitor"]
+    assert allowed(policy, Request("dynamodb:RestoreTableFromBackup", f"{B}orders/backup/01700000000000-abcdef12"))
+    assert not allowed(policy, Request("dynamodb:RestoreTableFromBackup", f"{B}secrets/backup/01700000000000-abc"))
+    restore_table = f"{B}{settings.backup_name_prefix}.verify.20261122T120000Z-abc.orders"
+    assert allowed(policy, Request("dynamodb:Scan", restore_table))
+    assert not allowed(policy, Request("dynamodb:Scan", f"{B}orders"))

@@ -10,13 +10,15 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
+from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks.actions import queue_arn_of, target_refusal
 from chalicelib.tasks.model import TaskKey, parse_due
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.api_support import table_contents
+from tests.functional.source_support import SourceSim, create_table, load_app
 from tests.functional.stream_support import Table, schedule_of, stream
-from tests.functional.task_support import deliver, due_body, patch_task, post_task, state_of
+from tests.functional.task_support import deliver, due_body, patch_task, post_task, put_item, state_of
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
 FOREIGN_QUEUE = "https://sqs.us-east-1.amazonaws.com/999999999999/theirs"
@@ -53,6 +55,63 @@ def test_the_apps_own_queues_and_alert_topic_are_refused_even_under_a_wildcard(
         response = post_task(client, {"id": "inject", "run_at": RUN_AT, "action": action})
         assert response.status_code == 400, response.body
         assert "own" in response.json_body["error"]
+
+
+def test_every_queue_and_topic_the_stage_provisions_is_refused_by_the_api_naming_the_field(
+        client: Client, aws: Aws, deps: Deps) -> None:
+    """The due DLQ among them: a forged due message there would alert, record or dead-letter a task falsely."""
+    settings = deps.settings
+    assert settings.due_dlq in settings.own_queues()
+    actions = [(sqs(aws.queue_url(q)), "action.queue_url") for q in settings.own_queues()]
+    actions += [(sns(t["TopicArn"]), "action.topic_arn") for t in aws.clients.sns.list_topics()["Topics"]
+                if t["TopicArn"].rsplit(":", 1)[-1] in settings.own_topics()]
+    assert len(actions) == len(settings.own_queues()) + len(settings.own_topics())
+    for action, field in actions:
+        response = post_task(client, {"id": "forged", "run_at": RUN_AT, "action": action})
+        assert response.status_code == 400, (action, response.body)
+        assert response.json_body["field"] == field
+        assert "this app's own queues and topics" in response.json_body["error"]
+
+
+def test_a_patch_to_the_due_dead_letter_queue_is_refused_naming_the_field(client: Client, aws: Aws,
+                                                                         deps: Deps) -> None:
+    queue_url = aws.clients.sqs.create_queue(QueueName="orders")["QueueUrl"]
+    assert post_task(client, {"id": "restock", "run_at": RUN_AT, "action": sqs(queue_url)}).status_code == 201
+    before = table_contents(deps)
+    response = patch_task(client, "restock", {"action": sqs(aws.queue_url(deps.settings.due_dlq))})
+    assert response.status_code == 400, response.body
+    assert response.json_body["field"] == "action.queue_url"
+    assert table_contents(deps) == before
+
+
+def test_an_item_another_program_wrote_for_the_due_dead_letter_queue_is_dead_lettered_and_never_scheduled(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    table = Table(deps)
+    key = TaskKey("USER#mallory", "REMINDER#forged")
+    forged = due_body(TaskKey.for_id("victim"), clock.now)
+    record = table.put({"PK": key.pk, "SK": key.sk, "run_at": (clock.now + timedelta(hours=3)).isoformat(),
+                        "action": {**sqs(aws.queue_url(deps.settings.due_dlq)), "message": forged}})
+    assert stream(client, record) == []
+    assert schedule_of(deps, key) is None
+    assert aws.sent(deps.settings.due_queue) == []
+    [(body, _)] = aws.sent(deps.settings.task_dlq)
+    dead = json.loads(body)
+    assert dead["event_id"] == record["eventID"]
+    assert "action.queue_url" in dead["reason"] and "own queues and topics" in dead["reason"]
+
+
+def test_the_executor_never_sends_to_the_due_dead_letter_queue(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    """An item that reached the executor without the stream's check (written before an upgrade, say)."""
+    due_dlq = aws.queue_url(deps.settings.due_dlq)
+    key = TaskKey.for_id("forged")
+    put_item(deps, {"PK": key.pk, "SK": key.sk, "run_at": RUN_AT, "strategy": "exact",
+                    "action": {**sqs(due_dlq), "message": due_body(TaskKey.for_id("victim"), parse_due(RUN_AT))}})
+    clock.advance(minutes=10)
+    deliver(client, due_body(key, parse_due(RUN_AT)))
+    assert aws.drain(due_dlq) == []
+    assert "action.queue_url" in str(state_of(deps, key).get("last_error"))
+    assert "own queues and topics" in str(state_of(deps, key).get("last_error"))
 
 
 def test_an_allowed_queue_is_accepted_and_a_patch_to_a_foreign_one_is_refused(client: Client, aws: Aws,
@@ -124,3 +183,24 @@ def test_targets_match_with_iams_wildcards(allowed: tuple[str, ...], allowed_or_
 
 def test_email_actions_need_no_target_allowed() -> None:
     assert target_refusal({"type": "email", "to": "a@b.co"}, (), "us-east-1") is None
+
+
+def test_a_task_sources_item_whose_action_renders_to_the_due_dead_letter_queue_is_dead_lettered(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = {"outbox": {"table": "outbox", "strategy": "exact", "due_attribute": "due", "key": ["id"],
+                          "action": {"type": "sqs", "queue_url": "{queue}", "message": "{message}"}}}
+    streams = {"outbox": create_table(deps, "outbox", [("id", "S")])}
+    module = load_app(monkeypatch, deps, sources, streams)
+    try:
+        with Client(module.app) as client:
+            due_dlq = aws.queue_url(deps.settings.due_dlq)
+            deps.clients.dynamodb.put_item(TableName="outbox", Item=ddb.serialize({
+                "id": "forged", "due": int((clock.now + timedelta(minutes=1)).timestamp()), "queue": due_dlq,
+                "message": due_body(TaskKey.for_id("victim"), clock.now)}))
+            SourceSim(deps, client, clock).run(lambda: False, timedelta(minutes=3))
+    finally:
+        module.container.use(None)
+    assert aws.drain(due_dlq) == []
+    [letter] = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
+    assert letter["source"] == "task_stream:outbox"
+    assert "action.queue_url" in letter["reason"] and "own queues and topics" in letter["reason"]
