@@ -43,7 +43,7 @@ SECONDS = "Seconds"
 
 # Tasks, each by Strategy.
 TASKS_EXECUTED = "TasksExecuted"            # an execution settled (its action ran): DONE or FAILED
-TASKS_FAILED = "TasksFailed"                # an execution settled FAILED after TASK_MAX_ATTEMPTS attempts
+TASKS_FAILED = "TasksFailed"                # an execution settled FAILED (docs/executor.md)
 TASKS_RETRIED = "TasksRetried"              # attempts of an action after its first (retries)
 TASKS_DEAD_LETTERED = "TasksDeadLettered"   # a task record or due message sent to TASK_DLQ
 TASKS_SKIPPED_CANCELLED = "TasksSkippedCancelled"      # a due message for a task cancelled since

@@ -115,6 +115,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PROCESSOR_SCHEDULE", "rate(1 minute)", "When the interval processor runs: rate() or cron()."),
     Variable("TASK_MAX_ATTEMPTS", "3", "Attempts of a failing action before the task is FAILED."),
     Variable("TASK_CLAIM_LEASE_SECONDS", "300", "A claimed execution whose worker died is taken over after this."),
+    Variable("TASK_MAX_TAKEOVERS", "3", "Takeovers of an execution whose worker died before it is FAILED, unrun."),
     Variable("DIRECT_QUEUE_HORIZON_SECONDS", "900", "Exact tasks due sooner skip Scheduler: due queue with a delay."),
     Variable("SCHEDULE_LEAD_SECONDS", "60", "Exact tasks' schedules fire this early; the executor waits out the rest."),
     Variable("PAST_DUE_GRACE_SECONDS", "60", "The API accepts a due time this far in the past."),
@@ -281,6 +282,7 @@ class Settings:
     processor_schedule: str
     task_max_attempts: int
     task_claim_lease_seconds: int
+    task_max_takeovers: int
     direct_queue_horizon_seconds: int
     schedule_lead_seconds: int
     past_due_grace_seconds: int
@@ -383,6 +385,7 @@ class Settings:
             processor_schedule=env.schedule("PROCESSOR_SCHEDULE"),
             task_max_attempts=env.integer("TASK_MAX_ATTEMPTS", 1, 100),
             task_claim_lease_seconds=env.integer("TASK_CLAIM_LEASE_SECONDS", 5, 86400),
+            task_max_takeovers=env.integer("TASK_MAX_TAKEOVERS", 0, 100),
             direct_queue_horizon_seconds=env.integer("DIRECT_QUEUE_HORIZON_SECONDS", 0, 900),
             schedule_lead_seconds=env.integer("SCHEDULE_LEAD_SECONDS", 0, 900),
             past_due_grace_seconds=env.integer("PAST_DUE_GRACE_SECONDS", 0, 86400),

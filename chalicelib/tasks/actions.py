@@ -9,7 +9,9 @@ Adding an action type is one registered class here, nothing else.
 
 ``run`` takes the validated spec and the injected ``Deps``, performs one AWS
 call and returns a small JSON-able result that is recorded on the task.  A
-failure is any exception; the executor retries it.
+failure is any exception; the executor retries it, but for a
+``PermanentActionError`` (a refused target, an unknown type), which fails the
+task at once.
 
 This module imports nothing from the task model (the model imports it), so a
 field check returns what is wrong, or None, and the model names the field.
@@ -72,8 +74,16 @@ def sqs_queue_url(value: str) -> str | None:
 
 # --- which queues and topics a stage allows ---------------------------------------------
 
-class TargetNotAllowed(ValueError):
+class PermanentActionError(ValueError):
+    """An action that can never succeed as it is: the executor fails the task at once, without retrying it."""
+
+
+class TargetNotAllowed(PermanentActionError):
     """An action's queue or topic is not in the stage's TASK_ACTION_TARGET_ARNS: permanent, never retried."""
+
+
+class UnknownActionType(PermanentActionError):
+    """An action whose type no class is registered for (on this version of the app): permanent."""
 
 
 _SQS_HOST = re.compile(r"(?:sqs\.([a-z0-9-]+)|([a-z0-9-]+)\.queue)\.amazonaws\.com(\.cn)?")
@@ -165,10 +175,13 @@ def register(cls: A) -> A:
 
 
 def run_action(deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the action ``spec`` describes (KeyError for a type without a class); TargetNotAllowed, without
-    any call, for a queue or topic the stage does not allow (the API and the stream refuse those first)."""
+    """Run the action ``spec`` describes; without any call, UnknownActionType for a type without a class and
+    TargetNotAllowed for a queue or topic the stage does not allow (the API and the stream refuse those first)."""
+    action = ACTIONS.get(str(spec.get("type")))
+    if action is None:
+        raise UnknownActionType(f"action.type {spec.get('type')!r} is not one of {', '.join(ACTIONS)}")
     refuse_disallowed_target(deps, spec)
-    return ACTIONS[spec["type"]].run(deps, spec)
+    return action.run(deps, spec)
 
 
 # --- the action types ---------------------------------------------------------------

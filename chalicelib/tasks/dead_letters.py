@@ -5,7 +5,8 @@ queue to DUE_DLQ (deploy/provision.py).  For each such message:
 
 1. Moot?  The message no longer stands for a waiting execution when the
    execution of its due time is settled on the task's record (DONE, FAILED:
-   another delivery ran it), the item is gone, or the task was rescheduled,
+   another delivery ran it), a later due time was claimed since (an older
+   occurrence's message), the item is gone, or the task was rescheduled,
    cancelled or finished (the executor's ``skip_reason``).  It is only
    forwarded.
 2. Otherwise one alert goes out (with a ``dedupe_id``),
@@ -37,7 +38,7 @@ from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
 from chalicelib.tasks.executor import skip_reason
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, iso, read_task
-from chalicelib.tasks.store import SETTLED, Execution, TaskStore
+from chalicelib.tasks.store import SETTLED, Execution, TaskStore, due_ms
 
 SOURCE = "due_dead_letter"
 
@@ -117,6 +118,8 @@ def _moot(deps: Deps, store: TaskStore, message: DueMessage, record: dict[str, A
     due = iso(message.due)
     if execution.of_due(due) and execution.state in SETTLED:
         return f"its execution is {execution.state.lower()}"
+    if execution.due_ms is not None and execution.due_ms > due_ms(message.due):
+        return "a later due time was claimed since"
     if record is not None and record.get("run_at") == due and record.get("status") == Status.CANCELLED.value:
         return "cancelled"
     if execution.moved_from == due:

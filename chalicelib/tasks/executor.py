@@ -13,10 +13,13 @@ holds no other.  For every message (``model.DueMessage``):
    the message's; the new time has its own message).
 3. Claim the execution (task, due time) on the task's record in the state
    table: one conditional UpdateItem.  A duplicate delivery finds it settled
-   and stops; a claim held by a live worker sends the message back until its
-   lease ends, then it may be taken over; a task cancelled at that time, or
-   moved from it by the API since step 2, is skipped.
-4. The action runs, retried with backoff up to TASK_MAX_ATTEMPTS.
+   and stops; an occurrence older than the one claimed last is skipped; a
+   claim held by a live worker sends the message back until its lease ends,
+   then it may be taken over, at most TASK_MAX_TAKEOVERS times (past that the
+   execution is FAILED without running again); a task cancelled at that
+   time, or moved from it by the API since step 2, is skipped.
+4. The action runs, retried with backoff up to TASK_MAX_ATTEMPTS; a permanent
+   error (a refused target) fails it at once.
 5. Settle: the outcome (status, attempts, result or error; a recurring task's
    next due time) goes on the record, with one conditional UpdateItem.  That is
    the one write between the action and a second run of it: retried, never
@@ -214,8 +217,10 @@ def execute(deps: Deps, body: str, message_id: str,
     if not claim.won:
         _measure_skip(deps, task, claim.lost)
         return _claim_lost(deps, store, task, message, image, claim, message_id, body)
-    _measure_lateness(deps, task)
-    outcome = _run_with_retries(deps, task)
+    given_up = _given_up(deps, task, claim.takeovers)
+    if given_up is None:
+        _measure_lateness(deps, task)
+    outcome = given_up or _run_with_retries(deps, task)
     next_due = timing.next_due(task, deps.clock()) if outcome.status is Status.DONE else None
     settled = _persisted(deps, "the task's outcome",
                          lambda: store.settle(task.key, task.due, owner, outcome, deps.clock(), next_due))
@@ -223,10 +228,25 @@ def execute(deps: Deps, body: str, message_id: str,
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})
         return "skipped: taken over by another worker"
-    _measure_outcome(deps, task, outcome)
+    _measure_outcome(deps, task, outcome, retried=given_up is None)
     _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
            outcome, message_id, body)
     return "failed" if outcome.status is Status.FAILED else "done"
+
+
+def _given_up(deps: Deps, task: Task, takeovers: int) -> Outcome | None:
+    """FAILED, without running the action again, when this claim took the execution over more than
+    TASK_MAX_TAKEOVERS times: each worker before died between claiming it and settling it (a crash after the
+    action, every time, would otherwise run it forever, each takeover's message starting SQS's count anew)."""
+    limit = deps.settings.task_max_takeovers
+    if takeovers <= limit:
+        return None
+    error = (f"TakeoverLimit: the worker running this execution stopped before recording its outcome "
+             f"{takeovers} times (each claim's lease of TASK_CLAIM_LEASE_SECONDS ran out), more than "
+             f"TASK_MAX_TAKEOVERS ({limit}); not run again (the action may have run up to {takeovers} times: "
+             "see the task_executor logs)")
+    logger.error("execution given up after too many takeovers", extra={"task_id": task.id, "takeovers": takeovers})
+    return Outcome(Status.FAILED, takeovers, None, error)
 
 
 def _claim_lost(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
@@ -357,12 +377,17 @@ def _send_back(deps: Deps, message: DueMessage, delay: int) -> None:
 
 
 def _run_with_retries(deps: Deps, task: Task) -> Outcome:
-    """DONE with the result on success; FAILED with the last error when every attempt failed."""
+    """DONE with the result on success; FAILED with the last error when every attempt failed, or at once with a
+    permanent error (``actions.PermanentActionError``: retrying cannot help)."""
     limit = deps.settings.task_max_attempts
     error = ""
     for attempt in range(1, limit + 1):
         try:
             return Outcome(Status.DONE, attempt, actions.run_action(deps, task.action))
+        except actions.PermanentActionError as exc:  # a refused target, an unknown type: no attempt can succeed
+            error = f"{type(exc).__name__}: {exc}"
+            logger.warning("task action refused; not retried", extra={"task_id": task.id, "error": error})
+            return Outcome(Status.FAILED, attempt, None, error)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("task action failed", extra={"task_id": task.id, "attempt": attempt, "error": error})
@@ -379,9 +404,10 @@ def _measure_lateness(deps: Deps, task: Task) -> None:
     deps.metrics.observe(m.TASK_LATENESS, m.MILLISECONDS, late, **{m.STRATEGY: task.strategy.value})
 
 
-def _measure_outcome(deps: Deps, task: Task, outcome: Outcome) -> None:
+def _measure_outcome(deps: Deps, task: Task, outcome: Outcome, retried: bool = True) -> None:
+    """``retried``: False for an execution given up after its takeovers, whose attempts are claims, not retries."""
     deps.metrics.task(m.TASKS_EXECUTED, task.strategy.value)
-    if outcome.attempts > 1:
+    if retried and outcome.attempts > 1:
         deps.metrics.task(m.TASKS_RETRIED, task.strategy.value, outcome.attempts - 1)
     if outcome.status is Status.FAILED:
         deps.metrics.task(m.TASKS_FAILED, task.strategy.value)

@@ -17,8 +17,8 @@ moves it in the listing without another write.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from botocore.exceptions import ClientError
@@ -106,8 +106,9 @@ class Outcome:
 @dataclass(frozen=True)
 class Execution:
     """The execution state a task's record keeps (state table, ``TASK#<id>`` / ``RECORD``): the latest due time
-    claimed (``exec_due``), its state (RUNNING, DONE, FAILED), the claiming worker's token and time, and for a
-    failure whether it was dead-lettered and alerted yet."""
+    claimed (``exec_due``, and ``exec_due_ms`` as epoch milliseconds, which orders occurrences), its state
+    (RUNNING, DONE, FAILED), the claiming worker's token and time, how often a claim of it was taken over
+    (``exec_takeovers``), and for a failure whether it was dead-lettered and alerted yet."""
 
     due: str | None = None
     state: str = ""
@@ -121,6 +122,8 @@ class Execution:
     moved_from: str | None = None
     attempts: int = 0
     error: str | None = None
+    due_ms: int | None = None
+    takeovers: int = 0
 
     @classmethod
     def of(cls, record: Mapping[str, Any] | None) -> Execution:
@@ -130,7 +133,9 @@ class Execution:
                    float(record.get("claimed_at", 0) or 0), str(next_run) if next_run else None,
                    record.get("dead_lettered") is True, record.get("alerted") is True,
                    str(record.get("status", "")), _text(record.get("run_at")), _text(record.get("moved_from")),
-                   int(record.get("attempts", 0) or 0), _text(record.get("last_error")))
+                   int(record.get("attempts", 0) or 0), _text(record.get("last_error")),
+                   int(record["exec_due_ms"]) if record.get("exec_due_ms") is not None else None,
+                   int(record.get("exec_takeovers", 0) or 0))
 
     def of_due(self, due: str) -> bool:
         return self.due == due
@@ -142,12 +147,14 @@ def _text(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class Claim:
-    """The outcome of claiming one execution (task, due time): ``won``, or why not (``lost``: running -- held by
-    a live worker --, done, failed, cancelled, rescheduled), with the execution state as it was found."""
+    """The outcome of claiming one execution (task, due time): ``won`` (``takeovers``: how often a claim of it
+    was taken over, this one included), or why not (``lost``: running -- held by a live worker --, done, failed,
+    cancelled, rescheduled, superseded -- a later due time was claimed), with the execution state as found."""
 
     won: bool
     lost: str = ""
     found: Execution = Execution()
+    takeovers: int = 0
 
 
 class TaskStore:
@@ -278,25 +285,46 @@ class TaskStore:
 
     def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str) -> Claim:
         """Claim the execution of the task at ``due`` for ``owner`` (a token of this attempt), on its record:
-        new (another due time, or none yet), or taken over from a worker whose lease ran out (or who released
-        it).  Lost when it is running under a live lease, settled already, cancelled at that time, or moved
-        away from it by the API.  One UpdateItem: a condition that fails returns the record as it was, and
-        an earlier attempt of this very write (its response lost, botocore's retry failing its condition) is
-        recognised by the owner token."""
+        new (a later due time than any claimed before, or none yet), or taken over from a worker whose lease
+        ran out (counted in ``exec_takeovers``).  Lost when it is running under a live lease, settled already,
+        older than a due time claimed since (an earlier occurrence's message coming back), cancelled at that
+        time, or moved away from it by the API.  One UpdateItem (two for a takeover): a condition that fails
+        returns the record as it was, and an earlier attempt of this very write (its response lost, botocore's
+        retry failing its condition) is recognised by the owner token."""
         due_text, stamp = iso(due), now.timestamp()
-        names = {"#s": "status"}
-        values = {":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp,
-                  ":stale": stamp - lease_seconds, ":cancelled": Status.CANCELLED.value,
-                  ":pending": Status.PENDING.value, ":id": key.task_id, ":pk": key.pk, ":sk": key.sk}
+        stale = stamp - lease_seconds
+        values = {":due": due_text, ":due_ms": due_ms(due), ":running": RUNNING, ":owner": owner, ":now": stamp,
+                  ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
+                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk}
         request: dict[str, Any] = {
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
-            "UpdateExpression": "SET exec_due = :due, exec_state = :running, exec_owner = :owner, claimed_at = :now, "
+            "UpdateExpression": "SET exec_due = :due, exec_due_ms = :due_ms, exec_state = :running, "
+                                "exec_owner = :owner, claimed_at = :now, exec_takeovers = :zero, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = if_not_exists(run_at, :due), "
                                 "#s = if_not_exists(#s, :pending) REMOVE dead_lettered, alerted, next_run_at, "
                                 f"{STATE_TTL_ATTRIBUTE}",
             "ConditionExpression": CLAIMABLE,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args({"#s": "status"}, values)}
+        claim = self._claim_write(key, request, due, owner, stale)
+        if claim.won or claim.lost != "released":
+            return claim
+        previous = claim.found.takeovers
+        takeover: dict[str, Any] = {  # its worker died: take it over, once per lease, counted
+            "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
+            "UpdateExpression": "SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms "
+                                "ADD exec_takeovers :one",
+            "ConditionExpression": TAKEOVER, "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **_expression_args({"#s": "status"}, {
+                ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
+                ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
+                ":due_ms": due_ms(due)})}
+        claim = self._claim_write(key, takeover, due, owner, stale)
+        return replace(claim, takeovers=previous + 1) if claim.won else claim
+
+    def _claim_write(self, key: TaskKey, request: dict[str, Any], due: datetime, owner: str,
+                     stale: float) -> Claim:
+        due_text, due_at_ms = iso(due), due_ms(due)
         try:
             self._ddb.update_item(**request)
             return Claim(True)
@@ -309,7 +337,7 @@ class TaskStore:
                     raise
         if found.of_due(due_text) and found.owner == owner and found.state == RUNNING:
             return Claim(True, found=found)
-        return Claim(False, lost_reason(found, due_text, stamp - lease_seconds), found)
+        return Claim(False, lost_reason(found, due_text, stale, due_at_ms), found)
 
     def settle(self, key: TaskKey, due: datetime, owner: str, outcome: Outcome, now: datetime,
                next_due: datetime | None) -> bool:
@@ -408,16 +436,30 @@ def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) 
     return {"Put": op}
 
 
-# A claim is taken when the record has no execution of this due time (none yet, or another one) or the one it
-# has is RUNNING under a lease that ran out; and the task was neither cancelled at that time nor moved away
-# from it by the API (PATCH) since it was read.
-CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due <> :due OR (exec_state = :running AND claimed_at < :stale))"
-             " AND (attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due)"
-             " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
+# A claim is new when the record has no execution of this due time nor of a later one (a record claimed before
+# exec_due_ms was kept: none of this due time), and the task was neither cancelled at that time nor moved away
+# from it by the API (PATCH) since it was read.  An earlier due time than the one claimed last is an old
+# occurrence's message coming back (a duplicate, a redelivery): it never runs again.
+NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due)"
+                          " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
+CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms"
+             " OR (attribute_not_exists(exec_due_ms) AND exec_due <> :due))"
+             " AND " + NOT_CANCELLED_OR_MOVED)
+# A takeover: the execution of this due time is RUNNING under a lease that ran out, still held by the worker the
+# claim found (so two takers cannot both win).
+TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale AND exec_owner = :previous"
+            " AND " + NOT_CANCELLED_OR_MOVED)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def lost_reason(found: Execution, due: str, stale: float) -> str:
-    """Why a claim of ``due`` was refused, from the record as it was. Pure."""
+def due_ms(due: datetime) -> int:
+    """A due time as whole epoch milliseconds (the precision of ``iso``), exactly: occurrences compare by it. Pure."""
+    return (due.astimezone(UTC) - _EPOCH) // timedelta(milliseconds=1)
+
+
+def lost_reason(found: Execution, due: str, stale: float, due_at_ms: int | None = None) -> str:
+    """Why a claim of ``due`` (``due_at_ms``) was refused, from the record as it was. Pure."""
     if found.moved_from == due:
         return "rescheduled"
     if found.status == Status.CANCELLED.value and found.run_at == due:
@@ -426,4 +468,6 @@ def lost_reason(found: Execution, due: str, stale: float) -> str:
         return "running" if found.claimed_at >= stale else "released"
     if found.of_due(due) and found.state in SETTLED:
         return found.state.lower()
+    if due_at_ms is not None and found.due_ms is not None and found.due_ms > due_at_ms:
+        return "superseded"
     return "changed"

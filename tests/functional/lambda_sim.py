@@ -6,6 +6,7 @@ the next (no real waiting):
 
 - the due and backup-monitor queues: messages the app sent (read from moto's
   backend, delays on the fake clock), in batches, with visibility timeouts,
+  duplicate deliveries of due messages when asked (``due_duplicates``),
   partial batch responses, receive counts and the redrive after
   ``MAX_RECEIVE_COUNT`` receives (to the due queue's DLQ, whose handler runs);
   the due DLQ has no redrive policy (deploy/provision.py): a message its
@@ -36,6 +37,7 @@ import boto3
 from chalice.test import Client
 
 from chalicelib.aws import Deps
+from chalicelib.tasks.model import DueMessage, InvalidTask
 from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
 from tests.faults import WorkerCrash
@@ -69,6 +71,9 @@ class LambdaSim:
     client: Client
     clock: FakeClock
     processor_period: timedelta = timedelta(minutes=1)
+    # SQS's at-least-once delivery: every due message the app sends (its first hop) comes once more after each
+    # of these delays, a copy of its own (a duplicate, or a redelivery of a message whose handler finished).
+    due_duplicates: tuple[timedelta, ...] = ()
     failed_invocations: int = 0
     ttl_deletes: int = 0
     schedules_fired: int = 0
@@ -140,6 +145,11 @@ class LambdaSim:
                 delay = round((m.delayed_until - (m.sent_timestamp or 0)) / 1000) if m.delayed_until else 0
                 self._ids += 1
                 queue.messages.append(Message(m.body, self.clock.now + timedelta(seconds=delay), f"m{self._ids}"))
+                if name == self.deps.settings.due_queue and self.due_duplicates and _first_hop(m.body):
+                    for after in self.due_duplicates:
+                        self._ids += 1
+                        queue.messages.append(Message(m.body, self.clock.now + timedelta(seconds=delay) + after,
+                                                      f"m{self._ids}"))
             moto_queue._messages.clear()
 
     def _deliver_queue(self, queue: SimQueue) -> bool:
@@ -271,3 +281,11 @@ class LambdaSim:
     def queue(self, name: str) -> SimQueue:
         """The emulated queue ``name`` (its messages, the dead ones, how many it delivered)."""
         return self._queues[name]
+
+
+def _first_hop(body: str) -> bool:
+    """A due message as first sent (not sent back for being early, which would copy its copies again)."""
+    try:
+        return DueMessage.from_json(body).hops == 0
+    except InvalidTask:
+        return False

@@ -9,7 +9,7 @@ from typing import Any
 from chalicelib.tasks import items
 from chalicelib.tasks.executor import skip_reason
 from chalicelib.tasks.model import DueMessage, Status, Strategy, Task, TaskKey
-from chalicelib.tasks.store import Execution, lost_reason
+from chalicelib.tasks.store import Execution, due_ms, lost_reason
 
 DUE = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 DUE_TEXT = "2026-11-22T12:00:00Z"
@@ -53,6 +53,21 @@ def test_a_claim_is_refused_for_what_the_record_says() -> None:
     assert lost_reason(Execution(DUE_TEXT, "RUNNING", "w", STALE + 1), DUE_TEXT, STALE) == "running"
     assert lost_reason(Execution(DUE_TEXT, "DONE", "w", STALE + 1), DUE_TEXT, STALE) == "done"
     assert lost_reason(Execution(DUE_TEXT, "FAILED", "w", STALE + 1), DUE_TEXT, STALE) == "failed"
+
+
+def test_an_occurrence_older_than_the_one_claimed_last_is_superseded_a_newer_one_is_not() -> None:
+    later = DUE + timedelta(minutes=1)
+    claimed = Execution("2026-11-22T12:01:00Z", "DONE", "w", STALE + 1, due_ms=due_ms(later))
+    assert lost_reason(claimed, DUE_TEXT, STALE, due_ms(DUE)) == "superseded"
+    assert lost_reason(claimed, "2026-11-22T12:02:00Z", STALE, due_ms(later + timedelta(minutes=1))) == "changed"
+    before_the_upgrade = Execution("2026-11-22T12:01:00Z", "DONE", "w", STALE + 1)  # no exec_due_ms
+    assert lost_reason(before_the_upgrade, DUE_TEXT, STALE, due_ms(DUE)) == "changed"
+
+
+def test_due_times_are_ordered_by_their_milliseconds_where_their_text_would_not_be() -> None:
+    half = DUE + timedelta(milliseconds=500)
+    assert DUE_TEXT > "2026-11-22T12:00:00.500Z"  # ISO text puts "." before "Z": the later time sorts first
+    assert due_ms(DUE) < due_ms(half) == due_ms(half + timedelta(microseconds=999)) < due_ms(DUE + timedelta(seconds=1))
 
 
 def test_a_later_cancellation_does_not_stop_an_earlier_execution_and_vice_versa() -> None:
