@@ -36,7 +36,7 @@ from local import moto_corrections
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
-from local.sample_sources import create_sample_sources
+from local.sample_sources import SourceTable, provision_sources
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
 
@@ -69,8 +69,10 @@ def banner_settings() -> tuple[str, ...]:
     return BANNER_SETTINGS
 
 
-def source_lines(sources: Sequence[TaskSource]) -> list[str]:
-    """The banner's line per task source (TASK_SOURCES is JSON: the banner says what it declares)."""
+def source_lines(sources: Sequence[TaskSource], tables: Mapping[str, SourceTable] | None = None) -> list[str]:
+    """The banner's line per task source (TASK_SOURCES is JSON: the banner says what it declares), and under
+    it what ``make run`` did to its table, or what to do when it could not run it."""
+    tables = tables or {}
     lines = []
     for source in sources:
         if source.strategy == "lazy":
@@ -81,6 +83,9 @@ def source_lines(sources: Sequence[TaskSource]) -> list[str]:
             when = f"due {source.due_attribute}"
         lines.append(f"    source {source.name:<21} table {source.table}: {source.strategy}, {when}"
                      f"{', every ' + source.recurrence if source.recurrence else ''}")
+        note = tables[source.name].note if source.name in tables else ""
+        if note:
+            lines.append(f"      {note}")
     return lines
 
 
@@ -311,10 +316,10 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         clients = Clients(settings)
         provisioned = provision(clients, settings)
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
-        if settings.task_sources:  # the stage's sample task sources (one table of each seed's shape)
-            streams = create_sample_sources(clients)
+        tables = provision_sources(clients, settings.task_sources)  # the samples' and the user's own
+        if tables:
             provisioned.environment["TASK_SOURCE_STREAMS"] = json.dumps(
-                {s.name: streams[s.name] for s in settings.task_sources if s.name in streams})
+                {name: table.stream_arn for name, table in tables.items() if table.stream_arn})
         environment.update(provisioned.environment)
         apply(environ, provisioned.environment, saved)
         report = ShellReport.of(shell, environment)
@@ -341,4 +346,4 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     effective = {name: environ.get(name, defaults.get(name, "")) for name in banner_settings()}
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
-                      effective=effective, sources=source_lines(settings.task_sources), log_level=log_level)
+                      effective=effective, sources=source_lines(settings.task_sources, tables), log_level=log_level)
