@@ -27,6 +27,7 @@ from typing import Any
 from chalice.app import Chalice
 
 from chalicelib.aws import Clients
+from chalicelib.chalice_local import DEFAULT_RUN_FILE, remove_run_file, write_run_file
 from chalicelib.log import logger
 from chalicelib.settings import VARIABLES, Settings
 from chalicelib.sources import TaskSource
@@ -53,6 +54,7 @@ LOCAL_VARIABLES = {
     "LOCAL_SCHEDULER_JITTER_SECONDS": "60",
     "LOCAL_TTL_LAG_SECONDS": "5",
     "LOCAL_SQS_MAX_CONCURRENCY": str(DEFAULT_MAX_CONCURRENCY),
+    "LOCAL_RUN_FILE": DEFAULT_RUN_FILE,
 }
 
 # The app's settings a user most often changes, shown in the banner as they are in effect (a backup
@@ -125,6 +127,7 @@ class LocalSettings:
     scheduler_jitter_seconds: float = 60.0  # LOCAL_SCHEDULER_JITTER_SECONDS: 0 fires schedules exactly
     ttl_lag_seconds: float = 5.0           # LOCAL_TTL_LAG_SECONDS: expired items live this much longer
     sqs_max_concurrency: int = DEFAULT_MAX_CONCURRENCY  # LOCAL_SQS_MAX_CONCURRENCY: pollers per SQS source
+    run_file: str = DEFAULT_RUN_FILE       # LOCAL_RUN_FILE: make run's environment, for chalice local
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LocalSettings:
@@ -140,7 +143,7 @@ class LocalSettings:
                 raise LocalSettingsError(f"{name}={text!r} is invalid: expected a number from {lo:g} to {hi:g}")
             return value
 
-        default = {name: float(value) for name, value in LOCAL_VARIABLES.items()}
+        default = {name: float(value) for name, value in LOCAL_VARIABLES.items() if name != "LOCAL_RUN_FILE"}
         return cls(
             aws_port=int(number("LOCAL_AWS_PORT", default["LOCAL_AWS_PORT"], 0, 65535)),
             api_port=int(number("LOCAL_API_PORT", default["LOCAL_API_PORT"], 0, 65535)),
@@ -148,6 +151,7 @@ class LocalSettings:
                                             default["LOCAL_SCHEDULER_JITTER_SECONDS"], 0, 3600),
             ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", default["LOCAL_TTL_LAG_SECONDS"], 0, 86400),
             sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", default["LOCAL_SQS_MAX_CONCURRENCY"], 1, 100)),
+            run_file=environ.get("LOCAL_RUN_FILE", "").strip() or DEFAULT_RUN_FILE,
         )
 
 
@@ -223,6 +227,7 @@ class LocalStage:
     effective: dict[str, str] = field(default_factory=dict)  # the banner's settings, as the app reads them
     sources: list[str] = field(default_factory=list)  # the banner's line per task source
     log_level: int | None = None  # the shared logger's level before app.py set the stage's (restored on stop)
+    run_file: Path | None = None  # where make run wrote its environment for chalice local (removed on stop)
 
     @property
     def app(self) -> Chalice:
@@ -267,6 +272,8 @@ class LocalStage:
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
         """Stop the runtime (its threads get ``timeout`` seconds overall), then moto's server."""
         try:
+            if self.run_file is not None:
+                remove_run_file(self.run_file)
             self.runtime.stop(timeout)
         finally:
             self.moto.stop()
@@ -292,8 +299,10 @@ def restore(environ: MutableMapping[str, str], saved: Mapping[str, str | None]) 
 
 def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | None = None,
                       project_dir: Path = PROJECT_DIR, stage: str = "local", out: Out = print_line,
-                      environ: MutableMapping[str, str] | None = None, **runtime_kwargs: Any) -> LocalStage:
-    """moto's server, the stage's resources and environment, app.py, and the runtime, all started."""
+                      environ: MutableMapping[str, str] | None = None, run_file: Path | None = None,
+                      **runtime_kwargs: Any) -> LocalStage:
+    """moto's server, the stage's resources and environment, app.py, and the runtime, all started; with
+    ``run_file``, the app's environment written there for ``chalice local`` (chalicelib/chalice_local.py)."""
     environ = os.environ if environ is None else environ
     shell = dict(environ)  # STREAM_* deploy settings are read from the shell, as `make deploy` reads them
     ensure_port_free(local.aws_port, "LOCAL_AWS_PORT")
@@ -337,6 +346,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
             config=chalice_config, out=out, writes=moto_corrections.watch_writes,
             schedule_changes=moto_corrections.watch_schedules, attach=transport.attach, **runtime_kwargs)
         runtime.start()
+        if run_file is not None:  # the app's settings as it read them, the shell's taken ones included
+            write_run_file(run_file, {**environment, **report.taken}, runtime.api_url)
     except BaseException:
         moto.stop()
         restore(environ, saved)
@@ -346,4 +357,5 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     effective = {name: environ.get(name, defaults.get(name, "")) for name in banner_settings()}
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
-                      effective=effective, sources=source_lines(settings.task_sources, tables), log_level=log_level)
+                      effective=effective, sources=source_lines(settings.task_sources, tables), log_level=log_level,
+                      run_file=run_file)

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 
+from local.aws import load_chalice_config, stage_environment
 from local.client import emails_to, wait_until
 from local.sample_sources import SAMPLE_SOURCES
-from local.aws import load_chalice_config, stage_environment
 from local.stage import PROJECT_DIR, LocalSettings, LocalStage, start_local_stage
 
 pytestmark = pytest.mark.e2e
