@@ -252,6 +252,9 @@ class LocalStage:
                      f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
                      f"\n  try        curl -H 'Authorization: Bearer {self.environment['API_TOKEN']}' "
                      f"{self.api_url}/backups/runs")
+        if self.run_file is not None:
+            text += (f"\n  chalice    .venv/bin/chalice local --stage local --port 8001: the API alone, against this "
+                     f"moto (it reads {self.run_file.name}, written for it: LOCAL_RUN_FILE)")
         return text
 
     def settings_text(self) -> str:
