@@ -36,7 +36,7 @@ soak: $(STAMP)
 	SEEDED_SOAK_TASKS=200 SEEDED_SOAK_TABLES=50 $(BIN)/pytest -n 0 -q -s tests/functional/test_seeded_soak.py
 	$(BIN)/python -m local.soak --tasks $(SOAK_TASKS)
 
-## bench: cost, speed, precision and scale against the seed designs (docs/benchmarks.md); BENCH_QUICK=1 for a 2-minute run
+## bench: cost, speed, precision and scale against the seed designs (docs/benchmarks.md); BENCH_QUICK=1 for a 2-minute run (written to .local/bench-quick/)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 

@@ -20,7 +20,7 @@ from chalicelib.aws import Deps
 from chalicelib.container import Container
 from chalicelib.invocation import observed
 from chalicelib.log import logger
-from chalicelib.settings import Settings, unprovisioned_refusal
+from chalicelib.settings import Settings, chalice_command, unprovisioned_refusal
 from chalicelib.web import json_body, query, raw_body, respond
 
 if TYPE_CHECKING:  # loaded by the settings only when the stage declares task sources
@@ -29,6 +29,10 @@ if TYPE_CHECKING:  # loaded by the settings only when the stage declares task so
 # Plain `chalice deploy` / `chalice package` of a stage `make deploy` has not provisioned would build it broken.
 if refusal := unprovisioned_refusal(os.environ, sys.argv):
     raise SystemExit(refusal)
+# `chalice local --stage local`: the API against `make run`'s moto, never AWS, or a refusal saying what to start.
+if chalice_command(sys.argv) == "local" and os.environ.get("STAGE") == "local":
+    from chalicelib.chalice_local import serve_against_make_run  # imported under chalice local only
+    serve_against_make_run(os.environ)
 settings = Settings.from_env()
 logger.setLevel(settings.log_level)  # the stage's level, whoever imported the logger first (the offline runtime)
 app = Chalice(app_name="timekeeper")

@@ -48,6 +48,7 @@ from deploy.provision import (
 
 DEPLOYABLE_AUTH = ("iam", "api_key", "cognito")
 RunChalice = Callable[[Sequence[str], Path], None]
+PackageChalice = Callable[[Sequence[str], Path, Mapping[str, str]], None]  # and the environment to run it in
 
 
 class DeployError(RuntimeError):
@@ -72,8 +73,16 @@ def chalice_command(args: Sequence[str]) -> list[str]:
     return [sys.executable, "-c", boot, *args]
 
 
-def run_chalice(args: Sequence[str], project: Path) -> None:
-    subprocess.run(chalice_command(args), cwd=project, check=True)
+def run_chalice(args: Sequence[str], project: Path, env: Mapping[str, str] | None = None) -> None:
+    subprocess.run(chalice_command(args), cwd=project, check=True, env=None if env is None else dict(env))
+
+
+def package_region(environ: Mapping[str, str], config: Mapping[str, Any], name: str) -> str:
+    """The region ``chalice package`` runs in (its session refuses to start without one; the template it
+    writes names none): the shell's AWS_DEFAULT_REGION or AWS_REGION, else the stage's AWS_REGION, else the
+    app's default (chalicelib/settings.py)."""
+    return (environ.get("AWS_DEFAULT_REGION") or environ.get("AWS_REGION")
+            or stage.environment(config, name).get("AWS_REGION") or stage.settings(config, name).region)
 
 
 def _region(session: boto3.session.Session) -> str:
@@ -260,13 +269,15 @@ def render_template(environ: Mapping[str, str], project: Path = stage.PROJECT, n
 
 
 def package(name: str, out: Path, environ: Mapping[str, str], project: Path = stage.PROJECT,
-            chalice: RunChalice = run_chalice) -> None:
-    """``chalice package`` with the stage's merge template (and compiled bytecode, as ``deploy``)."""
+            chalice: PackageChalice = run_chalice) -> None:
+    """``chalice package`` with the stage's merge template (and compiled bytecode, as ``deploy``), in
+    ``environ`` with its region defaulted (``package_region``)."""
     merge = render_template(environ, project, name)
+    env = {**environ, "AWS_DEFAULT_REGION": package_region(environ, stage.load_config(project), name)}
     with tempfile.TemporaryDirectory() as tmp:
         merge_file = Path(tmp) / "merge.json"
         merge_file.write_text(json.dumps(merge, indent=2))
-        chalice(["package", "--stage", name, "--merge-template", str(merge_file), str(out)], project)
+        chalice(["package", "--stage", name, "--merge-template", str(merge_file), str(out)], project, env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

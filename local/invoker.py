@@ -77,8 +77,10 @@ class Reporter:
                   f"{call.seconds * 1000:>7.0f} ms  {outcome}{dead_letter_note(call.dead_letters)}")
 
 
-# Reasons a user can fix, and what to try.
+# Reasons a user can fix, and what to try (the first that matches).
 HINTS = (
+    (re.compile(r"^task source '[^']+': .*has no (\S+) \(due time\)"),
+     r"give the item its \1, or fix the source's due_attribute in TASK_SOURCES?"),
     (re.compile(r"has no (\S+) \(due time\)"), "set DUE_ATTRIBUTE?"),
     (re.compile(r"TASK_ACTION_TARGET_ARNS"), "add the queue or topic to TASK_ACTION_TARGET_ARNS?"),
     (re.compile(r"no action and no valid 'email'"), "give the item an action, or an email attribute?"),
@@ -88,7 +90,11 @@ REASON_CHARS = 200
 
 
 def hint(reason: str) -> str:
-    return next((text for pattern, text in HINTS if pattern.search(reason)), "")
+    for pattern, text in HINTS:
+        found = pattern.search(reason)
+        if found:
+            return found.expand(text)
+    return ""
 
 
 def dead_letter_note(reasons: tuple[str, ...]) -> str:
@@ -111,7 +117,8 @@ class _Collecting:
 
 class DeadLetterNotes(logging.Handler):
     """Collects the "dead-lettered" log records of the invocations running now, by handler: a record
-    whose ``source`` names a handler (``backup-monitor`` is ``backup_monitor``) goes to that handler's
+    whose ``source`` names a handler (``backup-monitor`` is ``backup_monitor``, a task source's
+    ``task_stream:<name>`` its own stream function ``source_<name>``) goes to that handler's
     invocation on the same thread, else to its latest one (a handler's own worker threads, such as the
     stream handler's, log from threads of their own)."""
 
@@ -123,7 +130,7 @@ class DeadLetterNotes(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.getMessage() != "dead-lettered":
             return
-        handler = str(getattr(record, "source", "")).replace("-", "_")
+        handler = handler_of(str(getattr(record, "source", "")))
         with self._guard:
             candidates = [c for c in self._running if c.handler == handler]
             same_thread = [c for c in candidates if c.thread == threading.get_ident()]
@@ -140,6 +147,16 @@ class DeadLetterNotes(logging.Handler):
         finally:
             with self._guard:
                 self._running.remove(running)
+
+
+def handler_of(source: str) -> str:
+    """The handler that logs dead letters of ``source`` (chalicelib's names): a task source's stream
+    (chalicelib.tasks.stream: ``task_stream:<name>``) is its function ``source_<name>``
+    (chalicelib.sources.TaskSource.function_name)."""
+    stream, _, name = source.partition(":")
+    if stream == "task_stream" and name:
+        return f"source_{name}"
+    return source.replace("-", "_")
 
 
 NOTES = DeadLetterNotes()

@@ -23,7 +23,7 @@ import threading
 import time
 from types import FrameType
 
-from local.stage import LocalSettings, LocalSettingsError, start_local_stage
+from local.stage import PROJECT_DIR, LocalSettings, LocalSettingsError, start_local_stage
 
 STOP_THREADS_SECONDS = 0.5   # for the runtime's threads together
 STOP_DEADLINE_SECONDS = 4.0  # from the signal to the end of the process, whatever happens
@@ -41,7 +41,7 @@ def _exit_at_once(signum: int, frame: FrameType | None) -> None:
 def main() -> int:
     try:
         settings = LocalSettings.from_env(os.environ)
-        stage = start_local_stage(settings)
+        stage = start_local_stage(settings, run_file=PROJECT_DIR / settings.run_file)  # for chalice local
     except LocalSettingsError as exc:
         print(f"make run: {exc}", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -182,8 +183,11 @@ class RuntimeProcess:
     runs it with the Scheduler's window on, or with the stage's settings changed."""
 
     def __init__(self, token: str, python: str = sys.executable, env: Mapping[str, str] | None = None) -> None:
+        # Its run file (for chalice local) in a directory of its own: never over a `make run`'s .local/make-run.json.
+        run_file = str(Path(tempfile.mkdtemp(prefix="timekeeper-run-")) / "make-run.json")
         env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "LOCAL_SCHEDULER_JITTER_SECONDS": "0",
-               "LOCAL_TTL_LAG_SECONDS": "1", **(env or {}), "API_TOKEN": token, "PYTHONUNBUFFERED": "1"}
+               "LOCAL_TTL_LAG_SECONDS": "1", "LOCAL_RUN_FILE": run_file, **(env or {}), "API_TOKEN": token,
+               "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen([python, "-m", "local.run"], cwd=PROJECT, env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1)
         self.tail: deque[str] = deque(maxlen=200)

@@ -27,6 +27,7 @@ from typing import Any
 from chalice.app import Chalice
 
 from chalicelib.aws import Clients
+from chalicelib.chalice_local import DEFAULT_RUN_FILE, remove_run_file, write_run_file
 from chalicelib.log import logger
 from chalicelib.settings import VARIABLES, Settings
 from chalicelib.sources import TaskSource
@@ -36,7 +37,7 @@ from local import moto_corrections
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
-from local.sample_sources import create_sample_sources
+from local.sample_sources import SourceTable, provision_sources
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
 
@@ -53,6 +54,7 @@ LOCAL_VARIABLES = {
     "LOCAL_SCHEDULER_JITTER_SECONDS": "60",
     "LOCAL_TTL_LAG_SECONDS": "5",
     "LOCAL_SQS_MAX_CONCURRENCY": str(DEFAULT_MAX_CONCURRENCY),
+    "LOCAL_RUN_FILE": DEFAULT_RUN_FILE,
 }
 
 # The app's settings a user most often changes, shown in the banner as they are in effect (a backup
@@ -69,8 +71,10 @@ def banner_settings() -> tuple[str, ...]:
     return BANNER_SETTINGS
 
 
-def source_lines(sources: Sequence[TaskSource]) -> list[str]:
-    """The banner's line per task source (TASK_SOURCES is JSON: the banner says what it declares)."""
+def source_lines(sources: Sequence[TaskSource], tables: Mapping[str, SourceTable] | None = None) -> list[str]:
+    """The banner's line per task source (TASK_SOURCES is JSON: the banner says what it declares), and under
+    it what ``make run`` did to its table, or what to do when it could not run it."""
+    tables = tables or {}
     lines = []
     for source in sources:
         if source.strategy == "lazy":
@@ -81,6 +85,9 @@ def source_lines(sources: Sequence[TaskSource]) -> list[str]:
             when = f"due {source.due_attribute}"
         lines.append(f"    source {source.name:<21} table {source.table}: {source.strategy}, {when}"
                      f"{', every ' + source.recurrence if source.recurrence else ''}")
+        note = tables[source.name].note if source.name in tables else ""
+        if note:
+            lines.append(f"      {note}")
     return lines
 
 
@@ -120,6 +127,7 @@ class LocalSettings:
     scheduler_jitter_seconds: float = 60.0  # LOCAL_SCHEDULER_JITTER_SECONDS: 0 fires schedules exactly
     ttl_lag_seconds: float = 5.0           # LOCAL_TTL_LAG_SECONDS: expired items live this much longer
     sqs_max_concurrency: int = DEFAULT_MAX_CONCURRENCY  # LOCAL_SQS_MAX_CONCURRENCY: pollers per SQS source
+    run_file: str = DEFAULT_RUN_FILE       # LOCAL_RUN_FILE: make run's environment, for chalice local
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LocalSettings:
@@ -135,7 +143,7 @@ class LocalSettings:
                 raise LocalSettingsError(f"{name}={text!r} is invalid: expected a number from {lo:g} to {hi:g}")
             return value
 
-        default = {name: float(value) for name, value in LOCAL_VARIABLES.items()}
+        default = {name: float(value) for name, value in LOCAL_VARIABLES.items() if name != "LOCAL_RUN_FILE"}
         return cls(
             aws_port=int(number("LOCAL_AWS_PORT", default["LOCAL_AWS_PORT"], 0, 65535)),
             api_port=int(number("LOCAL_API_PORT", default["LOCAL_API_PORT"], 0, 65535)),
@@ -143,6 +151,7 @@ class LocalSettings:
                                             default["LOCAL_SCHEDULER_JITTER_SECONDS"], 0, 3600),
             ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", default["LOCAL_TTL_LAG_SECONDS"], 0, 86400),
             sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", default["LOCAL_SQS_MAX_CONCURRENCY"], 1, 100)),
+            run_file=environ.get("LOCAL_RUN_FILE", "").strip() or DEFAULT_RUN_FILE,
         )
 
 
@@ -218,6 +227,7 @@ class LocalStage:
     effective: dict[str, str] = field(default_factory=dict)  # the banner's settings, as the app reads them
     sources: list[str] = field(default_factory=list)  # the banner's line per task source
     log_level: int | None = None  # the shared logger's level before app.py set the stage's (restored on stop)
+    run_file: Path | None = None  # where make run wrote its environment for chalice local (removed on stop)
 
     @property
     def app(self) -> Chalice:
@@ -242,6 +252,9 @@ class LocalStage:
                      f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
                      f"\n  try        curl -H 'Authorization: Bearer {self.environment['API_TOKEN']}' "
                      f"{self.api_url}/backups/runs")
+        if self.run_file is not None:
+            text += (f"\n  chalice    .venv/bin/chalice local --stage local --port 8001: the API alone, against this "
+                     f"moto (it reads {self.run_file.name}, written for it: LOCAL_RUN_FILE)")
         return text
 
     def settings_text(self) -> str:
@@ -262,6 +275,8 @@ class LocalStage:
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
         """Stop the runtime (its threads get ``timeout`` seconds overall), then moto's server."""
         try:
+            if self.run_file is not None:
+                remove_run_file(self.run_file)
             self.runtime.stop(timeout)
         finally:
             self.moto.stop()
@@ -287,8 +302,10 @@ def restore(environ: MutableMapping[str, str], saved: Mapping[str, str | None]) 
 
 def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | None = None,
                       project_dir: Path = PROJECT_DIR, stage: str = "local", out: Out = print_line,
-                      environ: MutableMapping[str, str] | None = None, **runtime_kwargs: Any) -> LocalStage:
-    """moto's server, the stage's resources and environment, app.py, and the runtime, all started."""
+                      environ: MutableMapping[str, str] | None = None, run_file: Path | None = None,
+                      **runtime_kwargs: Any) -> LocalStage:
+    """moto's server, the stage's resources and environment, app.py, and the runtime, all started; with
+    ``run_file``, the app's environment written there for ``chalice local`` (chalicelib/chalice_local.py)."""
     environ = os.environ if environ is None else environ
     shell = dict(environ)  # STREAM_* deploy settings are read from the shell, as `make deploy` reads them
     ensure_port_free(local.aws_port, "LOCAL_AWS_PORT")
@@ -311,10 +328,10 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         clients = Clients(settings)
         provisioned = provision(clients, settings)
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
-        if settings.task_sources:  # the stage's sample task sources (one table of each seed's shape)
-            streams = create_sample_sources(clients)
+        tables = provision_sources(clients, settings.task_sources)  # the samples' and the user's own
+        if tables:
             provisioned.environment["TASK_SOURCE_STREAMS"] = json.dumps(
-                {s.name: streams[s.name] for s in settings.task_sources if s.name in streams})
+                {name: table.stream_arn for name, table in tables.items() if table.stream_arn})
         environment.update(provisioned.environment)
         apply(environ, provisioned.environment, saved)
         report = ShellReport.of(shell, environment)
@@ -332,6 +349,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
             config=chalice_config, out=out, writes=moto_corrections.watch_writes,
             schedule_changes=moto_corrections.watch_schedules, attach=transport.attach, **runtime_kwargs)
         runtime.start()
+        if run_file is not None:  # the app's settings as it read them, the shell's taken ones included
+            write_run_file(run_file, {**environment, **report.taken}, runtime.api_url)
     except BaseException:
         moto.stop()
         restore(environ, saved)
@@ -341,4 +360,5 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     effective = {name: environ.get(name, defaults.get(name, "")) for name in banner_settings()}
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
-                      effective=effective, sources=source_lines(settings.task_sources), log_level=log_level)
+                      effective=effective, sources=source_lines(settings.task_sources, tables), log_level=log_level,
+                      run_file=run_file)

@@ -98,3 +98,26 @@ def test_the_command_line_writes_results_it_can_render(tmp_path: Path) -> None:
     results = json.loads(out.read_text())
     assert results["scale"] == "tiny" and [s["key"] for s in results["sections"]] == ["P5"]
     assert readme.START in readme.render_block(results)
+
+
+def test_a_quick_run_writes_out_of_tree_and_never_over_the_committed_full_run() -> None:
+    args = bench_main.arguments([], {"BENCH_QUICK": "1"})
+    assert args.scale == "quick"
+    assert args.out == core.PROJECT / ".local" / "bench-quick" / "results.json"
+    assert args.plots == core.PROJECT / ".local" / "bench-quick"
+    assert core.PROJECT / ".local" in args.out.parents  # gitignored
+
+
+@pytest.mark.parametrize("argv, environ", [
+    ([], {}),                                                # make bench: the full run
+    (["--in-tree"], {"BENCH_QUICK": "1"}),                   # asked for
+    ([], {"BENCH_QUICK": "1", "BENCH_IN_TREE": "1"}),
+])
+def test_a_full_run_or_one_asked_to_writes_the_committed_figures(argv: list[str], environ: dict[str, str]) -> None:
+    args = bench_main.arguments(argv, environ)
+    assert (args.out, args.plots) == (core.RESULTS, core.PLOTS)
+
+
+def test_out_and_plots_given_on_the_command_line_win(tmp_path: Path) -> None:
+    args = bench_main.arguments(["--scale", "tiny", "--out", str(tmp_path / "r.json"), "--plots", str(tmp_path)], {})
+    assert (args.out, args.plots) == (tmp_path / "r.json", tmp_path)

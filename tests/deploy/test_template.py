@@ -38,10 +38,14 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if (ROOT / ".chalice" / "deployments").is_dir():
         shutil.copytree(ROOT / ".chalice" / "deployments", project / ".chalice" / "deployments")
     out = project / "out"
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
-    subprocess.run(cli.chalice_command(["package", "--stage", "prod", "--merge-template",
-                                        str(ROOT / "deploy" / "resources.json"), str(out)]),
-                   cwd=project, env=env, check=True, capture_output=True)
+    # As `python -m deploy.cli package --stage prod OUT` runs in a shell with no region (the prod stage names
+    # none): chalice's session must still get one.
+    with pytest.MonkeyPatch.context() as shell:
+        for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+            shell.delenv(name, raising=False)
+        shell.setenv("AWS_CONFIG_FILE", str(project / "no-aws-config"))
+        shell.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        cli.package("prod", out, dict(os.environ), project)
     return out / "sam.json"
 
 

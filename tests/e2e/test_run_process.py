@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import secrets
@@ -25,11 +26,13 @@ pytestmark = pytest.mark.e2e
 PROJECT = Path(__file__).resolve().parents[2]
 
 
-def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c() -> None:
+def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_path: Path) -> None:
     """The banner: URLs, the settings in effect, the shell's settings taken or ignored; an item the app
-    dead-letters for want of its due time says so on its invocation line; Ctrl-C stops it all."""
+    dead-letters for want of its due time says so on its invocation line; the run file chalice local reads
+    while it runs; Ctrl-C stops it all."""
+    run_file = tmp_path / "make-run.json"
     env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "PYTHONUNBUFFERED": "1",
-           "DUE_ATTRIBUTE": "REMINDER_TIMESTAMP", "BACKUP_SCHEDULE": "rate(1 hour)"}
+           "DUE_ATTRIBUTE": "REMINDER_TIMESTAMP", "BACKUP_SCHEDULE": "rate(1 hour)", "LOCAL_RUN_FILE": str(run_file)}
     env.pop("API_TOKEN", None)
     process = subprocess.Popen([sys.executable, "-m", "local.run"], cwd=PROJECT, env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -50,6 +53,10 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c() -> No
         assert re.search(r"^    source appointments +table seed-appointments: exact, due REMINDER_TIMESTAMP$", text,
                          re.MULTILINE), text
         assert "TASK_SOURCES" not in text, text  # its JSON is summed up, a line per source
+        assert "  chalice    .venv/bin/chalice local --stage local --port 8001: " in text, text
+        written = json.loads(run_file.read_text())["environment"]  # for chalice local, as the app reads it
+        assert written["AWS_ENDPOINT_URL"] == aws.group(1) and written["DUE_ATTRIBUTE"] == "REMINDER_TIMESTAMP"
+        assert written["TASKS_STREAM_ARN"].startswith("arn:aws:dynamodb:") and written["API_TOKEN"]
         assert ("    IGNORED BACKUP_SCHEDULE=rate(1 hour): the local stage sets BACKUP_SCHEDULE=rate(5 minutes)"
                 in text.splitlines()), text
         boto3.client("dynamodb", endpoint_url=aws.group(1), region_name="us-east-1", aws_access_key_id="x",
@@ -70,6 +77,7 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c() -> No
         assert time.monotonic() - interrupted < 5.0
         reader.join(2)
         assert code == 0 and "stopped" in [line.strip() for line in lines], "".join(lines[-20:])
+        assert not run_file.exists()
     finally:
         if process.poll() is None:
             process.kill()

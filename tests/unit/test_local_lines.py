@@ -81,3 +81,31 @@ def test_a_reason_the_user_cannot_fix_gets_no_hint_and_a_long_one_is_cut() -> No
     assert "?" not in dead_letter_note(("the record has no dynamodb.SequenceNumber",))
     assert "TASK_ACTION_TARGET_ARNS?" in dead_letter_note((
         "NewImage is not a valid task: queue not allowed by the stage (TASK_ACTION_TARGET_ARNS): q",))
+
+
+def test_a_task_sources_dead_letter_is_named_on_its_own_stream_functions_line() -> None:
+    """The stream names a task source's dead letters ``task_stream:<name>``; its handler is ``source_<name>``."""
+    from chalicelib.tasks.stream import SOURCE
+    [source] = Settings.from_env({"TASK_SOURCES": (
+        '{"slots": {"table": "slots", "strategy": "interval", "bucket_index": "by-time", "bucket_attribute": "at",'
+        ' "key": ["id"]}}')}).task_sources
+    app = Chalice(app_name="timekeeper")
+    lines: list[str] = []
+    reason = "task source 'slots': NewImage is not a valid task: the item has no at (due time) (field at)"
+
+    def handler(event: dict[str, object], context: object) -> None:
+        def log() -> None:
+            logger.error("dead-lettered", extra={"source": f"{SOURCE}:{source.name}", "event_id": "e1",
+                                                 "reason": reason})
+        worker = threading.Thread(target=log)  # as the stream handler's own worker threads do
+        worker.start()
+        worker.join()
+
+    app.lambda_function(name=source.function_name)(handler)
+    invoker = Invoker(app, Reporter(lines.append))
+    invoker.reporter.invocation(invoker.invoke(source.function_name, "stream", {}, 1))
+    [line] = lines
+    assert f"  {source.function_name} " in line, line
+    # The fix is the item or the source's declaration: DUE_ATTRIBUTE is the tasks table's.
+    assert line.endswith(f"ok; dead-lettered 1: {reason} (give the item its at, or fix the source's "
+                         "due_attribute in TASK_SOURCES?)"), line
