@@ -282,8 +282,8 @@ def _dead_letter(deps: Deps, record: dict[str, Any], reason: str, source: TaskSo
     """Dead-letter the record once, and keep a note of it (``stream_dead_letters``): the task shows why, and a
     retry of its batch finds the note and sends nothing again.  False when it was dead-lettered before."""
     event_id, sequence = schedules.record_id(record), stream_dead_letters.sequence_of(record)
-    key = schedules.record_key(record, source)
-    where = _where_noted(key, record)
+    version, run_at = _version_of(deps, record, source)
+    key, where = _where_noted(schedules.record_key(record, source), record, version, run_at)
     if where is not None and stream_dead_letters.already_dead_lettered(
             _call(deps, lambda: stream_dead_letters.read_note(deps, where)), sequence):
         logger.info("stream record dead-lettered already; not again", extra={"event_id": event_id})
@@ -291,24 +291,27 @@ def _dead_letter(deps: Deps, record: dict[str, Any], reason: str, source: TaskSo
     letter_source = SOURCE if source is None else f"{SOURCE}:{source.name}"
     _send_dead_letter(deps, record, reason, letter_source)
     if where is not None:
-        version, run_at = _version_of(deps, record, source)
         note = {"sequence": sequence, "event_id": event_id, "version": version, "run_at": run_at,
                 "at": iso(deps.clock()), "reason": reason, "source": letter_source}
         _call(deps, lambda: stream_dead_letters.keep_note(deps, where, key, note))
     return True
 
 
-def _where_noted(key: TaskKey | None, record: dict[str, Any]) -> dict[str, str] | None:
-    """The state-table key that remembers this record's dead letter: its task's record, or the event id's marker
-    of a record without a key; None when neither fits a DynamoDB key."""
-    event_id = record.get("eventID")
-    if key is not None:
+def _where_noted(key: TaskKey | None, record: dict[str, Any], version: str | None,
+                 run_at: str | None) -> tuple[TaskKey | None, dict[str, str] | None]:
+    """(task key, state-table key) where this record's dead letter is remembered: the task's record; or, for a
+    record without a key (or the REMOVE of an item that was no task: no record is made for it), its event id's
+    marker (task key None); (None, None) when neither fits a DynamoDB key."""
+    if key is not None and not (version == stream_dead_letters.GONE and run_at is None):
         where = items.record_key(key.task_id)
-    elif isinstance(event_id, str) and event_id:
+        if items.fits_key(where["PK"], where["SK"]):
+            return key, where
+    event_id = record.get("eventID")
+    if isinstance(event_id, str) and event_id:
         where = stream_dead_letters.marker_key(event_id)
-    else:
-        return None
-    return where if items.fits_key(where["PK"], where["SK"]) else None
+        if items.fits_key(where["PK"], where["SK"]):
+            return None, where
+    return None, None
 
 
 def _version_of(deps: Deps, record: dict[str, Any], source: TaskSource | None) -> tuple[str | None, str | None]:

@@ -115,3 +115,14 @@ def test_a_source_item_whose_target_the_stage_refuses_shows_the_reason(
     assert task["status"] == "PENDING"
     assert task["dead_letter"]["reason"] == letter["reason"]
     assert task["dead_letter"]["source"] == "task_stream:orders"
+
+
+def test_the_delete_of_an_item_that_was_no_task_is_dead_lettered_once_and_makes_no_task(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    table = Table(deps)
+    table.put(item(clock, run_at="tomorrow"))  # its INSERT never reached the stream function
+    removed = table.delete(MALLORY)
+    assert stream(client, removed) == []
+    assert stream(client, removed) == []  # delivered again
+    assert len(dead_letters(aws, deps)) == 1
+    assert client.http.get(PATH).status_code == 404
