@@ -55,7 +55,9 @@ def _from_dynamo(value: Any) -> Any:
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
         return {k: _from_dynamo(v) for k, v in value.items()}
-    if isinstance(value, list | set):
+    if isinstance(value, set):  # in one order whatever the process's hash seed: an item reads the same everywhere
+        return [_from_dynamo(v) for v in sorted(value, key=repr)]
+    if isinstance(value, list):
         return [_from_dynamo(v) for v in value]
     return value
 

@@ -219,3 +219,24 @@ def next_fire(expr: Expression | str, after: datetime, tz: str = "UTC", *,
     from chalicelib import schedule_fire
 
     return schedule_fire.next_fire(expr, after, tz, start=start)
+
+
+# An IANA time zone name (what EventBridge Scheduler's ScheduleExpressionTimezone takes): Area/Location
+# (Europe/Paris, America/Argentina/Buenos_Aires, Etc/GMT+1) or one name (UTC, EST5EDT), each part starting with a
+# capital letter.  A system's zone files hold more that ZoneInfo loads but no zone is named: localtime (the
+# machine's own zone), Factory, posixrules, and the posix/... and right/... (leap seconds) copies.
+ZONE_NAME = re.compile(r"(?!Factory\Z)[A-Z][A-Za-z0-9_+-]{0,31}(?:/[A-Z][A-Za-z0-9_+-]{0,31}){0,2}")
+
+
+def zone_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as a time zone (completing "<field> ..."), or None for a canonical IANA
+    zone name the time zone database has.  The one check of the API, the stream and the sources' settings."""
+    if not ZONE_NAME.fullmatch(name):
+        return f"must be an IANA time zone name like 'Europe/Paris', got {_shown(name)}"
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # on the first zone only: the settings' import stays light
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return f"is not an IANA time zone name: {_shown(name)}"
+    return None

@@ -269,14 +269,10 @@ def parse_source(name: Any, spec: Any, stream_arn: str = "") -> TaskSource:
         raise fail("due_attribute", "is required for an exact source: the attribute holding the due time")
 
     action = _action(name, spec.get("action"))
-    timezone = text("timezone", re.compile(r"[A-Za-z0-9_+-]{1,32}(?:/[A-Za-z0-9_+-]{1,32}){0,2}"),
-                    "an IANA time zone name")
-    if timezone is not None:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-        try:
-            ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-            raise fail("timezone", f"{timezone!r} is not an IANA time zone name") from exc
+    timezone = text("timezone", None, "an IANA time zone name")
+    zone = schedule_expr.zone_problem(timezone) if timezone is not None else None
+    if zone:
+        raise fail("timezone", zone)
     recurrence = text("recurrence", None, "a rate(...) or cron(...) expression")
     if recurrence is not None:
         try:

@@ -142,6 +142,7 @@ def _source_statements(b: _Builder, settings: Settings) -> dict[str, list[dict[s
                        [b.where.arn("iam", f"role/{scheduler_role_name(settings)}", regional=False)],
                        {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
             b.state_table("DueImages", ["dynamodb:PutItem"]),
+            b.state_table("StreamDeadLetterNotes", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
             b.send("SendDueTasks", settings.due_queue, extra=["sqs:GetQueueAttributes"]),
             b.send("DeadLetter", settings.task_dlq),
         ]
@@ -334,6 +335,8 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         "task_stream": [
             b.tasks_table("UpdateTasks", ["dynamodb:UpdateItem"]),  # conditional updates only, no reads
             b.state_table("DueImages", ["dynamodb:PutItem"]),  # a due task's image too large for its message
+            # What it dead-lettered, on the task's record (chalicelib/tasks/stream_dead_letters.py): read, then noted.
+            b.state_table("StreamDeadLetterNotes", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
             _statement("ReadTasksStream", _READ_STREAM, [b.table(f"{s.tasks_table}/stream/*")]),
             _statement("ListStreams", ["dynamodb:ListStreams"], ["*"]),  # AWS has no narrower resource
             _statement("ManageTaskSchedules", [

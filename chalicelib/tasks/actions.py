@@ -32,7 +32,14 @@ if TYPE_CHECKING:
 Check = Callable[[str], str | None]
 
 # Always re.fullmatch: "$" would also match before a final newline. ASCII digits only ("\\d" takes any script's).
-EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}\.[A-Za-z]{2,63}")
+# SES takes 7-bit ASCII addresses only (a Unicode domain goes as Punycode): printable ASCII but "@", no space
+# and no control character (NUL, U+007F, U+009B...).
+EMAIL = re.compile(r"[!-?A-~]{1,64}@[!-?A-~]{1,255}\.[A-Za-z]{2,63}")
+# What breaks a header line: C0 and C1 controls, DEL, and Unicode's line and paragraph separators.
+LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# What SQS carries (XML 1.0's characters): tab, newline, carriage return, U+0020-U+D7FF, U+E000-U+FFFD and
+# U+10000-U+10FFFF.  SQS replaces (or refuses) any other; SNS, which delivers to SQS subscriptions, takes no more.
+NOT_MESSAGE_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 SNS_ARN = re.compile(r"arn:aws[a-zA-Z-]{0,20}:sns:[a-z0-9-]{1,30}:[0-9]{12}:[A-Za-z0-9_-]{1,256}")
 SQS_URL = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?/[0-9]{12}/[A-Za-z0-9_-]{1,80}")
 # FIFO queues and topics are not accepted: they need a MessageGroupId, which the actions do not send.
@@ -54,8 +61,23 @@ def email_address(value: str) -> str | None:
     return None if EMAIL.fullmatch(value) else f"is not an email address: {_shown(value)}"
 
 
+def _code_point(character: str) -> str:
+    return f"U+{ord(character):04X}"
+
+
 def one_line(value: str) -> str | None:
-    return "must be one line" if "\n" in value or "\r" in value or len(value) > 998 else None
+    found = LINE_BREAKING.search(value)
+    if found:
+        return f"must be one line without control characters, and holds {_code_point(found.group())}"
+    return "must be one line of at most 998 characters" if len(value) > 998 else None
+
+
+def message_text(value: str) -> str | None:
+    found = NOT_MESSAGE_TEXT.search(value)
+    if found:
+        return (f"holds {_code_point(found.group())}, which SQS and SNS do not carry (tab, newline, carriage "
+                "return, U+0020-U+D7FF, U+E000-U+FFFD, U+10000-U+10FFFF only)")
+    return None
 
 
 def _not_fifo(kind: str, value: str) -> str | None:
@@ -210,7 +232,7 @@ class SqsAction(Action):
     """A message to a (standard) SQS queue."""
 
     type = "sqs"
-    fields: ClassVar[Mapping[str, Check]] = {"queue_url": sqs_queue_url, "message": any_text}
+    fields: ClassVar[Mapping[str, Check]] = {"queue_url": sqs_queue_url, "message": message_text}
 
     def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
         response = deps.clients.sqs.send_message(QueueUrl=spec["queue_url"], MessageBody=spec["message"])
@@ -222,7 +244,7 @@ class SnsAction(Action):
     """A message to a (standard) SNS topic."""
 
     type = "sns"
-    fields: ClassVar[Mapping[str, Check]] = {"topic_arn": sns_topic_arn, "message": any_text}
+    fields: ClassVar[Mapping[str, Check]] = {"topic_arn": sns_topic_arn, "message": message_text}
 
     def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
         response = deps.clients.sns.publish(TopicArn=spec["topic_arn"], Message=spec["message"])

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from chalicelib.aws import Deps
 from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE
-from chalicelib.tasks import items
+from chalicelib.tasks import items, stream_dead_letters
 from chalicelib.tasks.items import LISTED_STATUSES
 from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Strategy, Task, TaskKey, check_action_target, iso, task_from_item
 from chalicelib.tasks.store import TaskStore, delete, put, set_attributes, update
@@ -59,6 +59,8 @@ def _key_of(task_id: str) -> TaskKey | None:
 def _view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
     view = _plain_view(deps, task_id, item, record)
     stuck = _dead_letter(record, view.get("run_at"), str(view.get("status")))
+    if stuck is None:
+        stuck = stream_dead_letters.shown(record, item, view)
     if stuck is not None:
         view["dead_letter"] = stuck
     return view

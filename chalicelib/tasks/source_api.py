@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.sources import TaskSource
-from chalicelib.tasks import items
+from chalicelib.tasks import items, stream_dead_letters
 from chalicelib.tasks.model import InvalidTask, TaskKey, read_task
 from chalicelib.tasks.store import TaskStore
 from chalicelib.throttle import error_code
@@ -100,4 +100,7 @@ def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, An
         except InvalidTask as exc:
             shown = {"id": key.task_id, "status": None, "created_at": None,
                      "error": f"the item is not a valid task: {exc.message}", "field": exc.field}
+    dead_letter = stream_dead_letters.shown(record, item, shown)
+    if dead_letter is not None:
+        shown["dead_letter"] = dead_letter
     return 200, {"source": source.name, "key": json.loads(key.pk), "task": shown}

@@ -16,7 +16,9 @@ the sender's fault (its content) is dead-lettered with the reason.
 A record that cannot be read, or whose image is not a valid task (whatever
 reading or planning it raised), whose action targets a queue or topic the
 stage does not allow, or that AWS rejects as invalid, is dead-lettered to
-TASK_DLQ once and skipped.  A transient failure (an AWS or network error,
+TASK_DLQ once and skipped, and noted on its task's record
+(``stream_dead_letters``): GET shows why, and a retry of the batch that sees
+the record again does not dead-letter it again.  A transient failure (an AWS or network error,
 after botocore's and the throttle retries) stops that key's records, and the
 batch reports the failed record and the later ones of the same key in
 ``batchItemFailures``: Lambda (with ReportBatchItemFailures) then retries the
@@ -48,7 +50,8 @@ from chalicelib.log import about, logger
 from chalicelib.metrics import strategy_of_record
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.sources import TaskSource
-from chalicelib.tasks import schedules
+from chalicelib.tasks import items, schedules, stream_dead_letters
+from chalicelib.tasks.model import InvalidTask, TaskKey, iso, read_task
 from chalicelib.tasks.schedules import (
     Change,
     DeadLetter,
@@ -242,9 +245,8 @@ def record_run(deps: Deps, record: dict[str, Any], source: TaskSource | None = N
     dead-lettered, once, with the reason -- as is a step AWS rejects as invalid, a message SQS rejects as
     the sender's fault, or a step that fails before any AWS call."""
     def dead(reason: str) -> bool:
-        _dead_letter(deps, record, reason if source is None else f"task source {source.name!r}: {reason}"[:1000],
-                     source)
-        return True
+        return _dead_letter(deps, record, reason if source is None else f"task source {source.name!r}: {reason}"[:1000],
+                            source)
 
     try:
         change = schedules.change_from_record(record, source)
@@ -276,15 +278,66 @@ def record_run(deps: Deps, record: dict[str, Any], source: TaskSource | None = N
     return False
 
 
-def _dead_letter(deps: Deps, record: dict[str, Any], reason: str, source: TaskSource | None = None) -> None:
+def _dead_letter(deps: Deps, record: dict[str, Any], reason: str, source: TaskSource | None = None) -> bool:
+    """Dead-letter the record once, and keep a note of it (``stream_dead_letters``): the task shows why, and a
+    retry of its batch finds the note and sends nothing again.  False when it was dead-lettered before."""
+    event_id, sequence = schedules.record_id(record), stream_dead_letters.sequence_of(record)
+    version, run_at = _version_of(deps, record, source)
+    key, where = _where_noted(schedules.record_key(record, source), record, version, run_at)
+    if where is not None and stream_dead_letters.already_dead_lettered(
+            _call(deps, lambda: stream_dead_letters.read_note(deps, where)), sequence):
+        logger.info("stream record dead-lettered already; not again", extra={"event_id": event_id})
+        return False
+    letter_source = SOURCE if source is None else f"{SOURCE}:{source.name}"
+    _send_dead_letter(deps, record, reason, letter_source)
+    if where is not None:
+        note = {"sequence": sequence, "event_id": event_id, "version": version, "run_at": run_at,
+                "at": iso(deps.clock()), "reason": reason, "source": letter_source}
+        _call(deps, lambda: stream_dead_letters.keep_note(deps, where, key, note))
+    return True
+
+
+def _where_noted(key: TaskKey | None, record: dict[str, Any], version: str | None,
+                 run_at: str | None) -> tuple[TaskKey | None, dict[str, str] | None]:
+    """(task key, state-table key) where this record's dead letter is remembered: the task's record; or, for a
+    record without a key (or the REMOVE of an item that was no task: no record is made for it), its event id's
+    marker (task key None); (None, None) when neither fits a DynamoDB key."""
+    if key is not None and not (version == stream_dead_letters.GONE and run_at is None):
+        where = items.record_key(key.task_id)
+        if items.fits_key(where["PK"], where["SK"]):
+            return key, where
+    event_id = record.get("eventID")
+    if isinstance(event_id, str) and event_id:
+        where = stream_dead_letters.marker_key(event_id)
+        if items.fits_key(where["PK"], where["SK"]):
+            return None, where
+    return None, None
+
+
+def _version_of(deps: Deps, record: dict[str, Any], source: TaskSource | None) -> tuple[str | None, str | None]:
+    """(version, due time) of the item a record shows (its NewImage; none for a REMOVE), each None when the
+    record or its image cannot be read."""
+    try:
+        change = schedules.change_from_record(record, source)
+    except InvalidRecord:
+        return None, None
+    removed = change.event_name == "REMOVE"
+    try:
+        due: str | None = iso(read_task((change.old if removed else change.new) or {}, change.key, deps.settings).due)
+    except InvalidTask:
+        due = None
+    return stream_dead_letters.item_version(None if removed else change.new), due
+
+
+def _send_dead_letter(deps: Deps, record: dict[str, Any], reason: str, letter_source: str) -> None:
     payload: Any = record
     if len(json.dumps(record, default=str)) > MAX_DEAD_LETTER_PAYLOAD:
         found = record.get("dynamodb")
         dynamodb: dict[str, Any] = found if isinstance(found, dict) else {}
         payload = {"eventID": record.get("eventID"), "eventName": record.get("eventName"), "truncated": True,
                    "dynamodb": {k: dynamodb.get(k) for k in ("Keys", "SequenceNumber", "ApproximateCreationDateTime")}}
-    dead_letter(deps, deps.settings.task_dlq, SOURCE if source is None else f"{SOURCE}:{source.name}",
-                schedules.record_id(record), reason, payload, strategy=strategy_of_record(record))
+    dead_letter(deps, deps.settings.task_dlq, letter_source, schedules.record_id(record), reason, payload,
+                strategy=strategy_of_record(record))
 
 
 def _call(deps: Deps, call: Callable[[], T]) -> T:

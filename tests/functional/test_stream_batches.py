@@ -227,3 +227,26 @@ def test_a_container_whose_settings_name_the_due_queue_looks_nothing_up(
     assert deps.settings.due_queue_url and deps.settings.due_queue_arn  # as provisioning sets them
     assert stream_scheduler.process_records(cold, records) == {"batchItemFailures": []}
     assert (urls.calls, sqs.calls) == (0, 0)
+
+
+def test_a_poison_record_seen_again_when_lambda_retries_its_batch_is_dead_lettered_once(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, table: Table) -> None:
+    failing = table.put(seed(key(1), clock, minutes=10))
+    poison = table.put({**seed(key(2), clock, minutes=10), "email": "not an address"})  # after it: seen again
+    down = [True]  # SQS fails the failing record's message on its side while down, and takes it after
+    FailingEntries(deps, lambda message: {"SenderFault": False, "Code": "InternalError", "Message": "try again"}
+                   if message.key == key(1) and down[0] else None)
+    assert stream(client, failing, poison) == [failing["dynamodb"]["SequenceNumber"]]
+    down[0] = False
+    assert stream(client, failing, poison) == []  # Lambda's retry, from the lowest failed record
+    [(body, _)] = aws.sent(deps.settings.task_dlq)
+    assert json.loads(body)["event_id"] == poison["eventID"]
+    assert sent_keys(aws, deps) == [key(1)]
+
+
+def test_a_record_without_a_key_seen_again_is_dead_lettered_once(aws: Aws, deps: Deps, client: Client) -> None:
+    keyless = {"eventID": "e-keyless", "eventName": "INSERT", "dynamodb": {"SequenceNumber": "400000000000000000000"}}
+    assert stream(client, keyless) == []
+    assert stream(client, keyless) == []
+    [(body, _)] = aws.sent(deps.settings.task_dlq)
+    assert json.loads(body)["event_id"] == "e-keyless"
