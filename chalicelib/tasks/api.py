@@ -85,7 +85,7 @@ def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
     try:
         return items.view_of_task(task_from_item(item, deps.settings), record)
     except InvalidTask as exc:
-        return {"id": task_id, "status": item.get("status"), "created_at": created_at,
+        return {"id": task_id, "status": items.current_status(None, record), "created_at": created_at,
                 "error": f"the item is not a valid task: {exc.message}", "field": exc.field}
 
 
@@ -234,7 +234,6 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     if status == Status.RUNNING.value and not stuck:
         raise conflict(f"task {key.task_id!r} is running; try again when it has finished")
     store, now = TaskStore(deps), deps.clock()
-    cancellable = "(:pending, :running)" if stuck else "(:pending)"  # an item of the previous version: stuck RUNNING
     new_record = dict(record or {})
     if task is not None:
         new_record.update(items.record_of(task, new_record.get("created_at") or task.item.get("created_at"),
@@ -244,10 +243,7 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     due = str(new_record.get("run_at"))
     condition, values = _not_executing(due, stuck)
     ops = [
-        delete(store.tasks_table, {"PK": key.pk, "SK": key.sk},
-               f"attribute_not_exists(PK) OR attribute_not_exists(#s) OR #s IN {cancellable}",
-               {"#s": "status"}, {":pending": Status.PENDING.value,
-                                  **({":running": Status.RUNNING.value} if stuck else {})}),
+        delete(store.tasks_table, {"PK": key.pk, "SK": key.sk}),
         put(store.state_table, new_record, condition, None, values),
     ]
     if not store.transact(ops):
@@ -282,19 +278,10 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
                                             item.get(settings.due_attribute), has_due))
     if action is not None:
         changes["action"] = action
-    changeable = "#s = :pending"
-    extra_values: dict[str, Any] = {}
-    if stuck and status == Status.RUNNING.value:  # its due message was dead-lettered: it runs again from PENDING
-        if item.get("status") == Status.RUNNING.value:  # an item the previous version marked RUNNING
-            changes["status"] = Status.PENDING.value
-        changeable = "#s IN (:pending, :running)"
-        extra_values[":running"] = Status.RUNNING.value
     still_due, due_names, due_values = items.due_condition(task, settings)
     expression, names, values = set_attributes(changes)
-    ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression,
-                  still_due + f" AND (attribute_not_exists(#s) OR {changeable})",
-                  {**names, **due_names, "#s": "status"},
-                  {**values, **due_values, **extra_values, ":pending": Status.PENDING.value})]
+    ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression, still_due,
+                  {**names, **due_names}, {**values, **due_values})]
     updated = task_from_item({**item, **changes}, settings)
     # On the record: the new time, and the one moved from, so that an executor that read the item before this
     # write cannot claim the old time after it (docs/executor.md).

@@ -380,11 +380,6 @@ class TaskStore:
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
 
-    def get_legacy_claim(self, task_id: str, due: datetime) -> dict[str, Any] | None:
-        """The claim the previous version kept per execution (``CLAIM#<id>`` / due), read only for a task its
-        executor left RUNNING on the item (see docs/tasks.md: Upgrading)."""
-        return self._get(self.state_table, {"PK": items.LEGACY_CLAIM_PREFIX + task_id, "SK": iso(due)})
-
     def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any], key: TaskKey | None = None) -> bool:
         """Put a lazy task's item back (DynamoDB JSON as it was, binary as bytes) with ``changes`` (DynamoDB
         JSON): False when an item with its key exists again (written by its program meanwhile)."""
