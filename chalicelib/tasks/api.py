@@ -107,8 +107,7 @@ def create(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]
     item = items.new_item(task_id, request, settings, now)
     task = task_from_item(item, settings)
     record = items.record_of(task, item["created_at"], fingerprint)
-    new = "attribute_not_exists(PK)"
-    if store.transact([put(store.tasks_table, item, new), put(store.state_table, record, new)]):
+    if store.transact([put(store.tasks_table, item, "attribute_not_exists(PK)"), store.create(record)]):
         logger.info("task created", extra={"task_id": task_id, "strategy": task.strategy.value,
                                             "run_at": iso(task.due)})
         return 201, items.view_of_task(task, record)
@@ -211,17 +210,6 @@ def _status(record: dict[str, Any] | None, task: Task | None) -> str:
     return items.current_status(task, record)
 
 
-def _not_executing(due: str, stuck: bool) -> tuple[str, dict[str, Any]]:
-    """A condition on a task's record: no executor claimed its execution at ``due`` -- or, for a task stuck on a
-    dead-lettered due message, the claim it left RUNNING -- so the API may still change the task."""
-    values: dict[str, Any] = {":due": due}
-    condition = "attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
-    if stuck:
-        values[":running"] = Status.RUNNING.value
-        condition += " OR exec_state = :running"
-    return condition, values
-
-
 def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     """Delete the item (the stream deletes its schedule) and record the task as CANCELLED."""
     key, item, record, task = _current(deps, task_id)
@@ -240,13 +228,8 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
                                           new_record.get("fingerprint")))
     new_record.update({"status": Status.CANCELLED.value, "finished_at": iso(now),
                        STATE_TTL_ATTRIBUTE: items.record_expiry(now, deps.settings)})
-    due = str(new_record.get("run_at"))
-    condition, values = _not_executing(due, stuck)
-    ops = [
-        delete(store.tasks_table, {"PK": key.pk, "SK": key.sk}),
-        put(store.state_table, new_record, condition, None, values),
-    ]
-    if not store.transact(ops):
+    if not store.transact([delete(store.tasks_table, {"PK": key.pk, "SK": key.sk}),
+                           store.cancel(new_record, stuck)]):
         raise conflict(f"task {key.task_id!r} changed while being cancelled; read it and try again")
     logger.info("task cancelled", extra={"task_id": key.task_id})
     return 200, items.view_of_record(new_record)
@@ -283,20 +266,14 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
     ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression, still_due,
                   {**names, **due_names}, {**values, **due_values})]
     updated = task_from_item({**item, **changes}, settings)
-    # On the record: the new time, and the one moved from, so that an executor that read the item before this
-    # write cannot claim the old time after it (docs/executor.md).
-    record_changes = {"run_at": iso(updated.due), "action": updated.action, "moved_from": iso(task.due),
-                      "id": key.task_id, "task_pk": key.pk, "task_sk": key.sk}
-    expression, names, values = set_attributes(record_changes, ["dead_letter"])
-    condition, condition_values = _not_executing(iso(task.due), stuck)
-    ops.append(update(store.state_table, items.record_key(key.task_id), expression,
-                      condition.replace(":due", ":old_due"), names,
-                      {**values, **{k.replace(":due", ":old_due"): v for k, v in condition_values.items()}}))
+    record_changes = {"run_at": iso(updated.due), "action": updated.action, "id": key.task_id,
+                      "task_pk": key.pk, "task_sk": key.sk}
+    ops.append(store.reschedule(key, record_changes, iso(task.due), stuck))
     if not store.transact(ops):
         raise conflict(f"task {key.task_id!r} changed while being rescheduled; read it and try again")
     logger.info("task rescheduled", extra={"task_id": key.task_id, "run_at": iso(updated.due),
                                             DUE_EPOCH_ATTRIBUTE: updated.due_epoch})
-    return 200, items.view_of_task(updated, {**(record or {}), **record_changes})
+    return 200, items.view_of_task(updated, {**(record or {}), **record_changes, "moved_from": iso(task.due)})
 
 
 __all__ = ["cancel", "create", "list_tasks", "reschedule", "show"]

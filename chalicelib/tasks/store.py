@@ -8,7 +8,13 @@ another request or delivery got there first.
 
 The executor never writes a one-time task's item and makes no transaction: it
 claims an execution and settles it with one conditional UpdateItem each on the
-task's record, which also keeps the outcome ``GET /tasks/{id}`` shows.  The
+task's record, which also keeps the outcome ``GET /tasks/{id}`` shows.
+
+Every write of a task's record is here, one method per transition of
+``chalicelib.tasks.lifecycle`` (``create``, ``claim``/``takeover``,
+``settle``, ``mark``, ``cancel``, ``reschedule``, ``note_dead_letter``,
+``note_stream_dead_letter``); the API's three return the item of its
+transaction rather than writing.  The
 record's ``status`` and ``listed`` (API tasks only) are the keys of the sparse
 status index (a GSI) that ``GET /tasks`` pages through, so a task's outcome
 moves it in the listing without another write.
@@ -281,6 +287,29 @@ class TaskStore:
                 return False
             raise
 
+    # --- the API's transitions: items of its transactions (lifecycle: create, cancel, reschedule) ------
+
+    def create(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """``create``: the new task's record (``items.record_of``), written with its item or not at all."""
+        return put(self.state_table, record, "attribute_not_exists(PK)")
+
+    def cancel(self, record: Mapping[str, Any], stuck: bool) -> dict[str, Any]:
+        """``cancel``: the record as CANCELLED (``record``: all of it, its status CANCELLED), on the condition
+        that no executor claimed its due time since it was read (``stuck``: or that claim is one a dead-lettered
+        due message left RUNNING)."""
+        condition, values = not_executing(str(record.get("run_at")), stuck)
+        return put(self.state_table, record, condition, None, values)
+
+    def reschedule(self, key: TaskKey, changes: Mapping[str, Any], moved_from: str, stuck: bool) -> dict[str, Any]:
+        """``reschedule``: the record's new due time and action (``changes``) and ``moved_from``, so that an
+        executor that read the item before this write cannot claim the old time after it (docs/executor.md);
+        the old time's dead-letter note goes. Same condition as ``cancel``."""
+        expression, names, values = set_attributes({**changes, "moved_from": moved_from}, ["dead_letter"])
+        condition, condition_values = not_executing(moved_from, stuck)
+        return update(self.state_table, items.record_key(key.task_id), expression,
+                      condition.replace(":due", ":old_due"), names,
+                      {**values, **{k.replace(":due", ":old_due"): v for k, v in condition_values.items()}})
+
     # --- executions: the claim and the outcome, on the task's record -----------------------------
 
     def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str) -> Claim:
@@ -301,8 +330,8 @@ class TaskStore:
             "UpdateExpression": "SET exec_due = :due, exec_due_ms = :due_ms, exec_state = :running, "
                                 "exec_owner = :owner, claimed_at = :now, exec_takeovers = :zero, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
-                                "task_sk = if_not_exists(task_sk, :sk), run_at = if_not_exists(run_at, :due), "
-                                "#s = if_not_exists(#s, :pending) REMOVE dead_lettered, alerted, next_run_at, "
+                                "task_sk = if_not_exists(task_sk, :sk), run_at = :due, "
+                                "#s = :pending REMOVE dead_lettered, alerted, next_run_at, "
                                 f"{STATE_TTL_ATTRIBUTE}",
             "ConditionExpression": CLAIMABLE,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args({"#s": "status"}, values)}
@@ -375,7 +404,8 @@ class TaskStore:
         return found.of_due(due_text) and found.owner == owner and found.state == outcome.status.value
 
     def mark(self, key: TaskKey, flag: str) -> None:
-        """Note on the record that a step after a failure (``dead_lettered``, ``alerted``) is done."""
+        """``mark_dead_lettered``, ``mark_alerted``: note on the record that a step after a failure
+        (``dead_lettered``, ``alerted``) is done."""
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
@@ -396,7 +426,7 @@ class TaskStore:
     # --- due messages SQS gave up on ------------------------------------------------
 
     def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any]) -> None:
-        """Keep on the task's record that its due message for ``due`` was dead-lettered (``note``); a task
+        """``note_dead_letter``: keep on the task's record that its due message for ``due`` was dead-lettered (``note``); a task
         written by another program gets a record for it (the executor's next outcome replaces it)."""
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
@@ -406,6 +436,27 @@ class TaskStore:
             **_expression_args({"#s": "status"}, {
                 ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
                 ":due": iso(due), ":pending": Status.PENDING.value}))
+
+    def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any], name: str) -> None:
+        """``note_stream_dead_letter``: keep ``note`` (as ``name``) on the task's record, unless a note of a later
+        stream record is there (``chalicelib.tasks.stream_dead_letters``); a task written by another program gets
+        a record for it. One conditional UpdateItem."""
+        names = {"#n": name, "#q": "sequence", "#s": "status"}
+        values: dict[str, Any] = {":note": dict(note), ":q": note["sequence"], ":id": key.task_id, ":pk": key.pk,
+                                  ":sk": key.sk, ":pending": Status.PENDING.value}
+        sets = ["#n = :note", "id = if_not_exists(id, :id)", "task_pk = if_not_exists(task_pk, :pk)",
+                "task_sk = if_not_exists(task_sk, :sk)", "#s = if_not_exists(#s, :pending)"]
+        if note.get("run_at"):
+            values[":due"] = note["run_at"]
+            sets.append("run_at = if_not_exists(run_at, :due)")
+        try:
+            self._ddb.update_item(
+                TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                UpdateExpression="SET " + ", ".join(sets), ConditionExpression="attribute_not_exists(#n) OR #n.#q < :q",
+                **_expression_args(names, values))
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     # --- images of lazy items too large for a due message -------------------------
 
@@ -446,6 +497,17 @@ TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale A
             " AND " + NOT_CANCELLED_OR_MOVED)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, Any]]:
+    """A condition on a task's record: no executor claimed its execution at ``due`` -- or, for a task stuck on a
+    dead-lettered due message, the claim it left RUNNING -- so the API may still change the task."""
+    values: dict[str, Any] = {":due": due}
+    condition = "attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
+    if stuck:
+        values[":running"] = RUNNING
+        condition += " OR exec_state = :running"
+    return condition, values
 
 
 def due_ms(due: datetime) -> int:
