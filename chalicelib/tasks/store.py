@@ -373,7 +373,8 @@ class TaskStore:
         """Write the outcome of this worker's claim on the task's record (status, attempts, result or error; a
         recurring task's next due time).  True when it is there (this write, or an earlier attempt of it whose
         response was lost); False when the claim is no longer this worker's (its lease ran out and another
-        worker took it over)."""
+        worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
+        left RUNNING)."""
         due_text, stamp = iso(due), iso(now)
         attributes: dict[str, Any] = {"exec_state": outcome.status.value, "attempts": outcome.attempts,
                                       "last_run_at": stamp}
@@ -389,12 +390,15 @@ class TaskStore:
             attributes.update({"status": outcome.status.value, "finished_at": stamp,
                                STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
         expression, names, values = set_attributes(attributes, removed)
-        names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state"})
-        values.update({":due": due_text, ":me": owner, ":running": RUNNING})
+        alias = {name: placeholder for placeholder, name in names.items()}  # one placeholder per attribute
+        status, run_at = alias.get("status", "#st"), alias.get("run_at", "#ra")
+        names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state", status: "status", run_at: "run_at"})
+        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value})
+        condition = SETTLEABLE.format(status=status, run_at=run_at)
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression=expression, ConditionExpression="#ed = :due AND #eo = :me AND #es = :running",
+                UpdateExpression=expression, ConditionExpression=condition,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD", **_expression_args(names, values))
             return True
         except ClientError as exc:
@@ -491,6 +495,9 @@ NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attr
 CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms"
              " OR (attribute_not_exists(exec_due_ms) AND exec_due <> :due))"
              " AND " + NOT_CANCELLED_OR_MOVED)
+# A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not
+# cancelled or moved by the API since (which it may do to a claim its dead-lettered due message left RUNNING).
+SETTLEABLE = "#ed = :due AND #eo = :me AND #es = :running AND {status} = :pending AND {run_at} = :due"
 # A takeover: the execution of this due time is RUNNING under a lease that ran out, still held by the worker the
 # claim found (so two takers cannot both win).
 TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale AND exec_owner = :previous"

@@ -19,8 +19,8 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks import lifecycle
 from chalicelib.tasks.lifecycle import State
-from chalicelib.tasks.model import DueMessage, TaskKey, iso
-from chalicelib.tasks.store import TaskStore
+from chalicelib.tasks.model import DueMessage, Status, TaskKey, iso
+from chalicelib.tasks.store import Outcome, TaskStore
 from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
 from tests.fixtures import Aws, FakeClock
@@ -233,3 +233,24 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
 
     assert watch.seen - lifecycle.edges() == set(), "writes the diagram lacks"
     assert lifecycle.edges() - watch.seen == set(), "declared transitions not walked"
+
+
+def test_a_worker_that_outlived_its_dead_lettered_message_does_not_settle_over_a_cancel_or_a_reschedule(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    """A claim left RUNNING by a dead-lettered due message may be cancelled or rescheduled; a worker still running
+    that claim then finds its settle refused (RUNNING is the only state a settle leaves)."""
+    walk = Walk(client, aws, deps, clock, RecordWrites(deps.clients.dynamodb, deps.settings.state_table))
+    store = TaskStore(deps)
+    done = Outcome(Status.DONE, 1, {"type": "email"})
+    for name, change in (("slow-dropped", "cancel"), ("slow-moved", "reschedule")):
+        key, at = walk.key(name), clock.now + timedelta(minutes=1)
+        walk.put(key, at)
+        assert store.claim(key, at, clock.now, deps.settings.task_claim_lease_seconds, "slow-worker").won
+        walk.due_dead_letter(key, at)
+        if change == "cancel":
+            assert client.http.delete(walk.path(key)).status_code == 200
+        else:
+            assert patch_task(client, quote(key.task_id, safe=""), {"run_at": iso(at + timedelta(hours=1))}).status_code == 200
+        before = walk.state(key)
+        assert store.settle(key, at, "slow-worker", done, clock.now, None) is False
+        assert walk.state(key) is before

@@ -217,7 +217,8 @@ def test_a_claim_held_by_a_live_worker_sends_the_message_back_until_its_lease_en
     body = due_body(SEED_KEY, due)
     deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
         "PK": f"TASK#{SEED_KEY.task_id}", "SK": "RECORD", "exec_due": "2026-11-22T12:03:00Z",
-        "exec_state": "RUNNING", "exec_owner": "another worker", "claimed_at": clock.now.timestamp() - 100}))
+        "exec_state": "RUNNING", "exec_owner": "another worker", "claimed_at": clock.now.timestamp() - 100,
+        "status": "PENDING", "run_at": "2026-11-22T12:03:00Z"}))  # as a claim leaves it
     assert deliver(client, body) == set()
     assert [delay for _, delay in aws.sent(deps.settings.due_queue)] == [201]
     assert state_of(deps, SEED_KEY)["status"] == "RUNNING"
