@@ -486,15 +486,12 @@ def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) 
     return {"Put": op}
 
 
-# A claim is new when the record has no execution of this due time nor of a later one (a record claimed before
-# exec_due_ms was kept: none of this due time), and the task was neither cancelled at that time nor moved away
-# from it by the API (PATCH) since it was read.  An earlier due time than the one claimed last is an old
-# occurrence's message coming back (a duplicate, a redelivery): it never runs again.
+# A claim is new when the record has no execution of this due time nor of a later one, and the task was neither
+# cancelled at that time nor moved away from it by the API (PATCH) since it was read.  An earlier due time than
+# the one claimed last is an old occurrence's message coming back (a duplicate, a redelivery): it never runs again.
 NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due)"
                           " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
-CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms"
-             " OR (attribute_not_exists(exec_due_ms) AND exec_due <> :due))"
-             " AND " + NOT_CANCELLED_OR_MOVED)
+CLAIMABLE = "(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms) AND " + NOT_CANCELLED_OR_MOVED
 # A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not
 # cancelled or moved by the API since (which it may do to a claim its dead-lettered due message left RUNNING).
 SETTLEABLE = "#ed = :due AND #eo = :me AND #es = :running AND {status} = :pending AND {run_at} = :due"

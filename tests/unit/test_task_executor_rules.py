@@ -60,8 +60,6 @@ def test_an_occurrence_older_than_the_one_claimed_last_is_superseded_a_newer_one
     claimed = Execution("2026-11-22T12:01:00Z", "DONE", "w", STALE + 1, due_ms=due_ms(later))
     assert lost_reason(claimed, DUE_TEXT, STALE, due_ms(DUE)) == "superseded"
     assert lost_reason(claimed, "2026-11-22T12:02:00Z", STALE, due_ms(later + timedelta(minutes=1))) == "changed"
-    before_the_upgrade = Execution("2026-11-22T12:01:00Z", "DONE", "w", STALE + 1)  # no exec_due_ms
-    assert lost_reason(before_the_upgrade, DUE_TEXT, STALE, due_ms(DUE)) == "changed"
 
 
 def test_due_times_are_ordered_by_their_milliseconds_where_their_text_would_not_be() -> None:
