@@ -140,6 +140,7 @@ def _source_statements(b: _Builder, settings: Settings) -> dict[str, list[dict[s
                        [b.where.arn("iam", f"role/{scheduler_role_name(settings)}", regional=False)],
                        {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
             b.state_table("DueImages", ["dynamodb:PutItem"]),
+            b.state_table("CancelTaskRecords", ["dynamodb:UpdateItem"]),  # an item deleted or no longer due
             b.send("SendDueTasks", settings.due_queue, extra=["sqs:GetQueueAttributes"]),
             b.send("DeadLetter", settings.task_dlq),
         ]
@@ -288,6 +289,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         "task_stream": [
             b.tasks_table("UpdateTasks", ["dynamodb:UpdateItem"]),  # conditional updates only, no reads
             b.state_table("DueImages", ["dynamodb:PutItem"]),  # a due task's image too large for its message
+            b.state_table("CancelTaskRecords", ["dynamodb:UpdateItem"]),  # an item deleted or no longer due
             _statement("ReadTasksStream", _READ_STREAM, [b.table(f"{s.tasks_table}/stream/*")]),
             _statement("ListStreams", ["dynamodb:ListStreams"], ["*"]),  # AWS has no narrower resource
             _statement("ManageTaskSchedules", [

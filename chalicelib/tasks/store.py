@@ -276,24 +276,30 @@ class TaskStore:
 
     # --- executions: the claim and the outcome, on the task's record -----------------------------
 
-    def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str) -> Claim:
+    def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str,
+              shape: Mapping[str, Any] | None = None) -> Claim:
         """Claim the execution of the task at ``due`` for ``owner`` (a token of this attempt), on its record:
         new (another due time, or none yet), or taken over from a worker whose lease ran out (or who released
         it).  Lost when it is running under a live lease, settled already, cancelled at that time, or moved
         away from it by the API.  One UpdateItem: a condition that fails returns the record as it was, and
         an earlier attempt of this very write (its response lost, botocore's retry failing its condition) is
-        recognised by the owner token."""
+        recognised by the owner token.  ``shape`` (the task's strategy and action) goes on the record too, so
+        GET still shows what the task was once its item is gone (a lazy task's, deleted by its TTL)."""
         due_text, stamp = iso(due), now.timestamp()
         names = {"#s": "status"}
         values = {":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp,
                   ":stale": stamp - lease_seconds, ":cancelled": Status.CANCELLED.value,
-                  ":pending": Status.PENDING.value, ":id": key.task_id, ":pk": key.pk, ":sk": key.sk}
+                  ":pending": Status.PENDING.value, ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
+                  ":by_item": items.BY_ITEM}
+        shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {})))
+        names.update({f"#shape{i}": name for i, name in enumerate(shape or {})})
+        values.update({f":shape{i}": value for i, value in enumerate((shape or {}).values())})
         request: dict[str, Any] = {
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
             "UpdateExpression": "SET exec_due = :due, exec_state = :running, exec_owner = :owner, claimed_at = :now, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = if_not_exists(run_at, :due), "
-                                "#s = if_not_exists(#s, :pending) REMOVE dead_lettered, alerted, next_run_at",
+                                f"#s = if_not_exists(#s, :pending){shown} REMOVE dead_lettered, alerted, next_run_at",
             "ConditionExpression": CLAIMABLE,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         try:
@@ -410,7 +416,8 @@ def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) 
 # has is RUNNING under a lease that ran out; and the task was neither cancelled at that time nor moved away
 # from it by the API (PATCH) since it was read.
 CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due <> :due OR (exec_state = :running AND claimed_at < :stale))"
-             " AND (attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due)"
+             " AND (attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due"
+             " OR cancelled_by = :by_item)"  # the stream's cancel was of the item then: one written again runs
              " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
 
 
