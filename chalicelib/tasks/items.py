@@ -48,6 +48,10 @@ STATUS_INDEX = "task-status-index"  # a sparse GSI of the state table: status (h
 LISTED = "listed"  # on the records of API tasks only: "<created_at>#<id>", the status index's sort key
 IMAGE_PREFIX = "IMAGE#"
 LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED)
+# On a record the stream marked CANCELLED when it saw the task's item deleted by a user, or lose its due time (the
+# API's cancel does not write it): that cancel was of the item then, so an item written again is a task again.
+CANCELLED_BY = "cancelled_by"
+BY_ITEM = "item"
 CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 CLAIM_RETENTION = timedelta(days=7)
@@ -291,7 +295,7 @@ def current_status(task: Task | None, record: dict[str, Any] | None) -> str:
     DONE, FAILED or RUNNING) or PENDING otherwise. Pure."""
     record = record or {}
     recorded = str(record.get("status") or "")
-    if task is None or recorded == Status.CANCELLED.value:
+    if task is None or (recorded == Status.CANCELLED.value and not cancelled_by_item(record)):
         return recorded or Status.PENDING.value
     due = iso(task.due)
     if record.get("exec_due") == due:
@@ -301,6 +305,11 @@ def current_status(task: Task | None, record: dict[str, Any] | None) -> str:
         if state in (Status.DONE.value, Status.FAILED.value) and recorded == state:
             return recorded  # a one-time task's end (a recurring task done goes on PENDING at its next time)
     return task.status.value
+
+
+def cancelled_by_item(record: dict[str, Any] | None) -> bool:
+    """True when the record was cancelled by the stream, for its item then: an item there now is a task again."""
+    return (record or {}).get(CANCELLED_BY) == BY_ITEM
 
 
 def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | None = None) -> dict[str, Any]:

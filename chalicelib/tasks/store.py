@@ -283,29 +283,36 @@ class TaskStore:
 
     # --- executions: the claim and the outcome, on the task's record -----------------------------
 
-    def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str) -> Claim:
+    def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str,
+              shape: Mapping[str, Any] | None = None) -> Claim:
         """Claim the execution of the task at ``due`` for ``owner`` (a token of this attempt), on its record:
         new (a later due time than any claimed before, or none yet), or taken over from a worker whose lease
         ran out (counted in ``exec_takeovers``).  Lost when it is running under a live lease, settled already,
         older than a due time claimed since (an earlier occurrence's message coming back), cancelled at that
         time, or moved away from it by the API.  One UpdateItem (two for a takeover): a condition that fails
         returns the record as it was, and an earlier attempt of this very write (its response lost, botocore's
-        retry failing its condition) is recognised by the owner token."""
+        retry failing its condition) is recognised by the owner token.  ``shape`` (the task's strategy and
+        action) goes on the record too, so GET still shows what the task was once its item is gone (a lazy
+        task's, deleted by its TTL)."""
         due_text, stamp = iso(due), now.timestamp()
         stale = stamp - lease_seconds
+        names = {"#s": "status"}
         values = {":due": due_text, ":due_ms": due_ms(due), ":running": RUNNING, ":owner": owner, ":now": stamp,
                   ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
-                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk}
+                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM}
+        shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {})))
+        names.update({f"#shape{i}": name for i, name in enumerate(shape or {})})
+        values.update({f":shape{i}": value for i, value in enumerate((shape or {}).values())})
         request: dict[str, Any] = {
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
             "UpdateExpression": "SET exec_due = :due, exec_due_ms = :due_ms, exec_state = :running, "
                                 "exec_owner = :owner, claimed_at = :now, exec_takeovers = :zero, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = if_not_exists(run_at, :due), "
-                                "#s = if_not_exists(#s, :pending) REMOVE dead_lettered, alerted, next_run_at, "
+                                f"#s = if_not_exists(#s, :pending){shown} REMOVE dead_lettered, alerted, next_run_at, "
                                 f"{STATE_TTL_ATTRIBUTE}",
             "ConditionExpression": CLAIMABLE,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args({"#s": "status"}, values)}
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         claim = self._claim_write(key, request, due, owner, stale)
         if claim.won or claim.lost != "released":
             return claim
@@ -318,7 +325,7 @@ class TaskStore:
             **_expression_args({"#s": "status"}, {
                 ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
                 ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
-                ":due_ms": due_ms(due)})}
+                ":due_ms": due_ms(due), ":by_item": items.BY_ITEM})}
         claim = self._claim_write(key, takeover, due, owner, stale)
         return replace(claim, takeovers=previous + 1) if claim.won else claim
 
@@ -437,10 +444,12 @@ def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) 
 
 
 # A claim is new when the record has no execution of this due time nor of a later one (a record claimed before
-# exec_due_ms was kept: none of this due time), and the task was neither cancelled at that time nor moved away
-# from it by the API (PATCH) since it was read.  An earlier due time than the one claimed last is an old
-# occurrence's message coming back (a duplicate, a redelivery): it never runs again.
-NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due)"
+# exec_due_ms was kept: none of this due time), and the task was neither cancelled at that time (but by the
+# stream, for an item deleted then: one written again runs) nor moved away from it by the API (PATCH) since it
+# was read.  An earlier due time than the one claimed last is an old occurrence's message coming back (a
+# duplicate, a redelivery): it never runs again.
+NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due"
+                          " OR cancelled_by = :by_item)"
                           " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
 CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms"
              " OR (attribute_not_exists(exec_due_ms) AND exec_due <> :due))"

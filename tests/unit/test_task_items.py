@@ -9,7 +9,7 @@ import pytest
 
 from chalicelib.settings import Settings
 from chalicelib.tasks import items
-from chalicelib.tasks.model import InvalidTask, Strategy, TaskKey
+from chalicelib.tasks.model import InvalidTask, Strategy, TaskKey, task_from_item
 
 SETTINGS = Settings.from_env({})
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -73,3 +73,16 @@ def test_a_list_token_round_trips_and_a_forged_one_is_rejected() -> None:
     for forged in ("garbage", items.encode_token(9, None), items.encode_token(0, {"PK": "CLAIM#x", "SK": "y"})):
         with pytest.raises(InvalidTask):
             items.decode_token(forged, 4)
+
+
+@pytest.mark.parametrize(("record", "status"), [
+    ({"status": "CANCELLED", "run_at": "2026-11-22T13:00:00Z"}, "CANCELLED"),  # the API's cancel
+    ({"status": "CANCELLED", "run_at": "2026-11-22T13:00:00Z", "cancelled_by": "item"}, "PENDING"),  # written again
+    ({"status": "PENDING"}, "PENDING"),
+])
+def test_a_cancel_seen_by_the_stream_is_of_the_item_then_and_an_item_written_again_is_pending(
+        record: dict[str, Any], status: str) -> None:
+    task = task_from_item({"PK": "USER#a", "SK": "R", "run_at": "2026-11-22T13:00:00Z", "email": "a@example.com"},
+                          SETTINGS)
+    assert items.current_status(task, record) == status
+    assert items.current_status(None, record) == record["status"]  # the item gone: the record tells
