@@ -19,6 +19,7 @@ from chalice.test import Client
 from chalicelib.aws import Deps
 from chalicelib.tasks import interval
 from chalicelib.tasks.model import TaskKey, parse_due
+from tests.faults import WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.source_support import SEED_SOURCES, SLOTS_TABLE, SourceSim, create_table, load_app
 from tests.functional.stream_support import Table, stream
@@ -159,19 +160,23 @@ def test_a_patch_or_delete_that_lands_between_the_executors_read_and_its_claim_w
 
 
 class TakenOverWhileSending:
-    """An SES v2 client under which the first worker's action outlives its lease: while its first send is in
-    flight, the message comes back and a second worker takes the claim over and runs the task; the first
-    worker's sends then fail, so it ends FAILED (and would dead-letter and alert if it settled)."""
+    """An SES v2 client under which the first worker's action outlives its lease: during its first send, the
+    message comes back and a second worker takes the claim over, and holds it (it dies in the middle of its own
+    send: its claim stays RUNNING, as while it is still sending).  The first worker's sends fail, so it ends
+    FAILED, and would dead-letter and alert if it settled.  After ``healthy`` is set, sends go through."""
 
     def __init__(self, real: Any, takeover: Callable[[], None]) -> None:
         self._real = real
         self._takeover = takeover
         self.taken_over = False
+        self.healthy = False
         self._second_worker = False
 
     def send_email(self, **kwargs: Any) -> Any:
-        if self._second_worker:
+        if self.healthy:
             return self._real.send_email(**kwargs)
+        if self._second_worker:
+            raise WorkerCrash("the second worker dies while sending: its claim stays RUNNING")
         if not self.taken_over:
             self.taken_over, self._second_worker = True, True
             try:
@@ -189,19 +194,28 @@ def test_a_worker_whose_claim_was_taken_over_while_its_action_ran_does_not_settl
     assert post_task(client, {"id": "standup", "run_at": RUN_AT, "action": EMAIL_ACTION}).status_code == 201
     clock.advance(minutes=5)
     body = due_body(TaskKey.for_id("standup"), parse_due(RUN_AT))
+    lease = deps.settings.task_claim_lease_seconds
 
     def lease_ends_and_the_message_comes_back() -> None:
-        clock.advance(seconds=deps.settings.task_claim_lease_seconds + 1)
-        assert deliver(client, body) == set()  # the second worker takes the claim over, runs it, DONE
+        clock.advance(seconds=lease + 1)
+        with pytest.raises(WorkerCrash):
+            deliver(client, body)  # the second worker takes the claim over and holds it
 
     ses = TakenOverWhileSending(deps.clients.ses, lease_ends_and_the_message_comes_back)
     use_client(deps, "ses", ses)
-    assert deliver(client, body) == set()  # the first worker: its action failed, but the claim is not its own
-    assert ses.taken_over and len(emails_sent()) == 1
+    assert deliver(client, body) == set()  # the first worker: its action failed, and the claim is not its own
+    assert ses.taken_over
+    assert aws.alerts() == [] and aws.drain(deps.settings.task_dlq) == []
+    shown = state_of(deps, TaskKey.for_id("standup"))
+    assert (shown["status"], shown["last_error"]) == ("RUNNING", None)  # the second worker's claim, untouched
+
+    ses.healthy = True
+    clock.advance(seconds=lease + 1)  # the second worker's lease ends: the next delivery takes over and runs it
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 1
     shown = state_of(deps, TaskKey.for_id("standup"))
     assert (shown["status"], shown["attempts"], shown["last_error"]) == ("DONE", 1, None)
-    assert aws.alerts() == []
-    assert aws.drain(deps.settings.task_dlq) == []
+    assert aws.alerts() == [] and aws.drain(deps.settings.task_dlq) == []
 
 
 # --- the allow-list of action targets (TASK_ACTION_TARGET_ARNS) ----------------------------------------
