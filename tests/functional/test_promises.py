@@ -8,20 +8,24 @@ issue 21 names the break).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from botocore.exceptions import ClientError
 from chalice.test import Client
 
+from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks import interval
-from chalicelib.tasks.model import TaskKey, parse_due
+from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
+from tests import events
 from tests.faults import WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.source_support import SEED_SOURCES, SLOTS_TABLE, SourceSim, create_table, load_app
+from tests.functional.source_support import APPOINTMENTS_TABLE, SEED_SOURCES, SLOTS_TABLE, SourceSim, create_table, load_app
 from tests.functional.stream_support import Table, stream
 from tests.functional.task_support import (
     EMAIL_ACTION,
@@ -216,6 +220,37 @@ def test_a_worker_whose_claim_was_taken_over_while_its_action_ran_does_not_settl
     shown = state_of(deps, TaskKey.for_id("standup"))
     assert (shown["status"], shown["attempts"], shown["last_error"]) == ("DONE", 1, None)
     assert aws.alerts() == [] and aws.drain(deps.settings.task_dlq) == []
+
+
+# --- task sources (chalicelib/sources.py, TaskKey.of_source) --------------------------------------------
+
+def test_a_source_key_names_one_task_whatever_the_order_of_its_attributes(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"appointments": create_table(deps, APPOINTMENTS_TABLE, [("PK", "S"), ("SK", "S")])}
+    module = load_app(monkeypatch, deps, {"appointments": SEED_SOURCES["appointments"]}, streams)
+    item = {"PK": "USER#ada", "SK": "REMINDER#standup", "REMINDER_TIMESTAMP": int(clock.now.timestamp()) + 120,
+            "email": "ada@example.com"}
+    deps.clients.dynamodb.put_item(TableName=APPOINTMENTS_TABLE, Item=ddb.serialize(item))
+    orders = [{"PK": item["PK"], "SK": item["SK"]}, {"SK": item["SK"], "PK": item["PK"]}]
+    try:
+        with Client(module.app) as client:
+            for i, keys in enumerate(orders):  # the record and its redelivery, its key's attributes in either order
+                record = events.stream_record("INSERT", ddb.serialize(keys), new_image=ddb.serialize(item),
+                                              sequence_number=f"10000000000000000000{i + 1}",
+                                              source_arn=streams["appointments"], created=clock.now)
+                client.lambda_.invoke("source_appointments", events.stream_event(record))
+            messages = aws.sent(deps.settings.due_queue)
+            assert {DueMessage.from_json(body).key for body, _ in messages} == {
+                TaskKey.of_source("appointments", ddb.serialize(order)) for order in orders}
+            clock.advance(minutes=2)
+            for body, _ in messages:
+                assert deliver(client, body) == set()
+            shown = [client.http.get("/tasks/appointments/" + quote(json.dumps(order), safe="")).json_body["task"]
+                     for order in orders]
+    finally:
+        module.container.use(None)
+    assert len(emails_sent()) == 1
+    assert [(task["id"], task["status"], task["attempts"]) for task in shown] == [(shown[0]["id"], "DONE", 1)] * 2
 
 
 # --- the allow-list of action targets (TASK_ACTION_TARGET_ARNS) ----------------------------------------
