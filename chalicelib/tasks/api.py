@@ -83,7 +83,8 @@ def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
     assert item is not None
     created_at = record.get("created_at") if record else None
     try:
-        return items.view_of_task(task_from_item(item, deps.settings), record)
+        return items.view_of_task(task_from_item(item, deps.settings), record, now=deps.clock(),
+                                  lease_seconds=deps.settings.task_claim_lease_seconds)
     except InvalidTask as exc:
         return {"id": task_id, "status": item.get("status"), "created_at": created_at,
                 "error": f"the item is not a valid task: {exc.message}", "field": exc.field}

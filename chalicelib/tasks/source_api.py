@@ -96,7 +96,8 @@ def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, An
         shown = items.view_of_record(record)
     else:
         try:
-            shown = items.view_of_task(read_task(item, key, deps.settings), record)
+            shown = items.view_of_task(read_task(item, key, deps.settings), record, now=deps.clock(),
+                                       lease_seconds=deps.settings.task_claim_lease_seconds)
         except InvalidTask as exc:
             shown = {"id": key.task_id, "status": None, "created_at": None,
                      "error": f"the item is not a valid task: {exc.message}", "field": exc.field}

@@ -23,7 +23,7 @@ from chalicelib.aws import Deps
 from chalicelib.tasks import interval
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from tests import events
-from tests.faults import WorkerCrash
+from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.source_support import APPOINTMENTS_TABLE, SEED_SOURCES, SLOTS_TABLE, SourceSim, create_table, load_app
 from tests.functional.stream_support import Table, stream
@@ -220,6 +220,27 @@ def test_a_worker_whose_claim_was_taken_over_while_its_action_ran_does_not_settl
     shown = state_of(deps, TaskKey.for_id("standup"))
     assert (shown["status"], shown["attempts"], shown["last_error"]) == ("DONE", 1, None)
     assert aws.alerts() == [] and aws.drain(deps.settings.task_dlq) == []
+
+
+def test_get_shows_running_only_while_a_live_claim_is_held(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    assert post_task(client, {"id": "standup", "run_at": RUN_AT, "action": EMAIL_ACTION}).status_code == 201
+    clock.advance(minutes=5)
+    body = due_body(TaskKey.for_id("standup"), parse_due(RUN_AT))
+    faults.inject("sesv2.SendEmail", "crash")  # the worker dies in its action: its claim stays RUNNING
+    with pytest.raises(WorkerCrash):
+        deliver(client, body)
+    lease = deps.settings.task_claim_lease_seconds
+    clock.advance(seconds=lease)
+    assert client.http.get("/tasks/standup").json_body["status"] == "RUNNING"  # the lease's last second
+    clock.advance(seconds=1)
+    shown = client.http.get("/tasks/standup").json_body  # the lease ended: it waits for the next delivery
+    assert (shown["status"], shown["attempts"], shown["last_error"]) == ("PENDING", 0, None)
+    assert [t["status"] for t in client.http.get("/tasks").json_body["tasks"]] == ["PENDING"]
+    assert client.http.delete("/tasks/standup").status_code == 409  # until the takeover settles it
+    assert deliver(client, body) == set()  # the message comes back: the claim is taken over, the task runs
+    shown = client.http.get("/tasks/standup").json_body
+    assert (shown["status"], shown["attempts"], len(emails_sent())) == ("DONE", 1, 1)
 
 
 # --- task sources (chalicelib/sources.py, TaskKey.of_source) --------------------------------------------
