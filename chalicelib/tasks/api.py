@@ -95,7 +95,8 @@ def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
     assert item is not None
     created_at = record.get("created_at") if record else None
     try:
-        return items.view_of_task(task_from_item(item, deps.settings), record)
+        return items.view_of_task(task_from_item(item, deps.settings), record, now=deps.clock(),
+                                  lease_seconds=deps.settings.task_claim_lease_seconds)
     except InvalidTask as exc:
         if isinstance(exc, NoDueTime) and record is not None:  # a lazy item that no longer expires: its record
             return items.view_of_record(record)

@@ -289,10 +289,23 @@ def expired_record(key: TaskKey, item: dict[str, Any] | None, record: dict[str, 
     return None
 
 
-def current_status(task: Task | None, record: dict[str, Any] | None) -> str:
+def claim_is_live(record: dict[str, Any], now: datetime, lease_seconds: int) -> bool:
+    """True while the claim on a task's record is within its lease: claimed (``claimed_at``, epoch seconds) no
+    more than ``lease_seconds`` (TASK_CLAIM_LEASE_SECONDS) before ``now``, the executor's own test
+    (``store.lost_reason``): past it, its worker counts as dead and the next delivery takes the claim over. Pure."""
+    claimed_at = record.get("claimed_at")
+    if not isinstance(claimed_at, int | float) or isinstance(claimed_at, bool):
+        return False
+    return float(claimed_at) >= now.timestamp() - lease_seconds
+
+
+def current_status(task: Task | None, record: dict[str, Any] | None, now: datetime | None = None,
+                   lease_seconds: int = 0) -> str:
     """The status of a task: its record's when the record says it is finished or cancelled; RUNNING while an
-    executor holds the claim of its current due time; the item's own (an item of the previous version may say
-    DONE, FAILED or RUNNING) or PENDING otherwise. Pure."""
+    executor holds the claim of its current due time -- with ``now``, only while that claim is live
+    (``claim_is_live``): a claim whose lease ended is PENDING, as its execution waits for the next delivery
+    to take it over (docs/executor.md); the item's own (an item of the previous version may say DONE, FAILED
+    or RUNNING) or PENDING otherwise. Pure."""
     record = record or {}
     recorded = str(record.get("status") or "")
     if task is None or (recorded == Status.CANCELLED.value and not cancelled_by_item(record)):
@@ -301,7 +314,9 @@ def current_status(task: Task | None, record: dict[str, Any] | None) -> str:
     if record.get("exec_due") == due:
         state = record.get("exec_state")
         if state == Status.RUNNING.value:
-            return Status.RUNNING.value
+            if now is None or claim_is_live(record, now, lease_seconds):
+                return Status.RUNNING.value
+            return Status.PENDING.value
         if state in (Status.DONE.value, Status.FAILED.value) and recorded == state:
             return recorded  # a one-time task's end (a recurring task done goes on PENDING at its next time)
     return task.status.value
@@ -312,14 +327,15 @@ def cancelled_by_item(record: dict[str, Any] | None) -> bool:
     return (record or {}).get(CANCELLED_BY) == BY_ITEM
 
 
-def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | None = None) -> dict[str, Any]:
+def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | None = None,
+                 now: datetime | None = None, lease_seconds: int = 0) -> dict[str, Any]:
     """What the API shows of a task read from its item, with the execution state its record keeps (the item of
-    the previous version kept it itself)."""
+    the previous version kept it itself); RUNNING only while a live claim is held at ``now``."""
     record = record or {}
     source = record if "exec_due" in record else task.item
     return {
         "id": task.id, "run_at": iso(task.due), "strategy": task.strategy.value,
-        "status": current_status(task, record),
+        "status": current_status(task, record, now, lease_seconds),
         "attempts": _count(source.get("attempts", task.attempts)),
         "created_at": record.get("created_at") or created_at or task.item.get("created_at"),
         "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,

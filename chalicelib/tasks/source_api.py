@@ -96,7 +96,8 @@ def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, An
         shown = items.view_of_record(record)
     else:
         try:
-            shown = items.view_of_task(read_task(item, key, deps.settings), record)
+            shown = items.view_of_task(read_task(item, key, deps.settings), record, now=deps.clock(),
+                                       lease_seconds=deps.settings.task_claim_lease_seconds)
         except NoDueTime as exc:  # a lazy item that no longer expires: the task it was, if any, was cancelled
             shown = items.view_of_record(record) if record is not None else _invalid(key, exc)
         except InvalidTask as exc:

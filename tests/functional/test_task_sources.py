@@ -21,7 +21,7 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
-from chalicelib.tasks.model import InvalidTask, TaskKey, parse_due
+from chalicelib.tasks.model import DueMessage, InvalidTask, TaskKey, parse_due
 from tests import events
 from tests.faults import Faults, Kind
 from tests.fixtures import Aws, FakeClock
@@ -35,7 +35,7 @@ from tests.functional.source_support import (
     create_table,
     load_app,
 )
-from tests.functional.task_support import emails_sent
+from tests.functional.task_support import deliver, emails_sent
 
 
 @dataclass
@@ -573,3 +573,42 @@ def test_an_item_deleted_and_written_again_with_the_same_due_time_runs_once(stag
     stage.run(minutes=3)
     assert len(emails_to("again@example.com")) == 1
     assert client.http.get(path).json_body["task"]["status"] == "DONE"
+
+
+def test_an_item_filed_into_an_interval_sources_running_bucket_after_its_first_tick_still_runs(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"slots": create_table(deps, SLOTS_TABLE, [("id", "S")], index=("taskDateTime-index", "taskDateTime"))}
+    sources = {"slots": {**SEED_SOURCES["slots"], "due_attribute": "at", "bucket_minutes": 5}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        stage.run(seconds=30)  # the 12:00 bucket's first tick, at 12:00:00
+        due = stage.clock.now + timedelta(minutes=3)  # 12:03:30: in the running bucket, minutes ahead
+        stage.put(SLOTS_TABLE, {"id": "late-filed", "at": due.isoformat(), "email": "late@example.com",
+                                "taskDateTime": "2026-11-22#12:00"})
+        stage.run(minutes=5, seconds=30)
+        assert len(emails_to("late@example.com")) == 1
+
+
+def test_a_source_key_names_one_task_whatever_the_order_of_its_attributes(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"appointments": create_table(deps, APPOINTMENTS_TABLE, [("PK", "S"), ("SK", "S")])}
+    item = {"PK": "USER#ada", "SK": "REMINDER#standup", "REMINDER_TIMESTAMP": int(clock.now.timestamp()) + 120,
+            "email": "ada@example.com"}
+    orders = [{"PK": item["PK"], "SK": item["SK"]}, {"SK": item["SK"], "PK": item["PK"]}]
+    for stage in _stage(monkeypatch, deps, clock, {"appointments": SEED_SOURCES["appointments"]}, streams):
+        stage.put(APPOINTMENTS_TABLE, item)
+        client = stage.sim.client
+        for i, keys in enumerate(orders):  # the record and its redelivery, its key's attributes in either order
+            record = events.stream_record("INSERT", ddb.serialize(keys), new_image=ddb.serialize(item),
+                                          sequence_number=f"10000000000000000000{i + 1}",
+                                          source_arn=streams["appointments"], created=clock.now)
+            client.lambda_.invoke("source_appointments", events.stream_event(record))
+        messages = aws.sent(deps.settings.due_queue)
+        assert {DueMessage.from_json(body).key for body, _ in messages} == {
+            TaskKey.of_source("appointments", ddb.serialize(order)) for order in orders}
+        clock.advance(minutes=2)
+        for body, _ in messages:
+            assert deliver(client, body) == set()
+        shown = [client.http.get("/tasks/appointments/" + quote(json.dumps(order), safe="")).json_body["task"]
+                 for order in orders]
+        assert len(emails_to("ada@example.com")) == 1
+        assert [(task["id"], task["status"], task["attempts"]) for task in shown] == [(shown[0]["id"], "DONE", 1)] * 2

@@ -86,3 +86,21 @@ def test_a_cancel_seen_by_the_stream_is_of_the_item_then_and_an_item_written_aga
                           SETTINGS)
     assert items.current_status(task, record) == status
     assert items.current_status(None, record) == record["status"]  # the item gone: the record tells
+
+
+LEASE = 300
+
+
+@pytest.mark.parametrize("claimed_seconds_ago, shown", [
+    (0, "RUNNING"), (LEASE - 1, "RUNNING"), (LEASE, "RUNNING"),  # the executor's test: a claim at the lease is live
+    (LEASE + 1, "PENDING"), (10 * LEASE, "PENDING"),  # its worker stopped: the next delivery takes it over
+])
+def test_get_shows_running_only_while_a_live_claim_of_the_current_due_time_is_held(
+        claimed_seconds_ago: int, shown: str) -> None:
+    task = task_from_item(items.new_item("standup", request(), SETTINGS, NOW), SETTINGS)
+    record = {"status": "PENDING", "exec_due": "2026-11-22T12:10:00Z", "exec_state": "RUNNING", "exec_owner": "w",
+              "claimed_at": NOW.timestamp() - claimed_seconds_ago}
+    assert items.current_status(task, record, NOW, LEASE) == shown
+    assert items.view_of_task(task, record, now=NOW, lease_seconds=LEASE)["status"] == shown
+    assert items.claim_is_live(record, NOW, LEASE) is (shown == "RUNNING")
+    assert items.current_status(task, {**record, "exec_due": "2026-11-22T12:09:00Z"}, NOW, LEASE) == "PENDING"
