@@ -102,8 +102,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def aws() -> Iterator[Aws]:
-    # AWS's conditional writes are atomic; moto's check and write in two steps. The handlers that run threads
-    # (the stream scheduler, the executor) need AWS's behaviour: local/moto_corrections serialises the writes.
+    # moto plus its corrections toward AWS's behaviour (local/moto_corrections.py: transactions, serialised
+    # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
+    # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
     moto_corrections.install()
     with mock_aws():
         settings = Settings.from_env()

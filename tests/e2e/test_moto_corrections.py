@@ -146,7 +146,7 @@ def test_a_cancelled_transaction_copies_no_table(moto: MotoServer) -> None:
 
 
 def test_every_item_write_is_announced_with_its_key_and_attributes(moto: MotoServer) -> None:
-    from local.moto_corrections import watch_writes
+    from local.moto_speed import watch_writes
 
     ddb, _ = make_table(moto, "announced")
     heard: list[tuple[str, str, Any]] = []
