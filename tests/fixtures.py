@@ -209,6 +209,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "last: runs after every other test (it checks what they did)")
+    moto_corrections.install()  # wherever a test uses moto (mock_aws), moto behaves as AWS where it knows how
 
 
 # --- the IAM policy check over the whole suite, also when pytest-xdist splits it -------------

@@ -1,4 +1,4 @@
-"""What the offline runtime corrects in moto (local/moto_corrections.py), seen through moto's own server:
+"""What the offline runtime changes in moto (local/moto_corrections.py, local/moto_speed.py), seen through moto's own server:
 cancelled transactions leave the tables and their streams alone, and cost no copy of a table."""
 
 from __future__ import annotations

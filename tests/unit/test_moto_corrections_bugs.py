@@ -99,8 +99,9 @@ def describe_backup_of_an_indexed_table() -> dict[str, Any] | None:
             GlobalSecondaryIndexes=[{"IndexName": "by-due", "KeySchema": [{"AttributeName": "due", "KeyType": "HASH"}],
                                      "Projection": {"ProjectionType": "KEYS_ONLY"}}])
         arn = ddb.create_backup(TableName="indexed", BackupName="indexed-1")["BackupDetails"]["BackupArn"]
-        description: dict[str, Any] = ddb.describe_backup(BackupArn=arn)["BackupDescription"]
-        return description.get("SourceTableFeatureDetails")
+        description: Any = ddb.describe_backup(BackupArn=arn)["BackupDescription"]
+        details: dict[str, Any] | None = description.get("SourceTableFeatureDetails")
+        return details
 
 
 @scenario
