@@ -66,6 +66,14 @@ WriteListener = Callable[[str, dict[str, Any], Callable[[str], Any]], None]
 _write_listeners: list[WriteListener] = []
 _installed = False
 _install_lock = threading.Lock()
+_MISSING = object()
+_patched: list[tuple[Any, str, Any, Any]] = []  # (class or module, name, its own value before, the value set)
+
+
+def _patch(owner: Any, name: str, value: Any) -> None:
+    """``setattr(owner, name, value)``, remembered for ``uninstall()``."""
+    _patched.append((owner, name, vars(owner).get(name, _MISSING), value))
+    setattr(owner, name, value)
 
 
 # --- the registry of live model objects -------------------------------------------
@@ -149,7 +157,7 @@ def _track_weakly() -> None:
             if isinstance(cls, type) and isinstance(kept, list):
                 _registries[cls] = LiveInstances(kept)
                 kept.clear()  # shadowed by the descriptor from now on
-    InstanceTrackerMeta.instances_tracked = _TrackedInstances()  # type: ignore[attr-defined]
+    _patch(InstanceTrackerMeta, "instances_tracked", _TrackedInstances())
 
 
 # --- change feeds: item writes and schedule changes ----------------------------------
@@ -375,8 +383,8 @@ def install() -> None:
         from moto.dynamodb.models.table import StreamShard
 
         for name in ("put_item", "update_item", "delete_item"):  # BatchWriteItem and transactions call these
-            setattr(DynamoDBBackend, name, _announced(getattr(DynamoDBBackend, name)))
-        StreamShard.get = _from_oldest_kept(StreamShard.get)  # type: ignore[method-assign]
+            _patch(DynamoDBBackend, name, _announced(getattr(DynamoDBBackend, name)))
+        _patch(StreamShard, "get", _from_oldest_kept(StreamShard.get))
         _track_weakly()
         _list_services_once()
         _fast_sqs()
@@ -385,11 +393,36 @@ def install() -> None:
         _installed = True
 
 
+def uninstall() -> None:
+    """Take the speed-ups off: moto's classes as they were before ``install()`` (the corrections stay).
+
+    The functional tests' ``aws`` fixture calls it: under pytest-xdist an e2e test run earlier by the same
+    worker started the offline runtime's moto, which installed them in that process.  Refused (RuntimeError)
+    if something patched a speed-up's attribute again since: restoring would drop that patch."""
+    global _installed
+    with _install_lock:
+        if not _installed:
+            return
+        for owner, name, _, value in _patched:
+            if vars(owner).get(name, _MISSING) is not value:
+                raise RuntimeError(f"{owner!r}.{name} was patched again after moto_speed.install(): not undone")
+        for owner, name, original, _ in reversed(_patched):
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        for cls, live in list(_registries.items()):  # the model registry: lists again, of the live objects
+            type.__setattr__(cls, "instances_tracked", list(live))
+        _registries.clear()
+        _patched.clear()
+        _installed = False
+
+
 def _list_services_once() -> None:
     from moto import backends
 
     services = tuple(backends.list_of_moto_modules())
-    backends.list_of_moto_modules = lambda: services
+    _patch(backends, "list_of_moto_modules", lambda: services)
 
 
 def _fast_sqs() -> None:
@@ -490,17 +523,17 @@ def _fast_sqs() -> None:
                 sending.active = outer
         return send
 
-    Queue.attributes = property(attributes)  # type: ignore[method-assign,assignment]
-    SQSBackend.send_message = send_path(SQSBackend.send_message)  # type: ignore[method-assign]
-    Message.visible = property(visible)  # type: ignore[method-assign,assignment]
-    Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
-    Queue.messages = property(messages)  # type: ignore[method-assign,assignment]
-    Queue.approximate_number_of_messages_delayed = property(number_delayed)  # type: ignore[method-assign,assignment]
-    Queue.approximate_number_of_messages_not_visible = property(number_not_visible)  # type: ignore[method-assign,assignment]
-    Queue.approximate_number_of_messages = property(number_visible)  # type: ignore[method-assign,assignment]
-    Queue.delete_message = delete_message  # type: ignore[method-assign]
-    SQSBackend.delete_message_batch = delete_message_batch  # type: ignore[method-assign]
-    SQSBackend.is_message_valid_based_on_retention_period = retained  # type: ignore[method-assign]
+    _patch(Queue, "attributes", property(attributes))
+    _patch(SQSBackend, "send_message", send_path(SQSBackend.send_message))
+    _patch(Message, "visible", property(visible))
+    _patch(Message, "delayed", property(delayed))
+    _patch(Queue, "messages", property(messages))
+    _patch(Queue, "approximate_number_of_messages_delayed", property(number_delayed))
+    _patch(Queue, "approximate_number_of_messages_not_visible", property(number_not_visible))
+    _patch(Queue, "approximate_number_of_messages", property(number_visible))
+    _patch(Queue, "delete_message", delete_message)
+    _patch(SQSBackend, "delete_message_batch", delete_message_batch)
+    _patch(SQSBackend, "is_message_valid_based_on_retention_period", retained)
 
 
 def _fast_expression_traversal() -> None:
@@ -529,10 +562,10 @@ def _fast_expression_traversal() -> None:
                 return processor(node)
         return None
 
-    traverser.nodes_to_be_processed = nodes_to_be_processed
-    traverser.process = process
+    _patch(traverser, "nodes_to_be_processed", nodes_to_be_processed)
+    _patch(traverser, "process", process)
     for checker in (ActionCountValidator, OverlappingPathsValidator):
-        checker.traverse = _checked_at_the_root(checker.traverse)
+        _patch(checker, "traverse", _checked_at_the_root(checker.traverse))
     _parse_once_copy_fast()
 
 
@@ -545,7 +578,7 @@ def _parse_once_copy_fast() -> None:
     validators = importlib.import_module("moto.dynamodb.parsing.validators")
     parser: Any = importlib.import_module("moto.dynamodb.parsing.expressions").UpdateExpressionParser
     node: type = importlib.import_module("moto.dynamodb.parsing.ast_nodes").Node
-    parser.make = staticmethod(functools.lru_cache(maxsize=1024)(parser.make))
+    _patch(parser, "make", staticmethod(functools.lru_cache(maxsize=1024)(parser.make)))
     immutable = (str, int, float, bool, type(None))
 
     def clone(value: Any, memo: dict[int, Any] | None = None) -> Any:
@@ -569,7 +602,7 @@ def _parse_once_copy_fast() -> None:
             return twin
         return copy.deepcopy(value, memo)
 
-    setattr(validators, "deepcopy", clone)  # noqa: B010 (the module's own name for copy.deepcopy)
+    _patch(validators, "deepcopy", clone)  # the module's own name for copy.deepcopy
 
 
 def _checked_at_the_root(traverse: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -598,4 +631,4 @@ def _announce_schedule_changes() -> None:
     from moto.scheduler.models import EventBridgeSchedulerBackend
 
     for name in ("create_schedule", "update_schedule", "delete_schedule", "delete_schedule_group"):
-        setattr(EventBridgeSchedulerBackend, name, _schedule_announced(getattr(EventBridgeSchedulerBackend, name)))
+        _patch(EventBridgeSchedulerBackend, name, _schedule_announced(getattr(EventBridgeSchedulerBackend, name)))

@@ -20,7 +20,7 @@ from chalicelib.aws import Clients, Deps
 from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
 from deploy.provision import provision
-from local import moto_corrections
+from local import moto_corrections, moto_speed
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
 from tests.policy_recorder import ACCOUNT, RECORDER, report, suite_problems
@@ -106,6 +106,7 @@ def aws() -> Iterator[Aws]:
     # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
     # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
     moto_corrections.install()
+    moto_speed.uninstall()  # installed in this process if this xdist worker ran an e2e test before
     with mock_aws():
         settings = Settings.from_env()
         clients = Clients(settings)

@@ -228,3 +228,27 @@ def test_the_pinned_moto_is_the_one_the_patches_were_written_for() -> None:
     pins = (ROOT / "requirements-dev.txt").read_text().splitlines()
     assert f"moto[server]=={MOTO_VERSION}" in pins
     assert installed_moto_version() == MOTO_VERSION
+
+
+# --- the offline runtime's speed-ups come off again (the functional tests run without them) ------------------
+
+def test_the_speed_ups_come_off_leaving_moto_as_the_corrections_left_it() -> None:
+    from moto.core.base_backend import InstanceTrackerMeta
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.sqs.models import Queue
+
+    from local import moto_speed
+
+    moto_corrections.install()
+    moto_speed.uninstall()  # whatever an earlier test of this process left
+    corrected_put, queue_messages = DynamoDBBackend.put_item, vars(Queue)["messages"]
+    moto_speed.install()
+    patched = [(owner, name) for owner, name, _, _ in moto_speed._patched]
+    assert DynamoDBBackend.put_item is not corrected_put and "instances_tracked" in vars(InstanceTrackerMeta)
+    moto_speed.uninstall()
+    assert DynamoDBBackend.put_item is corrected_put and vars(Queue)["messages"] is queue_messages
+    assert "instances_tracked" not in vars(InstanceTrackerMeta)
+    assert isinstance(vars(Queue)["instances_tracked"], list)
+    moto_speed.install()  # and on again, as the next e2e test's runtime does
+    assert [(owner, name) for owner, name, _, _ in moto_speed._patched] == patched
+    moto_speed.uninstall()
