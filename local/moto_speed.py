@@ -4,7 +4,8 @@ and the bench, never by the functional tests.
 Nothing here changes what a request answers (local/moto_corrections.py holds every patch that does, and the
 functional tests install that module alone); what is here only spends less time or memory, or tells the
 runtime what changed.  Pinned, like the corrections, to moto 5.2.5 (``install()`` refuses another version).
-``install()`` is idempotent and changes moto's classes in this process:
+``install()`` is idempotent and changes moto's classes in this process; ``uninstall()`` puts them back (the
+functional tests' fixture calls it, since an e2e test in the same pytest worker may have installed them):
 
 * **moto's model registry**: moto appends every model object it ever creates
   (each SQS message, shard iterator, stream record ...) to its class's
