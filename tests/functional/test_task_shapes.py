@@ -4,12 +4,9 @@ item a user deleted shows CANCELLED, with when (the same rules for task sources:
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
@@ -20,26 +17,6 @@ from tests.functional.task_support import EMAIL_ACTION, deliver, emails_sent, ge
 
 GRACE = TaskKey("grace@example.com", "reminder")
 GRACE_PATH = "grace@example.com%7Creminder"
-
-
-class _ErrorLines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def error_lines() -> Iterator[list[str]]:
-    """The app's log lines at ERROR or above."""
-    handler = _ErrorLines()
-    logging.getLogger("timekeeper").addHandler(handler)
-    try:
-        yield handler.lines
-    finally:
-        logging.getLogger("timekeeper").removeHandler(handler)
 
 
 def _epoch(at: datetime) -> int:

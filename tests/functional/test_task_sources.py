@@ -8,7 +8,6 @@ them) and SourceSim delivers every stream, queue, schedule and TTL deletion as L
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -438,28 +437,6 @@ def test_a_write_to_a_users_item_whose_answer_was_lost_is_known_as_ours_and_the_
 
 
 # --- a lazy item without a due time is no task; a finished or cancelled task keeps its shape ---------------------
-
-class _ErrorLines(logging.Handler):
-    """The app's log lines at ERROR or above, as they are emitted."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-@pytest.fixture
-def error_lines() -> Iterator[list[str]]:
-    handler = _ErrorLines()
-    app_logger = logging.getLogger("timekeeper")
-    app_logger.addHandler(handler)
-    try:
-        yield handler.lines
-    finally:
-        app_logger.removeHandler(handler)
-
 
 def _session_path(email: str) -> str:
     return "/tasks/sessions/" + quote(json.dumps({"email": email}), safe="")
