@@ -97,23 +97,31 @@ def task_stream(event: DynamoDBEvent) -> dict[str, Any]:
     return stream.process_records(deps(), event.to_dict()["Records"])
 
 
-def _bind_task_source(source: TaskSource) -> None:
-    """One stream function per task source (a user's table), named after it (a deploy updates, never replaces
-    it), feeding the same scheduler and executor as the tasks table's."""
-    def handler(event: DynamoDBEvent) -> dict[str, Any]:
+# One stream function per task source (a user's table), named after it (a deploy updates, never replaces it),
+# feeding the same scheduler and executor as the tasks table's.  Chalice makes a function's Lambda handler
+# "app.<the Python function's __name__>" (Chalice._do_register_handler's handler_string; `chalice package`
+# writes it into the template) and Lambda's runtime finds it with getattr(app, name) (awslambdaric's
+# _get_handler): so each source's function is given its function's name, and the module's __getattr__
+# answers for the names only the stage's settings know (tests/deploy/test_task_source_handlers.py).
+def bind_stream_of(source: TaskSource) -> Any:
+    def stream_of_source(event: DynamoDBEvent) -> dict[str, Any]:
         from chalicelib.tasks import stream
         return stream.process_records(deps(), event.to_dict()["Records"], source=source.name)
 
-    # Lambda finds it as app.<name>; tracebacks and the IAM policy check name it too.
-    handler.__code__ = handler.__code__.replace(co_name=source.function_name)
-    handler.__name__ = handler.__qualname__ = source.function_name
-    globals()[source.function_name] = app.on_dynamodb_record(
-        stream_arn=source.stream_arn, name=source.function_name, batch_size=100,
-        starting_position="TRIM_HORIZON")(handler)
+    stream_of_source.__name__ = stream_of_source.__qualname__ = source.function_name
+    return app.on_dynamodb_record(stream_arn=source.stream_arn, name=source.function_name, batch_size=100,
+                                  starting_position="TRIM_HORIZON")(stream_of_source)
 
 
-for _source in settings.task_sources:
-    _bind_task_source(_source)
+task_source_streams = {source.function_name: bind_stream_of(source) for source in settings.task_sources}
+
+
+def __getattr__(name: str) -> Any:
+    """``app.source_<name>``: the stream function of a task source the stage declares."""
+    try:
+        return task_source_streams[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
 @app.schedule(settings.processor_schedule, name="interval_processor",

@@ -7,8 +7,8 @@ suite's conftest.py sets its own first.  ``stage()`` starts moto, provisions
 every resource with the same ``deploy.provision`` that ``make deploy`` runs,
 and hands back the settings that name them and a client bundle the bench uses
 for its own set-up, whose calls are never counted as the app's.  moto runs with
-the offline runtime's corrections (``local.moto_corrections``, as in ``make
-run``): without them every TransactWriteItems deep-copies the tables it names,
+the offline runtime's corrections and speed-ups (``local.moto_corrections`` and
+``local.moto_speed``, as in ``make run``): without them every TransactWriteItems deep-copies the tables it names,
 so the bench would time moto's copies, growing with the table.
 """
 
@@ -49,7 +49,7 @@ from moto import mock_aws  # noqa: E402  (after the environment: botocore reads 
 from chalicelib.aws import Clients  # noqa: E402
 from chalicelib.settings import Settings  # noqa: E402
 from deploy.provision import provision  # noqa: E402
-from local import moto_corrections  # noqa: E402
+from local import moto_corrections, moto_speed  # noqa: E402
 
 
 @dataclass
@@ -64,6 +64,7 @@ class Stage:
 def stage(**changes: Any) -> Iterator[Stage]:
     """moto, provisioned as ``make deploy`` provisions AWS; ``changes`` override settings."""
     moto_corrections.install()
+    moto_speed.install()
     with mock_aws():
         settings = Settings.from_env()
         setup = Clients(settings)

@@ -142,7 +142,8 @@ def _source_statements(b: _Builder, settings: Settings) -> dict[str, list[dict[s
                        [b.where.arn("iam", f"role/{scheduler_role_name(settings)}", regional=False)],
                        {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
             b.state_table("DueImages", ["dynamodb:PutItem"]),
-            b.state_table("StreamDeadLetterNotes", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+            # The note of what it dead-lettered (read, then noted); a task cancelled when its item is deleted or no longer due.
+            b.state_table("StreamRecordWrites", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
             b.send("SendDueTasks", settings.due_queue, extra=["sqs:GetQueueAttributes"]),
             b.send("DeadLetter", settings.task_dlq),
         ]
@@ -335,8 +336,9 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         "task_stream": [
             b.tasks_table("UpdateTasks", ["dynamodb:UpdateItem"]),  # conditional updates only, no reads
             b.state_table("DueImages", ["dynamodb:PutItem"]),  # a due task's image too large for its message
-            # What it dead-lettered, on the task's record (chalicelib/tasks/stream_dead_letters.py): read, then noted.
-            b.state_table("StreamDeadLetterNotes", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+            # The note of what it dead-lettered (chalicelib/tasks/stream_dead_letters.py): read, then noted; a task
+            # cancelled when its item is deleted or no longer due (TaskStore.cancel_by_item, from stream.cancel_record).
+            b.state_table("StreamRecordWrites", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
             _statement("ReadTasksStream", _READ_STREAM, [b.table(f"{s.tasks_table}/stream/*")]),
             _statement("ListStreams", ["dynamodb:ListStreams"], ["*"]),  # AWS has no narrower resource
             _statement("ManageTaskSchedules", [

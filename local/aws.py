@@ -16,7 +16,7 @@ from typing import Any
 from chalice.config import Config
 from moto.server import ThreadedMotoServer
 
-from local import moto_corrections
+from local import moto_corrections, moto_speed
 from local.in_process import InProcessTransport
 
 LOCAL_HOST = "127.0.0.1"
@@ -39,7 +39,8 @@ class MotoServer:
 
     def start(self) -> MotoServer:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per AWS call
-        moto_corrections.install()  # moto's departures from AWS that the runtime corrects
+        moto_corrections.install()  # moto's departures from AWS, corrected
+        moto_speed.install()  # moto made fast and small enough to run for days (change feeds, memory bounds)
         self._server.start()
         self.host, self.port = self._server.get_host_and_port()
         self._running = True

@@ -208,7 +208,7 @@ class Runtime:
         self._session = session or boto3.session.Session(region_name=options.region)
         self._clients: dict[str, Any] = {}
         self._rng = rng or random.Random()
-        # moto's feeds of item writes and schedule changes, when it runs in this process (local.moto_corrections)
+        # moto's feeds of item writes and schedule changes, when it runs in this process (local.moto_speed)
         self._writes = writes
         self._schedule_changes = schedule_changes
         # moto's server in this process: its clients' calls skip the socket (local/in_process.py)

@@ -33,7 +33,7 @@ from chalicelib.settings import VARIABLES, Settings
 from chalicelib.sources import TaskSource
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
-from local import moto_corrections
+from local import moto_speed
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
@@ -346,8 +346,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
                            ttl_lag_seconds=local.ttl_lag_seconds,
                            sqs_max_concurrency=local.sqs_max_concurrency,
                            stream_failure=stream_failure_policy(shell, settings.task_dlq)),
-            config=chalice_config, out=out, writes=moto_corrections.watch_writes,
-            schedule_changes=moto_corrections.watch_schedules, attach=transport.attach, **runtime_kwargs)
+            config=chalice_config, out=out, writes=moto_speed.watch_writes,
+            schedule_changes=moto_speed.watch_schedules, attach=transport.attach, **runtime_kwargs)
         runtime.start()
         if run_file is not None:  # the app's settings as it read them, the shell's taken ones included
             write_run_file(run_file, {**environment, **report.taken}, runtime.api_url)

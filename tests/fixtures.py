@@ -20,7 +20,7 @@ from chalicelib.aws import Clients, Deps
 from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
 from deploy.provision import provision
-from local import moto_corrections
+from local import moto_corrections, moto_speed
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
 from tests.policy_recorder import ACCOUNT, RECORDER, report, suite_problems
@@ -102,9 +102,11 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def aws() -> Iterator[Aws]:
-    # AWS's conditional writes are atomic; moto's check and write in two steps. The handlers that run threads
-    # (the stream scheduler, the executor) need AWS's behaviour: local/moto_corrections serialises the writes.
+    # moto plus its corrections toward AWS's behaviour (local/moto_corrections.py: transactions, serialised
+    # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
+    # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
     moto_corrections.install()
+    moto_speed.uninstall()  # installed in this process if this xdist worker ran an e2e test before
     with mock_aws():
         settings = Settings.from_env()
         clients = Clients(settings)
@@ -208,6 +210,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "last: runs after every other test (it checks what they did)")
+    moto_corrections.install()  # wherever a test uses moto (mock_aws), moto behaves as AWS where it knows how
 
 
 # --- the IAM policy check over the whole suite, also when pytest-xdist splits it -------------

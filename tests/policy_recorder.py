@@ -33,12 +33,14 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 from urllib.parse import urlparse
 
 import boto3
 
 from chalicelib.settings import Settings
+from chalicelib.sources import TaskSource
 from deploy import iam
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +83,10 @@ class Recorder:
         frame = sys._getframe(1)
         while frame is not None:
             filename = frame.f_code.co_filename
-            if filename.startswith(APP_CODE[0]) or filename == APP_CODE[1]:
+            if filename.startswith(APP_CODE[0]):
                 stack.append((filename, frame.f_code.co_name))
+            elif filename == APP_CODE[1]:
+                stack.append((filename, _app_function(frame)))
             frame = frame.f_back  # type: ignore[assignment]
         if not stack:
             return
@@ -90,6 +94,13 @@ class Recorder:
         service = model.service_model.signing_name
         self.calls.add(Call(service, model.name, _naming_params(params), stack[0][0], _current_test(),
                             _running_settings(), function, via))
+
+
+def _app_function(frame: FrameType) -> str:
+    """The name of an app.py frame's function: a task source's stream function (app.py binds one per source,
+    all of one ``def``) by the source its closure holds, any other by its code's name."""
+    source = frame.f_locals.get("source") if frame.f_code.co_name == "stream_of_source" else None
+    return source.function_name if isinstance(source, TaskSource) else frame.f_code.co_name
 
 
 def entry_points() -> dict[str, str]:

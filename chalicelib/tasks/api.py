@@ -16,7 +16,18 @@ from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items, stream_dead_letters
 from chalicelib.tasks.items import LISTED_STATUSES
-from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Strategy, Task, TaskKey, check_action_target, iso, task_from_item
+from chalicelib.tasks.model import (
+    TASK_ID,
+    InvalidTask,
+    NoDueTime,
+    Status,
+    Strategy,
+    Task,
+    TaskKey,
+    check_action_target,
+    iso,
+    task_from_item,
+)
 from chalicelib.tasks.store import TaskStore, delete, put, set_attributes, update
 from chalicelib.web import ApiError, bad_request, not_found, reject_unknown
 
@@ -78,13 +89,17 @@ def _dead_letter(record: dict[str, Any] | None, run_at: Any, status: str) -> dic
 
 def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
                 record: dict[str, Any] | None) -> dict[str, Any]:
-    if record is not None and (item is None or record.get("status") == Status.CANCELLED.value):
+    if record is not None and (item is None or (record.get("status") == Status.CANCELLED.value
+                                                and not items.cancelled_by_item(record))):
         return items.view_of_record(record)
     assert item is not None
     created_at = record.get("created_at") if record else None
     try:
-        return items.view_of_task(task_from_item(item, deps.settings), record)
+        return items.view_of_task(task_from_item(item, deps.settings), record, now=deps.clock(),
+                                  lease_seconds=deps.settings.task_claim_lease_seconds)
     except InvalidTask as exc:
+        if isinstance(exc, NoDueTime) and record is not None:  # a lazy item that no longer expires: its record
+            return items.view_of_record(record)
         return {"id": task_id, "status": items.current_status(None, record), "created_at": created_at,
                 "error": f"the item is not a valid task: {exc.message}", "field": exc.field}
 
@@ -228,6 +243,7 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
                                           new_record.get("fingerprint")))
     new_record.update({"status": Status.CANCELLED.value, "finished_at": iso(now),
                        STATE_TTL_ATTRIBUTE: items.record_expiry(now, deps.settings)})
+    new_record.pop(items.CANCELLED_BY, None)  # the API's cancel stops a due message in flight, whatever came before
     if not store.transact([delete(store.tasks_table, {"PK": key.pk, "SK": key.sk}),
                            store.cancel(new_record, stuck)]):
         raise conflict(f"task {key.task_id!r} changed while being cancelled; read it and try again")

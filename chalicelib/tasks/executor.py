@@ -206,7 +206,8 @@ def execute(deps: Deps, body: str, message_id: str,
     if early > 0:  # the message's time was rounded down to the second
         deps.sleep(early)
     owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised
-    claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner)
+    claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner,
+                        shape={"strategy": task.strategy.value, "action": task.action})
     if not claim.won:
         _measure_skip(deps, task, claim.lost)
         return _claim_lost(deps, store, task, message, image, claim, message_id, body)

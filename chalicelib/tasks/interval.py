@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -87,36 +87,72 @@ def _at(epoch: int) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
+@dataclass(frozen=True)
+class BucketIndex:
+    """An index one tick reads bucket by bucket: the tasks table's (sharded, each query bounded by the
+    window) or an interval task source's (one partition per bucket, queried whole)."""
+
+    progress_key: dict[str, Any]
+    minutes: int
+    shards: int
+    # The due messages of one bucket (its start) for due epochs low..high.
+    due_in: Callable[[datetime, int, int], Iterator[DueMessage]]
+    # True: the progress passes a bucket only once it is over (the index is queried whole, not by due epoch).
+    whole_buckets: bool = False
+    log: dict[str, Any] = field(default_factory=dict)
+
+
 def process_due(deps: Deps) -> ProcessorRun:
     """One tick: send every interval task due since the last run, then save the progress."""
     settings = deps.settings
-    progress = load_progress(deps)
-    window = plan_window(progress, deps.clock(), settings.bucket_minutes, settings.bucket_shards)
+
+    def due_in(start: datetime, low: int, high: int) -> Iterator[DueMessage]:
+        for shard in range(settings.bucket_shards):
+            for key, due_epoch in _due_in(deps, f"{bucket_label(start)}#{shard}", low, high):
+                yield DueMessage(key, _at(due_epoch))
+
+    return run_index(deps, BucketIndex(PROGRESS_KEY, settings.bucket_minutes, settings.bucket_shards, due_in))
+
+
+def run_index(deps: Deps, index: BucketIndex) -> ProcessorRun:
+    """One tick over an index: each bucket from the progress through now, its due messages sent in batches;
+    then the progress saved, through the last bucket done (the run's failure included)."""
+    progress = load_progress(deps, index.progress_key)
+    now = deps.clock()
+    window = plan_window(progress, now, index.minutes, index.shards)
     run = ProcessorRun(window=window, progress=progress)
     if window is None:
         return run
-    width = settings.bucket_minutes * 60
+    width = index.minutes * 60
     done = window.first - 1
     try:
         for start in window.buckets:
-            low = max(window.first, int(start.timestamp()))
-            high = min(window.last, int(start.timestamp()) + width - 1)
-            batch: list[DueMessage] = []
-            for shard in range(settings.bucket_shards):
-                for key, due_epoch in _due_in(deps, f"{bucket_label(start)}#{shard}", low, high):
-                    batch.append(DueMessage(key, _at(due_epoch)))
-                    if len(batch) == BATCH_SIZE:
-                        run.sent += send_batch(deps, batch)
-                        batch = []
-            run.sent += send_batch(deps, batch)
-            done = high
+            begin = int(start.timestamp())
+            high = min(window.last, begin + width - 1)
+            run.sent += send_all(deps, index.due_in(start, max(window.first, begin), high))
+            if not index.whole_buckets:
+                done = high
+            elif begin + width - 1 < now.timestamp():
+                done = begin + width - 1
     finally:
         if done >= window.first:
-            save_progress(deps, done)
+            save_progress(deps, done, index.progress_key)
             run.progress = done
-        logger.info("interval run", extra={"first": window.first, "last": window.last, "done": done,
+        logger.info("interval run", extra={**index.log, "first": window.first, "last": window.last, "done": done,
                                            "buckets": len(window.buckets), "sent": run.sent})
     return run
+
+
+def send_all(deps: Deps, messages: Iterable[DueMessage]) -> int:
+    """Send the messages to the due queue in batches of BATCH_SIZE, as they come; the count sent."""
+    sent = 0
+    batch: list[DueMessage] = []
+    for message in messages:
+        batch.append(message)
+        if len(batch) == BATCH_SIZE:
+            sent += send_batch(deps, batch)
+            batch = []
+    return sent + send_batch(deps, batch)
 
 
 def process_all(deps: Deps) -> list[ProcessorRun]:
@@ -147,35 +183,10 @@ def process_source(deps: Deps, source: TaskSource) -> ProcessorRun:
     is queried whole; the progress (per source) only passes complete buckets, so the running one is queried
     again next tick (the executor's claim runs each (source, key, due) once).  Nothing is written to the
     user's items."""
-    key = source_progress_key(source)
-    progress = load_progress(deps, key)
-    now = deps.clock()
-    window = plan_window(progress, now, source.bucket_minutes, 1)
-    run = ProcessorRun(window=window, progress=progress)
-    if window is None:
-        return run
-    width = source.bucket_minutes * 60
-    done = window.first - 1
-    try:
-        batch: list[DueMessage] = []
-        for start in window.buckets:
-            for message in _source_due_in(deps, source, start):
-                batch.append(message)
-                if len(batch) == BATCH_SIZE:
-                    run.sent += send_batch(deps, batch)
-                    batch = []
-            run.sent += send_batch(deps, batch)
-            batch = []
-            end = int(start.timestamp()) + width - 1
-            if end < now.timestamp():
-                done = end
-    finally:
-        if done >= window.first:
-            save_progress(deps, done, key)
-            run.progress = done
-        logger.info("interval run", extra={"task_source": source.name, "first": window.first, "done": done,
-                                           "buckets": len(window.buckets), "sent": run.sent})
-    return run
+    return run_index(deps, BucketIndex(
+        source_progress_key(source), source.bucket_minutes, 1,
+        lambda start, low, high: _source_due_in(deps, source, start), whole_buckets=True,
+        log={"task_source": source.name}))
 
 
 def _source_due_in(deps: Deps, source: TaskSource, start: datetime) -> Iterator[DueMessage]:

@@ -46,6 +46,10 @@ STATUS_INDEX = "task-status-index"  # a sparse GSI of the state table: status (h
 LISTED = "listed"  # on the records of API tasks only: "<created_at>#<id>", the status index's sort key
 IMAGE_PREFIX = "IMAGE#"
 LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED)
+# On a record the stream marked CANCELLED when it saw the task's item deleted by a user, or lose its due time (the
+# API's cancel does not write it): that cancel was of the item then, so an item written again is a task again.
+CANCELLED_BY = "cancelled_by"
+BY_ITEM = "item"
 CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
@@ -282,30 +286,52 @@ def expired_record(key: TaskKey, item: dict[str, Any] | None, record: dict[str, 
     return None
 
 
-def current_status(task: Task | None, record: dict[str, Any] | None) -> str:
-    """The status of a task, from its record only: its record's when the record says it is cancelled, or
-    finished at the task's current due time; RUNNING while an executor holds the claim of its current due
-    time; PENDING otherwise. Pure."""
+def claim_is_live(record: dict[str, Any], now: datetime, lease_seconds: int) -> bool:
+    """True while the claim on a task's record is within its lease: claimed (``claimed_at``, epoch seconds) no
+    more than ``lease_seconds`` (TASK_CLAIM_LEASE_SECONDS) before ``now``, the executor's own test
+    (``store.lost_reason``): past it, its worker counts as dead and the next delivery takes the claim over. Pure."""
+    claimed_at = record.get("claimed_at")
+    if not isinstance(claimed_at, int | float) or isinstance(claimed_at, bool):
+        return False
+    return float(claimed_at) >= now.timestamp() - lease_seconds
+
+
+def current_status(task: Task | None, record: dict[str, Any] | None, now: datetime | None = None,
+                   lease_seconds: int = 0) -> str:
+    """The status of a task, from its record only: its record's when the record says it is cancelled (but by the
+    stream for its item then, when an item is there now), or finished at the task's current due time; RUNNING
+    while an executor holds the claim of its current due time -- with ``now``, only while that claim is live
+    (``claim_is_live``): a claim whose lease ended is PENDING, as its execution waits for the next delivery to
+    take it over (docs/executor.md); PENDING otherwise. Pure."""
     record = record or {}
     recorded = str(record.get("status") or "")
-    if task is None or recorded == Status.CANCELLED.value:
+    if task is None or (recorded == Status.CANCELLED.value and not cancelled_by_item(record)):
         return recorded or Status.PENDING.value
     due = iso(task.due)
     if record.get("exec_due") == due:
         state = record.get("exec_state")
         if state == Status.RUNNING.value:
-            return Status.RUNNING.value
+            if now is None or claim_is_live(record, now, lease_seconds):
+                return Status.RUNNING.value
+            return Status.PENDING.value
         if state in (Status.DONE.value, Status.FAILED.value) and recorded == state:
             return recorded  # a one-time task's end (a recurring task done goes on PENDING at its next time)
     return Status.PENDING.value
 
 
-def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | None = None) -> dict[str, Any]:
-    """What the API shows of a task read from its item, with the execution state its record keeps."""
+def cancelled_by_item(record: dict[str, Any] | None) -> bool:
+    """True when the record was cancelled by the stream, for its item then: an item there now is a task again."""
+    return (record or {}).get(CANCELLED_BY) == BY_ITEM
+
+
+def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | None = None,
+                 now: datetime | None = None, lease_seconds: int = 0) -> dict[str, Any]:
+    """What the API shows of a task read from its item, with the execution state its record keeps; RUNNING only
+    while a live claim is held at ``now``."""
     record = record or {}
     return {
         "id": task.id, "run_at": iso(task.due), "strategy": task.strategy.value,
-        "status": current_status(task, record),
+        "status": current_status(task, record, now, lease_seconds),
         "attempts": _count(record.get("attempts", 0)),
         "created_at": record.get("created_at") or created_at or task.item.get("created_at"),
         "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,

@@ -9,7 +9,7 @@ execution lives.  Its state is read from the record alone (``state_of``):
   ``run_at``, status PENDING) and has not settled it;
 - DONE, FAILED: a one-time task's outcome (a recurring task that succeeds goes back to PENDING at its next
   due time; one that fails stops);
-- CANCELLED: ``DELETE /tasks/{id}``.
+- CANCELLED: ``DELETE /tasks/{id}``, or the task's item deleted by a user (``cancelled_by: "item"``).
 
 Every write of the record is one transition below, made by the one function of
 ``chalicelib.tasks.store`` that ``WRITERS`` names (the API's three are items of
@@ -69,7 +69,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("claim", _states(N, P, R, D, F, C), R,
                "the executor claims the execution of a due time later than any claimed before (from RUNNING: "
                "an earlier due time whose worker died; from DONE, FAILED or CANCELLED: another program's item "
-               "written again with a new due time)"),
+               "written again with a new due time, or with the same one after cancel_by_item)"),
     Transition("takeover", _states(R), None,
                "the claim's lease ran out (its worker died): a new owner, exec_takeovers + 1"),
     Transition("settle_done", _states(R), D, "a one-time task's action succeeded"),
@@ -84,6 +84,10 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("reschedule", _states(N, P, R), P,
                "PATCH /tasks/{id}, with the item's update in one transaction (from RUNNING: only a claim whose "
                "due message was dead-lettered; it runs again at its new time)"),
+    Transition("cancel_by_item", _states(N, P, C), C,
+               "the stream saw the task's item deleted by a user, or a lazy item lose its TTL: CANCELLED with "
+               "cancelled_by item (from CANCELLED: only one cancelled by an item before; not from RUNNING: the "
+               "claim settles it); an item written again with that due time is claimed again"),
     Transition("note_dead_letter", _states(N, P, R), None,
                "DUE_DLQ's handler: the due message SQS gave up on (a settled execution's is only forwarded)"),
     Transition("note_stream_dead_letter", ANY, None,
@@ -95,7 +99,7 @@ WRITERS: Mapping[str, str] = {
     "create": "TaskStore.create", "claim": "TaskStore.claim", "takeover": "TaskStore.claim",
     "settle_done": "TaskStore.settle", "settle_next": "TaskStore.settle", "settle_failed": "TaskStore.settle",
     "mark_dead_lettered": "TaskStore.mark", "mark_alerted": "TaskStore.mark",
-    "cancel": "TaskStore.cancel", "reschedule": "TaskStore.reschedule",
+    "cancel": "TaskStore.cancel", "reschedule": "TaskStore.reschedule", "cancel_by_item": "TaskStore.cancel_by_item",
     "note_dead_letter": "TaskStore.note_dead_letter", "note_stream_dead_letter": "TaskStore.note_stream_dead_letter",
 }
 

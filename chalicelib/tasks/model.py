@@ -74,6 +74,16 @@ class InvalidTask(ValueError):
         self.message = message
 
 
+class NoDueTime(InvalidTask):
+    """An item without a due time (its due attribute, and its TTL or bucket, absent or NULL).  Of a lazy task
+    it is no task at all (an item that never expires, or whose TTL was removed to stop its expiry); of another
+    strategy's, a bad item.  ``strategy``: the strategy it was read with."""
+
+    def __init__(self, field: str, message: str, strategy: Strategy) -> None:
+        super().__init__(field, message)
+        self.strategy = strategy
+
+
 @dataclass(frozen=True, order=True)
 class TaskKey:
     """Which item a task is.  In the tasks table (``source`` empty): its string keys PK and SK.  In a task
@@ -352,7 +362,7 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     if due_value is None and strategy is Strategy.INTERVAL:
         due_value = _bucket_due(item.get(settings.bucket_attribute))
     if due_value is None:
-        raise InvalidTask(settings.due_attribute, f"the item has no {settings.due_attribute} (due time)")
+        raise NoDueTime(settings.due_attribute, f"the item has no {settings.due_attribute} (due time)", strategy)
     due = parse_due(due_value, settings.due_attribute)
     if "action" in item and item["action"] is not None:
         action, is_default = parse_action(item["action"]), False
@@ -414,7 +424,7 @@ def _task_from_source_item(item: dict[str, Any], key: TaskKey, source: TaskSourc
     else:
         names = [n for n in (due_attribute, ttl if strategy is Strategy.LAZY else None,
                              bucket if strategy is Strategy.INTERVAL else None) if n]
-        raise InvalidTask(names[0] if names else "due", f"the item has no {' or '.join(names)} (its due time)")
+        raise NoDueTime(names[0] if names else "due", f"the item has no {' or '.join(names)} (its due time)", strategy)
     if source.action is None:
         action, is_default = default_action(item, settings), True
     else:
@@ -501,6 +511,6 @@ class DueMessage:
                    hops if isinstance(hops, int) else 0)
 
 
-__all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "Status", "Strategy", "Task", "TaskKey",
+__all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "Status", "Strategy", "Task", "TaskKey",
            "check_action_target", "default_action", "iso", "parse_action", "parse_due", "read_task",
            "task_from_item", "task_from_source_item"]

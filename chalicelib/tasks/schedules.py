@@ -19,7 +19,11 @@ The rules, per strategy (see docs/strategies.md):
   due queue instead, since the processor may already have passed its time.
 - lazy: the item gets a TTL equal to its due time (conditional write);
   DynamoDB's TTL REMOVE (by the service) sends it, with the old image as the
-  snapshot, to the due queue.
+  snapshot, to the due queue.  A lazy item without a due time (one that never
+  expires, or whose TTL was removed) is no task: nothing is done, and a task
+  it was until then is cancelled.
+- every strategy: a user's REMOVE (not the TTL's) of a pending task records it
+  CANCELLED, with the time the app saw it.
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ from chalicelib.tasks.buckets import bucket_start, due_bucket
 from chalicelib.tasks.model import (
     DueMessage,
     InvalidTask,
+    NoDueTime,
     Status,
     Strategy,
     Task,
     TaskKey,
     check_action_target,
+    iso,
     read_task,
     shown,
 )
@@ -147,7 +153,26 @@ class DeadLetter:
     reason: str
 
 
-Step = PutSchedule | DeleteSchedule | SendDue | SetBucket | SetTtl | SetAttribute | DeadLetter
+@dataclass(frozen=True)
+class NotATask:
+    """The item is no task (a lazy item without a due time): nothing to do but say so, at DEBUG."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class CancelRecord:
+    """The task's record says CANCELLED, at ``at`` (when the app saw its item deleted by a user, or stop being a
+    task), with what the task was (``task``: its due time, strategy and action), cancelled by its item: written
+    when there is no record yet, it is PENDING, or cancelled by an item before -- never over a finished task or
+    the API's cancel."""
+
+    key: TaskKey
+    task: Task
+    at: str
+
+
+Step = PutSchedule | DeleteSchedule | SendDue | SetBucket | SetTtl | SetAttribute | DeadLetter | NotATask | CancelRecord
 
 
 # --- reading records -----------------------------------------------------------
@@ -300,15 +325,19 @@ def _old_task(change: Change, settings: Settings) -> Task | None:
 
 
 def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
-    """The steps for one record, in order. A record whose image is not a task -> [DeadLetter]."""
+    """The steps for one record, in order. A record whose image is not a task -> [DeadLetter]; a lazy item
+    without a due time is no task -> [NotATask], and its task, if it was one until this record, is cancelled."""
+    old = _old_task(change, settings) if change.event_name == "MODIFY" else None
     try:
         if change.event_name == "REMOVE":
-            return _plan_remove(change, settings)
+            return _plan_remove(change, settings, now)
         new = read_task(change.new or {}, change.key, settings)
     except InvalidTask as exc:
+        if _no_lazy_due_time(exc, old):
+            cancelled = [CancelRecord(change.key, old, iso(now))] if old is not None and not old.status.finished else []
+            return [NotATask(exc.message), *cancelled]
         image = "OldImage" if change.event_name == "REMOVE" else "NewImage"
         return [DeadLetter(f"{image} is not a valid task: {exc.message} (field {exc.field})")]
-    old = _old_task(change, settings) if change.event_name == "MODIFY" else None
     refused = _refused_target(new, settings)
     if refused:
         return [DeadLetter(refused)]
@@ -344,8 +373,18 @@ def _refused_target(task: Task, settings: Settings) -> str | None:
     return None
 
 
-def _plan_remove(change: Change, settings: Settings) -> list[Step]:
-    old = read_task(change.old or {}, change.key, settings)
+def _no_lazy_due_time(exc: InvalidTask, old: Task | None) -> bool:
+    """True when reading an item failed for want of a due time, and it is (or, until its TTL was removed, was)
+    a lazy task: no task, not a bad one.  A due time present but wrong is still a bad item."""
+    return isinstance(exc, NoDueTime) and (exc.strategy is Strategy.LAZY
+                                           or (old is not None and old.strategy is Strategy.LAZY))
+
+
+def _plan_remove(change: Change, settings: Settings, now: datetime) -> list[Step]:
+    try:
+        old = read_task(change.old or {}, change.key, settings)
+    except NoDueTime as exc:  # no task when deleted: one it was before was cancelled when it lost its due time
+        return [NotATask(exc.message)]
     if change.by_ttl:
         refused = _refused_target(old, settings) if old.strategy is Strategy.LAZY else None
         if refused:
@@ -353,9 +392,11 @@ def _plan_remove(change: Change, settings: Settings) -> list[Step]:
         if old.strategy is Strategy.LAZY and not old.status.finished:
             return [SendDue(DueMessage(change.key, old.due, image=change.old_image), 0)]
         return []  # a TTL REMOVE of an exact or interval task (housekeeping) is not a due signal
-    if old.strategy is Strategy.EXACT and not old.status.finished:
-        return [DeleteSchedule(change.key)]
-    return []
+    if old.status.finished:
+        return []
+    # A user's delete (or the API's cancel, which has written the record already): the task is cancelled.
+    steps: list[Step] = [DeleteSchedule(change.key)] if old.strategy is Strategy.EXACT else []
+    return [*steps, CancelRecord(change.key, old, iso(now))]
 
 
 def _plan_exact(change: Change, old: Task | None, new: Task, changed: bool, revived: bool,

@@ -19,7 +19,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.sources import TaskSource
 from chalicelib.tasks import items, stream_dead_letters
-from chalicelib.tasks.model import InvalidTask, TaskKey, read_task
+from chalicelib.tasks.model import InvalidTask, NoDueTime, TaskKey, read_task
 from chalicelib.tasks.store import TaskStore
 from chalicelib.throttle import error_code
 from chalicelib.web import bad_request, not_found
@@ -91,16 +91,23 @@ def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, An
     if item is None and record is None:
         raise not_found("task", key.task_id, "key")
     shown: dict[str, Any]
-    if item is None:
+    if item is None:  # ran and gone (a lazy item), or deleted by a user (CANCELLED): its record tells
         assert record is not None
         shown = items.view_of_record(record)
     else:
         try:
-            shown = items.view_of_task(read_task(item, key, deps.settings), record)
+            shown = items.view_of_task(read_task(item, key, deps.settings), record, now=deps.clock(),
+                                       lease_seconds=deps.settings.task_claim_lease_seconds)
+        except NoDueTime as exc:  # a lazy item that no longer expires: the task it was, if any, was cancelled
+            shown = items.view_of_record(record) if record is not None else _invalid(key, exc)
         except InvalidTask as exc:
-            shown = {"id": key.task_id, "status": None, "created_at": None,
-                     "error": f"the item is not a valid task: {exc.message}", "field": exc.field}
+            shown = _invalid(key, exc)
     dead_letter = stream_dead_letters.shown(record, item, shown)
     if dead_letter is not None:
         shown["dead_letter"] = dead_letter
     return 200, {"source": source.name, "key": json.loads(key.pk), "task": shown}
+
+
+def _invalid(key: TaskKey, exc: InvalidTask) -> dict[str, Any]:
+    return {"id": key.task_id, "status": None, "created_at": None,
+            "error": f"the item is not a valid task: {exc.message}", "field": exc.field}

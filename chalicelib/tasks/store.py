@@ -13,7 +13,7 @@ task's record, which also keeps the outcome ``GET /tasks/{id}`` shows.
 Every write of a task's record is here, one method per transition of
 ``chalicelib.tasks.lifecycle`` (``create``, ``claim``/``takeover``,
 ``settle``, ``mark``, ``cancel``, ``reschedule``, ``note_dead_letter``,
-``note_stream_dead_letter``); the API's three return the item of its
+``note_stream_dead_letter``, ``cancel_by_item``); the API's three return the item of its
 transaction rather than writing.  The
 record's ``status`` and ``listed`` (API tasks only) are the keys of the sparse
 status index (a GSI) that ``GET /tasks`` pages through, so a task's outcome
@@ -33,7 +33,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items
-from chalicelib.tasks.model import InvalidTask, Status, TaskKey, iso
+from chalicelib.tasks.model import InvalidTask, Status, Task, TaskKey, iso
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
@@ -312,29 +312,36 @@ class TaskStore:
 
     # --- executions: the claim and the outcome, on the task's record -----------------------------
 
-    def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str) -> Claim:
+    def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str,
+              shape: Mapping[str, Any] | None = None) -> Claim:
         """Claim the execution of the task at ``due`` for ``owner`` (a token of this attempt), on its record:
         new (a later due time than any claimed before, or none yet), or taken over from a worker whose lease
         ran out (counted in ``exec_takeovers``).  Lost when it is running under a live lease, settled already,
         older than a due time claimed since (an earlier occurrence's message coming back), cancelled at that
         time, or moved away from it by the API.  One UpdateItem (two for a takeover): a condition that fails
         returns the record as it was, and an earlier attempt of this very write (its response lost, botocore's
-        retry failing its condition) is recognised by the owner token."""
+        retry failing its condition) is recognised by the owner token.  ``shape`` (the task's strategy and
+        action) goes on the record too, so GET still shows what the task was once its item is gone (a lazy
+        task's, deleted by its TTL)."""
         due_text, stamp = iso(due), now.timestamp()
         stale = stamp - lease_seconds
+        names = {"#s": "status"}
         values = {":due": due_text, ":due_ms": due_ms(due), ":running": RUNNING, ":owner": owner, ":now": stamp,
                   ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
-                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk}
+                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM}
+        shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {})))
+        names.update({f"#shape{i}": name for i, name in enumerate(shape or {})})
+        values.update({f":shape{i}": value for i, value in enumerate((shape or {}).values())})
         request: dict[str, Any] = {
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
             "UpdateExpression": "SET exec_due = :due, exec_due_ms = :due_ms, exec_state = :running, "
                                 "exec_owner = :owner, claimed_at = :now, exec_takeovers = :zero, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = :due, "
-                                "#s = :pending REMOVE dead_lettered, alerted, next_run_at, "
+                                f"#s = :pending{shown} REMOVE dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, "
                                 f"{STATE_TTL_ATTRIBUTE}",
             "ConditionExpression": CLAIMABLE,
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args({"#s": "status"}, values)}
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         claim = self._claim_write(key, request, due, owner, stale)
         if claim.won or claim.lost != "released":
             return claim
@@ -347,7 +354,7 @@ class TaskStore:
             **_expression_args({"#s": "status"}, {
                 ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
                 ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
-                ":due_ms": due_ms(due)})}
+                ":due_ms": due_ms(due), ":by_item": items.BY_ITEM})}
         claim = self._claim_write(key, takeover, due, owner, stale)
         return replace(claim, takeovers=previous + 1) if claim.won else claim
 
@@ -462,6 +469,39 @@ class TaskStore:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
 
+    # --- the stream's transition: a task's item deleted by a user, or no longer a task -------------
+
+    def cancel_by_item(self, task: Task, at: str, now: datetime) -> bool:
+        """``cancel_by_item``: record ``task`` CANCELLED at ``at`` with what it was (due time, strategy, action)
+        and ``cancelled_by: "item"`` (the stream saw its item deleted by a user, or a lazy item lose its TTL), so
+        GET tells a cancelled task from one that never existed; the record expires as the finished ones do.
+        Written when there is no record yet, it is PENDING (not RUNNING: a claim that runs settles it), or
+        cancelled by an item before -- never over a finished task or the API's cancel. False when the record
+        was not in one of those states. One conditional UpdateItem."""
+        attributes: dict[str, Any] = {"status": Status.CANCELLED.value, "finished_at": at, "id": task.id,
+                                      "task_pk": task.key.pk, "task_sk": task.key.sk, "run_at": iso(task.due),
+                                      "strategy": task.strategy.value, "action": task.action,
+                                      items.CANCELLED_BY: items.BY_ITEM,
+                                      STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)}
+        attributes.update({k: v for k, v in (("recurrence", task.recurrence), ("timezone", task.timezone)) if v})
+        expression, names, values = set_attributes(attributes)
+        alias = {name: placeholder for placeholder, name in names.items()}
+        status, run_at, by = alias["status"], alias["run_at"], alias[items.CANCELLED_BY]
+        names.update({"#es": "exec_state", "#ed": "exec_due"})
+        values.update({":pending": Status.PENDING.value, ":running": RUNNING, ":by_item_c": items.BY_ITEM,
+                       ":cancelled_c": Status.CANCELLED.value})
+        condition = (f"attribute_not_exists(PK) OR ({status} = :pending AND (attribute_not_exists(#es) OR "
+                     f"#es <> :running OR #ed <> {run_at})) OR ({status} = :cancelled_c AND {by} = :by_item_c)")
+        try:
+            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(task.id)),
+                                  UpdateExpression=expression, ConditionExpression=condition,
+                                  **_expression_args(names, values))
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False  # finished, cancelled by the API, or running: its own transition decides
+            raise
+
     # --- images of lazy items too large for a due message -------------------------
 
     def put_image(self, task_id: str, due: datetime, image: Mapping[str, Any], now: datetime) -> None:
@@ -487,9 +527,11 @@ def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) 
 
 
 # A claim is new when the record has no execution of this due time nor of a later one, and the task was neither
-# cancelled at that time nor moved away from it by the API (PATCH) since it was read.  An earlier due time than
-# the one claimed last is an old occurrence's message coming back (a duplicate, a redelivery): it never runs again.
-NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due)"
+# cancelled at that time (but by the stream, for an item deleted then: one written again runs) nor moved away from
+# it by the API (PATCH) since it was read.  An earlier due time than the one claimed last is an old occurrence's
+# message coming back (a duplicate, a redelivery): it never runs again.
+NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due"
+                          " OR cancelled_by = :by_item)"
                           " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
 CLAIMABLE = "(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms) AND " + NOT_CANCELLED_OR_MOVED
 # A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not

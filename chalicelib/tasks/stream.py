@@ -53,10 +53,12 @@ from chalicelib.sources import TaskSource
 from chalicelib.tasks import items, schedules, stream_dead_letters
 from chalicelib.tasks.model import InvalidTask, TaskKey, iso, read_task
 from chalicelib.tasks.schedules import (
+    CancelRecord,
     Change,
     DeadLetter,
     DeleteSchedule,
     InvalidRecord,
+    NotATask,
     PutSchedule,
     SendDue,
     SetAttribute,
@@ -356,6 +358,10 @@ def _carry_out(deps: Deps, change: Change, step: Step) -> None:
         set_ttl(deps, step)
     elif isinstance(step, SetAttribute):
         set_attribute(deps, step)
+    elif isinstance(step, CancelRecord):
+        cancel_record(deps, step)
+    elif isinstance(step, NotATask):
+        logger.debug("not a task", extra={"event_id": change.event_id, "reason": step.reason})
 
 
 # --- steps ---------------------------------------------------------------------
@@ -582,3 +588,10 @@ def set_attribute(deps: Deps, step: SetAttribute) -> None:
         conditions.append(_seen(f":s{i}", f"#s{i}", seen, values))
     _conditional_update(deps, step.key.dynamo(), "SET #a = :v", " AND ".join(dict.fromkeys(conditions)),
                         names, values, step.table)
+
+
+def cancel_record(deps: Deps, step: CancelRecord) -> None:
+    """Record the task CANCELLED by its item (``TaskStore.cancel_by_item``), unless its record is finished,
+    cancelled by the API or running: so GET tells a cancelled task from one that never existed."""
+    store = TaskStore(deps)
+    _call(deps, lambda: store.cancel_by_item(step.task, step.at, deps.clock()))

@@ -1,4 +1,4 @@
-"""Bounded memory for what moto keeps forever (see local/moto_corrections.py), every few seconds:
+"""Bounded memory for what moto keeps forever (see local/moto_speed.py), every few seconds:
 
 * stream records: dropped once every stream poller of the runtime has read them
   (the newest STREAM_KEEP_NEWEST of each shard always stay, for other readers),
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from local import moto_corrections
+from local import moto_speed
 from local.invoker import Reporter
 from local.sources.streams import StreamPoller
 
@@ -77,11 +77,11 @@ class MotoRetention:
     def trim(self) -> Trimmed:
         """One pass over moto's in-process backends; what it dropped."""
         older_than = self.wall() - STREAM_RETENTION_SECONDS
-        for table, shard in moto_corrections.stream_shards(self.account, self.region).items():
+        for table, shard in moto_speed.stream_shards(self.account, self.region).items():
             read = read_up_to(self.pollers, table, shard.id)
             if read is None:  # nobody here reads it: only the newest stay
                 read = shard.starting_sequence_number + len(shard.items)
-            self.trimmed.stream_records += moto_corrections.trim_shard(shard, read, self.keep_newest, older_than)
-        self.trimmed.emails += moto_corrections.trim_sent_emails(self.keep_emails)
-        moto_corrections.bound_deleted_receipts(SQS_KEEP_DELETED_RECEIPTS)
+            self.trimmed.stream_records += moto_speed.trim_shard(shard, read, self.keep_newest, older_than)
+        self.trimmed.emails += moto_speed.trim_sent_emails(self.keep_emails)
+        moto_speed.bound_deleted_receipts(SQS_KEEP_DELETED_RECEIPTS)
         return self.trimmed

@@ -2,7 +2,7 @@
 
 The poller lists the schedules of every group (ListSchedules) when it starts and
 reads each one (GetSchedule).  After that it learns what changed from moto's
-change feed (``moto_corrections.watch_schedules``: moto runs in this process and
+change feed (``moto_speed.watch_schedules``: moto runs in this process and
 announces every CreateSchedule, UpdateSchedule and DeleteSchedule), and reads only
 those schedules, a few times a second; its plans sit in a heap by firing time, so
 finding what is due costs nothing per schedule.  Without a feed (moto elsewhere),
@@ -72,7 +72,7 @@ RETRY_MAX_SECONDS = 60.0
 LATE_GRACE_SECONDS = 5.0  # past its window by more than this, an invocation counts as missed
 
 
-# subscribe(listener(group, name)) -> unsubscribe: moto's schedule changes (local.moto_corrections)
+# subscribe(listener(group, name)) -> unsubscribe: moto's schedule changes (local.moto_speed)
 ScheduleFeed = Callable[[Callable[[str, str], None]], Callable[[], None]]
 
 

@@ -8,7 +8,7 @@ more than five years in the past is ignored.
 The sweeper does not read whole tables each second (a Scan of 10,000 items takes
 moto seconds): it keeps a ``TtlIndex``, each item's TTL value in a heap by time,
 and deletes what the heap says is due.  The index learns items from a write feed
-(``moto_corrections.watch_writes``: moto runs in this process and announces every
+(``moto_speed.watch_writes``: moto runs in this process and announces every
 item write), and a table is scanned once, when its TTL is first seen enabled, for
 the items written before.  Without a feed (moto elsewhere), tables are scanned
 again, at most every FALLBACK_SCAN_FACTOR times as long as a scan takes.

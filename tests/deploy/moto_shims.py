@@ -155,6 +155,9 @@ def main() -> int:
 
     from moto.server import ThreadedMotoServer
 
+    from local import moto_corrections
+
+    moto_corrections.install()  # moto behaves as AWS where the project knows how (never the runtime's speed-ups)
     install()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

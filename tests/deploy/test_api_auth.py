@@ -120,6 +120,24 @@ def test_requests_with_a_wrong_token_get_403_with_the_error_shape_on_every_route
                 "error": "the Authorization header does not carry a valid bearer token", "field": "Authorization"}
 
 
+NEAR_TOKENS = [
+    f"Bearer {TOKEN[:-1]}", f"Bearer {TOKEN[:1]}",              # a prefix of the token
+    f"Bearer {TOKEN}{TOKEN}", f"Bearer {TOKEN}-",               # the token and more
+    "Bearer", "Bearer  ",                                       # an empty one
+    f"Bearer {TOKEN.upper()}", f"Bearer {TOKEN.capitalize()}",  # another case
+]
+
+
+def test_a_prefix_of_the_api_token_a_longer_one_an_empty_one_or_another_case_is_refused(
+        token_app: ModuleType) -> None:
+    with Client(token_app.app) as client:
+        for header in NEAR_TOKENS:
+            response = client.http.request("GET", "/tasks/standup", headers={"Authorization": header})
+            assert (response.status_code, response.json_body["field"]) == (403, "Authorization"), header
+        found = client.http.request("GET", "/tasks/standup", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert found.status_code == 404  # the token itself passes
+
+
 def test_requests_with_the_token_reach_every_route(token_app: ModuleType) -> None:
     with Client(token_app.app) as client:
         for path, method, _ in routes(token_app):

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import pytest
 
 from chalicelib.settings import Settings
 from deploy import iam
-from tests.policy_recorder import ROOT, Call, attribute, denied, policy_for, report
+from tests.policy_recorder import ROOT, Call, _app_function, attribute, denied, policy_for, report
 
 APP = str(ROOT / "app.py")
 
@@ -49,3 +52,14 @@ def test_a_call_is_checked_against_its_own_functions_policy_not_the_union() -> N
     text = report(problems)
     assert "ses:SendEmail" in text and "in function task_stream (attributed by app.py:task_stream)" in text
     assert "tests/x.py::test_y" in text
+
+
+def test_a_task_sources_stream_function_is_named_by_the_source_its_closure_holds() -> None:
+    # app.py's one ``def stream_of_source`` serves every source: its frame is named by the source it closes over.
+    source = Settings.from_env({"TASK_SOURCES": '{"appointments": {"table": "appointments", "strategy": "exact", '
+                                                '"due_attribute": "due"}}'}).task_sources[0]
+    code = compile("def bind(source):\n    def stream_of_source(event):\n        source\n"
+                   "        return _app_function(sys._getframe())\n    return stream_of_source\n", APP, "exec")
+    scope: dict[str, Any] = {"_app_function": _app_function, "sys": sys}
+    exec(code, scope)
+    assert scope["bind"](source)(None) == "source_appointments"

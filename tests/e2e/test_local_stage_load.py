@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from chalicelib.log import logger  # app.py sets the stage's level on it: shared by the process
-from local import moto_corrections
+from local import moto_speed
 from local.client import ApiClient, emails_to, wait_until
 from local.soak import burst, task_body
 from local.sources.retention import MotoRetention
@@ -68,7 +68,7 @@ def test_stream_records_every_poller_has_read_are_dropped_from_moto(stage: Local
         assert api(stage).post("/tasks", email_task(f"trim-{tag}-{i}", f"trim-{tag}@example.com")).status == 201
     wait_until(lambda: len(emails_to(stage.aws_endpoint, f"trim-{tag}@example.com")) == 5, 30, "five emails", 0.5)
     retention = next(s for s in stage.runtime.sources if isinstance(s, MotoRetention))
-    shard = moto_corrections.stream_shards("123456789012", "us-east-1")[stage.environment["TASKS_TABLE"]]
+    shard = moto_speed.stream_shards("123456789012", "us-east-1")[stage.environment["TASKS_TABLE"]]
     written = shard.starting_sequence_number + len(shard.items)
 
     retention.keep_newest = 0

@@ -1,4 +1,4 @@
-"""What the offline runtime corrects in moto (local/moto_corrections.py), seen through moto's own server:
+"""What the offline runtime changes in moto (local/moto_corrections.py, local/moto_speed.py), seen through moto's own server:
 cancelled transactions leave the tables and their streams alone, and cost no copy of a table."""
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_a_cancelled_transaction_copies_no_table(moto: MotoServer) -> None:
 
 
 def test_every_item_write_is_announced_with_its_key_and_attributes(moto: MotoServer) -> None:
-    from local.moto_corrections import watch_writes
+    from local.moto_speed import watch_writes
 
     ddb, _ = make_table(moto, "announced")
     heard: list[tuple[str, str, Any]] = []

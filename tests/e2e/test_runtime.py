@@ -23,7 +23,7 @@ from chalice.app import Chalice, DynamoDBEvent, SQSEvent
 from deploy.lambda_events import TTL_USER_IDENTITY
 from local.aws import MotoServer
 from local.client import wait_until
-from local.moto_corrections import watch_schedules, watch_writes
+from local.moto_speed import watch_schedules, watch_writes
 from local.runtime import Runtime, RuntimeOptions
 from local.sources.sqs import QueuePoller
 

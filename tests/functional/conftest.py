@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -16,3 +17,26 @@ from tests.functional.openapi_support import CheckedClient
 def client(deps: Deps) -> Iterator[Client]:
     with CheckedClient(app_module.app) as test_client:
         yield test_client
+
+
+class _ErrorLines(logging.Handler):
+    """The app's log lines at ERROR or above, as they are emitted."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def error_lines() -> Iterator[list[str]]:
+    """The app's log lines at ERROR or above while the test runs (a bad input must not log one)."""
+    handler = _ErrorLines()
+    app_logger = logging.getLogger("timekeeper")
+    app_logger.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        app_logger.removeHandler(handler)

@@ -31,6 +31,9 @@ APPOINTMENTS_TABLE = "appointments"  # PK/SK, REMINDER_TIMESTAMP (epoch seconds)
 SESSIONS_TABLE = "sessions"          # keyed by email, expires_at (TTL)
 SLOTS_TABLE = "slots"                # id, taskDateTime "YYYY-MM-DD#HH:MM" with its own GSI
 
+# DynamoDB's TTL deletes no item whose TTL is more than five years in the past (or not a number).
+TTL_IGNORED_AFTER = 5 * 365 * 86400
+
 SEED_SOURCES: dict[str, dict[str, Any]] = {
     "appointments": {"table": APPOINTMENTS_TABLE, "strategy": "exact", "due_attribute": "REMINDER_TIMESTAMP",
                      "action": {"type": "email", "to": "{email}", "subject": "Reminder",
@@ -139,7 +142,7 @@ class SourceSim(LambdaSim):
         for page in self.ddb.get_paginator("scan").paginate(TableName=stream.source.table):
             for item in page["Items"]:
                 ttl = item.get(attribute, {}).get("N")
-                if ttl is not None and float(ttl) <= now:
+                if ttl is not None and now - TTL_IGNORED_AFTER < float(ttl) <= now:
                     key = {k: item[k] for k in key_names}
                     self.ddb.delete_item(TableName=stream.source.table, Key=key)
                     stream.ttl_keys.add(events.item_key(key))

@@ -204,3 +204,30 @@ def test_a_task_sources_item_whose_action_renders_to_the_due_dead_letter_queue_i
     [letter] = [json.loads(m["Body"]) for m in aws.drain(deps.settings.task_dlq)]
     assert letter["source"] == "task_stream:outbox"
     assert "action.queue_url" in letter["reason"] and "own queues and topics" in letter["reason"]
+
+
+EXACT_QUEUE = "arn:aws:sqs:us-east-1:123456789012:orders"
+EXACT_TOPIC = "arn:aws:sns:us-east-1:123456789012:news"
+NEIGHBOURS = [  # same prefix with a longer or shorter name, another account, another region, another service
+    {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/orders-archive"},
+    {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/order"},
+    {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/999999999999/orders"},
+    {"type": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders"},
+    {"type": "sns", "topic_arn": EXACT_TOPIC + "letter"},
+    {"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:999999999999:news"},
+    {"type": "sns", "topic_arn": "arn:aws:sns:us-west-2:123456789012:news"},
+    {"type": "sns", "topic_arn": EXACT_QUEUE.replace(":sqs:", ":sns:")},
+]
+
+
+def test_an_allow_list_entry_without_a_wildcard_allows_that_target_only(client: Client, deps: Deps) -> None:
+    use_settings(deps, task_action_target_arns=(EXACT_QUEUE, EXACT_TOPIC))  # TASK_ACTION_TARGET_ARNS: two exact ARNs
+    for i, action in enumerate(NEIGHBOURS):
+        response = post_task(client, {"id": f"near-{i}", "run_at": RUN_AT, "action": {**action, "message": "m"}})
+        assert response.status_code == 400, (action, response.body)
+        assert "TASK_ACTION_TARGET_ARNS" in response.json_body["error"]
+        assert response.json_body["field"] == ("action.queue_url" if action["type"] == "sqs" else "action.topic_arn")
+    for i, action in enumerate([{"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/orders"},
+                                {"type": "sns", "topic_arn": EXACT_TOPIC}]):
+        response = post_task(client, {"id": f"exact-{i}", "run_at": RUN_AT, "action": {**action, "message": "m"}})
+        assert response.status_code == 201, (action, response.body)

@@ -27,7 +27,7 @@ from tests.fixtures import Aws, FakeClock
 from tests.functional.stream_support import Table, stream
 from tests.functional.task_support import EMAIL_ACTION, FlakySes, deliver, due_body, patch_task, post_task, use_client
 
-STORE_WRITERS = {"claim", "settle", "mark", "note_dead_letter", "note_stream_dead_letter"}
+STORE_WRITERS = {"claim", "settle", "mark", "note_dead_letter", "note_stream_dead_letter", "cancel_by_item"}
 API_WRITERS = {"create", "cancel", "reschedule"}  # their transactions hold the store's create/cancel/reschedule
 REFUSED = {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/999999999999/theirs", "message": "m"}
 
@@ -140,6 +140,10 @@ class Walk:
         record = self.table.put({"PK": key.pk, "SK": key.sk, "run_at": iso(due), "action": REFUSED})
         assert stream(self.client, record) == []
 
+    def user_deletes(self, key: TaskKey) -> None:
+        """A user deletes the item: the stream records the task CANCELLED by its item (``cancel_by_item``)."""
+        assert stream(self.client, self.table.delete(key)) == []
+
     def path(self, key: TaskKey) -> str:
         return "/tasks/" + quote(key.task_id, safe="")
 
@@ -189,6 +193,27 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
     walk.stream_refused(dropped, clock.now + timedelta(hours=2))
     walk.put(dropped, clock.now + timedelta(hours=2))
     walk.run(dropped, clock.now + timedelta(hours=2))
+
+    # A user deletes a source item: cancel_by_item from none and PENDING, and again from CANCELLED (by an item)
+    # when it is written again and deleted again; written again once more, it is claimed and runs, once.
+    at = clock.now + timedelta(hours=1)
+    for name in ("deleted-none", "deleted-pending"):
+        walk.put(walk.key(name), at)
+    walk.due_dead_letter(walk.key("deleted-pending"), at)  # a record, PENDING
+    for name in ("deleted-none", "deleted-pending"):
+        walk.user_deletes(walk.key(name))
+        assert walk.state(walk.key(name)) is State.CANCELLED
+    deleted = walk.key("deleted-none")
+    walk.put(deleted, at)
+    walk.user_deletes(deleted)  # CANCELLED -> CANCELLED
+    walk.put(deleted, at)
+    walk.run(deleted, at)  # CANCELLED -> claim -> RUNNING -> settle_done
+    assert walk.state(deleted) is State.DONE
+    running = walk.key("deleted-running")  # a user's delete of a RUNNING task writes nothing: its claim settles
+    walk.put(running, at + timedelta(minutes=1))
+    walk.claim(running, at + timedelta(minutes=1))
+    walk.user_deletes(running)
+    assert walk.state(running) is State.RUNNING
 
     moved = walk.key("moved")  # none -> reschedule
     walk.put(moved, clock.now + timedelta(hours=1))

@@ -192,3 +192,41 @@ def test_a_long_backlog_is_caught_up_over_several_runs(deps: Deps, clock: FakeCl
     assert window is not None and len(window.buckets) == 100
     assert window.last == int(window.buckets[-1].timestamp()) + 59
     assert interval.plan_window(int(clock.now.timestamp()), clock.now, minutes=1, shards=4) is None
+
+
+def test_a_tick_in_the_middle_of_a_bucket_does_not_send_that_buckets_earlier_tasks_again(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, table: Table) -> None:
+    use_settings(deps, bucket_minutes=5)
+    tick(client, clock)  # 12:00:00, the start of a five-minute bucket
+    early, late = TaskKey("USER#early", "R"), TaskKey("USER#late", "R")
+    table.put(filed(deps, early, clock.now + timedelta(minutes=1, seconds=30)))
+    table.put(filed(deps, late, clock.now + timedelta(minutes=3, seconds=30)))
+    clock.advance(minutes=2)
+    tick(client, clock)  # 12:02:00, in the middle of the 12:00 bucket
+    assert [m.key for m in sent(aws, deps, clock)] == [early]
+    clock.advance(minutes=2)
+    tick(client, clock)  # 12:04:00, the same bucket again: only what came due since
+    assert [m.key for m in sent(aws, deps, clock)] == [late]
+
+
+def test_interval_progress_never_moves_back_when_a_slower_run_saves_after_a_later_one(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, table: Table) -> None:
+    use_settings(deps, bucket_minutes=5)
+    tick(client, clock)  # 12:00:00
+    between = TaskKey("USER#between", "R")
+    table.put(filed(deps, between, clock.now + timedelta(minutes=3)))  # 12:03, after the slow run's window
+    clock.advance(minutes=2)
+    slow_run_started = clock.now
+
+    def a_later_run_finishes_first(params: dict[str, Any], **kwargs: Any) -> None:
+        if params.get("Item", {}).get("SK") == {"S": "interval"} and clock.now == slow_run_started:
+            clock.advance(minutes=2)  # 12:04: the next tick's run, while the 12:02 run is about to save
+            tick(client, clock)
+
+    deps.clients.dynamodb.meta.events.register("provide-client-params.dynamodb.PutItem", a_later_run_finishes_first)
+    tick(client, clock)  # 12:02's run saves its progress (12:02:00) after 12:04's run saved 12:04:00
+    assert interval.load_progress(deps) == int(slow_run_started.timestamp()) + 120
+    assert [m.key for m in sent(aws, deps, clock)] == [between]
+    clock.advance(minutes=1)
+    tick(client, clock)  # 12:05: nothing is sent again
+    assert sent(aws, deps, clock) == []

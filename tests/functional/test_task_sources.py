@@ -20,7 +20,7 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
-from chalicelib.tasks.model import InvalidTask, TaskKey
+from chalicelib.tasks.model import DueMessage, InvalidTask, TaskKey, parse_due
 from tests import events
 from tests.faults import Faults, Kind
 from tests.fixtures import Aws, FakeClock
@@ -34,7 +34,7 @@ from tests.functional.source_support import (
     create_table,
     load_app,
 )
-from tests.functional.task_support import emails_sent
+from tests.functional.task_support import deliver, emails_sent
 
 
 @dataclass
@@ -434,3 +434,158 @@ def test_a_write_to_a_users_item_whose_answer_was_lost_is_known_as_ours_and_the_
         stage.run(hours=1)
         assert len(emails_to("hourly@example.com")) == 2
         assert aws.drain(deps.settings.task_dlq) == []
+
+
+# --- a lazy item without a due time is no task; a finished or cancelled task keeps its shape ---------------------
+
+def _session_path(email: str) -> str:
+    return "/tasks/sessions/" + quote(json.dumps({"email": email}), safe="")
+
+
+def test_a_lazy_sources_item_that_never_expires_is_no_task_not_a_dead_letter(
+        stage: Stage, aws: Aws, client: Client, error_lines: list[str]) -> None:
+    stage.put(SESSIONS_TABLE, {"email": "forever@example.com", "token": "t"})  # no expires_at: never expires
+    stage.run(minutes=2)
+    stage.delete(SESSIONS_TABLE, {"email": "forever@example.com"})
+    stage.run(minutes=1)
+    assert aws.drain(stage.deps.settings.task_dlq) == []
+    assert error_lines == []
+    assert emails_to("forever@example.com") == []
+    assert client.http.get(_session_path("forever@example.com")).status_code == 404  # never a task
+
+
+def test_removing_a_lazy_items_ttl_cancels_its_task_and_a_later_delete_runs_nothing(
+        stage: Stage, aws: Aws, client: Client, error_lines: list[str]) -> None:
+    stage.put(SESSIONS_TABLE, {"email": "kept@example.com", "expires_at": stage.epoch(minutes=10)})
+    stage.run(minutes=1)
+    stage.deps.clients.dynamodb.update_item(  # how DynamoDB's guide says to stop an item's expiry
+        TableName=SESSIONS_TABLE, Key=ddb.serialize({"email": "kept@example.com"}), UpdateExpression="REMOVE expires_at")
+    removed_at = stage.clock.now
+    stage.run(minutes=1)
+    seen_by = stage.clock.now
+    stage.clock.advance(hours=1)  # past its old expiry: nothing else happens in between
+    stage.run(minutes=2)
+    assert stage.sim.source_ttl_deletes == 0  # the TTL's delete never comes
+    shown = client.http.get(_session_path("kept@example.com")).json_body["task"]
+    assert (shown["status"], shown["strategy"], shown["action"]["to"]) == ("CANCELLED", "lazy", "kept@example.com")
+    assert removed_at <= parse_due(shown["finished_at"]) <= seen_by
+    stage.delete(SESSIONS_TABLE, {"email": "kept@example.com"})  # a user's delete of the item, later
+    stage.run(minutes=2)
+    assert emails_to("kept@example.com") == []
+    assert aws.drain(stage.deps.settings.task_dlq) == []
+    assert error_lines == []
+    assert client.http.get(_session_path("kept@example.com")).json_body["task"]["status"] == "CANCELLED"
+
+
+def test_removing_a_recurring_lazy_items_ttl_cancels_its_pending_next_run(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, client: Client) -> None:
+    streams = {"hourly": create_table(deps, "hourly", [("email", "S")], ttl="expires_at")}
+    sources = {"hourly": {"table": "hourly", "strategy": "lazy", "ttl_attribute": "expires_at",
+                          "recurrence": "rate(1 hour)", "key": ["email"]}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        stage.put("hourly", {"email": "hourly@example.com", "expires_at": stage.epoch(minutes=5)})
+        stage.run(minutes=10)
+        path = "/tasks/hourly/" + quote("hourly@example.com", safe="")
+        assert client.http.get(path).json_body["task"]["status"] == "PENDING"  # its next run
+        deps.clients.dynamodb.update_item(TableName="hourly", Key=ddb.serialize({"email": "hourly@example.com"}),
+                                          UpdateExpression="REMOVE expires_at")
+        stage.run(minutes=1)
+        stage.clock.advance(hours=2)  # past its next run: nothing else happens in between
+        stage.run(minutes=2)
+        assert len(emails_to("hourly@example.com")) == 1
+        assert client.http.get(path).json_body["task"]["status"] == "CANCELLED"
+        assert aws.drain(deps.settings.task_dlq) == []
+
+
+@pytest.mark.parametrize("ttl", ["tomorrow", -5, 10**13])
+def test_a_lazy_items_ttl_present_but_wrong_is_still_dead_lettered_once(stage: Stage, aws: Aws, ttl: Any) -> None:
+    stage.put(SESSIONS_TABLE, {"email": "wrong@example.com", "expires_at": ttl})
+    stage.run(minutes=2)
+    [letter] = [json.loads(m["Body"]) for m in aws.drain(stage.deps.settings.task_dlq)]
+    assert "expires_at" in letter["reason"], letter["reason"]
+
+
+def test_a_lazy_sources_task_keeps_its_strategy_and_action_once_it_ran(stage: Stage, client: Client) -> None:
+    stage.put(SESSIONS_TABLE, {"email": "ran@example.com", "expires_at": stage.epoch(minutes=5)})
+    stage.run(seconds=30)
+    pending = client.http.get(_session_path("ran@example.com")).json_body["task"]
+    stage.run(minutes=6)
+    assert len(emails_to("ran@example.com")) == 1
+    done = client.http.get(_session_path("ran@example.com")).json_body["task"]
+    assert done["status"] == "DONE"
+    assert (done["strategy"], done["action"]) == (pending["strategy"], pending["action"]) == (
+        "lazy", pending["action"])
+    assert done["action"]["to"] == "ran@example.com"
+
+
+def test_a_users_delete_of_a_source_item_shows_it_cancelled_and_when(stage: Stage, client: Client) -> None:
+    stage.put(APPOINTMENTS_TABLE, {"PK": "USER#gone", "SK": "R", "REMINDER_TIMESTAMP": stage.epoch(minutes=40),
+                                   "email": "gone@example.com"})
+    stage.run(minutes=1)
+    stage.delete(APPOINTMENTS_TABLE, {"PK": "USER#gone", "SK": "R"})
+    deleted_at = stage.clock.now
+    stage.run(minutes=1)
+    response = client.http.get("/tasks/appointments/" + quote(json.dumps({"PK": "USER#gone", "SK": "R"}), safe=""))
+    assert response.status_code == 200, response.body
+    task = response.json_body["task"]
+    assert (task["status"], task["strategy"], task["action"]["to"]) == ("CANCELLED", "exact", "gone@example.com")
+    assert deleted_at <= parse_due(task["finished_at"]) <= stage.clock.now
+    stage.clock.advance(minutes=40)  # past its due time: nothing else happens in between
+    stage.run(minutes=2)
+    assert emails_to("gone@example.com") == []
+
+
+def test_an_item_deleted_and_written_again_with_the_same_due_time_runs_once(stage: Stage, client: Client) -> None:
+    # Some programs change an item by deleting it and writing it again: the cancel was of the deleted one.
+    item = {"PK": "USER#again", "SK": "R", "REMINDER_TIMESTAMP": stage.epoch(minutes=3), "email": "again@example.com"}
+    path = "/tasks/appointments/" + quote(json.dumps({"PK": "USER#again", "SK": "R"}), safe="")
+    stage.put(APPOINTMENTS_TABLE, item)
+    stage.run(seconds=30)
+    stage.delete(APPOINTMENTS_TABLE, {"PK": "USER#again", "SK": "R"})
+    stage.run(seconds=30)
+    assert client.http.get(path).json_body["task"]["status"] == "CANCELLED"
+    stage.put(APPOINTMENTS_TABLE, item)
+    stage.run(seconds=30)
+    assert client.http.get(path).json_body["task"]["status"] == "PENDING"
+    stage.run(minutes=3)
+    assert len(emails_to("again@example.com")) == 1
+    assert client.http.get(path).json_body["task"]["status"] == "DONE"
+
+
+def test_an_item_filed_into_an_interval_sources_running_bucket_after_its_first_tick_still_runs(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"slots": create_table(deps, SLOTS_TABLE, [("id", "S")], index=("taskDateTime-index", "taskDateTime"))}
+    sources = {"slots": {**SEED_SOURCES["slots"], "due_attribute": "at", "bucket_minutes": 5}}
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        stage.run(seconds=30)  # the 12:00 bucket's first tick, at 12:00:00
+        due = stage.clock.now + timedelta(minutes=3)  # 12:03:30: in the running bucket, minutes ahead
+        stage.put(SLOTS_TABLE, {"id": "late-filed", "at": due.isoformat(), "email": "late@example.com",
+                                "taskDateTime": "2026-11-22#12:00"})
+        stage.run(minutes=5, seconds=30)
+        assert len(emails_to("late@example.com")) == 1
+
+
+def test_a_source_key_names_one_task_whatever_the_order_of_its_attributes(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"appointments": create_table(deps, APPOINTMENTS_TABLE, [("PK", "S"), ("SK", "S")])}
+    item = {"PK": "USER#ada", "SK": "REMINDER#standup", "REMINDER_TIMESTAMP": int(clock.now.timestamp()) + 120,
+            "email": "ada@example.com"}
+    orders = [{"PK": item["PK"], "SK": item["SK"]}, {"SK": item["SK"], "PK": item["PK"]}]
+    for stage in _stage(monkeypatch, deps, clock, {"appointments": SEED_SOURCES["appointments"]}, streams):
+        stage.put(APPOINTMENTS_TABLE, item)
+        client = stage.sim.client
+        for i, keys in enumerate(orders):  # the record and its redelivery, its key's attributes in either order
+            record = events.stream_record("INSERT", ddb.serialize(keys), new_image=ddb.serialize(item),
+                                          sequence_number=f"10000000000000000000{i + 1}",
+                                          source_arn=streams["appointments"], created=clock.now)
+            client.lambda_.invoke("source_appointments", events.stream_event(record))
+        messages = aws.sent(deps.settings.due_queue)
+        assert {DueMessage.from_json(body).key for body, _ in messages} == {
+            TaskKey.of_source("appointments", ddb.serialize(order)) for order in orders}
+        clock.advance(minutes=2)
+        for body, _ in messages:
+            assert deliver(client, body) == set()
+        shown = [client.http.get("/tasks/appointments/" + quote(json.dumps(order), safe="")).json_body["task"]
+                 for order in orders]
+        assert len(emails_to("ada@example.com")) == 1
+        assert [(task["id"], task["status"], task["attempts"]) for task in shown] == [(shown[0]["id"], "DONE", 1)] * 2

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from chalicelib.settings import VARIABLES, Settings
+from chalicelib.settings import VARIABLES, Settings, Variable
 from deploy import event_sources, iam
 from local.stage import LOCAL_VARIABLES, LocalSettings
 
@@ -130,16 +130,34 @@ def test_the_readme_reads_in_ten_minutes() -> None:
     assert words <= README_MAX_WORDS, f"README.md has {words} words; move depth to docs/ (at most {README_MAX_WORDS})"
 
 
-def test_the_stage_settings_table_lists_exactly_the_settings_the_app_reads() -> None:
-    documented = rows(section(CONFIGURATION.read_text(), "Stage settings (the app's)"))
-    declared = {v.name: v.default for v in VARIABLES}
-    assert set(documented) == set(declared), "docs/configuration.md's stage table and chalicelib/settings.py differ"
-    for name, default in declared.items():
-        assert documented[name] == (f"`{default}`" if default else "(empty)"), name
+def stage_row(variable: Variable) -> str:
+    """The configuration table's row of a declared setting: name, default and meaning as declared."""
+    return f"| `{variable.name}` | {f'`{variable.default}`' if variable.default else '(empty)'} | {variable.meaning} |"
+
+
+def test_the_stage_settings_table_is_the_declared_settings_name_default_and_meaning() -> None:
+    documented = [line for line in section(CONFIGURATION.read_text(), "Stage settings (the app's)").splitlines()
+                  if _ROW.match(line)]
+    declared = [stage_row(variable) for variable in VARIABLES]
+    missing = [row for row in declared if row not in documented]
+    assert not missing, "docs/configuration.md's stage table lacks (or words otherwise) these declared rows:\n" + \
+        "\n".join(missing)
+    assert documented == declared, "docs/configuration.md's stage table has rows the settings do not declare, " \
+        "or another order than chalicelib/settings.py"
+
+
+def test_the_table_check_sees_a_changed_meaning() -> None:
+    variable = VARIABLES[0]
+    changed = variable._replace(meaning=variable.meaning + " (changed)")
+    assert stage_row(changed) not in section(CONFIGURATION.read_text(), "Stage settings (the app's)")
+
+
+def test_settings_read_exactly_the_declared_variables() -> None:
     environ = RecordingEnviron()
     Settings.from_env(environ)
-    assert environ.read - {"AWS_DEFAULT_REGION"} <= set(documented), "Settings reads a variable nobody documents"
-    assert set(declared) <= environ.read, "a documented setting is never read"
+    declared = {variable.name for variable in VARIABLES}
+    assert environ.read - {"AWS_DEFAULT_REGION"} <= declared, "Settings reads a variable nobody declares"
+    assert declared <= environ.read, "a declared setting is never read"
 
 
 def test_the_deploy_time_table_lists_exactly_make_deploys_settings() -> None:

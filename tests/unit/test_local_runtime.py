@@ -882,7 +882,7 @@ def test_each_invocation_prints_its_records_duration_and_outcome() -> None:
     assert lines[2].endswith("2 records   61000 ms  FAILED timed out")
 
 
-# --- bounded memory for what moto keeps (local/moto_corrections.py, local/sources/retention.py) ---------
+# --- bounded memory for what moto keeps (local/moto_speed.py, local/sources/retention.py) ---------
 
 class _Record:
     def __init__(self, created: float) -> None:
@@ -899,7 +899,7 @@ class _Shard:
 
 
 def test_stream_records_read_by_every_reader_are_dropped_but_the_newest_and_the_unread_stay() -> None:
-    from local.moto_corrections import trim_shard
+    from local.moto_speed import trim_shard
 
     shard = _Shard([100.0] * 10)                       # sequence numbers 1000 .. 1009
     assert trim_shard(shard, 1005, keep_newest=2, older_than=None) == 6
@@ -910,7 +910,7 @@ def test_stream_records_read_by_every_reader_are_dropped_but_the_newest_and_the_
 
 
 def test_stream_records_older_than_the_retention_are_dropped_even_unread() -> None:
-    from local.moto_corrections import trim_shard
+    from local.moto_speed import trim_shard
 
     shard = _Shard([10.0, 20.0, 30.0, 40.0])
     assert trim_shard(shard, None, keep_newest=100, older_than=25.0) == 2
@@ -919,7 +919,11 @@ def test_stream_records_older_than_the_retention_are_dropped_even_unread() -> No
 
 
 def test_a_read_from_before_the_oldest_record_kept_starts_at_the_oldest_record_kept() -> None:
-    from local.moto_corrections import _shard_get
+    from moto.dynamodb.models.table import StreamShard
+
+    from local.moto_speed import _from_oldest_kept
+
+    _shard_get = _from_oldest_kept(StreamShard.get)
 
     class Kept:
         def __init__(self, n: int) -> None:
@@ -953,7 +957,7 @@ def test_the_stream_is_read_up_to_the_slowest_poller_and_not_at_all_without_one(
 def test_moto_model_registry_lists_live_objects_only() -> None:
     import gc
 
-    from local.moto_corrections import LiveInstances
+    from local.moto_speed import LiveInstances
 
     class Model:
         pass
@@ -971,7 +975,7 @@ def test_moto_model_registry_lists_live_objects_only() -> None:
 
 
 def test_deleted_sqs_receipts_are_remembered_up_to_a_bound_oldest_forgotten_first() -> None:
-    from local.moto_corrections import RecentReceipts
+    from local.moto_speed import RecentReceipts
 
     receipts = RecentReceipts(["a", "b"], limit=3)
     receipts.update(["c", "d"])

@@ -154,7 +154,7 @@ class TtlDynamo:
 
 
 class Feed:
-    """A write feed as moto's (local.moto_corrections.watch_writes): listeners hear each write."""
+    """A write feed as moto's (local.moto_speed.watch_writes): listeners hear each write."""
 
     def __init__(self) -> None:
         self.listeners: list[Any] = []

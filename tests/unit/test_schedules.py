@@ -16,10 +16,12 @@ from chalicelib.tasks import schedules
 from chalicelib.tasks.buckets import due_bucket
 from chalicelib.tasks.model import DueMessage, TaskKey, task_from_item
 from chalicelib.tasks.schedules import (
+    CancelRecord,
     Change,
     DeadLetter,
     DeleteSchedule,
     InvalidRecord,
+    NotATask,
     PutSchedule,
     SendDue,
     SetBucket,
@@ -196,8 +198,10 @@ def test_a_finished_task_given_a_new_time_is_scheduled_again() -> None:
     assert [type(s) for s in steps] == [PutSchedule]
 
 
-def test_a_user_remove_of_an_exact_task_deletes_its_schedule() -> None:
-    assert plan(change("REMOVE", old=seed_item(NOW + timedelta(hours=3)))) == [DeleteSchedule(KEY)]
+def test_a_user_remove_of_an_exact_task_deletes_its_schedule_and_records_it_cancelled() -> None:
+    old = seed_item(NOW + timedelta(hours=3))
+    assert plan(change("REMOVE", old=old)) == [
+        DeleteSchedule(KEY), CancelRecord(KEY, task_from_item(old, SETTINGS), "2026-11-22T12:00:00Z")]
 
 
 def test_a_ttl_remove_of_an_exact_task_is_ignored() -> None:
@@ -280,9 +284,41 @@ def test_a_ttl_remove_of_a_lazy_task_sends_it_with_the_old_image() -> None:
         SendDue(DueMessage(KEY, due, image=ddb.binary_as_text(ddb.serialize(old))), 0)]
 
 
-def test_a_user_remove_of_a_lazy_task_sends_nothing() -> None:
+def test_a_user_remove_of_a_lazy_task_sends_nothing_and_records_it_cancelled() -> None:
     old = seed_item(NOW, strategy="lazy", expires_at=int(NOW.timestamp()))
-    assert plan(change("REMOVE", old=old)) == []
+    assert plan(change("REMOVE", old=old)) == [CancelRecord(KEY, task_from_item(old, SETTINGS), "2026-11-22T12:00:00Z")]
+
+
+def test_a_user_remove_of_a_finished_task_changes_nothing() -> None:
+    assert plan(change("REMOVE", old=seed_item(NOW, status="DONE"))) == []
+
+
+LAZY_SEED = {"PK": KEY.pk, "SK": KEY.sk, "email": "ada@example.com"}  # due when its expires_at passes, if it has one
+
+
+@pytest.mark.parametrize(("name", "new", "old"), [
+    ("INSERT", {**LAZY_SEED, "strategy": "lazy"}, None),              # never had a due time
+    ("MODIFY", {**LAZY_SEED, "strategy": "lazy", "note": "x"}, {**LAZY_SEED, "strategy": "lazy"}),
+    ("REMOVE", None, {**LAZY_SEED, "strategy": "lazy"}),
+    ("REMOVE", None, LAZY_SEED),                                          # its TTL was removed before
+])
+def test_a_lazy_item_without_a_due_time_is_no_task_and_nothing_is_done(
+        name: str, new: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
+    assert [type(s) for s in plan(change(name, new, old))] == [NotATask]
+
+
+@pytest.mark.parametrize("strategy", [{}, {"strategy": "lazy"}])
+def test_removing_a_lazy_items_ttl_cancels_its_task(strategy: dict[str, str]) -> None:
+    old = {**LAZY_SEED, **strategy, "expires_at": int((NOW + timedelta(hours=1)).timestamp())}
+    steps = plan(change("MODIFY", {**LAZY_SEED, **strategy}, old))
+    assert [type(s) for s in steps] == [NotATask, CancelRecord]
+    assert steps[1] == CancelRecord(KEY, task_from_item(old, SETTINGS), "2026-11-22T12:00:00Z")
+
+
+@pytest.mark.parametrize("ttl", ["tomorrow", -5, 10**13, True])
+def test_a_lazy_items_due_time_present_but_wrong_is_still_dead_lettered(ttl: Any) -> None:
+    [step] = plan(change("INSERT", {**LAZY_SEED, "strategy": "lazy", "expires_at": ttl}))
+    assert isinstance(step, DeadLetter)
 
 
 # --- bad images -----------------------------------------------------------------------

@@ -70,6 +70,10 @@ def test_an_item_that_is_no_task_names_the_attribute(item: dict[str, Any], field
     assert error.value.field == field
 
 
+def test_a_lazy_sources_item_without_a_due_time_is_no_task_and_no_dead_letter() -> None:
+    assert [type(s) for s in plan("reminders", {"id": "a", "email": "a@example.com"})] == [schedules.NotATask]
+
+
 def test_the_same_key_in_two_sources_is_two_tasks() -> None:
     keys = ddb.serialize({"id": "same"})
     first, second = TaskKey.of_source("reminders", keys), TaskKey.of_source("slots", keys)

@@ -9,7 +9,7 @@ import pytest
 
 from chalicelib.settings import Settings
 from chalicelib.tasks import items
-from chalicelib.tasks.model import InvalidTask, Strategy, TaskKey
+from chalicelib.tasks.model import InvalidTask, Strategy, TaskKey, task_from_item
 
 SETTINGS = Settings.from_env({})
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -73,3 +73,34 @@ def test_a_list_token_round_trips_and_a_forged_one_is_rejected() -> None:
     for forged in ("garbage", items.encode_token(9, None), items.encode_token(0, {"PK": "CLAIM#x", "SK": "y"})):
         with pytest.raises(InvalidTask):
             items.decode_token(forged, 4)
+
+
+@pytest.mark.parametrize(("record", "status"), [
+    ({"status": "CANCELLED", "run_at": "2026-11-22T13:00:00Z"}, "CANCELLED"),  # the API's cancel
+    ({"status": "CANCELLED", "run_at": "2026-11-22T13:00:00Z", "cancelled_by": "item"}, "PENDING"),  # written again
+    ({"status": "PENDING"}, "PENDING"),
+])
+def test_a_cancel_seen_by_the_stream_is_of_the_item_then_and_an_item_written_again_is_pending(
+        record: dict[str, Any], status: str) -> None:
+    task = task_from_item({"PK": "USER#a", "SK": "R", "run_at": "2026-11-22T13:00:00Z", "email": "a@example.com"},
+                          SETTINGS)
+    assert items.current_status(task, record) == status
+    assert items.current_status(None, record) == record["status"]  # the item gone: the record tells
+
+
+LEASE = 300
+
+
+@pytest.mark.parametrize("claimed_seconds_ago, shown", [
+    (0, "RUNNING"), (LEASE - 1, "RUNNING"), (LEASE, "RUNNING"),  # the executor's test: a claim at the lease is live
+    (LEASE + 1, "PENDING"), (10 * LEASE, "PENDING"),  # its worker stopped: the next delivery takes it over
+])
+def test_get_shows_running_only_while_a_live_claim_of_the_current_due_time_is_held(
+        claimed_seconds_ago: int, shown: str) -> None:
+    task = task_from_item(items.new_item("standup", request(), SETTINGS, NOW), SETTINGS)
+    record = {"status": "PENDING", "exec_due": "2026-11-22T12:10:00Z", "exec_state": "RUNNING", "exec_owner": "w",
+              "claimed_at": NOW.timestamp() - claimed_seconds_ago}
+    assert items.current_status(task, record, NOW, LEASE) == shown
+    assert items.view_of_task(task, record, now=NOW, lease_seconds=LEASE)["status"] == shown
+    assert items.claim_is_live(record, NOW, LEASE) is (shown == "RUNNING")
+    assert items.current_status(task, {**record, "exec_due": "2026-11-22T12:09:00Z"}, NOW, LEASE) == "PENDING"

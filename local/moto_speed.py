@@ -1,0 +1,635 @@
+"""What makes moto fast and small enough to be the offline runtime's AWS: installed by ``make run`` (local/aws.py)
+and the bench, never by the functional tests.
+
+Nothing here changes what a request answers (local/moto_corrections.py holds every patch that does, and the
+functional tests install that module alone); what is here only spends less time or memory, or tells the
+runtime what changed.  Pinned, like the corrections, to moto 5.2.5 (``install()`` refuses another version).
+``install()`` is idempotent and changes moto's classes in this process; ``uninstall()`` puts them back (the
+functional tests' fixture calls it, since an e2e test in the same pytest worker may have installed them):
+
+* **moto's model registry**: moto appends every model object it ever creates
+  (each SQS message, shard iterator, stream record ...) to its class's
+  ``instances_tracked`` list, for ``/moto-api/data.json``, and never removes
+  one.  The registry here holds them weakly: data.json lists what is alive in a
+  backend (unchanged for what the backends keep, such as sent emails).
+* **Writes are announced**: ``watch_writes(listener)`` calls ``listener(table, key,
+  attribute)`` after every DynamoDB item write in this process (PutItem, UpdateItem,
+  DeleteItem, and the writes of BatchWriteItem and TransactWriteItems), in the order
+  they happen, under the corrections' write lock: ``attribute(name)`` is the written item's
+  attribute in DynamoDB JSON (None when absent or deleted).  The TTL emulation
+  learns expiry times from it instead of scanning tables.
+* **Schedule changes are announced**: ``watch_schedules(listener)`` calls
+  ``listener(group, name)`` after every CreateSchedule, UpdateSchedule,
+  DeleteSchedule (and for each schedule of a deleted group) in this process: the
+  Scheduler emulation reads the schedules that changed instead of listing them all
+  every second (moto's ListSchedules sorts every schedule for each page).
+* **Stream retention**: moto keeps every stream record forever; ``trim_shard``
+  drops the oldest ones (the runtime calls it once the stream pollers have read
+  them, and drops any over 24 h, AWS's retention).  A read from before the
+  oldest record kept starts at the oldest record kept (AWS would answer
+  TrimmedDataAccessException: the one place this module departs from AWS, and only
+  for records moto would otherwise have kept forever).
+* **SQS**: moto remembers the receipt handle of every deleted message (so that
+  deleting again succeeds); ``bound_deleted_receipts`` keeps the newest ones.
+* **SES**: moto keeps every email sent; ``trim_sent_emails`` keeps the newest.
+* **Speed**: moto's server lists its own package directory (170 ``isdir`` calls) on
+  every request to find a service's name; the list is read once.  moto's SQS goes
+  through every message of the queue, several times, for each SendMessage (the
+  queue's attributes: three counts, each message's time computed through
+  ``datetime``), each message received (the retention check reads every
+  attribute, three times) and each message deleted (twice): with thousands of
+  delayed messages waiting (the tasks due within the SQS-delay horizon), every call
+  took tens of milliseconds.  Here one clock reading serves a whole pass, the
+  retention check reads the retention period only, a DeleteMessageBatch finds its
+  messages in one pass (and rebuilds the queue's list under the lock a send takes,
+  so no message sent meanwhile is lost), and a SendMessage reads the one queue
+  attribute it needs (ContentBasedDeduplication) without counting the queue's
+  messages.  Same answers, same semantics.  moto's update expressions are parsed
+  once per text and checked in linear time (same nodes, same errors).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import importlib
+import inspect
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
+
+from local.moto_corrections import WRITE_LOCK, check_moto_version, installed_moto_version
+
+# listener(table name, key in DynamoDB JSON, attribute(name) -> DynamoDB JSON or None): after each item write
+WriteListener = Callable[[str, dict[str, Any], Callable[[str], Any]], None]
+_write_listeners: list[WriteListener] = []
+_installed = False
+_install_lock = threading.Lock()
+_MISSING = object()
+_patched: list[tuple[Any, str, Any, Any]] = []  # (class or module, name, its own value before, the value set)
+
+
+def _patch(owner: Any, name: str, value: Any) -> None:
+    """``setattr(owner, name, value)``, remembered for ``uninstall()``."""
+    _patched.append((owner, name, vars(owner).get(name, _MISSING), value))
+    setattr(owner, name, value)
+
+
+# --- the registry of live model objects -------------------------------------------
+
+class LiveInstances:
+    """What moto's ``instances_tracked`` lists were, holding objects weakly (strongly if they cannot be)."""
+
+    def __init__(self, initial: Iterable[Any] = ()) -> None:
+        self._refs: dict[int, Any] = {}
+        self._count = 0
+        self._lock = threading.Lock()
+        for instance in initial:
+            self.append(instance)
+
+    def append(self, instance: Any) -> None:
+        with self._lock:
+            self._count += 1
+            key = self._count
+        refs = self._refs
+        try:
+            ref: Any = weakref.ref(instance, lambda _, key=key: refs.pop(key, None))  # type: ignore[misc]
+        except TypeError:  # no weak references to it: kept, as moto would
+            ref = lambda instance=instance: instance  # noqa: E731
+        refs[key] = ref
+
+    def _live(self) -> list[Any]:
+        while True:
+            try:
+                refs = list(self._refs.values())
+                break
+            except RuntimeError:  # an object died while the snapshot was taken
+                continue
+        return [o for o in (ref() for ref in refs) if o is not None]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._live())
+
+    def __len__(self) -> int:
+        return len(self._live())
+
+    def __bool__(self) -> bool:
+        return bool(self._refs)
+
+    def __contains__(self, instance: object) -> bool:
+        return any(o is instance for o in self._live())
+
+    def remove(self, instance: object) -> None:
+        for key, ref in list(self._refs.items()):
+            if ref() is instance:
+                self._refs.pop(key, None)
+                return
+        raise ValueError("not tracked")
+
+
+_registries: weakref.WeakKeyDictionary[type, LiveInstances] = weakref.WeakKeyDictionary()
+
+
+class _TrackedInstances:
+    """A data descriptor on moto's model metaclass: every model class's ``instances_tracked`` (read,
+    appended to, and reset by assignment) becomes a ``LiveInstances``, classes made later included."""
+
+    def __get__(self, cls: type | None, meta: type | None = None) -> LiveInstances:
+        if cls is None:
+            raise AttributeError("instances_tracked")
+        registry = _registries.get(cls)
+        if registry is None:
+            registry = _registries.setdefault(cls, LiveInstances())
+        return registry
+
+    def __set__(self, cls: type, value: Iterable[Any]) -> None:
+        _registries[cls] = value if isinstance(value, LiveInstances) else LiveInstances(value)
+
+
+def _track_weakly() -> None:
+    from moto.core.base_backend import InstanceTrackerMeta
+    from moto.core.model_instances import model_data
+
+    for models in model_data.values():
+        for cls in models.values():
+            kept = vars(cls).get("instances_tracked")
+            if isinstance(cls, type) and isinstance(kept, list):
+                _registries[cls] = LiveInstances(kept)
+                kept.clear()  # shadowed by the descriptor from now on
+    _patch(InstanceTrackerMeta, "instances_tracked", _TrackedInstances())
+
+
+# --- change feeds: item writes and schedule changes ----------------------------------
+
+ScheduleListener = Callable[[str, str], None]  # (group, name) after a schedule was created, updated or deleted
+_schedule_listeners: list[ScheduleListener] = []
+_schedule_lock = threading.Lock()
+
+
+def watch_schedules(listener: ScheduleListener) -> Callable[[], None]:
+    """Call ``listener(group, name)`` after every schedule change in this process; returns what stops it."""
+    with _schedule_lock:
+        _schedule_listeners.append(listener)
+
+    def stop() -> None:
+        with _schedule_lock:
+            if listener in _schedule_listeners:
+                _schedule_listeners.remove(listener)
+    return stop
+
+
+def _announce_schedules(changed: Iterable[tuple[str, str]]) -> None:
+    with _schedule_lock:
+        listeners = list(_schedule_listeners)
+    for group, name in changed:
+        for listener in listeners:
+            with contextlib.suppress(Exception):  # a listener's bug never fails the call
+                listener(group, name)
+
+
+def _schedule_announced(method: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(method)
+
+    def change(self: Any, *args: Any, **kwargs: Any) -> Any:
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        if method.__name__ == "delete_schedule_group":
+            name = arguments.get("name") or "default"
+            group = self.schedule_groups.get(name)
+            changed = [(name, s) for s in list(group.schedules if group is not None else {})]
+            result = method(self, *args, **kwargs)
+        else:
+            result = method(self, *args, **kwargs)
+            changed = [(arguments.get("group_name") or "default", str(arguments.get("name") or ""))]
+        _announce_schedules(changed)
+        return result
+    change.__name__ = method.__name__
+    change.__wrapped__ = method  # type: ignore[attr-defined]
+    return change
+
+
+def watch_writes(listener: WriteListener) -> Callable[[], None]:
+    """Call ``listener`` after every DynamoDB item write in this process; returns what stops it."""
+    with WRITE_LOCK:
+        _write_listeners.append(listener)
+
+    def stop() -> None:
+        with WRITE_LOCK:
+            if listener in _write_listeners:
+                _write_listeners.remove(listener)
+    return stop
+
+
+def _absent(name: str) -> Any:
+    return None
+
+
+def _announced(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A backend write method that tells the write listeners what it wrote (put, update) or removed (delete)."""
+    def write(self: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
+        with WRITE_LOCK:  # announced in the order the writes happen
+            result = method(self, table_name, *args, **kwargs)
+            if _write_listeners:
+                _announce(self, table_name, None if method.__name__ == "delete_item" else result,
+                          kwargs.get("key", args[0] if args else None))
+        return result
+    write.__name__ = method.__name__
+    write.__doc__ = method.__doc__
+    write.__wrapped__ = method  # type: ignore[attr-defined]
+    return write
+
+
+def _announce(backend: Any, table_name: str, item: Any, key: Any) -> None:
+    try:
+        table = backend.get_table(table_name)
+        if item is not None:
+            names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+            key = {name: item.attrs[name].to_json() for name in names}
+        if not isinstance(key, dict):
+            return
+
+        def attribute(name: str) -> Any:
+            value = item.attrs.get(name) if item is not None else None
+            return value.to_json() if value is not None else None
+    except Exception:  # nothing to announce (moto's internals changed): listeners fall back on scans
+        return
+    for listener in list(_write_listeners):
+        with contextlib.suppress(Exception):  # a listener's bug never fails the write
+            listener(str(table_name), dict(key), attribute if item is not None else _absent)
+
+
+# --- stream retention ------------------------------------------------------------------
+
+def _from_oldest_kept(get: Callable[..., list[dict[str, Any]]]) -> Callable[..., list[dict[str, Any]]]:
+    """StreamShard.get from the oldest record kept when ``start`` was trimmed away (moto's asserts)."""
+    def from_oldest_kept(self: Any, start: int, quantity: int) -> list[dict[str, Any]]:
+        return get(self, max(start, self.starting_sequence_number), quantity)
+    from_oldest_kept.__wrapped__ = get  # type: ignore[attr-defined]
+    return from_oldest_kept
+
+
+def trim_shard(shard: Any, keep_after: int | None, keep_newest: int, older_than: float | None) -> int:
+    """Drop ``shard``'s oldest records: those with a sequence number up to ``keep_after`` (read by every
+    reader; None: no reader) beyond the ``keep_newest`` newest, and any created before the epoch second
+    ``older_than``.  Sequence numbers stay as they were.  The number of records dropped."""
+    with WRITE_LOCK:
+        records = shard.items
+        start = shard.starting_sequence_number
+        drop = 0
+        if keep_after is not None:
+            drop = max(0, min(keep_after - start + 1, len(records) - keep_newest))
+        if older_than is not None:
+            while drop < len(records) and _created(records[drop]) < older_than:
+                drop += 1
+        if drop:
+            del records[:drop]
+            shard.starting_sequence_number = start + drop
+        return drop
+
+
+def _created(record: Any) -> float:
+    moment = getattr(record, "record", {}).get("dynamodb", {}).get("ApproximateCreationDateTime")
+    try:
+        return float(moment)
+    except (TypeError, ValueError):
+        return float("inf")
+
+
+def stream_shards(account: str, region: str) -> dict[str, Any]:
+    """The stream shard of every table with a stream in moto's in-process backend, by table name."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    if account not in dynamodb_backends or region not in dynamodb_backends[account]:
+        return {}
+    tables = dynamodb_backends[account][region].tables
+    return {name: table.stream_shard for name, table in list(tables.items()) if table.stream_shard is not None}
+
+
+# --- SQS and SES ---------------------------------------------------------------------
+
+class RecentReceipts:
+    """A set of the newest ``limit`` receipt handles, oldest forgotten first (moto's ``deleted_messages``)."""
+
+    def __init__(self, initial: Iterable[str] = (), limit: int = 10_000) -> None:
+        self.limit = limit
+        self._handles: dict[str, None] = {}
+        self.update(initial)
+
+    def update(self, handles: Iterable[str]) -> None:
+        for handle in handles:
+            self.add(handle)
+
+    def add(self, handle: str) -> None:
+        self._handles.pop(handle, None)
+        self._handles[handle] = None
+        while len(self._handles) > self.limit:
+            self._handles.pop(next(iter(self._handles)), None)
+
+    def discard(self, handle: str) -> None:
+        self._handles.pop(handle, None)
+
+    def __contains__(self, handle: object) -> bool:
+        return handle in self._handles
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._handles))
+
+
+def bound_deleted_receipts(limit: int) -> int:
+    """Give every SQS queue in moto's in-process backends a bounded memory of deleted receipt handles;
+    the number of handles remembered overall."""
+    from moto.sqs.models import sqs_backends
+
+    total = 0
+    for account in list(sqs_backends):
+        for region in list(sqs_backends[account]):
+            for queue in list(sqs_backends[account][region].queues.values()):
+                deleted: Any = queue.deleted_messages
+                if not isinstance(deleted, RecentReceipts):
+                    deleted = RecentReceipts(deleted, limit)
+                    queue.deleted_messages = deleted
+                total += len(deleted)
+    return total
+
+
+def trim_sent_emails(keep: int) -> int:
+    """Keep the newest ``keep`` emails moto's SES has accepted (every account and region); the number dropped."""
+    from moto.ses.models import ses_backends
+
+    dropped = 0
+    for account in list(ses_backends):
+        for region in list(ses_backends[account]):
+            backend = ses_backends[account][region]
+            extra = len(backend.sent_messages) - keep
+            if extra > 0:
+                del backend.sent_messages[:extra]
+                dropped += extra
+    return dropped
+
+
+# --- installing -----------------------------------------------------------------------
+
+def install() -> None:
+    """Make moto fast and small in this process (once); MotoVersionError under another moto than 5.2.5."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        check_moto_version(installed_moto_version())
+        from moto.dynamodb.models import DynamoDBBackend
+        from moto.dynamodb.models.table import StreamShard
+
+        for name in ("put_item", "update_item", "delete_item"):  # BatchWriteItem and transactions call these
+            _patch(DynamoDBBackend, name, _announced(getattr(DynamoDBBackend, name)))
+        _patch(StreamShard, "get", _from_oldest_kept(StreamShard.get))
+        _track_weakly()
+        _list_services_once()
+        _fast_sqs()
+        _fast_expression_traversal()
+        _announce_schedule_changes()
+        _installed = True
+
+
+def uninstall() -> None:
+    """Take the speed-ups off: moto's classes as they were before ``install()`` (the corrections stay).
+
+    The functional tests' ``aws`` fixture calls it: under pytest-xdist an e2e test run earlier by the same
+    worker started the offline runtime's moto, which installed them in that process.  Refused (RuntimeError)
+    if something patched a speed-up's attribute again since: restoring would drop that patch."""
+    global _installed
+    with _install_lock:
+        if not _installed:
+            return
+        for owner, name, _, value in _patched:
+            if vars(owner).get(name, _MISSING) is not value:
+                raise RuntimeError(f"{owner!r}.{name} was patched again after moto_speed.install(): not undone")
+        for owner, name, original, _ in reversed(_patched):
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        for cls, live in list(_registries.items()):  # the model registry: lists again, of the live objects
+            type.__setattr__(cls, "instances_tracked", list(live))
+        _registries.clear()
+        _patched.clear()
+        _installed = False
+
+
+def _list_services_once() -> None:
+    from moto import backends
+
+    services = tuple(backends.list_of_moto_modules())
+    _patch(backends, "list_of_moto_modules", lambda: services)
+
+
+def _fast_sqs() -> None:
+    """moto's SQS passes over a queue's messages, each with one clock reading (see the module's docstring)."""
+    import time
+
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+    from moto.sqs.models import Message, Queue, SQSBackend
+
+    def now_millis() -> float:
+        return time.time() * 1000.0
+
+    def visible(self: Any) -> bool:
+        return bool(now_millis() > self.visible_at)
+
+    def delayed(self: Any) -> bool:
+        return bool(now_millis() < self.delayed_until)
+
+    def messages(self: Any) -> list[Any]:
+        now = now_millis()
+        return [m for m in self._messages if now > m.visible_at and now >= m.delayed_until]
+
+    def number_delayed(self: Any) -> int:
+        now = now_millis()
+        return sum(1 for m in self._messages if now < m.delayed_until)
+
+    def number_not_visible(self: Any) -> int:
+        now = now_millis()
+        return sum(1 for m in self._messages if not now > m.visible_at)
+
+    def number_visible(self: Any) -> int:
+        return len(self.messages)
+
+    def delete_messages(self: Any, receipt_handles: list[str]) -> list[bool]:
+        """Delete the messages of ``receipt_handles`` in one pass over the queue; for each handle, in order,
+        whether it was valid (deleted now or already: deleting again succeeds, as on AWS)."""
+        wanted = {handle for handle in receipt_handles if handle not in self.deleted_messages}
+        found: dict[str, list[Any]] = {}
+        if wanted:
+            for message in self._messages:
+                for handle in (message.receipt_handle, *message._old_receipt_handles):
+                    if handle in wanted:
+                        found.setdefault(handle, []).append(message)
+        gone: set[int] = set()
+        valid = []
+        for handle in receipt_handles:
+            if handle in self.deleted_messages:
+                valid.append(True)
+                continue
+            messages = [m for m in found.get(handle, []) if id(m) not in gone]
+            for message in messages:
+                self.pending_messages.discard(message)
+                self.deleted_messages.update(message.all_receipt_handles)
+                gone.add(id(message))
+            valid.append(bool(messages))
+        if gone:
+            with self._messages_lock:  # a send appends under this lock: none is lost to the rebuilt list
+                self._messages = [m for m in self._messages if id(m) not in gone]
+        return valid
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        if not delete_messages(self, [receipt_handle])[0]:
+            raise ReceiptHandleIsInvalid()
+
+    def delete_message_batch(self: Any, queue_name: str,
+                             receipts: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+        valid = delete_messages(self.get_queue(queue_name), [r["ReceiptHandle"] for r in receipts])
+        success = [r["Id"] for r, ok in zip(receipts, valid, strict=True) if ok]
+        errors = [{"Id": r["Id"], "SenderFault": True, "Code": "ReceiptHandleIsInvalid",
+                   "Message": f'The input receipt handle "{r["ReceiptHandle"]}" is not a valid receipt handle.'}
+                  for r, ok in zip(receipts, valid, strict=True) if not ok]
+        return success, errors
+
+    def retained(self: Any, queue_name: str, message: Any) -> bool:
+        period = int(self.get_queue(queue_name).message_retention_period)
+        return bool(period + message.sent_timestamp / 1000 > time.time())
+
+    # SendMessage reads one attribute of the queue, ContentBasedDeduplication (FIFO queues only), through
+    # ``queue.attributes``, which counts the queue's messages three times: on the send path, in this
+    # thread, the attributes are that one (absent on a standard queue, as in moto's own dict).
+    every_attribute = Queue.attributes
+    sending = threading.local()
+
+    def attributes(self: Any) -> dict[str, Any]:
+        if not getattr(sending, "active", False):
+            return cast(dict[str, Any], every_attribute.fget(self))  # type: ignore[attr-defined]
+        if not self.fifo_queue:
+            return {}
+        return {"ContentBasedDeduplication": str(self.content_based_deduplication).lower()}
+
+    def send_path(method: Callable[..., Any]) -> Callable[..., Any]:
+        def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+            outer = getattr(sending, "active", False)
+            sending.active = True
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                sending.active = outer
+        return send
+
+    _patch(Queue, "attributes", property(attributes))
+    _patch(SQSBackend, "send_message", send_path(SQSBackend.send_message))
+    _patch(Message, "visible", property(visible))
+    _patch(Message, "delayed", property(delayed))
+    _patch(Queue, "messages", property(messages))
+    _patch(Queue, "approximate_number_of_messages_delayed", property(number_delayed))
+    _patch(Queue, "approximate_number_of_messages_not_visible", property(number_not_visible))
+    _patch(Queue, "approximate_number_of_messages", property(number_visible))
+    _patch(Queue, "delete_message", delete_message)
+    _patch(SQSBackend, "delete_message_batch", delete_message_batch)
+    _patch(SQSBackend, "is_message_valid_based_on_retention_period", retained)
+
+
+def _fast_expression_traversal() -> None:
+    """moto's expression validators (``DepthFirstTraverser`` subclasses) rebuilt their map of node class to
+    processing method (a dict of bound methods) twice for every node of the expression's tree; each
+    traverser's map never changes, so it is built once per traverser here.  Same nodes, same order."""
+    from moto.dynamodb.parsing.validators import ActionCountValidator, OverlappingPathsValidator
+
+    traverser: Any = importlib.import_module("moto.dynamodb.parsing.ast_nodes").DepthFirstTraverser  # untyped
+
+    def processing(self: Any) -> tuple[tuple[type, Callable[[Any], Any]], ...]:
+        cached: tuple[tuple[type, Callable[[Any], Any]], ...] | None = self.__dict__.get("_fast_processing")
+        if cached is None:
+            cached = self.__dict__["_fast_processing"] = tuple(self._processing_map().items())
+        return cached
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        cached: tuple[type, ...] | None = self.__dict__.get("_fast_node_types")
+        if cached is None:
+            cached = self.__dict__["_fast_node_types"] = tuple(node_type for node_type, _ in processing(self))
+        return cached
+
+    def process(self: Any, node: Any) -> Any:
+        for node_type, processor in processing(self):
+            if isinstance(node, node_type):
+                return processor(node)
+        return None
+
+    _patch(traverser, "nodes_to_be_processed", nodes_to_be_processed)
+    _patch(traverser, "process", process)
+    for checker in (ActionCountValidator, OverlappingPathsValidator):
+        _patch(checker, "traverse", _checked_at_the_root(checker.traverse))
+    _parse_once_copy_fast()
+
+
+def _parse_once_copy_fast() -> None:
+    """moto parsed an update expression twice per UpdateItem (the response handler's check, then the
+    backend), and each validator deep-copied the tree through ``copy.deepcopy``'s generic protocol.  A
+    tree depends on the expression's text only and is never changed (validators work on their copy):
+    the last 1,024 texts' trees are kept, and a tree is copied node by node (a node's attributes copied
+    as ``deepcopy`` would, parents and shared nodes once, through the same memo)."""
+    validators = importlib.import_module("moto.dynamodb.parsing.validators")
+    parser: Any = importlib.import_module("moto.dynamodb.parsing.expressions").UpdateExpressionParser
+    node: type = importlib.import_module("moto.dynamodb.parsing.ast_nodes").Node
+    _patch(parser, "make", staticmethod(functools.lru_cache(maxsize=1024)(parser.make)))
+    immutable = (str, int, float, bool, type(None))
+
+    def clone(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        if memo is None:
+            memo = {}
+        kind: Any = type(value)
+        if kind in immutable:
+            return value
+        found = memo.get(id(value))
+        if found is not None:
+            return found
+        if kind is list:
+            copied: list[Any] = []
+            memo[id(value)] = copied
+            copied.extend(clone(element, memo) for element in value)
+            return copied
+        if isinstance(value, node):
+            twin = kind.__new__(kind)
+            memo[id(value)] = twin
+            twin.__dict__.update({name: clone(attribute, memo) for name, attribute in value.__dict__.items()})
+            return twin
+        return copy.deepcopy(value, memo)
+
+    _patch(validators, "deepcopy", clone)  # the module's own name for copy.deepcopy
+
+
+def _checked_at_the_root(traverse: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """moto's clause-count and overlapping-path checks ran on every node of an update expression's tree,
+    each collecting the clauses of the node's subtree: quadratic in the expression (a 12-action SET
+    and REMOVE ran each check about 50 times).  A subtree's clauses and paths are a subset of the
+    whole expression's, so a subtree breaks a rule only if the whole expression does: the check runs
+    on the whole expression first, and only an expression that fails it goes through moto's own
+    traversal, which raises exactly the error it always raised.  The checks change no node."""
+    update_expression: type = importlib.import_module("moto.dynamodb.parsing.ast_nodes").UpdateExpression
+
+    def traverse_once(self: Any, node: Any) -> Any:
+        if isinstance(node, update_expression):
+            check = next(iter(self._processing_map().values()))
+            try:
+                check(node)
+            except Exception:
+                return traverse(self, node)
+            return node
+        return traverse(self, node)
+
+    return traverse_once
+
+
+def _announce_schedule_changes() -> None:
+    from moto.scheduler.models import EventBridgeSchedulerBackend
+
+    for name in ("create_schedule", "update_schedule", "delete_schedule", "delete_schedule_group"):
+        _patch(EventBridgeSchedulerBackend, name, _schedule_announced(getattr(EventBridgeSchedulerBackend, name)))

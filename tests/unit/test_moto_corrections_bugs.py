@@ -1,0 +1,254 @@
+"""Each correction of local/moto_corrections.py shows moto 5.2.5's bug, then AWS's behaviour with the correction.
+
+Every scenario runs twice: against plain moto 5.2.5, in a fresh interpreter that never installs a patch (so
+nothing this process installed leaks in), and against moto with the corrections, in this process.  The first
+must answer what AWS never answers (the bug, which the upstream report in docs/offline-runtime.md describes);
+the second must answer as AWS does.  When a moto release fixes a bug, its test here fails on the plain run:
+the correction can go.
+
+Not shown here: the serialised writes (``WRITE_LOCK``).  moto's conditional write checks, then writes, with no
+lock; two threads pass ``attribute_not_exists`` together only when the interpreter switches threads between the
+two steps, which no cheap scenario makes happen every time (hundreds of racing writers show it, sometimes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from local import moto_corrections
+from local.moto_corrections import MOTO_VERSION, MotoVersionError, check_moto_version, installed_moto_version
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS: dict[str, Callable[[], Any]] = {}
+
+
+def scenario(run: Callable[[], Any]) -> Callable[[], Any]:
+    SCENARIOS[run.__name__] = run
+    return run
+
+
+def stream_table(ddb: Any, name: str, key_type: str = "S") -> str:
+    arn: str = ddb.create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": key_type}],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )["TableDescription"]["LatestStreamArn"]
+    return arn
+
+
+def stream_iterator(arn: str) -> tuple[Any, str]:
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    iterator: str = streams.get_shard_iterator(StreamArn=arn, ShardId=shard,
+                                               ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    return streams, iterator
+
+
+@scenario
+def stream_after_a_cancelled_transaction() -> list[str]:
+    """The keys a stream reader sees: a put, a cancelled transaction, another put."""
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        streams, iterator = stream_iterator(stream_table(ddb, "tasks"))
+        ddb.put_item(TableName="tasks", Item={"PK": {"S": "taken"}})
+        with pytest.raises(ClientError):
+            ddb.transact_write_items(TransactItems=[{"Put": {
+                "TableName": "tasks", "Item": {"PK": {"S": "taken"}}, "ConditionExpression": "attribute_not_exists(PK)"}}])
+        ddb.put_item(TableName="tasks", Item={"PK": {"S": "later"}})
+        return [r["dynamodb"]["Keys"]["PK"]["S"] for r in streams.get_records(ShardIterator=iterator)["Records"]]
+
+
+@scenario
+def binary_key_in_a_stream_record() -> dict[str, str]:
+    """A stream record's binary key, in Keys and in NewImage (base64, as boto3 gets it on the wire)."""
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        streams, iterator = stream_iterator(stream_table(ddb, "binary", key_type="B"))
+        ddb.put_item(TableName="binary", Item={"PK": {"B": b"\x01key"}})
+        [record] = streams.get_records(ShardIterator=iterator)["Records"]
+        return {"Keys": repr(record["dynamodb"]["Keys"]["PK"]["B"]),
+                "NewImage": repr(record["dynamodb"]["NewImage"]["PK"]["B"])}
+
+
+@scenario
+def describe_backup_of_an_indexed_table() -> dict[str, Any] | None:
+    """DescribeBackup's SourceTableFeatureDetails for a table with a global secondary index."""
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        ddb.create_table(
+            TableName="indexed", BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
+                                  {"AttributeName": "due", "AttributeType": "S"}],
+            GlobalSecondaryIndexes=[{"IndexName": "by-due", "KeySchema": [{"AttributeName": "due", "KeyType": "HASH"}],
+                                     "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+        arn = ddb.create_backup(TableName="indexed", BackupName="indexed-1")["BackupDetails"]["BackupArn"]
+        description: Any = ddb.describe_backup(BackupArn=arn)["BackupDescription"]
+        details: dict[str, Any] | None = description.get("SourceTableFeatureDetails")
+        return details
+
+
+@scenario
+def long_poll_while_a_delay_ends() -> float:
+    """Seconds a ReceiveMessage with WaitTimeSeconds=2 takes when the queue's message becomes visible 0.2 s in."""
+    from moto.sqs.models import sqs_backends
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="soon")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="soon", DelaySeconds=1)
+        [message] = sqs_backends[ACCOUNT][REGION].queues["soon"]._messages
+        message.delayed_until = time.time() * 1000 + 200  # its delay ends 0.2 s from now (moto counts in ms)
+        began = time.monotonic()
+        received = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2).get("Messages", [])
+        assert len(received) == 1
+        return time.monotonic() - began
+
+
+@scenario
+def list_and_create_backups() -> dict[str, Any]:
+    """ListBackups of 3 backups with Limit 2 (the first page, whether it says more follow, those made before
+    2000) and CreateBackup's answer to a name with a space."""
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        ddb.create_table(TableName="many", BillingMode="PAY_PER_REQUEST",
+                         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}])
+        for n in range(3):
+            ddb.create_backup(TableName="many", BackupName=f"many-{n:03}")
+        first = ddb.list_backups(TableName="many", Limit=2)
+        before_2000 = ddb.list_backups(TableName="many", TimeRangeUpperBound=datetime(2000, 1, 1, tzinfo=UTC))
+        try:
+            ddb.create_backup(TableName="many", BackupName="two words")
+            refused = None
+        except ClientError as error:
+            refused = error.response["Error"]["Code"]
+        return {"first_page": len(first["BackupSummaries"]), "more": "LastEvaluatedBackupArn" in first,
+                "before_2000": len(before_2000["BackupSummaries"]), "space_in_name": refused}
+
+
+def observe() -> dict[str, Any]:
+    """What every scenario observes in this process (aws_like_backups around the backup listing)."""
+    out: dict[str, Any] = {}
+    for name, run in SCENARIOS.items():
+        if name == list_and_create_backups.__name__ and moto_corrections._installed:
+            with moto_corrections.aws_like_backups(lambda: datetime(2026, 1, 1, tzinfo=UTC)):
+                out[name] = run()
+        else:
+            out[name] = run()
+    return out
+
+
+PLAIN = """
+import json
+from tests.unit.test_moto_corrections_bugs import observe
+from local import moto_corrections
+observations = observe()
+assert not moto_corrections._installed
+print(json.dumps(observations))
+"""
+
+
+@pytest.fixture(scope="module")
+def moto_observed() -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(plain moto's observations, corrected moto's); plain moto runs in a fresh interpreter meanwhile."""
+    plain = subprocess.Popen([sys.executable, "-c", PLAIN], cwd=ROOT, env=dict(os.environ),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    moto_corrections.install()
+    corrected = observe()
+    out, err = plain.communicate(timeout=120)
+    assert plain.returncode == 0, err
+    yield json.loads(out.splitlines()[-1]), corrected
+
+
+def test_moto_5_2_5_replaces_a_table_cancelling_a_transaction_and_its_stream_reader_misses_every_later_write(
+        moto_observed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    plain, corrected = (observed["stream_after_a_cancelled_transaction"] for observed in moto_observed)
+    assert plain == ["taken"]                       # the orphaned shard: "later" never reaches the reader
+    assert corrected == ["taken", "later"]          # AWS: a cancelled transaction writes nothing, replaces nothing
+
+
+def test_moto_5_2_5_base64_encodes_a_stream_records_binary_key_twice(
+        moto_observed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    plain, corrected = (observed["binary_key_in_a_stream_record"] for observed in moto_observed)
+    assert plain["Keys"] != plain["NewImage"] == repr(b"\x01key")
+    assert corrected["Keys"] == corrected["NewImage"] == repr(b"\x01key")  # AWS: the key's bytes, once
+
+
+def test_moto_5_2_5_describes_a_backup_without_its_tables_indexes(
+        moto_observed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    plain, corrected = (observed["describe_backup_of_an_indexed_table"] for observed in moto_observed)
+    assert plain is None
+    assert corrected == {"GlobalSecondaryIndexes": [{
+        "IndexName": "by-due", "KeySchema": [{"AttributeName": "due", "KeyType": "HASH"}],
+        "Projection": {"ProjectionType": "KEYS_ONLY"}}]}
+
+
+def test_moto_5_2_5_answers_a_long_poll_a_second_late_when_a_delay_ends_during_it(
+        moto_observed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    plain, corrected = (observed["long_poll_while_a_delay_ends"] for observed in moto_observed)
+    assert plain >= 0.9, plain               # moto re-checks the queue once a second
+    assert 0.15 <= corrected < 0.6, corrected  # AWS: as soon as the message is visible
+
+
+def test_moto_5_2_5_lists_every_backup_in_one_page_ignores_time_bounds_and_takes_any_backup_name(
+        moto_observed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    plain, corrected = (observed["list_and_create_backups"] for observed in moto_observed)
+    assert plain == {"first_page": 3, "more": False, "before_2000": 3, "space_in_name": None}
+    assert corrected == {"first_page": 2, "more": True, "before_2000": 0, "space_in_name": "ValidationException"}
+
+
+# --- the moto the patches were written for ---------------------------------------------------------------
+
+def test_the_patches_refuse_a_moto_other_than_the_one_they_were_written_for() -> None:
+    with pytest.raises(MotoVersionError) as raised:
+        check_moto_version("5.3.0")
+    message = str(raised.value)
+    assert "moto 5.3.0 is installed" in message and "moto 5.2.5" in message
+    check_moto_version("5.2.5")  # the version they were written for: no error
+
+
+def test_the_pinned_moto_is_the_one_the_patches_were_written_for() -> None:
+    pins = (ROOT / "requirements-dev.txt").read_text().splitlines()
+    assert f"moto[server]=={MOTO_VERSION}" in pins
+    assert installed_moto_version() == MOTO_VERSION
+
+
+# --- the offline runtime's speed-ups come off again (the functional tests run without them) ------------------
+
+def test_the_speed_ups_come_off_leaving_moto_as_the_corrections_left_it() -> None:
+    from moto.core.base_backend import InstanceTrackerMeta
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.sqs.models import Queue
+
+    from local import moto_speed
+
+    moto_corrections.install()
+    moto_speed.uninstall()  # whatever an earlier test of this process left
+    corrected_put, queue_messages = DynamoDBBackend.put_item, vars(Queue)["messages"]
+    moto_speed.install()
+    patched = [(owner, name) for owner, name, _, _ in moto_speed._patched]
+    assert DynamoDBBackend.put_item is not corrected_put and "instances_tracked" in vars(InstanceTrackerMeta)
+    moto_speed.uninstall()
+    assert DynamoDBBackend.put_item is corrected_put and vars(Queue)["messages"] is queue_messages
+    assert "instances_tracked" not in vars(InstanceTrackerMeta)
+    assert isinstance(vars(Queue)["instances_tracked"], list)
+    moto_speed.install()  # and on again, as the next e2e test's runtime does
+    assert [(owner, name) for owner, name, _, _ in moto_speed._patched] == patched
+    moto_speed.uninstall()
