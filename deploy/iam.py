@@ -337,7 +337,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             b.tasks_table("UpdateTasks", ["dynamodb:UpdateItem"]),  # conditional updates only, no reads
             b.state_table("DueImages", ["dynamodb:PutItem"]),  # a due task's image too large for its message
             # The note of what it dead-lettered (chalicelib/tasks/stream_dead_letters.py): read, then noted; a task
-            # cancelled when its item is deleted or no longer due (stream.cancel_record).
+            # cancelled when its item is deleted or no longer due (TaskStore.cancel_by_item, from stream.cancel_record).
             b.state_table("StreamRecordWrites", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
             _statement("ReadTasksStream", _READ_STREAM, [b.table(f"{s.tasks_table}/stream/*")]),
             _statement("ListStreams", ["dynamodb:ListStreams"], ["*"]),  # AWS has no narrower resource

@@ -270,8 +270,6 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
         "DUE_DLQ": settings.due_dlq,
         "SCHEDULER_ROLE_ARN": scheduler_role_arn,
     })
-    from deploy.migrate import migrate  # the data a previous version left, once the tables are there
-    result.changes += migrate(clients, settings)
     return result
 
 

@@ -100,7 +100,7 @@ def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
     except InvalidTask as exc:
         if isinstance(exc, NoDueTime) and record is not None:  # a lazy item that no longer expires: its record
             return items.view_of_record(record)
-        return {"id": task_id, "status": item.get("status"), "created_at": created_at,
+        return {"id": task_id, "status": items.current_status(None, record), "created_at": created_at,
                 "error": f"the item is not a valid task: {exc.message}", "field": exc.field}
 
 
@@ -122,8 +122,7 @@ def create(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]
     item = items.new_item(task_id, request, settings, now)
     task = task_from_item(item, settings)
     record = items.record_of(task, item["created_at"], fingerprint)
-    new = "attribute_not_exists(PK)"
-    if store.transact([put(store.tasks_table, item, new), put(store.state_table, record, new)]):
+    if store.transact([put(store.tasks_table, item, "attribute_not_exists(PK)"), store.create(record)]):
         logger.info("task created", extra={"task_id": task_id, "strategy": task.strategy.value,
                                             "run_at": iso(task.due)})
         return 201, items.view_of_task(task, record)
@@ -226,17 +225,6 @@ def _status(record: dict[str, Any] | None, task: Task | None) -> str:
     return items.current_status(task, record)
 
 
-def _not_executing(due: str, stuck: bool) -> tuple[str, dict[str, Any]]:
-    """A condition on a task's record: no executor claimed its execution at ``due`` -- or, for a task stuck on a
-    dead-lettered due message, the claim it left RUNNING -- so the API may still change the task."""
-    values: dict[str, Any] = {":due": due}
-    condition = "attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
-    if stuck:
-        values[":running"] = Status.RUNNING.value
-        condition += " OR exec_state = :running"
-    return condition, values
-
-
 def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     """Delete the item (the stream deletes its schedule) and record the task as CANCELLED."""
     key, item, record, task = _current(deps, task_id)
@@ -249,7 +237,6 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     if status == Status.RUNNING.value and not stuck:
         raise conflict(f"task {key.task_id!r} is running; try again when it has finished")
     store, now = TaskStore(deps), deps.clock()
-    cancellable = "(:pending, :running)" if stuck else "(:pending)"  # an item of the previous version: stuck RUNNING
     new_record = dict(record or {})
     if task is not None:
         new_record.update(items.record_of(task, new_record.get("created_at") or task.item.get("created_at"),
@@ -257,16 +244,8 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     new_record.update({"status": Status.CANCELLED.value, "finished_at": iso(now),
                        STATE_TTL_ATTRIBUTE: items.record_expiry(now, deps.settings)})
     new_record.pop(items.CANCELLED_BY, None)  # the API's cancel stops a due message in flight, whatever came before
-    due = str(new_record.get("run_at"))
-    condition, values = _not_executing(due, stuck)
-    ops = [
-        delete(store.tasks_table, {"PK": key.pk, "SK": key.sk},
-               f"attribute_not_exists(PK) OR attribute_not_exists(#s) OR #s IN {cancellable}",
-               {"#s": "status"}, {":pending": Status.PENDING.value,
-                                  **({":running": Status.RUNNING.value} if stuck else {})}),
-        put(store.state_table, new_record, condition, None, values),
-    ]
-    if not store.transact(ops):
+    if not store.transact([delete(store.tasks_table, {"PK": key.pk, "SK": key.sk}),
+                           store.cancel(new_record, stuck)]):
         raise conflict(f"task {key.task_id!r} changed while being cancelled; read it and try again")
     logger.info("task cancelled", extra={"task_id": key.task_id})
     return 200, items.view_of_record(new_record)
@@ -298,34 +277,19 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
                                             item.get(settings.due_attribute), has_due))
     if action is not None:
         changes["action"] = action
-    changeable = "#s = :pending"
-    extra_values: dict[str, Any] = {}
-    if stuck and status == Status.RUNNING.value:  # its due message was dead-lettered: it runs again from PENDING
-        if item.get("status") == Status.RUNNING.value:  # an item the previous version marked RUNNING
-            changes["status"] = Status.PENDING.value
-        changeable = "#s IN (:pending, :running)"
-        extra_values[":running"] = Status.RUNNING.value
     still_due, due_names, due_values = items.due_condition(task, settings)
     expression, names, values = set_attributes(changes)
-    ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression,
-                  still_due + f" AND (attribute_not_exists(#s) OR {changeable})",
-                  {**names, **due_names, "#s": "status"},
-                  {**values, **due_values, **extra_values, ":pending": Status.PENDING.value})]
+    ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression, still_due,
+                  {**names, **due_names}, {**values, **due_values})]
     updated = task_from_item({**item, **changes}, settings)
-    # On the record: the new time, and the one moved from, so that an executor that read the item before this
-    # write cannot claim the old time after it (docs/executor.md).
-    record_changes = {"run_at": iso(updated.due), "action": updated.action, "moved_from": iso(task.due),
-                      "id": key.task_id, "task_pk": key.pk, "task_sk": key.sk}
-    expression, names, values = set_attributes(record_changes, ["dead_letter"])
-    condition, condition_values = _not_executing(iso(task.due), stuck)
-    ops.append(update(store.state_table, items.record_key(key.task_id), expression,
-                      condition.replace(":due", ":old_due"), names,
-                      {**values, **{k.replace(":due", ":old_due"): v for k, v in condition_values.items()}}))
+    record_changes = {"run_at": iso(updated.due), "action": updated.action, "id": key.task_id,
+                      "task_pk": key.pk, "task_sk": key.sk}
+    ops.append(store.reschedule(key, record_changes, iso(task.due), stuck))
     if not store.transact(ops):
         raise conflict(f"task {key.task_id!r} changed while being rescheduled; read it and try again")
     logger.info("task rescheduled", extra={"task_id": key.task_id, "run_at": iso(updated.due),
                                             DUE_EPOCH_ATTRIBUTE: updated.due_epoch})
-    return 200, items.view_of_task(updated, {**(record or {}), **record_changes})
+    return 200, items.view_of_task(updated, {**(record or {}), **record_changes, "moved_from": iso(task.due)})
 
 
 __all__ = ["cancel", "create", "list_tasks", "reschedule", "show"]

@@ -8,9 +8,8 @@ holds no other.  For every message (``model.DueMessage``):
    the remaining delay (at most 900 s a hop); under a second, it is waited out.
 2. Read what is due: the task's item (one GetItem), or the item image the
    message carries (or keeps in the state table) when the item is gone (a lazy
-   task's TTL deleted it).  Skipped: a task gone, finished (an item of the
-   previous version says so), or rescheduled (its due time no longer matches
-   the message's; the new time has its own message).
+   task's TTL deleted it).  Skipped: a task gone, or rescheduled (its due
+   time no longer matches the message's; the new time has its own message).
 3. Claim the execution (task, due time) on the task's record in the state
    table: one conditional UpdateItem.  A duplicate delivery finds it settled
    and stops; an occurrence older than the one claimed last is skipped; a
@@ -55,7 +54,7 @@ from chalicelib.log import about, logger
 from chalicelib.settings import Settings
 from chalicelib.tasks import actions, buckets, items, timing
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, read_task
-from chalicelib.tasks.store import RUNNING, Claim, Execution, Outcome, TaskStore
+from chalicelib.tasks.store import Claim, Execution, Outcome, TaskStore
 
 SOURCE = "task_executor"
 
@@ -133,8 +132,6 @@ def skip_reason(task: Task, message: DueMessage, bucket_minutes: int | None = No
     does not project the due attribute: that message is for the task due later in the bucket (``retimed``)."""
     if task.due_epoch != int(message.due.timestamp()) and not retimed(task, message, bucket_minutes):
         return "rescheduled"
-    if task.status.finished:  # an item of the previous version, which wrote the outcome on it
-        return task.status.value.lower()
     return None
 
 
@@ -205,10 +202,6 @@ def execute(deps: Deps, body: str, message_id: str,
         if later.kind == "requeue":
             _send_back(deps, message, int(later.seconds))
             return "requeued: due later in its bucket"
-    if task.status is Status.RUNNING:  # left RUNNING by the previous version's executor
-        legacy = _legacy_claim(deps, store, task, message)
-        if legacy:
-            return legacy
     early = (task.due - deps.clock()).total_seconds()
     if early > 0:  # the message's time was rounded down to the second
         deps.sleep(early)
@@ -313,21 +306,6 @@ def _recur(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
     condition, names, values = (items.source_due_condition(task, source) if source is not None
                                 else items.due_condition(task, settings))
     return store.update_item(task.key, changes, condition, names, values)
-
-
-def _legacy_claim(deps: Deps, store: TaskStore, task: Task, message: DueMessage) -> str | None:
-    """A task the previous version's executor left RUNNING on its item (it claimed in ``CLAIM#<id>``): stop if
-    that claim is settled or acted (the action ran), wait while it is live; go on when its lease ran out."""
-    legacy = store.get_legacy_claim(task.id, task.due) or {}
-    state = str(legacy.get("state", ""))
-    if state and state != RUNNING:
-        return f"skipped: run by the previous version ({state.lower()})"
-    lease = deps.settings.task_claim_lease_seconds
-    claimed_at = float(legacy.get("claimed_at", 0) or 0)
-    if state == RUNNING and claimed_at + lease > deps.clock().timestamp():
-        _send_back(deps, message, timing.claim_held_delay(claimed_at, lease, deps.clock()))
-        return "requeued: claimed by the previous version"
-    return None
 
 
 # Writes after the action ran are retried this many times in all, with backoff on the injected sleep

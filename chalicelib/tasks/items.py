@@ -42,8 +42,6 @@ from chalicelib.tasks.model import (
 
 RECORD_PREFIX = "TASK#"
 RECORD_SK = "RECORD"
-LEGACY_INDEX_PREFIX = "TASKS#"  # the previous version's status index entries (deploy/migrate.py moves them)
-LEGACY_CLAIM_PREFIX = "CLAIM#"  # the previous version's claims, one item per execution
 STATUS_INDEX = "task-status-index"  # a sparse GSI of the state table: status (hash), listed (range)
 LISTED = "listed"  # on the records of API tasks only: "<created_at>#<id>", the status index's sort key
 IMAGE_PREFIX = "IMAGE#"
@@ -54,7 +52,6 @@ CANCELLED_BY = "cancelled_by"
 BY_ITEM = "item"
 CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
-CLAIM_RETENTION = timedelta(days=7)
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
 MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a short status-index key
 
@@ -301,11 +298,11 @@ def claim_is_live(record: dict[str, Any], now: datetime, lease_seconds: int) -> 
 
 def current_status(task: Task | None, record: dict[str, Any] | None, now: datetime | None = None,
                    lease_seconds: int = 0) -> str:
-    """The status of a task: its record's when the record says it is finished or cancelled; RUNNING while an
-    executor holds the claim of its current due time -- with ``now``, only while that claim is live
-    (``claim_is_live``): a claim whose lease ended is PENDING, as its execution waits for the next delivery
-    to take it over (docs/executor.md); the item's own (an item of the previous version may say DONE, FAILED
-    or RUNNING) or PENDING otherwise. Pure."""
+    """The status of a task, from its record only: its record's when the record says it is cancelled (but by the
+    stream for its item then, when an item is there now), or finished at the task's current due time; RUNNING
+    while an executor holds the claim of its current due time -- with ``now``, only while that claim is live
+    (``claim_is_live``): a claim whose lease ended is PENDING, as its execution waits for the next delivery to
+    take it over (docs/executor.md); PENDING otherwise. Pure."""
     record = record or {}
     recorded = str(record.get("status") or "")
     if task is None or (recorded == Status.CANCELLED.value and not cancelled_by_item(record)):
@@ -319,7 +316,7 @@ def current_status(task: Task | None, record: dict[str, Any] | None, now: dateti
             return Status.PENDING.value
         if state in (Status.DONE.value, Status.FAILED.value) and recorded == state:
             return recorded  # a one-time task's end (a recurring task done goes on PENDING at its next time)
-    return task.status.value
+    return Status.PENDING.value
 
 
 def cancelled_by_item(record: dict[str, Any] | None) -> bool:
@@ -329,18 +326,17 @@ def cancelled_by_item(record: dict[str, Any] | None) -> bool:
 
 def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | None = None,
                  now: datetime | None = None, lease_seconds: int = 0) -> dict[str, Any]:
-    """What the API shows of a task read from its item, with the execution state its record keeps (the item of
-    the previous version kept it itself); RUNNING only while a live claim is held at ``now``."""
+    """What the API shows of a task read from its item, with the execution state its record keeps; RUNNING only
+    while a live claim is held at ``now``."""
     record = record or {}
-    source = record if "exec_due" in record else task.item
     return {
         "id": task.id, "run_at": iso(task.due), "strategy": task.strategy.value,
         "status": current_status(task, record, now, lease_seconds),
-        "attempts": _count(source.get("attempts", task.attempts)),
+        "attempts": _count(record.get("attempts", 0)),
         "created_at": record.get("created_at") or created_at or task.item.get("created_at"),
         "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,
-        "last_result": source.get("last_result"), "last_error": source.get("last_error"),
-        "finished_at": source.get("finished_at"),
+        "last_result": record.get("last_result"), "last_error": record.get("last_error"),
+        "finished_at": record.get("finished_at"),
     }
 
 

@@ -8,7 +8,13 @@ another request or delivery got there first.
 
 The executor never writes a one-time task's item and makes no transaction: it
 claims an execution and settles it with one conditional UpdateItem each on the
-task's record, which also keeps the outcome ``GET /tasks/{id}`` shows.  The
+task's record, which also keeps the outcome ``GET /tasks/{id}`` shows.
+
+Every write of a task's record is here, one method per transition of
+``chalicelib.tasks.lifecycle`` (``create``, ``claim``/``takeover``,
+``settle``, ``mark``, ``cancel``, ``reschedule``, ``note_dead_letter``,
+``note_stream_dead_letter``, ``cancel_by_item``); the API's three return the item of its
+transaction rather than writing.  The
 record's ``status`` and ``listed`` (API tasks only) are the keys of the sparse
 status index (a GSI) that ``GET /tasks`` pages through, so a task's outcome
 moves it in the listing without another write.
@@ -27,7 +33,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items
-from chalicelib.tasks.model import InvalidTask, Status, TaskKey, iso
+from chalicelib.tasks.model import InvalidTask, Status, Task, TaskKey, iso
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
@@ -281,6 +287,29 @@ class TaskStore:
                 return False
             raise
 
+    # --- the API's transitions: items of its transactions (lifecycle: create, cancel, reschedule) ------
+
+    def create(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """``create``: the new task's record (``items.record_of``), written with its item or not at all."""
+        return put(self.state_table, record, "attribute_not_exists(PK)")
+
+    def cancel(self, record: Mapping[str, Any], stuck: bool) -> dict[str, Any]:
+        """``cancel``: the record as CANCELLED (``record``: all of it, its status CANCELLED), on the condition
+        that no executor claimed its due time since it was read (``stuck``: or that claim is one a dead-lettered
+        due message left RUNNING)."""
+        condition, values = not_executing(str(record.get("run_at")), stuck)
+        return put(self.state_table, record, condition, None, values)
+
+    def reschedule(self, key: TaskKey, changes: Mapping[str, Any], moved_from: str, stuck: bool) -> dict[str, Any]:
+        """``reschedule``: the record's new due time and action (``changes``) and ``moved_from``, so that an
+        executor that read the item before this write cannot claim the old time after it (docs/executor.md);
+        the old time's dead-letter note goes. Same condition as ``cancel``."""
+        expression, names, values = set_attributes({**changes, "moved_from": moved_from}, ["dead_letter"])
+        condition, condition_values = not_executing(moved_from, stuck)
+        return update(self.state_table, items.record_key(key.task_id), expression,
+                      condition.replace(":due", ":old_due"), names,
+                      {**values, **{k.replace(":due", ":old_due"): v for k, v in condition_values.items()}})
+
     # --- executions: the claim and the outcome, on the task's record -----------------------------
 
     def claim(self, key: TaskKey, due: datetime, now: datetime, lease_seconds: int, owner: str,
@@ -308,8 +337,8 @@ class TaskStore:
             "UpdateExpression": "SET exec_due = :due, exec_due_ms = :due_ms, exec_state = :running, "
                                 "exec_owner = :owner, claimed_at = :now, exec_takeovers = :zero, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
-                                "task_sk = if_not_exists(task_sk, :sk), run_at = if_not_exists(run_at, :due), "
-                                f"#s = if_not_exists(#s, :pending){shown} REMOVE dead_lettered, alerted, next_run_at, "
+                                "task_sk = if_not_exists(task_sk, :sk), run_at = :due, "
+                                f"#s = :pending{shown} REMOVE dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, "
                                 f"{STATE_TTL_ATTRIBUTE}",
             "ConditionExpression": CLAIMABLE,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
@@ -351,7 +380,8 @@ class TaskStore:
         """Write the outcome of this worker's claim on the task's record (status, attempts, result or error; a
         recurring task's next due time).  True when it is there (this write, or an earlier attempt of it whose
         response was lost); False when the claim is no longer this worker's (its lease ran out and another
-        worker took it over)."""
+        worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
+        left RUNNING)."""
         due_text, stamp = iso(due), iso(now)
         attributes: dict[str, Any] = {"exec_state": outcome.status.value, "attempts": outcome.attempts,
                                       "last_run_at": stamp}
@@ -367,12 +397,15 @@ class TaskStore:
             attributes.update({"status": outcome.status.value, "finished_at": stamp,
                                STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
         expression, names, values = set_attributes(attributes, removed)
-        names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state"})
-        values.update({":due": due_text, ":me": owner, ":running": RUNNING})
+        alias = {name: placeholder for placeholder, name in names.items()}  # one placeholder per attribute
+        status, run_at = alias.get("status", "#st"), alias.get("run_at", "#ra")
+        names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state", status: "status", run_at: "run_at"})
+        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value})
+        condition = SETTLEABLE.format(status=status, run_at=run_at)
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression=expression, ConditionExpression="#ed = :due AND #eo = :me AND #es = :running",
+                UpdateExpression=expression, ConditionExpression=condition,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD", **_expression_args(names, values))
             return True
         except ClientError as exc:
@@ -382,15 +415,11 @@ class TaskStore:
         return found.of_due(due_text) and found.owner == owner and found.state == outcome.status.value
 
     def mark(self, key: TaskKey, flag: str) -> None:
-        """Note on the record that a step after a failure (``dead_lettered``, ``alerted``) is done."""
+        """``mark_dead_lettered``, ``mark_alerted``: note on the record that a step after a failure
+        (``dead_lettered``, ``alerted``) is done."""
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
-
-    def get_legacy_claim(self, task_id: str, due: datetime) -> dict[str, Any] | None:
-        """The claim the previous version kept per execution (``CLAIM#<id>`` / due), read only for a task its
-        executor left RUNNING on the item (see docs/tasks.md: Upgrading)."""
-        return self._get(self.state_table, {"PK": items.LEGACY_CLAIM_PREFIX + task_id, "SK": iso(due)})
 
     def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any], key: TaskKey | None = None) -> bool:
         """Put a lazy task's item back (DynamoDB JSON as it was, binary as bytes) with ``changes`` (DynamoDB
@@ -408,7 +437,7 @@ class TaskStore:
     # --- due messages SQS gave up on ------------------------------------------------
 
     def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any]) -> None:
-        """Keep on the task's record that its due message for ``due`` was dead-lettered (``note``); a task
+        """``note_dead_letter``: keep on the task's record that its due message for ``due`` was dead-lettered (``note``); a task
         written by another program gets a record for it (the executor's next outcome replaces it)."""
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
@@ -418,6 +447,60 @@ class TaskStore:
             **_expression_args({"#s": "status"}, {
                 ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
                 ":due": iso(due), ":pending": Status.PENDING.value}))
+
+    def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any], name: str) -> None:
+        """``note_stream_dead_letter``: keep ``note`` (as ``name``) on the task's record, unless a note of a later
+        stream record is there (``chalicelib.tasks.stream_dead_letters``); a task written by another program gets
+        a record for it. One conditional UpdateItem."""
+        names = {"#n": name, "#q": "sequence", "#s": "status"}
+        values: dict[str, Any] = {":note": dict(note), ":q": note["sequence"], ":id": key.task_id, ":pk": key.pk,
+                                  ":sk": key.sk, ":pending": Status.PENDING.value}
+        sets = ["#n = :note", "id = if_not_exists(id, :id)", "task_pk = if_not_exists(task_pk, :pk)",
+                "task_sk = if_not_exists(task_sk, :sk)", "#s = if_not_exists(#s, :pending)"]
+        if note.get("run_at"):
+            values[":due"] = note["run_at"]
+            sets.append("run_at = if_not_exists(run_at, :due)")
+        try:
+            self._ddb.update_item(
+                TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                UpdateExpression="SET " + ", ".join(sets), ConditionExpression="attribute_not_exists(#n) OR #n.#q < :q",
+                **_expression_args(names, values))
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
+    # --- the stream's transition: a task's item deleted by a user, or no longer a task -------------
+
+    def cancel_by_item(self, task: Task, at: str, now: datetime) -> bool:
+        """``cancel_by_item``: record ``task`` CANCELLED at ``at`` with what it was (due time, strategy, action)
+        and ``cancelled_by: "item"`` (the stream saw its item deleted by a user, or a lazy item lose its TTL), so
+        GET tells a cancelled task from one that never existed; the record expires as the finished ones do.
+        Written when there is no record yet, it is PENDING (not RUNNING: a claim that runs settles it), or
+        cancelled by an item before -- never over a finished task or the API's cancel. False when the record
+        was not in one of those states. One conditional UpdateItem."""
+        attributes: dict[str, Any] = {"status": Status.CANCELLED.value, "finished_at": at, "id": task.id,
+                                      "task_pk": task.key.pk, "task_sk": task.key.sk, "run_at": iso(task.due),
+                                      "strategy": task.strategy.value, "action": task.action,
+                                      items.CANCELLED_BY: items.BY_ITEM,
+                                      STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)}
+        attributes.update({k: v for k, v in (("recurrence", task.recurrence), ("timezone", task.timezone)) if v})
+        expression, names, values = set_attributes(attributes)
+        alias = {name: placeholder for placeholder, name in names.items()}
+        status, run_at, by = alias["status"], alias["run_at"], alias[items.CANCELLED_BY]
+        names.update({"#es": "exec_state", "#ed": "exec_due"})
+        values.update({":pending": Status.PENDING.value, ":running": RUNNING, ":by_item_c": items.BY_ITEM,
+                       ":cancelled_c": Status.CANCELLED.value})
+        condition = (f"attribute_not_exists(PK) OR ({status} = :pending AND (attribute_not_exists(#es) OR "
+                     f"#es <> :running OR #ed <> {run_at})) OR ({status} = :cancelled_c AND {by} = :by_item_c)")
+        try:
+            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(task.id)),
+                                  UpdateExpression=expression, ConditionExpression=condition,
+                                  **_expression_args(names, values))
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False  # finished, cancelled by the API, or running: its own transition decides
+            raise
 
     # --- images of lazy items too large for a due message -------------------------
 
@@ -443,23 +526,34 @@ def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) 
     return {"Put": op}
 
 
-# A claim is new when the record has no execution of this due time nor of a later one (a record claimed before
-# exec_due_ms was kept: none of this due time), and the task was neither cancelled at that time (but by the
-# stream, for an item deleted then: one written again runs) nor moved away from it by the API (PATCH) since it
-# was read.  An earlier due time than the one claimed last is an old occurrence's message coming back (a
-# duplicate, a redelivery): it never runs again.
+# A claim is new when the record has no execution of this due time nor of a later one, and the task was neither
+# cancelled at that time (but by the stream, for an item deleted then: one written again runs) nor moved away from
+# it by the API (PATCH) since it was read.  An earlier due time than the one claimed last is an old occurrence's
+# message coming back (a duplicate, a redelivery): it never runs again.
 NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due"
                           " OR cancelled_by = :by_item)"
                           " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
-CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms"
-             " OR (attribute_not_exists(exec_due_ms) AND exec_due <> :due))"
-             " AND " + NOT_CANCELLED_OR_MOVED)
+CLAIMABLE = "(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms) AND " + NOT_CANCELLED_OR_MOVED
+# A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not
+# cancelled or moved by the API since (which it may do to a claim its dead-lettered due message left RUNNING).
+SETTLEABLE = "#ed = :due AND #eo = :me AND #es = :running AND {status} = :pending AND {run_at} = :due"
 # A takeover: the execution of this due time is RUNNING under a lease that ran out, still held by the worker the
 # claim found (so two takers cannot both win).
 TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale AND exec_owner = :previous"
             " AND " + NOT_CANCELLED_OR_MOVED)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, Any]]:
+    """A condition on a task's record: no executor claimed its execution at ``due`` -- or, for a task stuck on a
+    dead-lettered due message, the claim it left RUNNING -- so the API may still change the task."""
+    values: dict[str, Any] = {":due": due}
+    condition = "attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
+    if stuck:
+        values[":running"] = RUNNING
+        condition += " OR exec_state = :running"
+    return condition, values
 
 
 def due_ms(due: datetime) -> int:

@@ -48,10 +48,10 @@ from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
 from chalicelib.metrics import strategy_of_record
-from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE
+from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.sources import TaskSource
 from chalicelib.tasks import items, schedules, stream_dead_letters
-from chalicelib.tasks.model import InvalidTask, Status, TaskKey, iso, read_task
+from chalicelib.tasks.model import InvalidTask, TaskKey, iso, read_task
 from chalicelib.tasks.schedules import (
     CancelRecord,
     Change,
@@ -591,21 +591,7 @@ def set_attribute(deps: Deps, step: SetAttribute) -> None:
 
 
 def cancel_record(deps: Deps, step: CancelRecord) -> None:
-    """Record the task CANCELLED, with when and what it was, unless its record is finished or cancelled already
-    (the API's cancel wrote it first, or it ran): so GET tells a cancelled task from one that never existed."""
-    task = step.task
-    attributes: dict[str, Any] = {"status": Status.CANCELLED.value, "finished_at": step.at, "id": task.id,
-                                  "task_pk": task.key.pk, "task_sk": task.key.sk, "run_at": iso(task.due),
-                                  "strategy": task.strategy.value, "action": task.action,
-                                  items.CANCELLED_BY: items.BY_ITEM,
-                                  STATE_TTL_ATTRIBUTE: items.record_expiry(deps.clock(), deps.settings)}
-    attributes.update({k: v for k, v in (("recurrence", task.recurrence), ("timezone", task.timezone)) if v})
-    names = {f"#c{i}": name for i, name in enumerate(attributes)}
-    values: dict[str, Any] = {f":c{i}": value for i, value in enumerate(attributes.values())}
-    values.update({":pending": Status.PENDING.value, ":by_item": items.BY_ITEM})
-    names["#by"] = items.CANCELLED_BY
-    update = "SET " + ", ".join(f"#c{i} = :c{i}" for i in range(len(attributes)))
-    # "#c0" is the status (":c0" CANCELLED); one cancelled for an item before is cancelled again for this one
-    _conditional_update(deps, ddb.serialize(items.record_key(task.id)), update,
-                        "attribute_not_exists(PK) OR #c0 = :pending OR (#c0 = :c0 AND #by = :by_item)", names, values,
-                        deps.settings.state_table)
+    """Record the task CANCELLED by its item (``TaskStore.cancel_by_item``), unless its record is finished,
+    cancelled by the API or running: so GET tells a cancelled task from one that never existed."""
+    store = TaskStore(deps)
+    _call(deps, lambda: store.cancel_by_item(step.task, step.at, deps.clock()))

@@ -39,6 +39,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
 from chalicelib.tasks.model import Status, TaskKey
+from chalicelib.tasks.store import TaskStore
 from chalicelib.throttle import error_code
 
 NOTE = "stream_dead_letter"
@@ -112,26 +113,18 @@ def read_note(deps: Deps, where: Mapping[str, str]) -> Any:
 
 def keep_note(deps: Deps, where: Mapping[str, str], key: TaskKey | None, note: Mapping[str, Any]) -> None:
     """Write ``note`` at ``where``, unless a note of a later record is there: one conditional UpdateItem.  On a
-    task's record it makes the record when there is none (an item of another program), as the executor's
-    dead-letter note does; a keyless record's marker expires."""
-    names = {"#n": NOTE, "#q": "sequence"}
-    values: dict[str, Any] = {":note": dict(note), ":q": note["sequence"]}
-    sets = ["#n = :note"]
-    if key is None:
-        names["#ttl"] = STATE_TTL_ATTRIBUTE
-        values[":ttl"] = int((deps.clock() + MARKER_RETENTION).timestamp())
-        sets.append("#ttl = :ttl")
-    else:
-        names["#s"] = "status"
-        values.update({":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":pending": Status.PENDING.value})
-        sets += ["id = if_not_exists(id, :id)", "task_pk = if_not_exists(task_pk, :pk)",
-                 "task_sk = if_not_exists(task_sk, :sk)", "#s = if_not_exists(#s, :pending)"]
-        if note.get("run_at"):
-            values[":due"] = note["run_at"]
-            sets.append("run_at = if_not_exists(run_at, :due)")
+    task's record (``key``) it is the store's ``note_stream_dead_letter`` (it makes the record when there is
+    none: an item of another program, as the executor's dead-letter note does); a keyless record's marker
+    expires."""
+    if key is not None:
+        TaskStore(deps).note_stream_dead_letter(key, note, NOTE)
+        return
+    names = {"#n": NOTE, "#q": "sequence", "#ttl": STATE_TTL_ATTRIBUTE}
+    values: dict[str, Any] = {":note": dict(note), ":q": note["sequence"],
+                              ":ttl": int((deps.clock() + MARKER_RETENTION).timestamp())}
     try:
         deps.clients.dynamodb.update_item(
-            TableName=deps.settings.state_table, Key=ddb.serialize(where), UpdateExpression="SET " + ", ".join(sets),
+            TableName=deps.settings.state_table, Key=ddb.serialize(where), UpdateExpression="SET #n = :note, #ttl = :ttl",
             ConditionExpression="attribute_not_exists(#n) OR #n.#q < :q", ExpressionAttributeNames=names,
             ExpressionAttributeValues={k: ddb.value(v) for k, v in values.items()})
     except ClientError as exc:

@@ -10,6 +10,7 @@ from chalice.test import Client
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
+from chalicelib.tasks.store import due_ms
 from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
 from tests.faults import Faults
@@ -50,7 +51,8 @@ def set_execution(deps: Deps, **state: Any) -> None:
 
 def stuck_running(deps: Deps, clock: FakeClock) -> None:
     """What a worker that claimed the task and then failed every time leaves: its claim RUNNING."""
-    set_execution(deps, exec_due=DUE, exec_state="RUNNING", exec_owner="a-worker", claimed_at=clock.now.timestamp())
+    set_execution(deps, exec_due=DUE, exec_due_ms=due_ms(parse_due(DUE)), exec_state="RUNNING", exec_owner="a-worker",
+                  claimed_at=clock.now.timestamp())
 
 
 def test_a_due_message_sqs_gave_up_on_reaches_its_own_queue_and_the_task_shows_why(

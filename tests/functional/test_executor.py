@@ -217,7 +217,8 @@ def test_a_claim_held_by_a_live_worker_sends_the_message_back_until_its_lease_en
     body = due_body(SEED_KEY, due)
     deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
         "PK": f"TASK#{SEED_KEY.task_id}", "SK": "RECORD", "exec_due": "2026-11-22T12:03:00Z",
-        "exec_state": "RUNNING", "exec_owner": "another worker", "claimed_at": clock.now.timestamp() - 100}))
+        "exec_state": "RUNNING", "exec_owner": "another worker", "claimed_at": clock.now.timestamp() - 100,
+        "status": "PENDING", "run_at": "2026-11-22T12:03:00Z"}))  # as a claim leaves it
     assert deliver(client, body) == set()
     assert [delay for _, delay in aws.sent(deps.settings.due_queue)] == [201]
     assert state_of(deps, SEED_KEY)["status"] == "RUNNING"
@@ -305,48 +306,6 @@ def test_a_failure_alert_lost_to_an_sns_error_is_sent_on_the_redelivery_without_
     assert len(aws.drain(deps.settings.task_dlq)) == 1  # dead-lettered once, not again by the redelivery
     assert ses.calls == 3  # the action's three attempts; the redelivery did not run it again
     assert state_of(deps, SEED_KEY)["status"] == "FAILED"
-
-
-def test_a_task_the_previous_version_left_pending_runs_once_after_the_upgrade(
-        client: Client, deps: Deps, clock: FakeClock) -> None:
-    """Migration: an API task of the previous layout (status and attempts on the item, a record without
-    execution state) runs once, and shows DONE."""
-    put_item(deps, {"PK": "TASK#old", "SK": "TASK", "run_at": "2026-11-22T12:03:00Z", "strategy": "exact",
-                    "action": EMAIL_ACTION, "status": "PENDING", "attempts": 0, "created_at": "2026-11-21T09:00:00Z"})
-    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
-        "PK": "TASK#old", "SK": "RECORD", "id": "old", "task_pk": "TASK#old", "task_sk": "TASK", "status": "PENDING",
-        "run_at": "2026-11-22T12:03:00Z", "strategy": "exact", "action": EMAIL_ACTION, "attempts": 0,
-        "created_at": "2026-11-21T09:00:00Z", "fingerprint": "f"}))
-    clock.advance(minutes=3)
-    body = due_body(TaskKey.for_id("old"), parse_due(DUE))
-    assert deliver(client, body) == set()
-    assert deliver(client, body) == set()
-    assert len(emails_sent()) == 1
-    shown = client.http.get("/tasks/old").json_body
-    assert (shown["status"], shown["attempts"]) == ("DONE", 1)
-
-
-def test_a_task_the_previous_version_left_running_after_acting_is_not_run_again(
-        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    """Migration: the previous executor marked the item RUNNING and kept its claim in CLAIM#<id>; one that
-    acted is not run again, one still live is waited for, one whose lease ran out is taken over."""
-    due = arrange_seed(deps, status="RUNNING")
-    clock.advance(minutes=3)
-    legacy = {"PK": f"CLAIM#{SEED_KEY.task_id}", "SK": "2026-11-22T12:03:00Z",
-              "claimed_at": clock.now.timestamp() - 100}
-    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table,
-                                   Item=ddb.serialize({**legacy, "state": "RUNNING"}))
-    body = due_body(SEED_KEY, due)
-    assert deliver(client, body) == set()
-    assert [delay for _, delay in aws.sent(deps.settings.due_queue)] == [201]  # its lease still runs
-    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table,
-                                   Item=ddb.serialize({**legacy, "state": "ACTED"}))
-    assert deliver(client, body) == set()
-    assert emails_sent() == []
-    deps.clients.dynamodb.put_item(TableName=deps.settings.state_table,
-                                   Item=ddb.serialize({**legacy, "state": "RUNNING", "claimed_at": 0}))
-    assert deliver(client, body) == set()  # released, or its worker died: taken over
-    assert len(emails_sent()) == 1
 
 
 def _ttl_remove_record(deps: Deps, table: Table, key: TaskKey) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -42,9 +42,9 @@ def test_a_bucket_start_message_is_for_an_interval_source_task_due_later_in_that
     assert skip_reason(exact, DueMessage(slot, DUE), bucket_minutes=1) == "rescheduled"
 
 
-def test_items_the_previous_version_finished_are_skipped() -> None:
-    for status in (Status.DONE, Status.FAILED, Status.CANCELLED):
-        assert skip_reason(task(status), DueMessage(KEY, DUE)) == status.value.lower()
+def test_a_status_on_the_item_is_not_read_the_record_decides() -> None:
+    for status in (Status.DONE, Status.FAILED, Status.CANCELLED, Status.RUNNING):
+        assert skip_reason(task(status), DueMessage(KEY, DUE)) is None
 
 
 def test_a_claim_is_refused_for_what_the_record_says() -> None:
@@ -60,8 +60,6 @@ def test_an_occurrence_older_than_the_one_claimed_last_is_superseded_a_newer_one
     claimed = Execution("2026-11-22T12:01:00Z", "DONE", "w", STALE + 1, due_ms=due_ms(later))
     assert lost_reason(claimed, DUE_TEXT, STALE, due_ms(DUE)) == "superseded"
     assert lost_reason(claimed, "2026-11-22T12:02:00Z", STALE, due_ms(later + timedelta(minutes=1))) == "changed"
-    before_the_upgrade = Execution("2026-11-22T12:01:00Z", "DONE", "w", STALE + 1)  # no exec_due_ms
-    assert lost_reason(before_the_upgrade, DUE_TEXT, STALE, due_ms(DUE)) == "changed"
 
 
 def test_due_times_are_ordered_by_their_milliseconds_where_their_text_would_not_be() -> None:
@@ -86,14 +84,14 @@ def test_the_status_comes_from_the_record_of_the_current_due_time() -> None:
     assert items.current_status(pending, recurring_done) == "PENDING"
     an_earlier_run = {"exec_due": "2026-11-21T12:00:00Z", "exec_state": "DONE", "status": "DONE"}
     assert items.current_status(pending, an_earlier_run) == "PENDING"  # the item was written again since
-    assert items.current_status(task(Status.DONE), None) == "DONE"  # an item of the previous version
+    assert items.current_status(task(Status.DONE), None) == "PENDING"  # a status on the item is not the app's
     assert items.current_status(pending, {"status": "CANCELLED"}) == "CANCELLED"
 
 
-def test_a_view_takes_the_outcome_from_the_record_and_from_the_item_before_the_upgrade() -> None:
+def test_a_view_takes_the_outcome_from_the_record_never_from_the_item() -> None:
     record = {"exec_due": DUE_TEXT, "exec_state": "FAILED", "status": "FAILED", "attempts": 3,
               "last_error": "boom", "finished_at": "2026-11-22T12:00:05Z"}
     view = items.view_of_task(task(), record)
     assert (view["status"], view["attempts"], view["last_error"]) == ("FAILED", 3, "boom")
-    old = items.view_of_task(task(Status.DONE, attempts=2, last_result={"type": "email"}), {"status": "DONE"})
-    assert (old["status"], old["last_result"]) == ("DONE", {"type": "email"})
+    item_says = items.view_of_task(task(Status.DONE, attempts=2, last_result={"type": "email"}), None)
+    assert (item_says["status"], item_says["attempts"], item_says["last_result"]) == ("PENDING", 0, None)

@@ -1,0 +1,162 @@
+"""The life of a task's execution, declared once: its states and the transitions between them. Pure, no I/O.
+
+A task's record (state table, ``TASK#<id>`` / ``RECORD``) is the one place its
+execution lives.  Its state is read from the record alone (``state_of``):
+
+- ``none``: no record yet (a task of another program nobody has claimed, noted or changed);
+- PENDING: waiting for its due time (``run_at``);
+- RUNNING: an executor claimed the execution of ``run_at`` (``exec_state`` RUNNING at ``exec_due`` =
+  ``run_at``, status PENDING) and has not settled it;
+- DONE, FAILED: a one-time task's outcome (a recurring task that succeeds goes back to PENDING at its next
+  due time; one that fails stops);
+- CANCELLED: ``DELETE /tasks/{id}``, or the task's item deleted by a user (``cancelled_by: "item"``).
+
+Every write of the record is one transition below, made by the one function of
+``chalicelib.tasks.store`` that ``WRITERS`` names (the API's three are items of
+its transactions, built by the store).  ``docs/executor.md`` draws this table
+(``mermaid()``), and ``tests/unit/test_execution_states.py`` checks the
+drawing against it and walks every transition against the code.
+
+A transition whose ``target`` is None keeps the state (a note or a flag: a
+dead letter, an alert, a takeover's new owner); from ``none`` it makes a
+PENDING record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class State(StrEnum):
+    NONE = "none"
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+ANY = frozenset(State)
+
+
+@dataclass(frozen=True)
+class Transition:
+    name: str
+    sources: frozenset[State]
+    target: State | None  # None: the state stays (from ``none``: PENDING)
+    meaning: str
+
+    def edges(self) -> list[tuple[State, State]]:
+        """(from, to) of each state this transition leaves."""
+        return [(s, self.target or (State.PENDING if s is State.NONE else s)) for s in sorted(self.sources, key=_order)]
+
+
+def _order(state: State) -> int:
+    return list(State).index(state)
+
+
+def _states(*states: State) -> frozenset[State]:
+    return frozenset(states)
+
+
+P, R, D, F, C, N = State.PENDING, State.RUNNING, State.DONE, State.FAILED, State.CANCELLED, State.NONE
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition("create", _states(N), P, "POST /tasks: the record with the item, in one transaction"),
+    Transition("claim", _states(N, P, R, D, F, C), R,
+               "the executor claims the execution of a due time later than any claimed before (from RUNNING: "
+               "an earlier due time whose worker died; from DONE, FAILED or CANCELLED: another program's item "
+               "written again with a new due time, or with the same one after cancel_by_item)"),
+    Transition("takeover", _states(R), None,
+               "the claim's lease ran out (its worker died): a new owner, exec_takeovers + 1"),
+    Transition("settle_done", _states(R), D, "a one-time task's action succeeded"),
+    Transition("settle_next", _states(R), P, "a recurring task's action succeeded: PENDING at its next due time"),
+    Transition("settle_failed", _states(R), F,
+               "the last attempt failed, a permanent error, or more takeovers than TASK_MAX_TAKEOVERS"),
+    Transition("mark_dead_lettered", _states(F), None, "the failure was sent to TASK_DLQ"),
+    Transition("mark_alerted", _states(F), None, "the failure was sent to ALERT_TOPIC_ARN"),
+    Transition("cancel", _states(N, P, R), C,
+               "DELETE /tasks/{id}, with the item's delete in one transaction (from RUNNING: only a claim whose "
+               "due message was dead-lettered)"),
+    Transition("reschedule", _states(N, P, R), P,
+               "PATCH /tasks/{id}, with the item's update in one transaction (from RUNNING: only a claim whose "
+               "due message was dead-lettered; it runs again at its new time)"),
+    Transition("cancel_by_item", _states(N, P, C), C,
+               "the stream saw the task's item deleted by a user, or a lazy item lose its TTL: CANCELLED with "
+               "cancelled_by item (from CANCELLED: only one cancelled by an item before; not from RUNNING: the "
+               "claim settles it); an item written again with that due time is claimed again"),
+    Transition("note_dead_letter", _states(N, P, R), None,
+               "DUE_DLQ's handler: the due message SQS gave up on (a settled execution's is only forwarded)"),
+    Transition("note_stream_dead_letter", ANY, None,
+               "the stream scheduler dead-lettered a write of the task's item"),
+)
+
+# The one function of chalicelib.tasks.store that makes each transition.
+WRITERS: Mapping[str, str] = {
+    "create": "TaskStore.create", "claim": "TaskStore.claim", "takeover": "TaskStore.claim",
+    "settle_done": "TaskStore.settle", "settle_next": "TaskStore.settle", "settle_failed": "TaskStore.settle",
+    "mark_dead_lettered": "TaskStore.mark", "mark_alerted": "TaskStore.mark",
+    "cancel": "TaskStore.cancel", "reschedule": "TaskStore.reschedule", "cancel_by_item": "TaskStore.cancel_by_item",
+    "note_dead_letter": "TaskStore.note_dead_letter", "note_stream_dead_letter": "TaskStore.note_stream_dead_letter",
+}
+
+
+def edges() -> set[tuple[str, State, State]]:
+    """Every (transition, from, to) the declaration allows."""
+    return {(t.name, a, b) for t in TRANSITIONS for a, b in t.edges()}
+
+
+def allows(source: State, target: State) -> bool:
+    """True when some transition goes from ``source`` to ``target``."""
+    return any(a is source and b is target for _, a, b in edges())
+
+
+def state_of(record: Mapping[str, Any] | None) -> State:
+    """The state a task's record is in (None or empty: no record). Pure."""
+    if not record:
+        return State.NONE
+    status = str(record.get("status") or State.PENDING.value)
+    if status != State.PENDING.value:
+        return State(status)
+    running = record.get("exec_state") == State.RUNNING.value and record.get("exec_due") == record.get("run_at")
+    return State.RUNNING if running else State.PENDING
+
+
+def mermaid() -> str:
+    """The declaration as a Mermaid ``stateDiagram-v2`` (docs/executor.md holds this text)."""
+    lines = ["stateDiagram-v2"]
+    for t in TRANSITIONS:
+        for a, b in t.edges():
+            lines.append(f"    {_node(a)} --> {_node(b)}: {t.name}")
+    lines.append("    DONE --> [*]")
+    lines.append("    FAILED --> [*]")
+    lines.append("    CANCELLED --> [*]")
+    return "\n".join(lines)
+
+
+def _node(state: State) -> str:
+    return "[*]" if state is State.NONE else state.value
+
+
+def parse_mermaid(text: str) -> set[tuple[str, State, State]]:
+    """The labelled transitions of a Mermaid ``stateDiagram-v2`` (``A --> B: name``; ``[*]`` is ``none``), for
+    the test that the drawing is the declaration. Unlabelled arrows (the ends) are not transitions."""
+    found: set[tuple[str, State, State]] = set()
+    for line in text.splitlines():
+        arrow, sep, label = line.partition(":")
+        if "-->" not in arrow or not sep:
+            continue
+        left, _, right = arrow.partition("-->")
+        found.add((label.strip(), _state(left.strip()), _state(right.strip())))
+    return found
+
+
+def _state(node: str) -> State:
+    return State.NONE if node == "[*]" else State(node)
+
+
+__all__ = ["TRANSITIONS", "WRITERS", "State", "Transition", "allows", "edges", "mermaid", "parse_mermaid",
+           "state_of"]

@@ -1,0 +1,281 @@
+"""The state machine of docs/executor.md walked against the code: every declared transition is made by the real
+API, executor, dead-letter handlers and store under moto, and no write of a task's record makes one the
+declaration (``chalicelib.tasks.lifecycle``) lacks.
+
+Every write of a record is watched at the DynamoDB client: the record's state is read right before and right
+after it, and the transition is named by the store method (or the API function whose transaction it is) that
+made it.  The drawing itself is checked against the declaration in tests/unit/test_execution_states.py."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+from chalice.test import Client
+
+from chalicelib import ddb
+from chalicelib.aws import Deps
+from chalicelib.tasks import lifecycle
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.model import DueMessage, Status, TaskKey, iso
+from chalicelib.tasks.store import Outcome, TaskStore
+from deploy.provision import MAX_RECEIVE_COUNT
+from tests import events
+from tests.fixtures import Aws, FakeClock
+from tests.functional.stream_support import Table, stream
+from tests.functional.task_support import EMAIL_ACTION, FlakySes, deliver, due_body, patch_task, post_task, use_client
+
+STORE_WRITERS = {"claim", "settle", "mark", "note_dead_letter", "note_stream_dead_letter", "cancel_by_item"}
+API_WRITERS = {"create", "cancel", "reschedule"}  # their transactions hold the store's create/cancel/reschedule
+REFUSED = {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/999999999999/theirs", "message": "m"}
+
+
+class RecordWrites:
+    """The bundle's DynamoDB client, watching each write of a task's record: (transition, from, to)."""
+
+    def __init__(self, real: Any, state_table: str) -> None:
+        self._real, self._table = real, state_table
+        self.seen: set[tuple[str, State, State]] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def update_item(self, **kwargs: Any) -> Any:
+        return self._watch([kwargs], lambda: self._real.update_item(**kwargs))
+
+    def put_item(self, **kwargs: Any) -> Any:
+        return self._watch([kwargs], lambda: self._real.put_item(**kwargs))
+
+    def delete_item(self, **kwargs: Any) -> Any:
+        return self._watch([kwargs], lambda: self._real.delete_item(**kwargs))
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        ops = [next(iter(op.values())) for op in kwargs["TransactItems"]]
+        return self._watch(ops, lambda: self._real.transact_write_items(**kwargs))
+
+    def _watch(self, ops: list[dict[str, Any]], write: Any) -> Any:
+        keys = [self._record_key(op) for op in ops]
+        watched = [(op, key) for op, key in zip(ops, keys, strict=True) if key is not None]
+        before = [self._state(key) for _, key in watched]
+        answer = write()  # a condition that failed raises: nothing was written
+        writer = _writer()
+        for (op, key), old in zip(watched, before, strict=True):
+            new = self._state(key)
+            self.seen.add((_transition(writer, op), old, new))
+        return answer
+
+    def _record_key(self, op: dict[str, Any]) -> dict[str, Any] | None:
+        key = op.get("Key") or {k: op["Item"][k] for k in ("PK", "SK") if k in op.get("Item", {})}
+        if op.get("TableName") != self._table or key.get("SK") != {"S": "RECORD"}:
+            return None
+        return dict(key)
+
+    def _state(self, key: dict[str, Any]) -> State:
+        found = self._real.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
+        return lifecycle.state_of(ddb.deserialize(found) if found else None)
+
+
+def _writer() -> str:
+    """The store method, or the API function, making the write under way (from the call stack)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module, name = frame.f_globals.get("__name__"), frame.f_code.co_name
+        if (module == "chalicelib.tasks.store" and name in STORE_WRITERS) or (
+                module == "chalicelib.tasks.api" and name in API_WRITERS):
+            return name
+        frame = frame.f_back  # type: ignore[assignment]
+    return "a write outside the store"
+
+
+def _transition(writer: str, op: dict[str, Any]) -> str:
+    if writer == "claim" and "exec_takeovers :one" in op.get("UpdateExpression", ""):
+        return "takeover"
+    if writer == "settle":  # named by the outcome it writes, not by the state it leads to
+        written = {name: ddb.deserialize({"v": op["ExpressionAttributeValues"][":" + alias[1:]]})["v"]
+                   for alias, name in op["ExpressionAttributeNames"].items() if alias.startswith("#a")}
+        if "next_run_at" in written:
+            return "settle_next"
+        return {"DONE": "settle_done", "FAILED": "settle_failed"}.get(str(written.get("exec_state")), "settle")
+    if writer == "mark":
+        return "mark_" + str(op["ExpressionAttributeNames"]["#f"])
+    return writer
+
+
+class Walk:
+    """Drives one task of another program (``USER#walk`` / ``<name>``) or of the API through the real handlers."""
+
+    def __init__(self, client: Client, aws: Aws, deps: Deps, clock: FakeClock, watch: RecordWrites) -> None:
+        self.client, self.aws, self.deps, self.clock, self.watch = client, aws, deps, clock, watch
+        self.table = Table(deps)
+
+    def key(self, name: str) -> TaskKey:
+        return TaskKey("USER#walk", name)
+
+    def state(self, key: TaskKey) -> State:
+        return self.watch._state(ddb.serialize({"PK": f"TASK#{key.task_id}", "SK": "RECORD"}))
+
+    def put(self, key: TaskKey, due: datetime, action: dict[str, Any] | None = None) -> None:
+        self.table.put({"PK": key.pk, "SK": key.sk, "run_at": iso(due), "action": action or EMAIL_ACTION})
+
+    def run(self, key: TaskKey, due: datetime) -> None:
+        """Deliver the due message of ``due`` at that time."""
+        self.clock.now = max(self.clock.now, due)
+        assert deliver(self.client, due_body(key, due)) == set()
+
+    def claim(self, key: TaskKey, due: datetime) -> None:
+        """A worker claims ``due`` and dies (its claim stays RUNNING)."""
+        store = TaskStore(self.deps)
+        assert store.claim(key, due, self.clock.now, self.deps.settings.task_claim_lease_seconds, "dead-worker").won
+
+    def due_dead_letter(self, key: TaskKey, due: datetime) -> None:
+        body = DueMessage(key, due).to_json()
+        record = events.sqs_record(body, self.aws.settings.due_dlq, f"dlq-{key.sk}", receive_count=MAX_RECEIVE_COUNT + 1)
+        response = self.client.lambda_.invoke("due_dead_letter", events.sqs_event(record))
+        assert events.batch_item_failures(response.payload) == set()
+
+    def stream_refused(self, key: TaskKey, due: datetime) -> None:
+        """The item written again with an action the stage refuses: the stream dead-letters it and notes it."""
+        record = self.table.put({"PK": key.pk, "SK": key.sk, "run_at": iso(due), "action": REFUSED})
+        assert stream(self.client, record) == []
+
+    def user_deletes(self, key: TaskKey) -> None:
+        """A user deletes the item: the stream records the task CANCELLED by its item (``cancel_by_item``)."""
+        assert stream(self.client, self.table.delete(key)) == []
+
+    def path(self, key: TaskKey) -> str:
+        return "/tasks/" + quote(key.task_id, safe="")
+
+
+def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    watch = RecordWrites(deps.clients.dynamodb, deps.settings.state_table)
+    use_client(deps, "dynamodb", watch)
+    walk = Walk(client, aws, deps, clock, watch)
+    due = clock.now + timedelta(minutes=2)
+    later = due + timedelta(hours=1)
+
+    # The API's task: create, claim, settle_done; a recurring one: settle_next; cancel and reschedule.
+    assert post_task(client, {"id": "once", "run_at": iso(due), "action": EMAIL_ACTION}).status_code == 201
+    assert post_task(client, {"id": "daily", "run_at": iso(due), "action": EMAIL_ACTION,
+                              "recurrence": "rate(1 day)"}).status_code == 201
+    assert post_task(client, {"id": "moved", "run_at": iso(later), "action": EMAIL_ACTION}).status_code == 201
+    assert post_task(client, {"id": "dropped", "run_at": iso(later), "action": EMAIL_ACTION}).status_code == 201
+    assert patch_task(client, "moved", {"run_at": iso(later + timedelta(hours=1))}).status_code == 200
+    assert client.http.delete("/tasks/dropped").status_code == 200
+    walk.due_dead_letter(TaskKey.for_id("moved"), later + timedelta(hours=1))  # note_dead_letter on PENDING
+    walk.run(TaskKey.for_id("once"), due)
+    walk.run(TaskKey.for_id("daily"), due)
+
+    # Failed: settle_failed, then mark_dead_lettered and mark_alerted; the stream's note on FAILED.
+    failing = walk.key("failing")
+    walk.put(failing, due)
+    ses = deps.clients.ses
+    use_client(deps, "ses", FlakySes(ses, failures=99))
+    walk.run(failing, due)
+    assert walk.state(failing) is State.FAILED
+    use_client(deps, "ses", ses)
+    walk.stream_refused(failing, later)
+    walk.stream_refused(TaskKey.for_id("once"), later)  # and on DONE
+
+    # Another program's tasks: claim from every state, takeover, cancel, reschedule and notes from none.
+    fresh = walk.key("fresh")  # none -> claim -> RUNNING -> settle_done -> DONE -> claim (written again)
+    walk.put(fresh, due)
+    walk.run(fresh, due)
+    walk.put(fresh, later)
+    walk.run(fresh, later)
+    walk.put(failing, later)  # FAILED -> claim
+    walk.run(failing, later)
+    dropped = walk.key("dropped")  # none -> cancel -> CANCELLED -> (the stream's note) -> claim (written again)
+    walk.put(dropped, clock.now + timedelta(hours=1))
+    assert client.http.delete(walk.path(dropped)).status_code == 200
+    walk.stream_refused(dropped, clock.now + timedelta(hours=2))
+    walk.put(dropped, clock.now + timedelta(hours=2))
+    walk.run(dropped, clock.now + timedelta(hours=2))
+
+    # A user deletes a source item: cancel_by_item from none and PENDING, and again from CANCELLED (by an item)
+    # when it is written again and deleted again; written again once more, it is claimed and runs, once.
+    at = clock.now + timedelta(hours=1)
+    for name in ("deleted-none", "deleted-pending"):
+        walk.put(walk.key(name), at)
+    walk.due_dead_letter(walk.key("deleted-pending"), at)  # a record, PENDING
+    for name in ("deleted-none", "deleted-pending"):
+        walk.user_deletes(walk.key(name))
+        assert walk.state(walk.key(name)) is State.CANCELLED
+    deleted = walk.key("deleted-none")
+    walk.put(deleted, at)
+    walk.user_deletes(deleted)  # CANCELLED -> CANCELLED
+    walk.put(deleted, at)
+    walk.run(deleted, at)  # CANCELLED -> claim -> RUNNING -> settle_done
+    assert walk.state(deleted) is State.DONE
+    running = walk.key("deleted-running")  # a user's delete of a RUNNING task writes nothing: its claim settles
+    walk.put(running, at + timedelta(minutes=1))
+    walk.claim(running, at + timedelta(minutes=1))
+    walk.user_deletes(running)
+    assert walk.state(running) is State.RUNNING
+
+    moved = walk.key("moved")  # none -> reschedule
+    walk.put(moved, clock.now + timedelta(hours=1))
+    assert patch_task(client, quote(moved.task_id, safe=""), {"run_at": iso(clock.now + timedelta(hours=2))}).status_code == 200
+    noted = walk.key("noted")  # none -> note_dead_letter
+    walk.put(noted, clock.now + timedelta(hours=1))
+    walk.due_dead_letter(noted, clock.now + timedelta(hours=1))
+
+    stuck = walk.key("stuck")  # RUNNING: takeover; a later due time claimed over a dead worker's
+    at = clock.now + timedelta(minutes=1)
+    walk.put(stuck, at)
+    walk.claim(stuck, at)
+    clock.now = at + timedelta(seconds=deps.settings.task_claim_lease_seconds + 1)
+    walk.run(stuck, at)
+    walk.claim(stuck, clock.now)  # dead again, then the item moves on: claim RUNNING -> RUNNING
+    walk.put(stuck, clock.now + timedelta(minutes=1))
+    walk.run(stuck, clock.now + timedelta(minutes=1))
+
+    for name, change in (("stuck-moved", "reschedule"), ("stuck-dropped", "cancel")):
+        key = walk.key(name)  # RUNNING, its due message dead-lettered: note_dead_letter, then the API's change
+        at = clock.now + timedelta(minutes=1)
+        walk.put(key, at)
+        walk.claim(key, at)
+        walk.due_dead_letter(key, at)
+        assert walk.state(key) is State.RUNNING
+        if change == "cancel":
+            assert client.http.delete(walk.path(key)).status_code == 200
+        else:
+            assert patch_task(client, quote(key.task_id, safe=""), {"run_at": iso(at + timedelta(hours=1))}).status_code == 200
+        assert walk.state(key) is (State.CANCELLED if change == "cancel" else State.PENDING)
+
+    # The stream's note from none, PENDING and RUNNING (DONE, FAILED and CANCELLED above).
+    at = clock.now + timedelta(hours=1)
+    for name in ("streamed-none", "streamed-pending", "streamed-running"):
+        walk.put(walk.key(name), at)
+    walk.due_dead_letter(walk.key("streamed-pending"), at)
+    walk.claim(walk.key("streamed-running"), at)
+    for name, state in (("streamed-none", State.PENDING), ("streamed-pending", State.PENDING),
+                        ("streamed-running", State.RUNNING)):
+        walk.stream_refused(walk.key(name), at + timedelta(days=1))
+        assert walk.state(walk.key(name)) is state
+
+    assert watch.seen - lifecycle.edges() == set(), "writes the diagram lacks"
+    assert lifecycle.edges() - watch.seen == set(), "declared transitions not walked"
+
+
+def test_a_worker_that_outlived_its_dead_lettered_message_does_not_settle_over_a_cancel_or_a_reschedule(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    """A claim left RUNNING by a dead-lettered due message may be cancelled or rescheduled; a worker still running
+    that claim then finds its settle refused (RUNNING is the only state a settle leaves)."""
+    walk = Walk(client, aws, deps, clock, RecordWrites(deps.clients.dynamodb, deps.settings.state_table))
+    store = TaskStore(deps)
+    done = Outcome(Status.DONE, 1, {"type": "email"})
+    for name, change in (("slow-dropped", "cancel"), ("slow-moved", "reschedule")):
+        key, at = walk.key(name), clock.now + timedelta(minutes=1)
+        walk.put(key, at)
+        assert store.claim(key, at, clock.now, deps.settings.task_claim_lease_seconds, "slow-worker").won
+        walk.due_dead_letter(key, at)
+        if change == "cancel":
+            assert client.http.delete(walk.path(key)).status_code == 200
+        else:
+            assert patch_task(client, quote(key.task_id, safe=""), {"run_at": iso(at + timedelta(hours=1))}).status_code == 200
+        before = walk.state(key)
+        assert store.settle(key, at, "slow-worker", done, clock.now, None) is False
+        assert walk.state(key) is before

@@ -1,0 +1,72 @@
+"""The drawing in docs/executor.md is the execution's state machine as declared (chalicelib/tasks/lifecycle.py).
+
+The walk of every declared transition against the code, under moto, is tests/functional/test_execution_walk.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from chalicelib.tasks import lifecycle
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.store import TaskStore
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "executor.md"
+
+
+def drawn() -> str:
+    blocks = [b for b in re.findall(r"```mermaid\n(.*?)```", DOC.read_text(), re.S) if "stateDiagram-v2" in b]
+    assert len(blocks) == 1, "docs/executor.md draws the execution's states once"
+    return str(blocks[0])
+
+
+def test_the_diagram_in_the_docs_has_the_declared_transitions_and_no_other() -> None:
+    shown = lifecycle.parse_mermaid(drawn())
+    declared = lifecycle.edges()
+    assert shown - declared == set(), "drawn but not declared"
+    assert declared - shown == set(), "declared but not drawn"
+
+
+def test_the_diagram_is_the_one_the_declaration_draws() -> None:
+    assert drawn().strip() == lifecycle.mermaid().strip()
+
+
+def test_a_diagram_with_an_edge_the_declaration_lacks_is_told_apart() -> None:
+    extra = lifecycle.mermaid() + "\n    DONE --> PENDING: settle_done"
+    assert lifecycle.parse_mermaid(extra) - lifecycle.edges() == {("settle_done", State.DONE, State.PENDING)}
+
+
+def test_each_transition_names_a_store_method_that_exists() -> None:
+    assert set(lifecycle.WRITERS) == {t.name for t in lifecycle.TRANSITIONS}
+    for writer in lifecycle.WRITERS.values():
+        owner, _, method = writer.partition(".")
+        assert owner == "TaskStore" and callable(getattr(TaskStore, method, None)), writer
+
+
+@pytest.mark.parametrize(("record", "state"), [
+    (None, State.NONE),
+    ({}, State.NONE),
+    ({"run_at": "2026-11-22T12:00:00Z"}, State.PENDING),  # a record without status (PATCH of another program's)
+    ({"status": "PENDING", "run_at": "2026-11-22T12:00:00Z"}, State.PENDING),
+    ({"status": "PENDING", "run_at": "2026-11-22T12:00:00Z", "exec_due": "2026-11-22T12:00:00Z",
+      "exec_state": "RUNNING"}, State.RUNNING),
+    ({"status": "PENDING", "run_at": "2026-11-22T13:00:00Z", "exec_due": "2026-11-22T12:00:00Z",
+      "exec_state": "RUNNING"}, State.PENDING),  # rescheduled away from a claim its dead-lettered message left
+    ({"status": "PENDING", "run_at": "2026-11-23T12:00:00Z", "exec_due": "2026-11-22T12:00:00Z",
+      "exec_state": "DONE"}, State.PENDING),  # a recurring task at its next due time
+    ({"status": "DONE", "exec_state": "DONE"}, State.DONE),
+    ({"status": "FAILED", "exec_state": "FAILED"}, State.FAILED),
+    ({"status": "CANCELLED", "exec_state": "RUNNING"}, State.CANCELLED),
+])
+def test_the_state_is_read_from_the_record_alone(record: dict[str, str] | None, state: State) -> None:
+    assert lifecycle.state_of(record) is state
+
+
+def test_every_state_but_none_is_reached_and_every_finished_one_is_left_only_by_a_claim_or_a_note() -> None:
+    targets = {b for _, _, b in lifecycle.edges()}
+    assert targets == set(State) - {State.NONE}
+    for name, a, b in lifecycle.edges():
+        if a in (State.DONE, State.FAILED, State.CANCELLED) and a is not b:
+            assert name == "claim", (name, a, b)
