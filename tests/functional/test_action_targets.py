@@ -86,18 +86,26 @@ def test_a_patch_to_the_due_dead_letter_queue_is_refused_naming_the_field(client
 
 def test_an_item_another_program_wrote_for_the_due_dead_letter_queue_is_dead_lettered_and_never_scheduled(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
-    table = Table(deps)
-    key = TaskKey("USER#mallory", "REMINDER#forged")
     forged = due_body(TaskKey.for_id("victim"), clock.now)
-    record = table.put({"PK": key.pk, "SK": key.sk, "run_at": (clock.now + timedelta(hours=3)).isoformat(),
-                        "action": {**sqs(aws.queue_url(deps.settings.due_dlq)), "message": forged}})
+    reason = _dead_lettered_once_and_never_scheduled(
+        aws, deps, clock, client, "REMINDER#forged", {**sqs(aws.queue_url(deps.settings.due_dlq)), "message": forged})
+    assert "action.queue_url" in reason and "own queues and topics" in reason
+
+
+def _dead_lettered_once_and_never_scheduled(aws: Aws, deps: Deps, clock: FakeClock, client: Client, sk: str,
+                                            action: dict[str, Any]) -> str:
+    """Stream an item another program wrote with ``action``; check it was neither scheduled nor sent, and was
+    dead-lettered once, naming its event; return the dead letter's reason."""
+    key = TaskKey("USER#mallory", sk)
+    record = Table(deps).put({"PK": key.pk, "SK": key.sk, "run_at": (clock.now + timedelta(hours=3)).isoformat(),
+                              "action": action})
     assert stream(client, record) == []
     assert schedule_of(deps, key) is None
     assert aws.sent(deps.settings.due_queue) == []
     [(body, _)] = aws.sent(deps.settings.task_dlq)
     dead = json.loads(body)
     assert dead["event_id"] == record["eventID"]
-    assert "action.queue_url" in dead["reason"] and "own queues and topics" in dead["reason"]
+    return str(dead["reason"])
 
 
 def test_the_executor_never_sends_to_the_due_dead_letter_queue(
@@ -134,17 +142,8 @@ def test_with_no_targets_allowed_every_sqs_and_sns_action_is_refused(client: Cli
 
 def test_an_item_another_program_wrote_with_a_foreign_queue_is_dead_lettered_once_and_never_scheduled(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
-    table = Table(deps)
-    key = TaskKey("USER#mallory", "REMINDER#x")
-    record = table.put({"PK": key.pk, "SK": key.sk, "run_at": (clock.now + timedelta(hours=3)).isoformat(),
-                        "action": sqs(FOREIGN_QUEUE)})
-    assert stream(client, record) == []
-    assert schedule_of(deps, key) is None
-    assert aws.sent(deps.settings.due_queue) == []
-    [(body, _)] = aws.sent(deps.settings.task_dlq)
-    dead = json.loads(body)
-    assert dead["event_id"] == record["eventID"]
-    assert "action.queue_url" in dead["reason"] and "TASK_ACTION_TARGET_ARNS" in dead["reason"]
+    reason = _dead_lettered_once_and_never_scheduled(aws, deps, clock, client, "REMINDER#x", sqs(FOREIGN_QUEUE))
+    assert "action.queue_url" in reason and "TASK_ACTION_TARGET_ARNS" in reason
 
 
 def test_the_executor_never_sends_to_a_queue_the_stage_no_longer_allows(
