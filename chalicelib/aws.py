@@ -102,6 +102,16 @@ class Clients:
         client: EventBridgeSchedulerClient = self._make("scheduler")
         return client
 
+    @cached_property
+    def ssm(self) -> Any:
+        """SSM Parameter Store: webhook signing secrets (SecureString)."""
+        return self._make("ssm")
+
+    @cached_property
+    def secretsmanager(self) -> Any:
+        """Secrets Manager: webhook signing secrets."""
+        return self._make("secretsmanager")
+
 
 @dataclass
 class Deps:
@@ -115,6 +125,8 @@ class Deps:
     _queue_urls: dict[str, str] = field(default_factory=dict)
     _lookup: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     metrics: Metrics = field(default_factory=Metrics)
+    # What domain code keeps for the container's life (a webhook's signing secret, with when it was read).
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.metrics.stage = self.metrics.stage or self.settings.stage

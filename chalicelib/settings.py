@@ -176,6 +176,20 @@ def _action_targets(value: str, env: _Reader) -> tuple[str, ...]:
     return tuple(dict.fromkeys(targets))
 
 
+def _webhook_origins(value: str, env: _Reader) -> tuple[str, ...]:
+    if not value.strip():
+        return ()
+    from chalicelib.tasks.webhook import parse_origins  # loaded only by a stage that calls webhooks
+    return parse_origins(value)
+
+
+def _webhook_secrets(value: str, env: _Reader) -> tuple[str, ...]:
+    if not value.strip():
+        return ()
+    from chalicelib.tasks.webhook import parse_secrets
+    return parse_secrets(value)
+
+
 def _task_sources(value: str, env: _Reader) -> tuple[TaskSource, ...]:
     streams = env.text("TASK_SOURCE_STREAMS")
     if not (value.strip() or streams.strip()):
@@ -423,6 +437,22 @@ class Settings:
         "sns actions may send to: the API refuses others (400), the stream dead-letters items naming others, "
         "the executor refuses them, and task_executor's IAM policy grants exactly these. Empty: none.",
         Parse(_action_targets, "expected comma-separated SQS queue / SNS topic ARNs"))
+    task_webhook_origins: tuple[str, ...] = setting("TASK_WEBHOOK_ORIGINS", "",
+        "Comma-separated origins (`https://host[:port]`) tasks' webhook actions may POST to: the API refuses "
+        "others (400), the stream dead-letters items naming others, the executor refuses them. Empty: none.",
+        Parse(_webhook_origins, "expected comma-separated origins like https://hooks.example.com"))
+    task_webhook_secrets: tuple[str, ...] = setting("TASK_WEBHOOK_SECRETS", "",
+        "Comma-separated signing secrets webhook actions may name, as `ssm:<parameter name>` (a SecureString) "
+        "or `secretsmanager:<secret name>`: the API refuses others, and task_executor's IAM policy may read "
+        "exactly these. Empty: none.",
+        Parse(_webhook_secrets, "expected comma-separated ssm:<name> or secretsmanager:<name>"))
+    task_webhook_timeout_seconds: float = setting("TASK_WEBHOOK_TIMEOUT_SECONDS", "10",
+        "Seconds a webhook's connection and each read may take before the attempt fails (and is retried).",
+        number(0.05, 30))
+    task_webhook_allow_loopback: bool = setting("TASK_WEBHOOK_ALLOW_LOOPBACK", "false",
+        "`true`: webhooks may call loopback addresses (and plain http there): the local stage only, for its "
+        "receiver; any other stage refuses to start with it.",
+        Parse(lambda value, env: choice("true", "false").convert(value, env) == "true", "expected one of true, false"))
     # operations (docs/operations.md)
     lateness_alarm_ms: int = setting("LATENESS_ALARM_MS", "5000",
         "Deployed stages: the exact strategy's p99 lateness (ms, per 5 minutes, twice in a row) above which "
@@ -470,6 +500,8 @@ class Settings:
             raise SettingsError("API_TOKEN", "", "required when API_AUTH=token")
         if values["api_auth"] == "cognito" and not values["cognito_user_pool_arn"]:
             raise SettingsError("COGNITO_USER_POOL_ARN", "", "required when API_AUTH=cognito")
+        if values["task_webhook_allow_loopback"] and values["stage"] != "local":
+            raise SettingsError("TASK_WEBHOOK_ALLOW_LOOPBACK", "true", "allowed on the local stage only")
         return cls(**values)
 
 

@@ -26,7 +26,8 @@ refuse any other (chalicelib/tasks/actions.py ``target_refusal``), so what the
 API accepts is what IAM allows. The app's own queues and topics (settings.OWN_QUEUES,
 OWN_TOPICS), which the app refuses as targets, are also denied to ``task_executor``
 by an explicit Deny, except those its own code sends to (the due queue, TASK_DLQ,
-the alert topic): a wildcard among the targets cannot reach the others.
+the alert topic): a wildcard among the targets cannot reach the others. The
+webhook signing secrets it may read are TASK_WEBHOOK_SECRETS, by name.
 """
 
 from __future__ import annotations
@@ -263,6 +264,16 @@ class _Builder:
     def alerts(self) -> dict[str, Any]:
         return _statement("PublishAlerts", ["sns:Publish"], [self.topic(alert_topic_name(self.settings))])
 
+    def webhook_secrets(self) -> list[dict[str, Any]]:
+        """Read the webhook signing secrets TASK_WEBHOOK_SECRETS lists, and no other: an SSM parameter by its
+        name, a Secrets Manager secret by its name and the six characters AWS appends to its ARN."""
+        refs = [ref.partition(":")[::2] for ref in self.settings.task_webhook_secrets]
+        parameters = [self.where.arn("ssm", "parameter/" + name.lstrip("/")) for kind, name in refs if kind == "ssm"]
+        secrets = [self.where.arn("secretsmanager", f"secret:{name}-??????")
+                   for kind, name in refs if kind == "secretsmanager"]
+        return [*([_statement("ReadWebhookParameters", ["ssm:GetParameter"], parameters)] if parameters else []),
+                *([_statement("ReadWebhookSecrets", ["secretsmanager:GetSecretValue"], secrets)] if secrets else [])]
+
     def deny_other_own_targets(self, statements: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Deny sqs:SendMessage / sns:Publish on every queue and topic the stage provisions (settings.OWN_QUEUES,
         OWN_TOPICS) that ``statements`` (a function's own, before its action targets) do not send to: an
@@ -360,6 +371,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             *executor,
             *([_statement("TaskActionQueues", ["sqs:SendMessage"], queues)] if queues else []),
             *([_statement("TaskActionTopics", ["sns:Publish"], topics)] if topics else []),
+            *b.webhook_secrets(),
             *b.deny_other_own_targets(executor),
         ],
         "due_dead_letter": [

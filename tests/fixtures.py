@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import pickle
 from collections.abc import Iterator
@@ -100,8 +101,9 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture
-def aws() -> Iterator[Aws]:
+@contextlib.contextmanager
+def moto_aws() -> Iterator[Aws]:
+    """The ``aws`` fixture's world (a module may share one: ``pytest.fixture(scope="module")``)."""
     # moto plus its corrections toward AWS's behaviour (local/moto_corrections.py: transactions, serialised
     # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
     # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
@@ -124,6 +126,12 @@ def aws() -> Iterator[Aws]:
         yield Aws(clients=clients, settings=settings, alert_queue_url=capture, limits=limits)
         if limits.violations and not limits.expected:
             pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
+
+
+@pytest.fixture
+def aws() -> Iterator[Aws]:
+    with moto_aws() as world:
+        yield world
 
 
 @dataclass

@@ -54,6 +54,7 @@ ENTRY_MODULES = {
         ("backups/api.py", API_FUNCTION), ("tasks/api.py", API_FUNCTION),
         ("tasks/stream.py", "task_stream"), ("tasks/interval.py", "interval_processor"),
         ("tasks/executor.py", "task_executor"), ("tasks/actions.py", "task_executor"),
+        ("tasks/webhook.py", "task_executor"),
         ("tasks/dead_letters.py", "due_dead_letter"),
     )
 }
@@ -148,7 +149,7 @@ def _current_test() -> str:
 def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for key in ("TableName", "IndexName", "BackupArn", "ResourceArn", "QueueUrl", "QueueName", "TopicArn",
-                "TargetArn", "FromEmailAddress", "Name", "GroupName"):
+                "TargetArn", "FromEmailAddress", "Name", "GroupName", "SecretId"):
         if isinstance(params.get(key), str):
             out.append((key, params[key]))
     if isinstance(params.get("Key"), dict) and isinstance(params.get("TableName"), str):
@@ -230,6 +231,10 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         if "RoleArn" in params:
             out.append(Request("iam:PassRole", params["RoleArn"], (("iam:PassedToService", "scheduler.amazonaws.com"),)))
         return out
+    if call.service == "ssm" and "Name" in params:
+        return [Request(action, arn("ssm", "parameter/" + params["Name"].lstrip("/")))]
+    if call.service == "secretsmanager" and "SecretId" in params:  # AWS appends six characters to the name
+        return [Request(action, arn("secretsmanager", f"secret:{params['SecretId']}-AbCdEf"))]
     return [Request(action, "*")]
 
 

@@ -11,7 +11,10 @@ Adding an action type is one registered class here, nothing else.
 call and returns a small JSON-able result that is recorded on the task.  A
 failure is any exception; the executor retries it, but for a
 ``PermanentActionError`` (a refused target, an unknown type), which fails the
-task at once.
+task at once; a ``TransientActionError`` may say when to retry (``retry_after``).
+A type that needs to know which execution it runs for (a webhook's idempotency
+key) overrides ``run_execution``, which the executor calls with the task's id,
+due time and attempt.
 
 This module imports nothing from the task model (the model imports it), so a
 field check returns what is wrong, or None, and the model names the field.
@@ -19,10 +22,15 @@ field check returns what is wrong, or None, and the model names the field.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from chalicelib.tasks import webhook
 
 if TYPE_CHECKING:
     from chalicelib.aws import Deps
@@ -80,6 +88,14 @@ def message_text(value: str) -> str | None:
     return None
 
 
+def json_text(value: str) -> str | None:
+    try:
+        json.loads(value)
+    except ValueError as exc:
+        return f"must be JSON text (the body to POST): {exc}"
+    return None
+
+
 def _not_fifo(kind: str, value: str) -> str | None:
     if value.endswith(FIFO_SUFFIX):
         return f"is a FIFO {kind} target, which needs a MessageGroupId this action does not send: {_shown(value)}"
@@ -98,6 +114,15 @@ def sqs_queue_url(value: str) -> str | None:
 
 class PermanentActionError(ValueError):
     """An action that can never succeed as it is: the executor fails the task at once, without retrying it."""
+
+
+class TransientActionError(RuntimeError):
+    """An action that may succeed later (retried), with the target's hint of when: ``retry_after`` seconds
+    (a webhook's Retry-After), which the executor honours within its retry budget."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class TargetNotAllowed(PermanentActionError):
@@ -154,10 +179,17 @@ def target_refusal(spec: Mapping[str, Any], allowed: Sequence[str], region: str,
     return None
 
 
+def action_refusal(spec: Mapping[str, Any], settings: Settings) -> tuple[str, str] | None:
+    """(field, what is wrong) when a validated action ``spec`` goes where the stage does not allow: a queue or
+    topic (``target_refusal``), a webhook's origin or secret (TASK_WEBHOOK_ORIGINS, TASK_WEBHOOK_SECRETS). Pure."""
+    if spec.get("type") == WebhookAction.type:
+        return webhook.refusal(dict(spec), settings.task_webhook_origins, settings.task_webhook_secrets)
+    return target_refusal(spec, settings.task_action_target_arns, settings.region, own_targets(settings))
+
+
 def refuse_disallowed_target(deps: Deps, spec: Mapping[str, Any]) -> None:
     """Raise TargetNotAllowed when ``spec`` sends where the stage does not allow (the executor's last check)."""
-    settings = deps.settings
-    refusal = target_refusal(spec, settings.task_action_target_arns, settings.region, own_targets(settings))
+    refusal = action_refusal(spec, deps.settings)
     if refusal is not None:
         field, problem = refusal
         raise TargetNotAllowed(f"action.{field} {problem}")
@@ -182,6 +214,20 @@ class Action(ABC):
     def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
         """Perform the action; return what to record (ids of what was sent)."""
 
+    def run_execution(self, deps: Deps, spec: dict[str, Any], execution: ActionExecution) -> dict[str, Any]:
+        """Perform the action for one execution of its task: ``run``, unless the type uses the execution (a
+        webhook's idempotency key)."""
+        return self.run(deps, spec)
+
+
+@dataclass(frozen=True)
+class ActionExecution:
+    """Which execution of a task an action runs for: the same for every attempt and redelivery of it."""
+
+    task_id: str
+    due: datetime
+    attempt: int = 1
+
 
 ACTIONS: dict[str, Action] = {}
 
@@ -196,14 +242,15 @@ def register(cls: A) -> A:
     return cls
 
 
-def run_action(deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the action ``spec`` describes; without any call, UnknownActionType for a type without a class and
-    TargetNotAllowed for a queue or topic the stage does not allow (the API and the stream refuse those first)."""
+def run_action(deps: Deps, spec: dict[str, Any], execution: ActionExecution | None = None) -> dict[str, Any]:
+    """Run the action ``spec`` describes (for ``execution``, when given); without any call, UnknownActionType
+    for a type without a class and TargetNotAllowed for a queue or topic the stage does not allow (the API and
+    the stream refuse those first)."""
     action = ACTIONS.get(str(spec.get("type")))
     if action is None:
         raise UnknownActionType(f"action.type {spec.get('type')!r} is not one of {', '.join(ACTIONS)}")
     refuse_disallowed_target(deps, spec)
-    return action.run(deps, spec)
+    return action.run(deps, spec) if execution is None else action.run_execution(deps, spec, execution)
 
 
 # --- the action types ---------------------------------------------------------------
@@ -249,3 +296,23 @@ class SnsAction(Action):
     def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
         response = deps.clients.sns.publish(TopicArn=spec["topic_arn"], Message=spec["message"])
         return {"type": self.type, "message_id": response.get("MessageId", "")}
+
+
+@register
+class WebhookAction(Action):
+    """A signed HTTPS POST of a JSON body to an allow-listed origin (chalicelib/tasks/webhook.py)."""
+
+    type = "webhook"
+    fields: ClassVar[Mapping[str, Check]] = {"url": webhook.url_problem, "secret": webhook.secret_problem,
+                                             "body": json_text}
+
+    def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
+        raise PermanentActionError("a webhook runs for an execution of its task (its idempotency key)")
+
+    def run_execution(self, deps: Deps, spec: dict[str, Any], execution: ActionExecution) -> dict[str, Any]:
+        try:
+            return webhook.post(deps, spec, execution.task_id, execution.due)
+        except webhook.WebhookRefused as exc:
+            raise PermanentActionError(str(exc)) from exc
+        except webhook.WebhookFailed as exc:
+            raise TransientActionError(str(exc), exc.retry_after) from exc

@@ -362,7 +362,8 @@ def _run_with_retries(deps: Deps, task: Task) -> Outcome:
     error = ""
     for attempt in range(1, limit + 1):
         try:
-            return Outcome(Status.DONE, attempt, actions.run_action(deps, task.action))
+            execution = actions.ActionExecution(task.id, task.due, attempt)
+            return Outcome(Status.DONE, attempt, actions.run_action(deps, task.action, execution))
         except actions.PermanentActionError as exc:  # a refused target, an unknown type: no attempt can succeed
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("task action refused; not retried", extra={"task_id": task.id, "error": error})
@@ -370,8 +371,13 @@ def _run_with_retries(deps: Deps, task: Task) -> Outcome:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("task action failed", extra={"task_id": task.id, "attempt": attempt, "error": error})
+            hint = exc.retry_after if isinstance(exc, actions.TransientActionError) else None
+            delay = timing.hinted_delay(timing.retry_delay(attempt), hint)
+            if delay is None:  # the target asked for a wait past the retry budget
+                return Outcome(Status.FAILED, attempt, None, f"{error} (Retry-After {hint:g} s: past the "
+                               f"{timing.MAX_HINT_SECONDS:g} s the executor waits)")
             if attempt < limit:
-                deps.sleep(timing.retry_delay(attempt))
+                deps.sleep(delay)
     return Outcome(Status.FAILED, limit, None, error)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 from chalicelib.sources import MissingAttribute, TaskSource, render
-from chalicelib.tasks.actions import ACTIONS, EMAIL, own_targets, target_refusal
+from chalicelib.tasks.actions import ACTIONS, EMAIL, action_refusal
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
@@ -278,8 +278,9 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
 
 
 def check_action_target(action: dict[str, Any], settings: Settings, where: str = "action") -> None:
-    """InvalidTask naming the field when ``action`` sends to a queue or topic the stage does not allow."""
-    refusal = target_refusal(action, settings.task_action_target_arns, settings.region, own_targets(settings))
+    """InvalidTask naming the field when ``action`` sends to a queue or topic the stage does not allow (or calls
+    a webhook origin, with a secret, it does not allow)."""
+    refusal = action_refusal(action, settings)
     if refusal is not None:
         name, problem = refusal
         raise InvalidTask(f"{where}.{name}", f"{where}.{name} {problem}")

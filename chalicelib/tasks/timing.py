@@ -11,6 +11,7 @@ from chalicelib.tasks.model import Task
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds at most
 RETRY_BASE_SECONDS = 1.0
 RETRY_CAP_SECONDS = 8.0
+MAX_HINT_SECONDS = 20.0  # the longest Retry-After the executor waits out (its function times out at 90 s)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,15 @@ def arrival(due: datetime, now: datetime) -> Arrival:
 def retry_delay(failed_attempts: int) -> float:
     """Backoff before the next attempt after ``failed_attempts`` failures: 1 s, 2 s, 4 s, ... at most 8 s."""
     return min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * float(2 ** max(0, failed_attempts - 1)))
+
+
+def hinted_delay(backoff: float, hint: float | None) -> float | None:
+    """The delay before the next attempt when the failed one's target asked for ``hint`` seconds (a
+    Retry-After): the longer of the two; None when the hint is past MAX_HINT_SECONDS, the retry budget
+    (an attempt earlier than asked would only be refused again: the execution fails instead)."""
+    if hint is None:
+        return backoff
+    return max(backoff, hint) if hint <= MAX_HINT_SECONDS else None
 
 
 def next_due(task: Task, now: datetime) -> datetime | None:

@@ -2,7 +2,7 @@
 
 The table (``| function | actions | resources |``) has a row per function and rows that add to a function's
 actions under a condition its first cell names: ``BACKUP_VERIFY`` (a stage that verifies restores), ``lazy or
-interval`` (a task source of those strategies), ``Deny`` (the function's explicit Deny); ``every function`` rows
+interval`` (a task source of those strategies), ``TASK_WEBHOOK_SECRETS`` (a stage whose webhooks sign with secrets), ``Deny`` (the function's explicit Deny); ``every function`` rows
 apply to all. The actions are the backticked ``service:Action`` names of the second cell.
 """
 
@@ -24,7 +24,7 @@ ACTION = re.compile(r"`([a-z0-9-]+:[A-Za-z]+)`")
 HEADER = "| function | actions | resources |"
 EVERY = "every function"
 SOURCE = "source_NAME"
-VERIFY, LAZY_OR_INTERVAL = "verify", "lazy or interval"
+VERIFY, LAZY_OR_INTERVAL, WEBHOOK = "verify", "lazy or interval", "webhook secrets"
 
 
 class Row(NamedTuple):
@@ -44,7 +44,8 @@ def documented_rows(text: str) -> list[Row]:
         first, actions, _resources = (cell.strip() for cell in line.strip().strip("|").split(" | "))
         named = re.match(r"`([a-z_A-Z]+)`", first)
         function = named[1] if named else first
-        condition = VERIFY if "BACKUP_VERIFY" in first else LAZY_OR_INTERVAL if LAZY_OR_INTERVAL in first else ""
+        condition = (VERIFY if "BACKUP_VERIFY" in first else LAZY_OR_INTERVAL if LAZY_OR_INTERVAL in first
+                     else WEBHOOK if "TASK_WEBHOOK_SECRETS" in first else "")
         rows.append(Row(function, condition, "Deny" if "Deny" in first else "Allow",
                         frozenset(ACTION.findall(actions))))
     return rows
@@ -94,6 +95,7 @@ CASES = {
     "wildcard action targets": (stage_settings(TASK_ACTION_TARGET_ARNS="arn:aws:sqs:*:*:*,arn:aws:sns:*:*:*"), ()),
     "verifying named tables": (stage_settings(BACKUP_VERIFY="2", BACKUP_TABLES="orders,users"), (VERIFY,)),
     "verifying a pattern's tables": (stage_settings(BACKUP_VERIFY="1", BACKUP_TABLE_PATTERN="app-.*"), (VERIFY,)),
+    "webhook secrets": (stage_settings(TASK_WEBHOOK_SECRETS="ssm:/tk/hook,secretsmanager:tk/hook"), (WEBHOOK,)),
     "task sources": (stage_settings(TASK_SOURCES=json.dumps(SOURCES), TASK_SOURCE_STREAMS=json.dumps(STREAMS)), ()),
 }
 

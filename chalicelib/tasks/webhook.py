@@ -1,0 +1,364 @@
+"""The ``webhook`` action: a signed HTTPS POST of a JSON body to an allow-listed origin (docs/tasks.md "Webhooks").
+
+The decisions are pure and come first: the URL and secret field checks, the
+origin allow-list (TASK_WEBHOOK_ORIGINS), which addresses may be called (never
+private, loopback, link-local, multicast or reserved ones; loopback only where
+TASK_WEBHOOK_ALLOW_LOOPBACK, the local stage, allows it), the signature
+(HMAC-SHA256 of ``<timestamp>.<body>``), the idempotency key of an execution,
+what a response status means and how long a ``Retry-After`` asks to wait.
+
+The I/O follows: the secret, read from SSM Parameter Store (SecureString,
+WithDecryption) or Secrets Manager and kept per container for
+SECRET_TTL_SECONDS; then the name is resolved once, every address it resolves to
+is checked, and the request goes to the first one (SNI, certificate check and
+Host header of the name), so a DNS answer that changes between the check and the
+connection cannot reach another address.  Redirects are never followed.
+
+This module imports nothing of the app but botocore's errors: actions.py, which
+registers the action, imports it.  A failure raises ``WebhookRefused`` (permanent: a 4xx but 408 and 429, a 3xx, a
+refused address or origin, a secret that does not exist) or ``WebhookFailed``
+(transient: 408, 429, 5xx, a timeout, a connection error), whose
+``retry_after`` is the receiver's ``Retry-After``, for the executor's next delay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import ipaddress
+import json
+import socket
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
+
+from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from chalicelib.aws import Deps
+
+TIMESTAMP_HEADER = "Timekeeper-Timestamp"
+SIGNATURE_HEADER = "Timekeeper-Signature"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+SIGNATURE_VERSION = "v1"
+SECRET_TTL_SECONDS = 300.0   # a rotated secret is used within five minutes
+MAX_URL_LENGTH = 2048
+MAX_KEY_LENGTH = 200         # a longer idempotency key is sent as its SHA-256
+KEPT_RESPONSE_BYTES = 512    # of a refused or failed response's body, in the error
+SECRET_KINDS = ("ssm", "secretsmanager")
+DEFAULT_PORTS = {"https": 443, "http": 80}
+USER_AGENT = "timekeeper-webhook/1"
+# Networks whose addresses carry an IPv4 address that a gateway may reach: NAT64's prefixes.
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+# Special-purpose networks some Python versions count as global: IETF protocol assignments (192.0.0.0/24).
+_SPECIAL = (ipaddress.ip_network("192.0.0.0/24"),)
+
+
+class WebhookRefused(ValueError):
+    """A webhook that cannot succeed as it is: not retried (actions.py raises it as a PermanentActionError)."""
+
+
+class WebhookFailed(RuntimeError):
+    """A webhook that may succeed later: retried, after ``retry_after`` seconds when the receiver said so
+    (actions.py raises it as a TransientActionError)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+# --- field checks and the allow-lists (pure) ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Target:
+    """Where a webhook URL points: scheme, host (lowercase, IPv6 without brackets), port, path and query."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @property
+    def origin(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = "" if DEFAULT_PORTS[self.scheme] == self.port else f":{self.port}"
+        return f"{self.scheme}://{host}{port}"
+
+
+def target_of(url: str) -> Target:
+    """The URL's target; ValueError saying what is wrong.  Only https (and http, for loopback where allowed),
+    with a host, without user info or fragment, in printable ASCII."""
+    if len(url) > MAX_URL_LENGTH:
+        raise ValueError(f"is longer than {MAX_URL_LENGTH} characters")
+    if not url.isascii() or any(c <= " " or c == "\x7f" for c in url):
+        raise ValueError("must be printable ASCII without spaces (percent-encode the rest; a Unicode domain as "
+                         "Punycode)")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise ValueError("must be an https:// URL")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError("must not hold a user name or password")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError("must not have a #fragment")
+    host = (parts.hostname or "").lower().rstrip(".")
+    if not host:
+        raise ValueError("has no host")
+    port = parts.port  # ValueError for a port out of range
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Target(scheme, host, port if port is not None else DEFAULT_PORTS[scheme], path)
+
+
+def normal_origin(text: str) -> str:
+    """An origin (``https://host[:port]``, lowercase, default port left out) as TASK_WEBHOOK_ORIGINS lists it;
+    ValueError when ``text`` is not one (a path, a query or user info)."""
+    parts = urlsplit(text.strip())
+    if parts.path not in ("", "/") or parts.query:
+        raise ValueError(f"{text.strip()!r} is not an origin (scheme://host[:port], no path)")
+    return target_of(text.strip()).origin
+
+
+def parse_origins(text: str) -> tuple[str, ...]:
+    """TASK_WEBHOOK_ORIGINS: comma-separated origins, normalised."""
+    return tuple(dict.fromkeys(normal_origin(part) for part in text.split(",") if part.strip()))
+
+
+def url_problem(url: str) -> str | None:
+    """The field check of ``action.url``: what is wrong with it, or None."""
+    try:
+        target_of(url)
+    except ValueError as exc:
+        return str(exc) or "is not a URL"
+    return None
+
+
+def secret_problem(ref: str) -> str | None:
+    """The field check of ``action.secret``: ``ssm:<parameter name>`` or ``secretsmanager:<secret name>``."""
+    kind, sep, name = ref.partition(":")
+    if not sep or kind not in SECRET_KINDS or not name or len(name) > 2048 or \
+            not all(c.isascii() and (c.isalnum() or c in "/_+=.@-") for c in name):
+        return ("must name the signing secret as ssm:<parameter name> or secretsmanager:<secret name>, "
+                f"got {ref[:80]!r}")
+    return None
+
+
+def parse_secrets(text: str) -> tuple[str, ...]:
+    """TASK_WEBHOOK_SECRETS: comma-separated ``ssm:<name>`` / ``secretsmanager:<name>``."""
+    refs = [part.strip() for part in text.split(",") if part.strip()]
+    for ref in refs:
+        if secret_problem(ref):
+            raise ValueError(f"{ref!r} is not ssm:<name> or secretsmanager:<name>")
+    return tuple(dict.fromkeys(refs))
+
+
+def refusal(spec: dict[str, Any], origins: Sequence[str], secrets: Sequence[str]) -> tuple[str, str] | None:
+    """(field, what is wrong) when a validated webhook ``spec`` calls an origin TASK_WEBHOOK_ORIGINS does not
+    list or signs with a secret TASK_WEBHOOK_SECRETS does not list; None when the stage allows it. Pure."""
+    origin = target_of(spec["url"]).origin
+    if origin not in origins:
+        return "url", (f"is not at an origin this stage allows webhooks to call (TASK_WEBHOOK_ORIGINS): "
+                       f"{origin}")
+    if spec["secret"] not in secrets:
+        return "secret", (f"is not a secret this stage allows webhooks to sign with (TASK_WEBHOOK_SECRETS): "
+                          f"{spec['secret'][:80]!r}")
+    return None
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (mapped, 6to4, Teredo, NAT64), which is what it reaches."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if any(address in network for network in _NAT64):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def address_refusal(text: str, allow_loopback: bool = False) -> str | None:
+    """Why a webhook may not connect to the address ``text``, or None: private, loopback (unless
+    ``allow_loopback``), link-local (169.254.169.254: the instance metadata), multicast, reserved, unspecified
+    (0.0.0.0) or otherwise not global; an IPv6 address carrying an IPv4 one is judged by it. Pure."""
+    address = ipaddress.ip_address(text.split("%", 1)[0])
+    embedded = _embedded_ipv4(address) if isinstance(address, ipaddress.IPv6Address) else None
+    if embedded is not None:
+        problem = address_refusal(str(embedded), allow_loopback)
+        return f"{problem} (in {text})" if problem else None
+    if address.is_loopback:
+        return None if allow_loopback else f"{text} is a loopback address"
+    special = any(address in network for network in _SPECIAL if network.version == address.version)
+    for kind, flag in (("unspecified", address.is_unspecified), ("link-local", address.is_link_local),
+                       ("multicast", address.is_multicast), ("reserved", address.is_reserved),
+                       ("private", address.is_private or special)):
+        if flag:
+            return f"{text} is a {kind} address"
+    if not address.is_global:
+        return f"{text} is not a public address"
+    return None
+
+
+def signature(secret: bytes, timestamp: int, body: bytes) -> str:
+    """``v1=<hex HMAC-SHA256 of "<timestamp>.<body>">``: the Timekeeper-Signature header's value."""
+    mac = hmac.new(secret, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"{SIGNATURE_VERSION}={mac}"
+
+
+def verify(secret: bytes, timestamp: str, signature_header: str, body: bytes, now: float,
+           tolerance: float = 300.0) -> bool:
+    """True when ``signature_header`` signs ``timestamp`` and ``body`` with ``secret`` and the timestamp is within
+    ``tolerance`` seconds of ``now`` (a receiver's check; docs/tasks.md shows the same few lines)."""
+    if not timestamp.isdigit() or abs(now - int(timestamp)) > tolerance:
+        return False
+    expected = signature(secret, int(timestamp), body)
+    return any(hmac.compare_digest(expected, part.strip()) for part in signature_header.split(","))
+
+
+def idempotency_key(task_id: str, due: datetime) -> str:
+    """The execution's key: ``<task id>@<due time>``, percent-encoded to fit a header; a key longer than
+    MAX_KEY_LENGTH (a task source's item key) as ``sha256:<hex>``.  Every attempt and every redelivery of one
+    execution sends the same key."""
+    at = due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    key = f"{quote(task_id, safe='_.:-|/~')}@{at}"
+    return key if len(key) <= MAX_KEY_LENGTH else "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def outcome_of(status: int) -> str:
+    """What a response's status means: ``done`` (2xx), ``retry`` (408, 429, 5xx) or ``refused`` (any other)."""
+    if 200 <= status < 300:
+        return "done"
+    if status in (408, 429) or status >= 500:
+        return "retry"
+    return "refused"
+
+
+def retry_after_seconds(value: str | None, now: datetime) -> float | None:
+    """A ``Retry-After`` header as seconds from ``now``: delta-seconds or an HTTP date (a past one is 0);
+    None when absent or unreadable."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(int(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+# --- the secret, per container ---------------------------------------------------------------------------------------
+
+def secret_value(deps: Deps, ref: str) -> bytes:
+    """The signing secret ``ref`` names, read at most once per SECRET_TTL_SECONDS per container."""
+    now = deps.clock().timestamp()
+    cached = deps.memo.get(("webhook-secret", ref))
+    if cached is not None and now - cached[1] < SECRET_TTL_SECONDS:
+        return bytes(cached[0])
+    kind, _, name = ref.partition(":")
+    try:
+        if kind == "ssm":
+            value = deps.clients.ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+        else:
+            response = deps.clients.secretsmanager.get_secret_value(SecretId=name)
+            value = response.get("SecretString") or response.get("SecretBinary", b"")
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("ParameterNotFound", "ResourceNotFoundException"):
+            raise WebhookRefused(f"action.secret {ref!r} does not exist ({code})") from exc
+        raise
+    secret = value.encode() if isinstance(value, str) else bytes(value)
+    deps.memo[("webhook-secret", ref)] = (secret, now)
+    return secret
+
+
+# --- the call ----------------------------------------------------------------------------------------------------------
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS to ``address``, with the SNI, certificate check and Host header of the URL's host."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float, context: ssl.SSLContext) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._address, self._tls = address, context
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    """Plain HTTP to ``address`` (loopback only, where allowed), with the Host header of the URL's host."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+def resolve(target: Target, allow_loopback: bool) -> str:
+    """The address to connect to: the host resolved once, refused when ANY address it resolves to is refused
+    (``address_refusal``); plain http only to a loopback address where loopback is allowed."""
+    try:
+        found = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise WebhookFailed(f"{target.host} does not resolve: {exc}") from exc
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    for address in addresses:
+        problem = address_refusal(address, allow_loopback)
+        if problem:
+            raise WebhookRefused(f"{target.host} resolves to {problem}; webhooks call public addresses only")
+    if not addresses:
+        raise WebhookFailed(f"{target.host} resolves to no address")
+    if target.scheme == "http" and not ipaddress.ip_address(addresses[0].split("%", 1)[0]).is_loopback:
+        raise WebhookRefused(f"{target.origin}: plain http is for the local stage's loopback receiver only")
+    return addresses[0]
+
+
+def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime) -> dict[str, Any]:
+    """POST ``spec['body']`` to ``spec['url']``, signed, with the execution's idempotency key; the result to
+    record on success, else WebhookRefused or WebhookFailed."""
+    settings = deps.settings
+    target = target_of(spec["url"])
+    problem = refusal(spec, settings.task_webhook_origins, settings.task_webhook_secrets)
+    if problem:
+        raise WebhookRefused(f"action.{problem[0]} {problem[1]}")
+    secret = secret_value(deps, spec["secret"])
+    body = spec["body"].encode()
+    timestamp = int(deps.clock().timestamp())
+    key = idempotency_key(task_id, due)
+    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, IDEMPOTENCY_HEADER: key,
+               TIMESTAMP_HEADER: str(timestamp), SIGNATURE_HEADER: signature(secret, timestamp, body)}
+    address = resolve(target, settings.task_webhook_allow_loopback)
+    timeout = settings.task_webhook_timeout_seconds
+    connection: http.client.HTTPConnection = (
+        _PinnedHTTPSConnection(target.host, target.port, address, timeout, ssl.create_default_context())
+        if target.scheme == "https" else _PinnedHTTPConnection(target.host, target.port, address, timeout))
+    try:
+        connection.request("POST", target.path, body=body, headers=headers)
+        response = connection.getresponse()
+        status, retry_after = response.status, response.getheader("Retry-After")
+        location = response.getheader("Location") or ""
+        text = response.read(KEPT_RESPONSE_BYTES).decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException) as exc:  # timeouts, refused and reset connections included
+        raise WebhookFailed(f"POST {target.origin}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        connection.close()
+    kind = outcome_of(status)
+    if kind == "done":
+        return {"type": "webhook", "status": status, "idempotency_key": key}
+    said = f"POST {target.origin} answered {status}: {json.dumps(text[:200])}"
+    if kind == "retry":
+        raise WebhookFailed(said, retry_after=retry_after_seconds(retry_after, deps.clock()))
+    if 300 <= status < 400:
+        said += f"; redirects are not followed (Location: {location[:200]!r})"
+    raise WebhookRefused(said)

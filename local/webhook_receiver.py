@@ -1,0 +1,138 @@
+"""A webhook receiver on a loopback port: what `make run` and `make demo` send webhook tasks to (docs/tasks.md).
+
+It does what the docs ask of a receiver: it verifies ``Timekeeper-Signature``
+over ``Timekeeper-Timestamp`` and the body (401 when it does not match), and
+drops a duplicate by its ``Idempotency-Key`` (answers 200 and does nothing
+more).  Everything it got is recorded (``received``) and served as JSON on
+``GET /received``.  For the tests it answers scripted replies first (a status
+and headers, a request held past the sender's timeout, a connection dropped
+after the request was taken: a lost response), then 200.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from chalicelib.tasks.webhook import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+
+LOCAL_HOST = "127.0.0.1"
+POLL_SECONDS = 0.05  # how soon stop() is noticed
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer: ``status`` with ``headers``; ``hang``: no answer until the receiver stops (past the
+    sender's timeout); ``drop``: the request is taken (recorded) and the connection closed without an answer."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    hang: bool = False
+    drop: bool = False
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as the receiver saw it."""
+
+    path: str
+    key: str
+    timestamp: str
+    body: str
+    verified: bool
+    duplicate: bool
+    status: int
+    host: str
+
+
+class WebhookReceiver:
+    """A threaded HTTP server on ``host``:``port`` (0: a free one) verifying with ``secret``."""
+
+    def __init__(self, secret: bytes, port: int = 0, host: str = LOCAL_HOST,
+                 clock: Callable[[], float] = time.time, replies: list[Reply] | None = None) -> None:
+        self.secret, self.clock = secret, clock
+        self.replies = list(replies or [])
+        self.received: list[Received] = []
+        self.taken: set[str] = set()  # idempotency keys already acted on
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_SECONDS,),
+                                        name="webhook-receiver", daemon=True)
+
+    @property
+    def origin(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> WebhookReceiver:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._released.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def taken_bodies(self) -> list[str]:
+        """The bodies of the requests acted on: verified, first of their key."""
+        return [r.body for r in self.received if r.verified and not r.duplicate]
+
+    def handle(self, path: str, headers: Any, body: bytes) -> Reply:
+        """Record one POST and decide its answer."""
+        key = headers.get(IDEMPOTENCY_HEADER, "")
+        timestamp = headers.get(TIMESTAMP_HEADER, "")
+        verified = verify(self.secret, timestamp, headers.get(SIGNATURE_HEADER, ""), body, self.clock())
+        with self._lock:
+            reply = self.replies.pop(0) if self.replies else Reply()
+            if not verified:
+                reply = Reply(401)
+            ok = reply.drop or 200 <= reply.status < 300
+            duplicate = verified and ok and key in self.taken
+            if verified and ok:
+                self.taken.add(key)
+            self.received.append(Received(path, key, timestamp, body.decode("utf-8", "replace"), verified,
+                                          duplicate, reply.status, headers.get("Host", "")))
+        if reply.hang:
+            self._released.wait()
+        return reply
+
+
+def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            reply = receiver.handle(self.path, self.headers, body)
+            if reply.drop or reply.hang:
+                self.close_connection = True
+                return
+            payload = json.dumps({"ok": 200 <= reply.status < 300}).encode()
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:  # noqa: N802
+            with receiver._lock:
+                found = [asdict(r) for r in receiver.received] if self.path == "/received" else []
+            payload = json.dumps(found).encode()
+            self.send_response(200 if self.path == "/received" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
+            return  # quiet: the runtime's own lines say what ran
+
+    return Handler

@@ -1,0 +1,204 @@
+"""The webhook action run by the executor under moto, against a receiver on a loopback port (local/webhook_receiver.py).
+
+Loopback is allowed only through these tests' settings (TASK_WEBHOOK_ALLOW_LOOPBACK, as on the local stage); the
+receiver's clock is the test's, so a signature made at the FakeClock's time verifies.  No test waits for real
+time but the timeout's, which is TASK_WEBHOOK_TIMEOUT_SECONDS set tiny.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from chalice.test import Client
+
+from chalicelib.aws import Deps
+from chalicelib.tasks import webhook
+from chalicelib.tasks.model import TaskKey, parse_due
+from local.webhook_receiver import Reply, WebhookReceiver
+from tests.faults import Faults, WorkerCrash
+from tests.fixtures import Aws, FakeClock, moto_aws, use_settings
+from tests.functional.task_support import deliver, due_body, post_task, state_of
+
+RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
+SECRET = b"whsec-test-0123456789"
+PARAMETER = "/hooks/signing"
+BODY = '{"order": 42, "event": "reminder"}'
+
+
+# One moto world for the module (each test's task has its own id; alerts are drained before each test).
+@pytest.fixture(scope="module")
+def aws() -> Iterator[Aws]:
+    with moto_aws() as world:
+        yield world
+
+
+@pytest.fixture
+def receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
+    server = WebhookReceiver(SECRET, clock=lambda: clock().timestamp()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hooks(aws: Aws, deps: Deps, receiver: WebhookReceiver) -> Deps:
+    """The stage allows the receiver's origin, loopback and the SSM secret, which is in moto."""
+    aws.alerts()  # an earlier test's
+    deps.clients.ssm.put_parameter(Name=PARAMETER, Value=SECRET.decode(), Type="SecureString", Overwrite=True)
+    return use_settings(deps, task_webhook_origins=(receiver.origin,), task_webhook_secrets=(f"ssm:{PARAMETER}",),
+                        task_webhook_allow_loopback=True, task_webhook_timeout_seconds=0.2)
+
+
+def action(url: str) -> dict[str, Any]:
+    return {"type": "webhook", "url": url, "secret": f"ssm:{PARAMETER}", "body": BODY}
+
+
+def run(client: Client, clock: FakeClock, task_id: str, url: str, times: int = 1) -> str:
+    """POST the task, then deliver its due message ``times`` once it is due; the body delivered."""
+    created = post_task(client, {"id": task_id, "run_at": RUN_AT, "action": action(url)})
+    assert created.status_code == 201, created.body
+    clock.advance(minutes=10)
+    body = due_body(TaskKey.for_id(task_id), parse_due(RUN_AT))
+    for _ in range(times):
+        assert deliver(client, body) == set()
+    return body
+
+
+def shown(deps: Deps, task_id: str) -> tuple[Any, ...]:
+    item = state_of(deps, TaskKey.for_id(task_id))
+    return item["status"], item["attempts"]
+
+
+def test_a_webhook_posts_its_body_once_signed_with_the_executions_key_even_when_delivered_twice(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    run(client, clock, "ping", receiver.origin + "/hooks/orders?src=tk", times=2)
+    [got] = receiver.received
+    assert (got.path, got.body, got.verified, got.duplicate) == ("/hooks/orders?src=tk", BODY, True, False)
+    assert got.key == "ping@2026-11-22T12:10:00Z"
+    assert got.host == receiver.origin.removeprefix("http://")
+    item = state_of(deps, TaskKey.for_id("ping"))
+    assert (item["status"], item["attempts"]) == ("DONE", 1)
+    assert item["last_result"] == {"type": "webhook", "status": 200, "idempotency_key": got.key}
+
+
+def test_a_webhook_answered_500_is_retried_with_the_same_key_and_then_done(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    receiver.replies = [Reply(500)]
+    run(client, clock, "flaky", receiver.origin + "/")
+    key = "flaky@2026-11-22T12:10:00Z"
+    assert [(r.status, r.key) for r in receiver.received] == [(500, key), (200, key)]
+    assert shown(deps, "flaky") == ("DONE", 2)
+
+
+def test_a_webhook_answered_404_fails_at_once_with_one_alert(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    receiver.replies = [Reply(404), Reply(404), Reply(404)]
+    run(client, clock, "gone", receiver.origin + "/missing")
+    assert len(receiver.received) == 1
+    item = state_of(deps, TaskKey.for_id("gone"))
+    assert (item["status"], item["attempts"]) == ("FAILED", 1)
+    assert "answered 404" in item["last_error"]
+    [alert] = aws.alerts()
+    assert alert["message"]["task_id"] == "gone" and alert["message"]["action"] == "webhook"
+
+
+def test_a_webhook_answered_429_waits_its_retry_after_before_the_next_attempt(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    receiver.replies = [Reply(429, {"Retry-After": "7"})]
+    run(client, clock, "busy", receiver.origin + "/")
+    assert [r.status for r in receiver.received] == [429, 200]
+    assert shown(deps, "busy") == ("DONE", 2)
+    assert clock.slept == 7  # the hint, not the 1 s backoff
+
+
+def test_a_webhook_that_does_not_answer_in_time_fails_each_attempt_by_the_timeout(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    use_settings(hooks, task_webhook_timeout_seconds=0.05, task_max_attempts=2)
+    receiver.replies = [Reply(hang=True), Reply(hang=True)]
+    run(client, clock, "slow", receiver.origin + "/")
+    assert len(receiver.received) == 2
+    item = state_of(deps, TaskKey.for_id("slow"))
+    assert (item["status"], item["attempts"]) == ("FAILED", 2)
+    assert "timed out" in item["last_error"]
+
+
+def test_a_webhook_redirected_to_another_origin_is_not_followed(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    other = WebhookReceiver(SECRET, clock=lambda: clock().timestamp()).start()
+    try:
+        receiver.replies = [Reply(302, {"Location": other.origin + "/steal"})]
+        run(client, clock, "moved", receiver.origin + "/")
+        assert other.received == []
+    finally:
+        other.stop()
+    item = state_of(deps, TaskKey.for_id("moved"))
+    assert (item["status"], item["attempts"]) == ("FAILED", 1)
+    assert "redirects are not followed" in item["last_error"]
+
+
+def test_a_name_resolving_to_loopback_is_refused_where_loopback_is_not_allowed(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    named = receiver.origin.replace("127.0.0.1", "localhost")
+    use_settings(hooks, task_webhook_origins=(named,), task_webhook_allow_loopback=False)
+    run(client, clock, "inward", named + "/")
+    assert receiver.received == []
+    item = state_of(deps, TaskKey.for_id("inward"))
+    assert (item["status"], item["attempts"]) == ("FAILED", 1)
+    assert "loopback address" in item["last_error"]
+
+
+def test_a_lost_response_is_retried_with_the_same_key_which_the_receiver_drops(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    receiver.replies = [Reply(drop=True)]  # the receiver took it, then the connection broke before its answer
+    run(client, clock, "lost", receiver.origin + "/")
+    first, second = receiver.received
+    assert first.key == second.key and (first.duplicate, second.duplicate) == (False, True)
+    assert receiver.taken_bodies() == [BODY]
+    assert shown(deps, "lost") == ("DONE", 2)
+
+
+def test_an_execution_run_again_after_a_crash_before_its_settle_sends_the_same_key(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver,
+        faults: Faults) -> None:
+    created = post_task(client, {"id": "again", "run_at": RUN_AT, "action": action(receiver.origin + "/")})
+    assert created.status_code == 201, created.body
+    clock.advance(minutes=10)
+    body = due_body(TaskKey.for_id("again"), parse_due(RUN_AT))
+    faults.inject("dynamodb.UpdateItem", "crash",
+                  match=lambda p: "#eo = :me" in str(p.get("ConditionExpression", "")))  # the settle
+    with pytest.raises(WorkerCrash):
+        deliver(client, body)
+    clock.advance(seconds=deps.settings.task_claim_lease_seconds + 1)  # the claim's lease ends: taken over
+    assert deliver(client, body) == set()
+    first, second = receiver.received
+    assert first.key == second.key == "again@2026-11-22T12:10:00Z" and second.duplicate
+    assert receiver.taken_bodies() == [BODY]
+    assert state_of(deps, TaskKey.for_id("again"))["status"] == "DONE"
+
+
+def test_the_api_refuses_a_webhook_to_an_origin_or_with_a_secret_the_stage_does_not_allow(
+        client: Client, hooks: Deps, receiver: WebhookReceiver) -> None:
+    elsewhere = post_task(client, {"run_at": RUN_AT, "action": action("https://hooks.example.com/x")})
+    assert elsewhere.status_code == 400 and json.loads(elsewhere.body)["field"] == "action.url"
+    other_secret = {**action(receiver.origin + "/"), "secret": "ssm:/someone/elses"}
+    refused = post_task(client, {"run_at": RUN_AT, "action": other_secret})
+    assert refused.status_code == 400 and json.loads(refused.body)["field"] == "action.secret"
+    not_json = post_task(client, {"run_at": RUN_AT, "action": {**action(receiver.origin + "/"), "body": "{oops"}})
+    assert not_json.status_code == 400 and json.loads(not_json.body)["field"] == "action.body"
+
+
+def test_the_signing_secret_is_read_once_per_ttl_from_ssm_or_secrets_manager(
+        deps: Deps, clock: FakeClock, hooks: Deps) -> None:
+    ref = f"ssm:{PARAMETER}"
+    assert webhook.secret_value(deps, ref) == SECRET
+    deps.clients.ssm.put_parameter(Name=PARAMETER, Value="rotated", Type="SecureString", Overwrite=True)
+    clock.advance(seconds=webhook.SECRET_TTL_SECONDS - 1)
+    assert webhook.secret_value(deps, ref) == SECRET  # cached for the container
+    clock.advance(seconds=1)
+    assert webhook.secret_value(deps, ref) == b"rotated"
+    deps.clients.secretsmanager.create_secret(Name="hooks/partner", SecretString="sm-secret")
+    assert webhook.secret_value(deps, "secretsmanager:hooks/partner") == b"sm-secret"
+    with pytest.raises(webhook.WebhookRefused, match="does not exist"):
+        webhook.secret_value(deps, "ssm:/hooks/nothing")
