@@ -8,7 +8,8 @@
    due in about 15 s: each sends its email once;
 3. the seed's sample write: ten items (PK, SK, REMINDER_TIMESTAMP a little ahead,
    email) put with plain boto3 into the tasks table: ten emails;
-4. one task cancelled with DELETE /tasks/{id}: it never sends its email.
+4. one task cancelled with DELETE /tasks/{id}: it never sends its email;
+5. one webhook task POSTing to the local receiver (local/webhook_receiver.py): one signed request, DONE.
 
 Emails are read back from moto's SES (/moto-api/data.json).  Everything is
 driven from outside: HTTP to the API, boto3 to moto's endpoint.
@@ -35,7 +36,7 @@ from typing import Any
 import boto3
 
 from local.client import ApiClient, TimedOut, emails_to, wait_until
-from local.stage import SAMPLE_TABLES, LocalSettings, LocalSettingsError, LocalStage, start_local_stage
+from local.stage import LOCAL_WEBHOOK_SECRET, SAMPLE_TABLES, LocalSettings, LocalSettingsError, LocalStage, start_local_stage
 
 # The local stage as config.json has it, made quick for a two-minute demo.
 DEMO_ENVIRONMENT = {
@@ -193,6 +194,23 @@ def cancelled(demo: Demo, tag: str, lead: timedelta = TASK_LEAD, margin: float =
     return f"DELETE /tasks/{{id}}: no email {margin:g} s after its time, status CANCELLED"
 
 
+def webhook_task(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:
+    receiver = demo.stage.webhook
+    assert receiver is not None, "the local stage has no webhook receiver"
+    body = f'{{"demo": "{tag}"}}'
+    created = demo.api.post("/tasks", {"run_at": _iso(datetime.now(UTC) + lead), "action": {
+        "type": "webhook", "url": f"{receiver.origin}/demo", "secret": LOCAL_WEBHOOK_SECRET, "body": body}})
+    assert created.status == 201, f"POST /tasks (webhook): {created.status} {created.body}"
+    task_id = created.body["id"]
+
+    def done() -> bool:
+        return bool(demo.api.get(f"/tasks/{task_id}").body.get("status") == "DONE")
+    wait_until(done, demo.left(), "the webhook task to show DONE", 0.5)
+    got = [r for r in receiver.received if r.body == body]
+    assert len(got) == 1 and got[0].verified, f"the receiver should get one signed POST: {got}"
+    return f"POST {receiver.origin}/demo: signature verified, Idempotency-Key {got[0].key}, status DONE"
+
+
 def print_summary(demo: Demo, out: Callable[[str], None]) -> None:
     width = max(len(s.name) for s in demo.steps)
     out("")
@@ -212,19 +230,20 @@ def demo_for(stage: LocalStage) -> Demo:
 
 
 def demo_flows(timing: DemoTiming = DemoTiming(), tag: str | None = None) -> list[Flow]:
-    """The four flows of `make demo`, each tagged so that it reads back only its own emails."""
+    """The five flows of `make demo`, each tagged so that it reads back only its own emails."""
     mark = tag or uuid.uuid4().hex[:6]
     return [
         ("1 backups + retention", backups),
         ("2 tasks: one per strategy", lambda demo: tasks(demo, mark, timing.task_lead)),
         ("3 seed write (boto3)", lambda demo: seed(demo, mark, timing.seed_lead)),
         ("4 cancelled task", lambda demo: cancelled(demo, mark, timing.cancel_lead, timing.cancel_margin)),
+        ("5 webhook task", lambda demo: webhook_task(demo, mark, timing.task_lead)),
     ]
 
 
 def run_demo(stage: LocalStage, out: Callable[[str], None] = print, *,
              flows: Sequence[Flow] | None = None) -> bool:
-    """Run ``flows`` (the demo's four by default) at once on ``stage``, print the summary table;
+    """Run ``flows`` (the demo's five by default) at once on ``stage``, print the summary table;
     True only if every flow worked."""
     demo = demo_for(stage)
     chosen = list(flows) if flows is not None else demo_flows()
@@ -250,7 +269,8 @@ def main() -> int:
         aws_port=settings.aws_port if environ.get("LOCAL_AWS_PORT") else 0,
         api_port=settings.api_port if environ.get("LOCAL_API_PORT") else 0,
         scheduler_jitter_seconds=settings.scheduler_jitter_seconds, ttl_lag_seconds=settings.ttl_lag_seconds,
-        sqs_max_concurrency=settings.sqs_max_concurrency)
+        sqs_max_concurrency=settings.sqs_max_concurrency,
+        webhook_port=settings.webhook_port if environ.get("LOCAL_WEBHOOK_PORT") else 0)
     runtime_lines: list[str] = []  # invocation lines
     errors = io.StringIO()         # the API's access log and handler tracebacks (stderr)
     try:

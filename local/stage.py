@@ -40,6 +40,7 @@ from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
 from local.sample_sources import SourceTable, provision_sources
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
+from local.webhook_receiver import WebhookReceiver
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_TABLES = ("sample-orders", "sample-customers", "sample-invoices")
@@ -55,7 +56,10 @@ LOCAL_VARIABLES = {
     "LOCAL_TTL_LAG_SECONDS": "5",
     "LOCAL_SQS_MAX_CONCURRENCY": str(DEFAULT_MAX_CONCURRENCY),
     "LOCAL_RUN_FILE": DEFAULT_RUN_FILE,
+    "LOCAL_WEBHOOK_PORT": "8010",
 }
+# The signing secret of the local receiver's webhooks (in moto's SSM, fresh each start), which the stage allows.
+LOCAL_WEBHOOK_SECRET = "ssm:/timekeeper-local/webhook-secret"
 
 # The app's settings a user most often changes, shown in the banner as they are in effect (a backup
 # selection only when set); any setting about sources (its name says SOURCE) is shown too.
@@ -128,6 +132,7 @@ class LocalSettings:
     ttl_lag_seconds: float = 5.0           # LOCAL_TTL_LAG_SECONDS: expired items live this much longer
     sqs_max_concurrency: int = DEFAULT_MAX_CONCURRENCY  # LOCAL_SQS_MAX_CONCURRENCY: pollers per SQS source
     run_file: str = DEFAULT_RUN_FILE       # LOCAL_RUN_FILE: make run's environment, for chalice local
+    webhook_port: int = 0                  # LOCAL_WEBHOOK_PORT: the webhook receiver (from_env: 8010)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LocalSettings:
@@ -152,6 +157,7 @@ class LocalSettings:
             ttl_lag_seconds=number("LOCAL_TTL_LAG_SECONDS", default["LOCAL_TTL_LAG_SECONDS"], 0, 86400),
             sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", default["LOCAL_SQS_MAX_CONCURRENCY"], 1, 100)),
             run_file=environ.get("LOCAL_RUN_FILE", "").strip() or DEFAULT_RUN_FILE,
+            webhook_port=int(number("LOCAL_WEBHOOK_PORT", default["LOCAL_WEBHOOK_PORT"], 0, 65535)),
         )
 
 
@@ -228,6 +234,7 @@ class LocalStage:
     sources: list[str] = field(default_factory=list)  # the banner's line per task source
     log_level: int | None = None  # the shared logger's level before app.py set the stage's (restored on stop)
     run_file: Path | None = None  # where make run wrote its environment for chalice local (removed on stop)
+    webhook: WebhookReceiver | None = None  # the receiver of the stage's webhook tasks
 
     @property
     def app(self) -> Chalice:
@@ -252,6 +259,10 @@ class LocalStage:
                      f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
                      f"\n  try        curl -H 'Authorization: Bearer {self.environment['API_TOKEN']}' "
                      f"{self.api_url}/backups/runs")
+        if self.webhook is not None:
+            text += (f"\n  webhooks   receiver {self.webhook.origin} (allowed origin; verifies the signature with "
+                     f"{LOCAL_WEBHOOK_SECRET}, drops duplicate Idempotency-Keys; GET {self.webhook.origin}/received "
+                     "lists what it got)")
         if self.run_file is not None:
             text += (f"\n  chalice    .venv/bin/chalice local --stage local --port 8001: the API alone, against this "
                      f"moto (it reads {self.run_file.name}, written for it: LOCAL_RUN_FILE)")
@@ -279,6 +290,8 @@ class LocalStage:
                 remove_run_file(self.run_file)
             self.runtime.stop(timeout)
         finally:
+            if self.webhook is not None:
+                self.webhook.stop()
             self.moto.stop()
             restore(self._environ, self._saved)
             if self.log_level is not None:
@@ -310,12 +323,18 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     shell = dict(environ)  # STREAM_* deploy settings are read from the shell, as `make deploy` reads them
     ensure_port_free(local.aws_port, "LOCAL_AWS_PORT")
     ensure_port_free(local.api_port, "LOCAL_API_PORT")
+    ensure_port_free(local.webhook_port, "LOCAL_WEBHOOK_PORT")
     config = load_chalice_config(project_dir, stage)
     moto = MotoServer(LOCAL_HOST, local.aws_port).start()
+    webhook_secret = secrets.token_hex(24)
+    receiver = WebhookReceiver(webhook_secret.encode(), local.webhook_port, LOCAL_HOST).start()
     saved: dict[str, str | None] = {}
     log_level = logger.log_level  # app.py sets the stage's level on the logger this process shares
     try:
         environment = stage_environment(config)
+        origins = [o for o in environment.get("TASK_WEBHOOK_ORIGINS", "").split(",") if o.strip()]
+        if receiver.origin not in origins:  # on another port than config.json's (LOCAL_WEBHOOK_PORT=0)
+            environment["TASK_WEBHOOK_ORIGINS"] = ",".join([*origins, receiver.origin])
         region = environment.get("AWS_REGION") or "us-east-1"
         environment.update(aws_environment(moto.endpoint, region))
         environment.update(overrides or {})
@@ -328,6 +347,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         clients = Clients(settings)
         provisioned = provision(clients, settings)
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
+        clients.ssm.put_parameter(Name=LOCAL_WEBHOOK_SECRET.partition(":")[2], Value=webhook_secret,
+                                  Type="SecureString", Overwrite=True)
         tables = provision_sources(clients, settings.task_sources)  # the samples' and the user's own
         if tables:
             provisioned.environment["TASK_SOURCE_STREAMS"] = json.dumps(
@@ -352,6 +373,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         if run_file is not None:  # the app's settings as it read them, the shell's taken ones included
             write_run_file(run_file, {**environment, **report.taken}, runtime.api_url)
     except BaseException:
+        receiver.stop()
         moto.stop()
         restore(environ, saved)
         logger.setLevel(log_level)
@@ -361,4 +383,4 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
                       effective=effective, sources=source_lines(settings.task_sources, tables), log_level=log_level,
-                      run_file=run_file)
+                      run_file=run_file, webhook=receiver)

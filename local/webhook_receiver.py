@@ -106,7 +106,7 @@ class WebhookReceiver:
 
 def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             reply = receiver.handle(self.path, self.headers, body)
@@ -122,7 +122,7 @@ def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             with receiver._lock:
                 found = [asdict(r) for r in receiver.received] if self.path == "/received" else []
             payload = json.dumps(found).encode()
@@ -132,7 +132,7 @@ def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
+        def log_message(self, format: str, *args: Any) -> None:
             return  # quiet: the runtime's own lines say what ran
 
     return Handler

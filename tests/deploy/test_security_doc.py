@@ -2,7 +2,8 @@
 
 The table (``| function | actions | resources |``) has a row per function and rows that add to a function's
 actions under a condition its first cell names: ``BACKUP_VERIFY`` (a stage that verifies restores), ``lazy or
-interval`` (a task source of those strategies), ``TASK_WEBHOOK_SECRETS`` (a stage whose webhooks sign with secrets), ``Deny`` (the function's explicit Deny); ``every function`` rows
+interval`` (a task source of those strategies), ``TASK_WEBHOOK_SECRETS`` (a stage whose webhooks sign with
+secrets), ``Deny`` (the function's explicit Deny); ``every function`` rows
 apply to all. The actions are the backticked ``service:Action`` names of the second cell.
 """
 

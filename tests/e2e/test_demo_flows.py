@@ -61,8 +61,8 @@ def test_the_local_stage_has_the_alarms_and_the_dashboard_a_deployed_stage_has(s
     assert cloudwatch.get_dashboard(DashboardName=observability.dashboard_name(settings))["DashboardBody"]
 
 
-def test_make_demos_four_flows_pass_and_print_the_summary_table(stage: LocalStage) -> None:
-    """backups + retention, one task per strategy, the seed's boto3 items, a cancelled task: at once."""
+def test_make_demos_five_flows_pass_and_print_the_summary_table(stage: LocalStage) -> None:
+    """backups + retention, one task per strategy, the seed's boto3 items, a cancelled task, a webhook task."""
     quick = DemoTiming(task_lead=timedelta(seconds=4), seed_lead=timedelta(seconds=2),
                        cancel_lead=timedelta(seconds=3), cancel_margin=4.0)
     lines: list[str] = []
@@ -72,9 +72,11 @@ def test_make_demos_four_flows_pass_and_print_the_summary_table(stage: LocalStag
     table = "\n".join(lines)
     assert ok, table
     assert "step" in lines[1] and "result" in lines[1] and "seconds" in lines[1]
-    for name in ("1 backups + retention", "2 tasks: one per strategy", "3 seed write (boto3)", "4 cancelled task"):
+    for name in ("1 backups + retention", "2 tasks: one per strategy", "3 seed write (boto3)", "4 cancelled task",
+                 "5 webhook task"):
         assert any(line.startswith(name) and "  ok  " in line for line in lines), table
     assert "retention deleted 3" in table and "10 emails" in table and "status CANCELLED" in table
+    assert "signature verified, Idempotency-Key " in table
     assert lines[-1].startswith("\nall steps passed in ")
 
 

@@ -31,7 +31,8 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_pat
     dead-letters for want of its due time says so on its invocation line; the run file chalice local reads
     while it runs; Ctrl-C stops it all."""
     run_file = tmp_path / "make-run.json"
-    env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "PYTHONUNBUFFERED": "1",
+    env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "LOCAL_WEBHOOK_PORT": "0",
+           "PYTHONUNBUFFERED": "1",
            "DUE_ATTRIBUTE": "REMINDER_TIMESTAMP", "BACKUP_SCHEDULE": "rate(1 hour)", "LOCAL_RUN_FILE": str(run_file)}
     env.pop("API_TOKEN", None)
     process = subprocess.Popen([sys.executable, "-m", "local.run"], cwd=PROJECT, env=env, text=True,
@@ -54,6 +55,8 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_pat
         assert re.search(r"^    source appointments +table seed-appointments: exact, due REMINDER_TIMESTAMP$", text,
                          re.MULTILINE), text
         assert "TASK_SOURCES" not in text, text  # its JSON is summed up, a line per source
+        assert re.search(r"^  webhooks   receiver http://127\.0\.0\.1:[1-9]\d* \(allowed origin; verifies", text,
+                         re.MULTILINE), text
         assert "  chalice    .venv/bin/chalice local --stage local --port 8001: " in text, text
         written = json.loads(run_file.read_text())["environment"]  # for chalice local, as the app reads it
         assert written["AWS_ENDPOINT_URL"] == aws.group(1) and written["DUE_ATTRIBUTE"] == "REMINDER_TIMESTAMP"
