@@ -192,6 +192,7 @@ def test_the_api_refuses_a_webhook_to_an_origin_or_with_a_secret_the_stage_does_
 def test_the_signing_secret_is_read_once_per_ttl_from_ssm_or_secrets_manager(
         deps: Deps, clock: FakeClock, hooks: Deps) -> None:
     ref = f"ssm:{PARAMETER}"
+    use_settings(hooks, task_webhook_secrets=(ref, "secretsmanager:hooks/partner", "ssm:/hooks/nothing"))
     assert webhook.secret_value(deps, ref) == SECRET
     deps.clients.ssm.put_parameter(Name=PARAMETER, Value="rotated", Type="SecureString", Overwrite=True)
     clock.advance(seconds=webhook.SECRET_TTL_SECONDS - 1)
