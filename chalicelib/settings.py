@@ -365,13 +365,13 @@ class Settings:
         "This app's backups older than this are deleted when a run finishes.", integer(0, 36500))
     backup_min_keep: int = setting("BACKUP_MIN_KEEP", "2",
         "Retention never leaves a table with fewer AVAILABLE backups than this.", integer(1, 1000))
-    backup_retention: Calendar = setting("BACKUP_RETENTION", "",
+    backup_retention: Calendar = setting("BACKUP_RETENTION", "",  # noqa: RUF009 (a Field, not a default)
         "Calendar retention, kept besides BACKUP_RETENTION_DAYS and BACKUP_MIN_KEEP: comma-separated daily=N, "
         "weekly=N, monthly=N, yearly=N, each keeping the newest good backup of each of the last N days, ISO "
         "weeks, months or years (in BACKUP_TIMEZONE) that have one ([Retention by calendar]"
         "(backups.md#retention-by-calendar)). Empty: none.",
         Parse(_calendar, "expected comma-separated daily=N, weekly=N, monthly=N, yearly=N, or nothing"))
-    backup_timezone: tzinfo = setting("BACKUP_TIMEZONE", "UTC",
+    backup_timezone: tzinfo = setting("BACKUP_TIMEZONE", "UTC",  # noqa: RUF009 (a Field, not a default)
         "IANA time zone (Europe/Paris) whose days, weeks, months and years BACKUP_RETENTION counts.",
         Parse(_timezone, "expected an IANA time zone name such as UTC or Europe/Paris"))
     backup_create_rate: float = setting("BACKUP_CREATE_RATE", "25",
