@@ -75,6 +75,12 @@ def start_backup_run() -> Response:
     return respond(lambda: backup_api.start(deps(), json_body(raw_body(app.current_request))))
 
 
+@app.route("/backups", methods=["GET"], **protected)
+def list_backups() -> Response:
+    from chalicelib.backups import catalog
+    return respond(lambda: catalog.list_backups(deps(), query(app.current_request)))
+
+
 @app.route("/backups/runs", methods=["GET"], **protected)
 def list_backup_runs() -> Response:
     from chalicelib.backups import api as backup_api

@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
+from datetime import UTC, tzinfo
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 from chalicelib import schedule_expr
@@ -210,6 +211,47 @@ def _tag(value: str, env: _Reader) -> tuple[str, str] | None:
     return key.strip(), tag_value.strip()
 
 
+class Calendar(NamedTuple):
+    """BACKUP_RETENTION: keep the newest good backup of each of the last N days / ISO weeks / months / years
+    that have one (0: that rule keeps nothing; all 0: no calendar)."""
+
+    daily: int = 0
+    weekly: int = 0
+    monthly: int = 0
+    yearly: int = 0
+
+
+CALENDAR_MAX = {"daily": 3660, "weekly": 520, "monthly": 1200, "yearly": 100}
+
+
+def _calendar(value: str, env: _Reader) -> Calendar:
+    counts: dict[str, int] = {}
+    for part in (p.strip() for p in value.split(",")):
+        if not part and not value.strip():
+            continue
+        rule, sep, text = part.partition("=")
+        rule, text = rule.strip(), text.strip()
+        if not sep or rule not in CALENDAR_MAX:
+            raise ValueError(f"{part!r} is not one of daily=N, weekly=N, monthly=N, yearly=N")
+        if rule in counts:
+            raise ValueError(f"{rule} is given twice")
+        if not re.fullmatch(r"[0-9]{1,5}", text) or not 1 <= int(text) <= CALENDAR_MAX[rule]:
+            raise ValueError(f"{rule}: {text!r} is not a whole number from 1 to {CALENDAR_MAX[rule]}")
+        counts[rule] = int(text)
+    return Calendar(**counts)
+
+
+def _timezone(value: str, env: _Reader) -> tzinfo:
+    if value == "UTC":
+        return UTC  # no time zone database needed for the default
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only a stage that names another zone loads it
+
+    try:
+        return ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"no time zone {value!r} in this runtime's time zone database") from exc
+
+
 TEXT: Parse[str] = Parse(lambda value, env: value)
 OPTIONAL_ARN = Parse(_optional_arn, "expected an ARN (arn:aws:...) or nothing")
 SCHEDULE = Parse(_schedule, "expected an EventBridge rate() or cron() expression")
@@ -337,6 +379,15 @@ class Settings:
         "This app's backups older than this are deleted when a run finishes.", integer(0, 36500))
     backup_min_keep: int = setting("BACKUP_MIN_KEEP", "2",
         "Retention never leaves a table with fewer AVAILABLE backups than this.", integer(1, 1000))
+    backup_retention: Calendar = setting("BACKUP_RETENTION", "",  # noqa: RUF009 (a Field, not a default)
+        "Calendar retention, kept besides BACKUP_RETENTION_DAYS and BACKUP_MIN_KEEP: comma-separated daily=N, "
+        "weekly=N, monthly=N, yearly=N, each keeping the newest good backup of each of the last N days, ISO "
+        "weeks, months or years (in BACKUP_TIMEZONE) that have one ([Retention by calendar]"
+        "(backups.md#retention-by-calendar)). Empty: none.",
+        Parse(_calendar, "expected comma-separated daily=N, weekly=N, monthly=N, yearly=N, or nothing"))
+    backup_timezone: tzinfo = setting("BACKUP_TIMEZONE", "UTC",  # noqa: RUF009 (a Field, not a default)
+        "IANA time zone (Europe/Paris) whose days, weeks, months and years BACKUP_RETENTION counts.",
+        Parse(_timezone, "expected an IANA time zone name such as UTC or Europe/Paris"))
     backup_create_rate: float = setting("BACKUP_CREATE_RATE", "25",
         "CreateBackup calls per second at most (AWS allows 50).", number(0.1, 50))
     backup_delete_rate: float = setting("BACKUP_DELETE_RATE", "8",

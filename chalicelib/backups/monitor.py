@@ -38,6 +38,7 @@ from chalicelib.backups.retry import retry_transient
 from chalicelib.backups.store import FINISHING, POLLED, STARTING, VERIFYING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
+from chalicelib.settings import Settings
 from chalicelib.throttle import error_code, is_rate_limit
 
 LISTING_SKEW = trigger.LISTING_SKEW  # backups are listed from a little before the run started
@@ -262,16 +263,26 @@ def _send_poll(deps: Deps, run_id: str, poll: int) -> None:
                                          "delay_seconds": deps.settings.backup_monitor_delay_seconds})
 
 
+def retention_policy(settings: Settings) -> rules.Policy:
+    """The stage's retention: BACKUP_RETENTION_DAYS, BACKUP_MIN_KEEP and the calendar of BACKUP_RETENTION."""
+    calendar = settings.backup_retention
+    return rules.Policy(age=timedelta(days=settings.backup_retention_days), min_keep=settings.backup_min_keep,
+                        daily=calendar.daily, weekly=calendar.weekly, monthly=calendar.monthly,
+                        yearly=calendar.yearly, zone=settings.backup_timezone)
+
+
 def expirable_backups(deps: Deps, tables: list[str], now: datetime,
                       listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
     """This app's backups of ``tables`` retention deletes now (``rules.backups_to_delete``), listing
     only what it needs: the USER backups created before now - BACKUP_RETENTION_DAYS (the only ones
     that can expire: TimeRangeUpperBound, every page), and, when one of them is this app's and
     BACKUP_MIN_KEEP asks for good backups to be kept, the newer ones that may be the kept ones
-    (``listed_since``: a listing already made from a time on, which is not asked for again)."""
+    (``listed_since``: a listing already made from a time on, which is not asked for again). Only a backup
+    older than the cutoff can be deleted; the calendar of BACKUP_RETENTION needs no more than the newer ones
+    BACKUP_MIN_KEEP (at least 1) already lists."""
     s = deps.settings
-    retention = timedelta(days=s.backup_retention_days)
-    cutoff = now - retention
+    policy = retention_policy(s)
+    cutoff = now - policy.age
     old = list_user_backups(deps, before=cutoff)
     selected = set(tables)
     if not any(b.table in selected and rules.is_ours(b, s.backup_name_prefix) for b in old):
@@ -283,7 +294,7 @@ def expirable_backups(deps: Deps, tables: list[str], now: datetime,
             newer = list_user_backups(deps, since=cutoff, before=since) + [b for b in listed if b.created >= since]
         else:
             newer = list_user_backups(deps, since=cutoff)
-    return rules.backups_to_delete(old + newer, now, retention, s.backup_min_keep, s.backup_name_prefix, tables)
+    return rules.backups_to_delete(old + newer, now, policy, s.backup_min_keep, s.backup_name_prefix, tables)
 
 
 def apply_retention(deps: Deps, tables: list[str], now: datetime,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 
 NAME_MIN, NAME_MAX = 3, 255
@@ -94,36 +94,159 @@ def is_ours(backup: Backup, prefix: str) -> bool:
     return backup.type == "USER" and parse_backup_name(backup.name, prefix, backup.table) is not None
 
 
-def backups_to_delete(
+class Keep(StrEnum):
+    """Why retention keeps a backup, in the order a catalog names the first one that applies."""
+
+    LAST_GOOD = "last_good"  # among the newest BACKUP_MIN_KEEP good ones of its table: no policy overrides it
+    YEARLY = "yearly"
+    MONTHLY = "monthly"
+    WEEKLY = "weekly"
+    DAILY = "daily"
+    AGE = "age"              # younger than BACKUP_RETENTION_DAYS
+
+
+CALENDAR = (Keep.DAILY, Keep.WEEKLY, Keep.MONTHLY, Keep.YEARLY)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Retention: a backup is kept when ANY rule keeps it, deleted when none does.
+
+    ``min_keep``: the newest ``min_keep`` good backups of each table (``Keep.LAST_GOOD``);
+    ``age``: every backup younger than it (``Keep.AGE``, BACKUP_RETENTION_DAYS);
+    ``daily`` ... ``yearly`` (BACKUP_RETENTION): the newest good backup of each of the last N days / ISO
+    weeks / months / years, in ``zone``, that have one. 0: the rule keeps nothing.
+    """
+
+    age: timedelta
+    min_keep: int
+    daily: int = 0
+    weekly: int = 0
+    monthly: int = 0
+    yearly: int = 0
+    zone: tzinfo = UTC
+
+    def count(self, rule: Keep) -> int:
+        return int(getattr(self, rule.value))
+
+
+def calendar_bucket(rule: Keep, at: datetime, zone: tzinfo) -> tuple[int, int, int]:
+    """The day, ISO week, month or year ``at`` falls in, in ``zone`` (comparable within one rule)."""
+    local = at.astimezone(zone)
+    if rule is Keep.DAILY:
+        return local.year, local.month, local.day
+    if rule is Keep.WEEKLY:
+        iso = local.isocalendar()
+        return iso.year, iso.week, 0
+    if rule is Keep.MONTHLY:
+        return local.year, local.month, 0
+    return local.year, 0, 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Retention's decision on one backup: every rule that keeps it (in ``Keep``'s order; none: retention
+    deletes it), and ``expires_after``: for a backup kept by age alone, when that ends (a run finishing
+    after it deletes the backup unless another rule keeps it then); for one retention deletes, when it
+    expired; else None (kept for as long as its rule keeps it)."""
+
+    backup: Backup
+    kept: tuple[Keep, ...]
+    expires_after: datetime | None
+
+    @property
+    def deleted(self) -> bool:
+        return not self.kept
+
+
+@dataclass
+class TableWalk:
+    """What retention has seen of one table's good backups, newest first (one run's backup: its copies, by
+    name, count once). The decision on an older backup depends only on this: how many were seen, and for
+    each calendar rule how many periods it counted and the last one."""
+
+    seen: int = 0
+    counted: dict[Keep, int] = field(default_factory=dict)
+    last_bucket: dict[Keep, tuple[int, int, int]] = field(default_factory=dict)
+
+    def next_run(self, created: datetime, policy: Policy) -> list[Keep]:
+        """The rules other than age that keep the next older run's backup of the table, made at ``created``."""
+        self.seen += 1
+        reasons = [Keep.LAST_GOOD] if self.seen <= policy.min_keep else []
+        for rule in CALENDAR:
+            bucket = calendar_bucket(rule, created, policy.zone)
+            if self.counted.get(rule, 0) < policy.count(rule) and self.last_bucket.get(rule) != bucket:
+                self.counted[rule] = self.counted.get(rule, 0) + 1
+                self.last_bucket[rule] = bucket
+                reasons.append(rule)
+        return reasons
+
+
+def newest_first(backups: Iterable[Backup]) -> list[Backup]:
+    """Newest first by (created, name, arn): one order whatever order they were listed in."""
+    return sorted(backups, key=lambda b: (b.created, b.name, b.arn), reverse=True)
+
+
+def decide(backup: Backup, reasons: Iterable[Keep], now: datetime, policy: Policy) -> Verdict:
+    """The verdict on ``backup`` given the rules that keep its run's backup (``TableWalk.next_run``)."""
+    kept = [*reasons, *([Keep.AGE] if backup.created >= now - policy.age else [])]
+    ordered = tuple(sorted(set(kept), key=list(Keep).index))
+    return Verdict(backup, ordered, backup.created + policy.age if ordered in ((), (Keep.AGE,)) else None)
+
+
+def table_verdicts(walk: TableWalk, backups: Iterable[Backup], now: datetime, policy: Policy) -> list[Verdict]:
+    """Verdicts on good backups of one table that are all older than those ``walk`` has seen, newest first;
+    ``walk`` goes on past them."""
+    runs: dict[str, list[Backup]] = {}
+    for backup in newest_first(backups):
+        runs.setdefault(backup.name, []).append(backup)  # a run's copies: its newest first
+    out: list[Verdict] = []
+    for copies in runs.values():  # in the order of each run's newest copy
+        reasons = walk.next_run(copies[0].created, policy)
+        out.extend(decide(b, reasons, now, policy) for b in copies)
+    return out
+
+
+def retention_verdicts(
     backups: Iterable[Backup],
     now: datetime,
-    retention: timedelta,
-    min_keep: int,
+    policy: Policy,
     prefix: str,
     tables: Iterable[str],
-) -> list[Backup]:
-    """This app's AVAILABLE USER backups of ``tables`` older than ``retention``,
-    except the newest ``min_keep`` AVAILABLE ones of each table (by name: copies of one
-    run's backup count once, and all stay), which stay
-    however old they are (so days of failed runs never prune the last good
-    backups). SYSTEM and AWS_BACKUP backups, names that are not exactly this
-    prefix's (``is_ours``: another stage's, a hand-made one) and other tables are
-    never returned, and never counted among the kept ones. Oldest first.
+) -> list[Verdict]:
+    """Retention's decision on each of this app's AVAILABLE USER backups of ``tables``, newest first.
+
+    Walking each table's backups newest first (``newest_first``), a backup is kept when it is one of the
+    newest ``policy.min_keep`` (copies of one run's backup, by name, count once and share the decision),
+    younger than ``policy.age``, or the newest of a day / ISO week / month / year (in ``policy.zone``) among
+    the last N such periods of the table that have a good backup; deleted when no rule keeps it. SYSTEM and
+    AWS_BACKUP backups, names that are not exactly this prefix's (``is_ours``), other tables and backups not
+    AVAILABLE are not decided on (never deleted) and never counted.
     """
     selected = set(tables)
-    cutoff = now - retention
     by_table: dict[str, list[Backup]] = {}
     for backup in backups:
         if backup.table in selected and is_ours(backup, prefix) and backup.status == "AVAILABLE":
             by_table.setdefault(backup.table, []).append(backup)
-    doomed: list[Backup] = []
-    for table_backups in by_table.values():
-        kept: set[str] = set()  # names: two copies of one run's backup (a retried CreateBackup) count once
-        for backup in sorted(table_backups, key=lambda b: (b.created, b.arn), reverse=True):
-            if backup.name in kept or len(kept) < min_keep:
-                kept.add(backup.name)
-            elif backup.created < cutoff:
-                doomed.append(backup)
+    out = [v for table_backups in by_table.values() for v in table_verdicts(TableWalk(), table_backups, now, policy)]
+    return sorted(out, key=lambda v: (v.backup.created, v.backup.name, v.backup.arn), reverse=True)
+
+
+def backups_to_delete(
+    backups: Iterable[Backup],
+    now: datetime,
+    retention: timedelta | Policy,
+    min_keep: int,
+    prefix: str,
+    tables: Iterable[str],
+) -> list[Backup]:
+    """The backups ``retention_verdicts`` deletes, oldest first. ``retention``: a Policy, or the age alone
+    (BACKUP_RETENTION_DAYS; with ``min_keep``): this app's AVAILABLE USER backups of ``tables`` older than
+    it, except the newest ``min_keep`` AVAILABLE ones of each table (by name: copies of one run's backup
+    count once, and all stay), which stay however old they are (so days of failed runs never prune the
+    last good backups)."""
+    policy = retention if isinstance(retention, Policy) else Policy(age=retention, min_keep=min_keep)
+    doomed = [v.backup for v in retention_verdicts(backups, now, policy, prefix, tables) if v.deleted]
     return sorted(doomed, key=lambda b: (b.created, b.arn))
 
 

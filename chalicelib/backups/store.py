@@ -430,6 +430,40 @@ class RunStore:
                 self.load_tables(run)
         return runs
 
+    def runs_started(self, first: datetime, last: datetime) -> list[Run]:
+        """The runs that started from ``first`` to ``last`` (whole seconds), without their tables: one Query of
+        the runs' partition on their ids' time prefix (paged; a run item without its tables is small)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "KeyConditionExpression": "PK = :pk AND SK BETWEEN :a AND :b",
+            "ExpressionAttributeValues": {":pk": {"S": PARTITION}, ":a": {"S": f"{first:%Y%m%dT%H%M%SZ}"},
+                                          ":b": {"S": f"{last:%Y%m%dT%H%M%SZ}-~"}},
+            "ProjectionExpression": "run_id, started_at, #t, #s, verify_plan",
+            "ExpressionAttributeNames": {"#t": "trigger", "#s": "status"}}
+        runs: list[Run] = []
+        while True:
+            response = retry_transient(lambda: self._ddb.query(**kwargs), self._sleep)
+            runs.extend(Run.from_item(ddb.deserialize(i)) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return runs
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def verifications_of(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Verification]:
+        """The restore verifications of (run id, table) pairs that exist: BatchGetItem, 100 keys a call."""
+        keys = [self._key(run_id, VERIFY_KEY + table) for run_id, table in dict.fromkeys(pairs)]
+        found: dict[tuple[str, str], Verification] = {}
+        for start in range(0, len(keys), 100):
+            pending: dict[str, Any] = {self._table: {"Keys": keys[start:start + 100]}}
+            for _ in range(BATCH_ATTEMPTS):
+                response = retry_transient(lambda keys=pending: self._ddb.batch_get_item(  # type: ignore[misc]
+                    RequestItems=keys), self._sleep)
+                for raw in response.get("Responses", {}).get(self._table, []):
+                    item = ddb.deserialize(raw)
+                    found[(item["PK"].removeprefix(PAGES_PARTITION), item["table"])] = Verification.from_item(item)
+                pending = response.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+        return found
+
     def _update(self, run_id: str, update: str, condition: str,
                 names: dict[str, str] | None = None, values: dict[str, Any] | None = None,
                 page: int | str = INLINE) -> bool:
