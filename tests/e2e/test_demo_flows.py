@@ -75,6 +75,7 @@ def test_make_demos_four_flows_pass_and_print_the_summary_table(stage: LocalStag
     for name in ("1 backups + retention", "2 tasks: one per strategy", "3 seed write (boto3)", "4 cancelled task"):
         assert any(line.startswith(name) and "  ok  " in line for line in lines), table
     assert "retention deleted 3" in table and "10 emails" in table and "status CANCELLED" in table
+    assert "restore ACTIVE (sample-orders -> sample-orders-restored-" in table
     assert lines[-1].startswith("\nall steps passed in ")
 
 

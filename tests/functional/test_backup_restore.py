@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+import boto3
 import pytest
 from chalice.test import Client
 from moto import mock_aws
@@ -278,7 +279,7 @@ def test_a_restore_that_does_not_finish_by_the_deadline_fails_with_one_alert(wor
     assert status == 202 and started["status"] == "RESTORING"
     world.aws.alerts()
     polls = 0
-    while sent := world.aws.sent(deps.settings.backup_monitor_queue):
+    while (sent := world.aws.sent(deps.settings.backup_monitor_queue)) and polls < 20:
         [(body, delay)] = sent  # each poll starts the restore again (refused each time), until the deadline
         world.clock.advance(seconds=delay)
         polls += 1
@@ -289,6 +290,28 @@ def test_a_restore_that_does_not_finish_by_the_deadline_fails_with_one_alert(wor
     assert done["status"] == "FAILED" and "no restored table 60 minutes after" in done["error"]
     [alert] = world.aws.alerts()
     assert alert["message"]["restore_id"] == started["restore_id"] and "restore of orders" in alert["subject"]
+
+
+def test_a_restored_table_that_differs_from_its_backup_fails_with_one_alert(world: World, client: Client) -> None:
+    own = boto3.client("dynamodb", region_name=world.deps.settings.region)  # the test's, not the app's
+
+    def delete_an_item(parsed: Any = None, **_: Any) -> None:
+        if parsed and "TableDescription" in parsed:
+            own.delete_item(TableName=parsed["TableDescription"]["TableName"], Key={"PK": {"S": "p0"}})
+
+    events = world.deps.clients.dynamodb.meta.events
+    events.register("after-call.dynamodb.RestoreTableFromBackup", delete_an_item)
+    try:
+        status, started = post(client, {"table": "orders", "latest": True, "target": world.target})
+    finally:
+        events.unregister("after-call.dynamodb.RestoreTableFromBackup", delete_an_item)
+    assert status == 202
+    assert deliver(world) == ["failed"]
+    done = shown(client, started["restore_id"])
+    assert done["status"] == "FAILED" and done["comparison"]["problems"] == ["restored 2 items, the backup recorded 3"]
+    assert done["settings_applied"] == []
+    [alert] = world.aws.alerts()
+    assert alert["message"]["reason"] == "restored 2 items, the backup recorded 3"
 
 
 # Every write a clean restore makes (AWS and the state table), and which occurrence of it to hit: each answer lost
