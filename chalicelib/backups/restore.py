@@ -73,8 +73,9 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
                       request=request.as_record(), source=source, requested_at=now)
     if not store.create(restore):  # the same restore id, asked for at the same time by another request
         existing = store.get(restore.restore_id)
-        if existing is not None:
-            return _again(deps, request, existing)
+        if existing is None:
+            raise ApiError(409, f"restore_id {restore.restore_id!r} is being recorded by another request", "restore_id")
+        return _again(deps, request, existing)
     send_restore_poll(deps, restore.restore_id, 0)
     logger.info("restore requested", extra={"restore_id": restore.restore_id, "table": restore.table,
                                             "target": restore.target, "restored_from": source})

@@ -27,6 +27,7 @@ import app as app_module
 from chalicelib.aws import Clients, Deps
 from chalicelib.backups import monitor, restore
 from chalicelib.backups.retry import ATTEMPTS
+from chalicelib.backups.rules import backup_name
 from chalicelib.settings import Settings
 from deploy.provision import provision
 from local import moto_corrections, moto_speed
@@ -312,6 +313,27 @@ def test_a_restored_table_that_differs_from_its_backup_fails_with_one_alert(worl
     assert done["settings_applied"] == []
     [alert] = world.aws.alerts()
     assert alert["message"]["reason"] == "restored 2 items, the backup recorded 3"
+
+
+def test_a_restore_dynamodb_refuses_fails_at_once_with_one_alert(world: World, client: Client) -> None:
+    deps, own = world.deps, boto3.client("dynamodb", region_name=world.deps.settings.region)
+    arn = make_backup(deps, "orders", backup_name(deps.settings.backup_name_prefix, "orders", world.clock()),
+                      world.clock())
+
+    def retention_deletes_it(**_: Any) -> None:  # the backup deleted between the checks and the restore call
+        own.delete_backup(BackupArn=arn)
+
+    events = deps.clients.dynamodb.meta.events
+    events.register("before-call.dynamodb.RestoreTableFromBackup", retention_deletes_it)
+    try:
+        status, started = post(client, {"table": "orders", "backup_arn": arn, "target": world.target})
+    finally:
+        events.unregister("before-call.dynamodb.RestoreTableFromBackup", retention_deletes_it)
+    assert status == 202 and started["status"] == "FAILED"
+    assert started["error"].startswith("restore refused: BackupNotFoundException")
+    assert deliver(world) == ["duplicate"]  # its poll finds it settled
+    [alert] = world.aws.alerts()
+    assert alert["message"]["restore_id"] == started["restore_id"]
 
 
 # Every write a clean restore makes (AWS and the state table), and which occurrence of it to hit: each answer lost
