@@ -93,6 +93,24 @@ def show_backup_run(run_id: str) -> Response:
     return respond(lambda: backup_api.show(deps(), run_id))
 
 
+@app.route("/backups/restores", methods=["POST"], **protected)
+def start_restore() -> Response:
+    from chalicelib.backups import restore
+    return respond(lambda: restore.start(deps(), json_body(raw_body(app.current_request))))
+
+
+@app.route("/backups/restores", methods=["GET"], **protected)
+def list_restores() -> Response:
+    from chalicelib.backups import restore
+    return respond(lambda: restore.recent(deps(), query(app.current_request)))
+
+
+@app.route("/backups/restores/{restore_id}", methods=["GET"], **protected)
+def show_restore(restore_id: str) -> Response:
+    from chalicelib.backups import restore
+    return respond(lambda: restore.show(deps(), restore_id))
+
+
 # --- tasks: stream scheduler and interval processor --------------------------
 
 # Chalice cannot set ReportBatchItemFailures; deploy sets it on this mapping after deploy.

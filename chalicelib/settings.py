@@ -202,6 +202,12 @@ def _task_sources(value: str, env: _Reader) -> tuple[TaskSource, ...]:
         raise SourceSettingsError(exc) from exc
 
 
+def _restore_target_pattern(value: str, env: _Reader) -> str:
+    if not re.fullmatch(r"(?:[A-Za-z0-9_.*-]|<table>)+", value) or len(value.replace("<table>", "")) > 200:
+        raise ValueError("")
+    return value
+
+
 def _tag(value: str, env: _Reader) -> tuple[str, str] | None:
     if not value:
         return None
@@ -403,6 +409,13 @@ class Settings:
         Parse(_backup_verify, f"expected none, a whole number from 1 to {VERIFY_MAX} or comma-separated table names"))
     backup_require_pitr: bool = setting("BACKUP_REQUIRE_PITR", "false",
         "`true`: one alert a run for selected tables with point-in-time recovery off.",
+        Parse(lambda value, env: choice("true", "false").convert(value, env) == "true", "expected one of true, false"))
+    restore_target_pattern: str = setting("RESTORE_TARGET_PATTERN", "<table>-restored-*",
+        "Names `POST /backups/restores` may restore into: `<table>` is the source table, `*` any characters "
+        "([Restoring](backups.md#restoring)); the IAM policies grant the restore's writes on these names only.",
+        Parse(_restore_target_pattern, "expected table-name characters, `*` and `<table>`"))
+    backup_restore_foreign: bool = setting("BACKUP_RESTORE_FOREIGN", "false",
+        "`true`: a restore may name by `backup_arn` a backup this stage did not make (another stage's).",
         Parse(lambda value, env: choice("true", "false").convert(value, env) == "true", "expected one of true, false"))
     # tasks
     tasks_table: str = setting("TASKS_TABLE", "timekeeper-tasks", "Table of task items (string keys PK and SK).", TABLE)

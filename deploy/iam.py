@@ -18,6 +18,10 @@ narrower resource), and the backup actions on ``table/*`` and
 RestoreTableFromBackup (restore verification) is granted only to a stage whose
 BACKUP_VERIFY is not none, on the backups of the tables it may verify when they
 are named (``verified_backups``).
+Restore on demand (``restores``) is granted to the API function (it starts a
+restore) and ``backup_monitor`` (it finishes one) when the stage selects tables:
+on the selection's tables and backups, and on the target names RESTORE_TARGET_PATTERN
+allows for them (``restore_selection``).
 
 The queues and topics tasks' ``sqs`` and ``sns`` actions may send to are the
 stage setting TASK_ACTION_TARGET_ARNS (chalicelib/settings.py): ``task_executor``
@@ -245,11 +249,50 @@ class _Builder:
         if not backups:
             return []
         return [
-            _statement("RestoreBackups", ["dynamodb:RestoreTableFromBackup"], backups),
+            _statement("RestoreBackups", ["dynamodb:RestoreTableFromBackup"], [*backups, self.restore_tables()]),
             _statement("VerifyRestoreTables", [
                 "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query",
                 "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable", "dynamodb:DeleteTable",
             ], [self.restore_tables()]),
+        ]
+
+    def restore_selection(self) -> tuple[list[str], list[str], list[str]]:
+        """What restore on demand may touch (chalicelib/backups/restore.py): the tables it may restore (the
+        selection's: BACKUP_TABLES and BACKUP_API_TABLES by name, every table when a pattern or a tag selects
+        them), their backups, and the target names RESTORE_TARGET_PATTERN allows for them. Nothing when the
+        stage selects no table."""
+        s = self.settings
+        names: Sequence[str] = tuple(dict.fromkeys([*s.backup_tables, *s.backup_api_tables]))
+        if s.backup_table_pattern is not None or s.backup_table_tag is not None:
+            names = ("*",)
+        targets = [self.table(s.restore_target_pattern.replace("<table>", name)) for name in names]
+        return ([self.table(n) for n in names], [self.table(f"{n}/backup/*") for n in names],
+                list(dict.fromkeys(targets)))
+
+    def restores(self, finish: bool) -> list[dict[str, Any]]:
+        """Restore on demand: start a restore (the API; the monitor starts one again whose start was lost) of
+        a selected table's backup or point in time into a target RESTORE_TARGET_PATTERN allows, with the item
+        actions restore needs on the target (AWS's backuprestore_IAM); ``finish`` (the monitor): count the
+        restored items, read the source's settings and re-apply them on the target."""
+        sources, backups, targets = self.restore_selection()
+        if not sources:
+            return []
+        statements = [
+            _statement("RestoreSelectedBackups", ["dynamodb:RestoreTableFromBackup"], [*backups, *targets]),
+            _statement("RestoreSelectedTablesToPointInTime", ["dynamodb:RestoreTableToPointInTime"],
+                       [*sources, *targets]),
+            _statement("WriteRestoreTargets", [
+                "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query",
+                "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], targets),
+        ]
+        if not finish:
+            return [*statements, _statement("DescribeSelectedBackups", ["dynamodb:DescribeBackup"], backups)]
+        return [
+            *statements,
+            _statement("ReadRestoreSettings", ["dynamodb:DescribeTimeToLive"], [*sources, *targets]),
+            _statement("ApplyRestoreSettings", [
+                "dynamodb:UpdateTimeToLive", "dynamodb:UpdateTable", "dynamodb:UpdateContinuousBackups",
+                "dynamodb:DescribeContinuousBackups", "dynamodb:TagResource", "dynamodb:ListTagsOfResource"], targets),
         ]
 
     def send(self, sid: str, *queues: str, extra: Sequence[str] = ()) -> dict[str, Any]:
@@ -325,6 +368,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             _statement("QueryTaskStatusIndex", ["dynamodb:Query"],
                        [b.table(f"{s.state_table}/index/{STATUS_INDEX}")]),
             *start_backups,
+            *b.restores(finish=False),  # POST /backups/restores
         ],
         "backup_trigger": [
             b.state_table("BackupRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
@@ -340,6 +384,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             _statement("ManageBackups", ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
                        [where.arn("dynamodb", "table/*/backup/*")]),
             *b.verify_restores(),
+            *b.restores(finish=True),  # a restore's polls
             b.send("SendToMonitorQueues", s.backup_monitor_queue, s.backup_monitor_dlq),
             b.consume("ConsumeMonitorQueue", s.backup_monitor_queue),
             b.alerts(),

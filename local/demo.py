@@ -3,7 +3,8 @@
 1. backups: two runs over the sample tables, each monitored to COMPLETE (the first
    restores one table's backup and verifies it: BACKUP_VERIFY=1 on the local stage); the
    second applies retention (the demo keeps 0 days, at least 1 backup per
-   table), so the first run's backups are deleted and one per table remains;
+   table), so the first run's backups are deleted and one per table remains; then one table is
+   restored from its latest backup (POST /backups/restores) and watched to ACTIVE;
 2. one task of each strategy (exact, interval, lazy) created with POST /tasks,
    due in about 15 s: each sends its email once;
 3. the seed's sample write: ten items (PK, SK, REMINDER_TIMESTAMP a little ahead,
@@ -134,8 +135,28 @@ def backups(demo: Demo) -> str:
     assert summary["deleted"] == len(SAMPLE_TABLES), f"retention should delete the first run's backups: {summary}"
     left = {t: len(ddb.list_backups(TableName=t, BackupType="USER")["BackupSummaries"]) for t in SAMPLE_TABLES}
     assert all(n == 1 for n in left.values()), f"one backup per table should remain: {left}"
+    restored = restore(demo, ddb)
     return (f"2 runs COMPLETE over {len(SAMPLE_TABLES)} tables; {verified[0][0]}'s backup restored and verified; "
-            f"retention deleted {summary['deleted']}, 1 backup left per table")
+            f"retention deleted {summary['deleted']}, 1 backup left per table; {restored}")
+
+
+def restore(demo: Demo, ddb: Any) -> str:
+    """POST /backups/restores of a sample table's latest backup into a new table, watched to ACTIVE by the
+    monitor's polls; the restored table is deleted after (it would join the stage's selection)."""
+    table = SAMPLE_TABLES[0]
+    target = f"{table}-restored-{uuid.uuid4().hex[:6]}"
+    asked = demo.api.post("/backups/restores", {"table": table, "latest": True, "target": target})
+    assert asked.status == 202, f"POST /backups/restores: {asked.status} {asked.body}"
+    href = asked.body["href"]
+
+    def settled() -> dict[str, Any] | None:
+        shown = demo.api.get(href)
+        return shown.body if shown.status == 200 and shown.body.get("status") != "RESTORING" else None
+    done = wait_until(settled, min(30.0, demo.left()), f"restore {asked.body['restore_id']} to settle", 0.5)
+    assert done["status"] == "ACTIVE", f"restore: {done}"
+    ddb.delete_table(TableName=target)
+    return (f"restore {done['status']} ({table} -> {target}, {done['comparison']['restored_items']} items, "
+            f"settings applied: {', '.join(done['settings_applied']) or 'none to copy'})")
 
 
 def _create_task(demo: Demo, strategy: str, to: str, due: datetime) -> str:

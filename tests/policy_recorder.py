@@ -55,7 +55,7 @@ ENTRY_MODULES = {
         ("tasks/stream.py", "task_stream"), ("tasks/interval.py", "interval_processor"),
         ("tasks/executor.py", "task_executor"), ("tasks/actions.py", "task_executor"),
         ("tasks/webhook.py", "task_executor"),
-        ("tasks/dead_letters.py", "due_dead_letter"),
+        ("tasks/dead_letters.py", "due_dead_letter"), ("backups/restore.py", API_FUNCTION),
     )
 }
 
@@ -158,6 +158,9 @@ def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
         out.extend(("Attribute", str(n)) for n in names)
     if isinstance(params.get("Item"), dict) and isinstance(params.get("TableName"), str):
         out.extend(("Attribute", str(n)) for n in params["Item"])
+    for key in ("SourceTableName", "TargetTableName"):  # a restore: authorized on the source and the target
+        if isinstance(params.get(key), str):
+            out.append(("RestoreTable", params[key]))
     for key in ("RequestItems",):
         if isinstance(params.get(key), dict):
             out.extend(("TableName", t) for t in params[key])
@@ -203,6 +206,10 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         if transact:
             return [Request(f"dynamodb:{TRANSACT_ACTIONS[kind]}", arn("dynamodb", f"table/{table}"))
                     for kind, table in transact]
+        restored = [v for k, v in call.params if k == "RestoreTable"]
+        if restored:  # RestoreTableFromBackup: the backup and the target; to a point in time: source and target
+            backup = [Request(action, params["BackupArn"])] if "BackupArn" in params else []
+            return [*backup, *(Request(action, arn("dynamodb", f"table/{t}")) for t in restored)]
         tables = [v for k, v in call.params if k == "TableName"]
         if "IndexName" in params and tables:
             return [Request(action, arn("dynamodb", f"table/{tables[0]}/index/{params['IndexName']}"))]

@@ -32,7 +32,7 @@ from chalicelib import alerts
 from chalicelib import metrics as m
 from chalicelib.aws import Deps
 from chalicelib.backups import rules, trigger, verify
-from chalicelib.backups.messages import BadMessage, MonitorMessage, parse_message, send_poll_message
+from chalicelib.backups.messages import BadMessage, MonitorMessage, RestoreMessage, parse_message, send_poll_message
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import retry_transient
 from chalicelib.backups.store import FINISHING, POLLED, STARTING, VERIFYING, Run, RunStore, TableResult
@@ -140,6 +140,10 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
     except BadMessage as exc:
         dead_letter(deps, settings.backup_monitor_dlq, "backup-monitor", message_id, str(exc), body)
         return "dead-lettered"
+    if isinstance(message, RestoreMessage):
+        from chalicelib.backups import restore  # a restore's poll (restore on demand)
+        with about(restore_id=message.restore_id):
+            return restore.check(deps, message, body, message_id)
     with about(run_id=message.run_id):  # every line of this message names its run
         return _check(deps, message, body, message_id)
 

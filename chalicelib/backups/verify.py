@@ -184,6 +184,9 @@ def _count_items(deps: Deps, table: str) -> tuple[int, bool]:
     return items, False
 
 
+count_items = _count_items  # restore on demand (restore.py) counts its restored table the same way
+
+
 def _compare(deps: Deps, v: Verification, table: Mapping[str, Any]) -> None:
     """Compare the ACTIVE restored ``table`` with what its backup recorded: v becomes PASSED or FAILED."""
     describing = pacer(deps, "DescribeBackup")

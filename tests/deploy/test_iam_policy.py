@@ -282,18 +282,47 @@ def test_the_recorders_evaluation_lets_an_explicit_deny_win_over_any_allow() -> 
 
 
 def restore_grants(**environment: str) -> list[str]:
-    """The resources of backup_monitor's RestoreTableFromBackup on a stage with ``environment``."""
+    """The backups restore verification's RestoreTableFromBackup (backup_monitor's) may restore on a stage with
+    ``environment``."""
     policy = iam.function_policies(Settings.from_env(environment), WHERE)["backup_monitor"]
-    return [r for st in policy["Statement"] if "dynamodb:RestoreTableFromBackup" in st["Action"] for r in st["Resource"]]
+    return [r for st in policy["Statement"] if st["Sid"] == "RestoreBackups" for r in st["Resource"] if "/backup/" in r]
 
 
-def test_a_stage_that_does_not_verify_restores_may_neither_restore_nor_touch_a_restore_table() -> None:
+def test_a_stage_that_does_not_verify_restores_never_touches_a_verification_table() -> None:
     settings = Settings.from_env({"BACKUP_VERIFY": "none", "BACKUP_TABLE_PATTERN": ".*"})
     policy = iam.function_policies(settings, WHERE)["backup_monitor"]
-    assert "dynamodb:RestoreTableFromBackup" not in iam.actions_of(policy)
     assert ".verify." not in json.dumps(policy)
     backup = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/backup/01700000000000-abcdef12"
-    assert not allowed(policy, Request("dynamodb:RestoreTableFromBackup", backup))
+    assert not allowed(policy, Request("dynamodb:RestoreTableFromBackup", f"{B}timekeeper-local.verify.x.orders"))
+    assert allowed(policy, Request("dynamodb:RestoreTableFromBackup", backup))  # restore on demand's
+
+
+def test_a_stage_that_selects_no_table_and_does_not_verify_may_not_restore() -> None:
+    policies = iam.function_policies(Settings.from_env({"BACKUP_VERIFY": "none"}), WHERE)
+    for policy in policies.values():
+        assert not {"dynamodb:RestoreTableFromBackup", "dynamodb:RestoreTableToPointInTime"} & set(iam.actions_of(policy))
+
+
+def test_restore_on_demand_is_granted_on_the_selections_tables_and_the_target_pattern_only() -> None:
+    settings = Settings.from_env({"BACKUP_TABLES": "orders", "BACKUP_API_TABLES": "audit"})
+    policies = iam.function_policies(settings, WHERE)
+    api, monitor = policies[iam.API_HANDLER], policies["backup_monitor"]
+    backup = f"{B}orders/backup/01700000000000-abcdef12"
+    for policy in (api, monitor):
+        assert allowed(policy, Request("dynamodb:RestoreTableFromBackup", backup))
+        assert allowed(policy, Request("dynamodb:RestoreTableFromBackup", f"{B}orders-restored-1"))
+        assert allowed(policy, Request("dynamodb:RestoreTableToPointInTime", f"{B}audit"))
+        assert allowed(policy, Request("dynamodb:PutItem", f"{B}audit-restored-x"))
+        assert not allowed(policy, Request("dynamodb:RestoreTableFromBackup", f"{B}secrets/backup/01700000000000-a"))
+        assert not allowed(policy, Request("dynamodb:RestoreTableFromBackup", f"{B}orders-copy"))
+        assert not allowed(policy, Request("dynamodb:RestoreTableToPointInTime", f"{B}secrets"))
+        assert not allowed(policy, Request("dynamodb:PutItem", f"{B}orders"))
+    for action in ("UpdateTable", "UpdateTimeToLive", "UpdateContinuousBackups", "TagResource"):
+        assert allowed(monitor, Request(f"dynamodb:{action}", f"{B}orders-restored-1"))
+        assert not allowed(monitor, Request(f"dynamodb:{action}", f"{B}orders"))
+        assert not allowed(api, Request(f"dynamodb:{action}", f"{B}orders-restored-1"))
+    for function in ("backup_trigger", "task_stream", "interval_processor", "task_executor", "due_dead_letter"):
+        assert not allowed(policies[function], Request("dynamodb:RestoreTableFromBackup", backup))
 
 
 B = "arn:aws:dynamodb:us-east-1:123456789012:table/"

@@ -77,6 +77,7 @@ def test_make_demos_five_flows_pass_and_print_the_summary_table(stage: LocalStag
         assert any(line.startswith(name) and "  ok  " in line for line in lines), table
     assert "retention deleted 3" in table and "10 emails" in table and "status CANCELLED" in table
     assert "signature verified, Idempotency-Key " in table
+    assert "restore ACTIVE (sample-orders -> sample-orders-restored-" in table
     assert lines[-1].startswith("\nall steps passed in ")
 
 

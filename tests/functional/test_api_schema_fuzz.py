@@ -69,6 +69,13 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
     ("GET /tasks", "next_token", re.compile(r"next_token")),
     # The stage's configuration and AWS's state: which tables this stage backs up, and which exist.
     ("POST /backups", "tables", re.compile(r"^(tables this stage does not back up|unknown tables)")),
+    # A restore: the stage's RESTORE_TARGET_PATTERN, selection and own tables, AWS's backups and windows, and the
+    # ISO-8601 grammar of a point in time.
+    ("POST /backups/restores", "target", re.compile(r"RESTORE_TARGET_PATTERN|one of the app's own tables|not the source")),
+    ("POST /backups/restores", "table", re.compile(r"is not one this stage backs up|^unknown table")),
+    ("POST /backups/restores", "backup_arn", re.compile(r"^no backup|^the backup ")),
+    ("POST /backups/restores", "latest", re.compile(r"^no AVAILABLE backup")),
+    ("POST /backups/restores", "point_in_time", re.compile(r"must be an ISO-8601 time|recovery is off|outside the source")),
 ]
 
 

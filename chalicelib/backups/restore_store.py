@@ -1,0 +1,202 @@
+"""Restores on demand in the state table, next to the backup runs: one record each, and a listing entry.
+
+Record: PK="BACKUP_RESTORE", SK=<restore id> (the client's ``restore_id`` or one the app makes): what was
+asked (``request``), what it restores from (``source``), ``status`` (RESTORING, then ACTIVE or FAILED,
+settled once), the comparison and the settings applied. Listing entry: PK="BACKUP_RESTORES",
+SK="<requested at>#<restore id>", so a reverse Query lists the newest first whatever the ids are. Both are
+written by one TransactWriteItems whose condition is that the record does not exist: the restore id is
+the idempotency key, and a retried create finds its own earlier write (by ``write_id``, as RunStore does).
+
+The monitor's polls claim their number on the record (``claim_poll``), so a duplicate message never
+starts a second chain, and the one write that settles the status decides who alerts (``settle``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib import ddb
+from chalicelib.aws import Deps
+from chalicelib.backups.restore_rules import RESTORE_ID, RESTORING
+from chalicelib.backups.retry import retry_transient
+from chalicelib.throttle import error_code
+
+PARTITION = "BACKUP_RESTORE"
+LISTING = "BACKUP_RESTORES"
+
+
+@dataclass
+class Restore:
+    restore_id: str
+    request: dict[str, Any]             # RestoreRequest.as_record()
+    source: dict[str, Any]              # what it restores from: backup (arn, name, created) or the point
+    requested_at: datetime
+    status: str = RESTORING
+    poll: int = 0                       # the monitor message number it expects next
+    poll_message: str = ""              # the SQS message id that claimed the last poll
+    finished_at: datetime | None = None
+    error: str = ""
+    comparison: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)  # the source's, as read when re-applied
+    settings_applied: list[str] = field(default_factory=list)
+
+    @property
+    def table(self) -> str:
+        return str(self.request["table"])
+
+    @property
+    def target(self) -> str:
+        return str(self.request["target"])
+
+    def to_item(self) -> dict[str, Any]:
+        return {"PK": PARTITION, "SK": self.restore_id, "restore_id": self.restore_id, "request": self.request,
+                "source": self.source, "requested_at": self.requested_at.isoformat(), "status": self.status,
+                "poll": self.poll}
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Restore:
+        return cls(restore_id=item["restore_id"], request=dict(item["request"]), source=dict(item.get("source", {})),
+                   requested_at=datetime.fromisoformat(item["requested_at"]), status=item["status"],
+                   poll=int(item.get("poll", 0)), poll_message=str(item.get("poll_message", "")),
+                   finished_at=datetime.fromisoformat(item["finished_at"]) if item.get("finished_at") else None,
+                   error=str(item.get("error", "")), comparison=dict(item.get("comparison", {})),
+                   settings=dict(item.get("settings", {})), settings_applied=list(item.get("settings_applied", [])))
+
+    def view(self) -> dict[str, Any]:
+        """What the API shows of a restore."""
+        r = self.request
+        return {
+            "restore_id": self.restore_id, "status": self.status, "table": r["table"], "target": r["target"],
+            "requested_at": self.requested_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "restored_from": dict(self.source), "copy_settings": r["copy_settings"], "billing_mode": r["billing_mode"],
+            "comparison": dict(self.comparison) or None, "source_settings": dict(self.settings) or None,
+            "settings_applied": list(self.settings_applied), "error": self.error or None,
+            "href": f"/backups/restores/{self.restore_id}",
+        }
+
+
+def _conditional_failed(exc: ClientError) -> bool:
+    if error_code(exc) == "ConditionalCheckFailedException":
+        return True
+    reasons = exc.response.get("CancellationReasons") or []
+    return error_code(exc) == "TransactionCanceledException" and any(
+        r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+
+
+class RestoreStore:
+    def __init__(self, deps: Deps) -> None:
+        self._ddb = deps.clients.dynamodb
+        self._table = deps.settings.state_table
+        self._sleep = deps.sleep
+
+    @staticmethod
+    def _key(restore_id: str) -> dict[str, Any]:
+        return {"PK": {"S": PARTITION}, "SK": {"S": restore_id}}
+
+    def _read(self, restore_id: str) -> dict[str, Any] | None:
+        item = retry_transient(lambda: self._ddb.get_item(
+            TableName=self._table, Key=self._key(restore_id), ConsistentRead=True), self._sleep).get("Item")
+        return ddb.deserialize(item) if item else None
+
+    def get(self, restore_id: str) -> Restore | None:
+        if not RESTORE_ID.fullmatch(restore_id):
+            return None
+        item = self._read(restore_id)
+        return Restore.from_item(item) if item else None
+
+    def create(self, restore: Restore) -> bool:
+        """Record a new restore and its listing entry in one transaction; False when a restore with this id
+        exists already (not this call's own earlier attempt)."""
+        write_id = uuid.uuid4().hex
+        listed = {"PK": LISTING, "SK": f"{restore.requested_at.isoformat()}#{restore.restore_id}",
+                  "restore_id": restore.restore_id}
+        try:
+            retry_transient(lambda: self._ddb.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self._table, "Item": ddb.serialize({**restore.to_item(), "write_id": write_id}),
+                         "ConditionExpression": "attribute_not_exists(PK)"}},
+                {"Put": {"TableName": self._table, "Item": ddb.serialize(listed)}},
+            ]), self._sleep)
+            return True
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+        item = self._read(restore.restore_id)
+        return item is not None and item.get("write_id") == write_id
+
+    def recent(self, limit: int) -> list[Restore]:
+        """The newest ``limit`` restores: a reverse Query of the listing, then their records (BatchGetItem)."""
+        response = retry_transient(lambda: self._ddb.query(
+            TableName=self._table, KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": LISTING}}, ScanIndexForward=False, Limit=limit), self._sleep)
+        ids = [ddb.deserialize(i)["restore_id"] for i in response.get("Items", [])]
+        found: dict[str, Restore] = {}
+        keys: list[Any] = [self._key(i) for i in dict.fromkeys(ids)]
+        while keys:
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+            page = retry_transient(lambda: self._ddb.batch_get_item(RequestItems=request), self._sleep)  # noqa: B023
+            for item in page.get("Responses", {}).get(self._table, []):
+                restore = Restore.from_item(ddb.deserialize(item))
+                found[restore.restore_id] = restore
+            unprocessed: dict[str, Any] = dict(page.get("UnprocessedKeys", {}).get(self._table) or {})
+            keys = list(unprocessed.get("Keys", []))
+            if keys:
+                self._sleep(0.05)
+        return [found[i] for i in ids if i in found]
+
+    def _update(self, restore_id: str, update: str, condition: str, values: dict[str, Any],
+                returning: bool = False, names: dict[str, str] | None = None) -> tuple[bool, dict[str, Any]]:
+        """A conditional UpdateItem of the record that counts as done when the write standing in the way is
+        this call's own earlier attempt (its ``write_id``); with ``returning``, the record as written."""
+        write_id = uuid.uuid4().hex
+        sets, _, removes = update.partition(" REMOVE ")
+        kwargs: dict[str, Any] = {
+            "TableName": self._table, "Key": self._key(restore_id),
+            "UpdateExpression": f"{sets}, write_id = :w" + (f" REMOVE {removes}" if removes else ""),
+            "ConditionExpression": condition, "ExpressionAttributeNames": {"#s": "status", **(names or {})},
+            "ExpressionAttributeValues": {k: ddb.value(v) for k, v in {**values, ":w": write_id}.items()}}
+        if returning:
+            kwargs["ReturnValues"] = "ALL_NEW"
+        try:
+            response = retry_transient(lambda: self._ddb.update_item(**kwargs), self._sleep)
+            return True, ddb.deserialize(response["Attributes"]) if returning else {}
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+        item = self._read(restore_id)
+        return (True, item) if item is not None and item.get("write_id") == write_id else (False, {})
+
+    def claim_poll(self, restore_id: str, poll: int, now: datetime, message_id: str) -> Restore | None:
+        """Claim poll ``poll`` of a RESTORING restore for SQS message ``message_id``, reading the record in
+        the same write; a redelivery of the very message that claimed it (the worker died before the next
+        message was claimed) claims it again. None when another message has it or the restore is settled."""
+        if not RESTORE_ID.fullmatch(restore_id):
+            return None
+        again = " OR (poll = :next AND poll_message = :m)" if message_id else ""
+        done, item = self._update(
+            restore_id, "SET poll = :next, poll_message = :m, polled_at = :now",
+            f"#s = :restoring AND (poll = :poll{again})",
+            {":next": poll + 1, ":poll": poll, ":m": message_id, ":now": now.isoformat(), ":restoring": RESTORING},
+            returning=True)
+        return Restore.from_item(item) if done and item else None
+
+    def settle(self, restore: Restore, now: datetime) -> bool:
+        """RESTORING -> ACTIVE or FAILED with the outcome; False when another delivery settled it first."""
+        restore.finished_at = now
+        done, _ = self._update(
+            restore.restore_id, "SET #s = :status, finished_at = :now, #e = :error, comparison = :comparison, "
+            "settings = :settings, settings_applied = :applied", "#s = :restoring",
+            {":status": restore.status, ":now": now.isoformat(), ":error": restore.error,
+             ":comparison": restore.comparison, ":settings": restore.settings,
+             ":applied": restore.settings_applied, ":restoring": RESTORING}, names={"#e": "error"})
+        return done
+
+    def unsettle(self, restore: Restore) -> None:
+        """Undo ``settle`` when its alert could not be sent, so a redelivery retries both."""
+        self._update(restore.restore_id, "SET #s = :restoring REMOVE finished_at", "#s = :status",
+                     {":restoring": RESTORING, ":status": restore.status})
