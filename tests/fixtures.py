@@ -101,13 +101,14 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def aws() -> Iterator[Aws]:
+def aws(clock: FakeClock) -> Iterator[Aws]:
     # moto plus its corrections toward AWS's behaviour (local/moto_corrections.py: transactions, serialised
     # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
     # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
+    # moto's backups are made at the test's clock, so that ListBackups' time bounds mean what they mean on AWS.
     moto_corrections.install()
     moto_speed.uninstall()  # installed in this process if this xdist worker ran an e2e test before
-    with mock_aws():
+    with mock_aws(), moto_corrections.backups_stamped_by(clock):
         settings = Settings.from_env()
         clients = Clients(settings)
         RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy
