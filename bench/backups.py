@@ -1,9 +1,10 @@
 """P1, backups: the AWS calls of a daily backup run at 10 to 2,000 tables, against seed 000's design
 (bench/seed_backups.py) and the floor; the state table's writes and item size.
 
-Each run is in-process moto (``mock_aws``) with AWS's ListBackups (pages of 100,
-time bounds, TableName, BackupType: ``local.moto_corrections.aws_like_backups``)
-and a clock that the app's own sleeps move.  The world is the same for every
+Each run is in-process moto (``mock_aws``) with its corrections toward AWS
+(``local.moto_corrections``: ListBackups' pages of 100, time bounds, TableName,
+BackupType among them), its backups stamped at a clock that the app's own sleeps
+move (``moto_corrections.backups_stamped_by``).  The world is the same for every
 design: N tables, each with this app's backups from 1 and 4 days before (the
 older one is past the 3-day retention; BACKUP_MIN_KEEP=2 keeps the other), and a
 few backups that are not this app's (hand-made, another stage's, AWS Backup's)
@@ -370,10 +371,12 @@ def world(n: int) -> Iterator[World]:
     from chalicelib.backups.rules import backup_name
     from chalicelib.settings import Settings
     from deploy.provision import provision
-    from local.moto_corrections import aws_like_backups
+    from local import moto_corrections
 
     clock = Clock(START)
-    with _environment(), _quiet_app(), mock_aws(), aws_like_backups(clock), oversized_items_measured(), \
+    moto_corrections.install()
+    with _environment(), _quiet_app(), mock_aws(), moto_corrections.backups_stamped_by(clock), \
+            oversized_items_measured(), \
             faster_updates():
         settings = Settings.from_env({**BENCH_ENV, "STAGE": "bench"})
         clients = Clients(settings)

@@ -38,16 +38,16 @@ idempotent and changes moto's classes in this process (``mock_aws`` and moto's s
   delayed or in-flight message becomes visible, as on AWS: moto's waited for a new
   message or a whole second, so a message whose delay ended during a poll came up to
   a second late.
-
-Not part of ``install()``, and undone on leaving: ``aws_like_backups(clock)``, for
-the backup tests and the bench (``bench/backups.py``). moto's ListBackups
-returns every backup in one page and ignores TimeRangeLowerBound/UpperBound and
-BackupType, and its CreateBackup takes any name. Inside the context ListBackups
-pages at 100 backups (or the ``Limit`` given) with ``LastEvaluatedBackupArn``,
-honours TableName, the time bounds (lower inclusive, upper exclusive) and
-BackupType (default USER), oldest first; CreateBackup refuses a name AWS would
-refuse and stamps the injected clock's time (moto stamps the real time, as AWS
-does: the clock is the tests' and the bench's, not a correction).
+* **ListBackups** returned every backup in one page and ignored Limit,
+  TimeRangeLowerBound/UpperBound and BackupType, and **CreateBackup** took any
+  name.  Here ListBackups pages at 100 backups (or the ``Limit`` given) with
+  ``LastEvaluatedBackupArn`` and honours TableName, the time bounds (lower
+  inclusive, upper exclusive) and BackupType (default USER), oldest first;
+  CreateBackup refuses a name AWS would refuse.  Backups are stamped at the real
+  time, as moto and AWS stamp them; inside ``backups_stamped_by(clock)`` (not a
+  correction: the hook the ``aws`` test fixture and the bench enter with their
+  injected clock) at ``clock()``, so the time bounds mean against that clock
+  what they mean against AWS.
 """
 
 from __future__ import annotations
@@ -305,23 +305,40 @@ def aws_list_backups(backend: Any, body: dict[str, Any]) -> dict[str, Any]:
     return response
 
 
+_backup_clock: Callable[[], datetime] | None = None  # None: CreateBackup stamps the real time (moto's, as AWS)
+
+
 @contextmanager
-def aws_like_backups(clock: Callable[[], datetime]) -> Iterator[None]:
-    """Inside: moto's ListBackups and CreateBackup behave as AWS's (see the module's docstring), with
-    backups stamped at ``clock()``; moto's own methods are put back on leaving."""
+def backups_stamped_by(clock: Callable[[], datetime]) -> Iterator[None]:
+    """Inside: CreateBackup stamps ``clock()`` as the backup's creation time, not the real time.
+
+    Not a correction (moto stamps the real time, as AWS does): the hook by which a test's or the bench's
+    injected clock is the time moto's backups are made at, so that ListBackups' time bounds mean against
+    that clock what they mean against AWS's.  The ``aws`` test fixture and ``bench/backups.py`` enter it."""
+    global _backup_clock
+    previous, _backup_clock = _backup_clock, clock
+    try:
+        yield
+    finally:
+        _backup_clock = previous
+
+
+def _aws_like_backups() -> None:
+    """ListBackups and CreateBackup as AWS's (see the module's docstring)."""
     from moto.dynamodb.exceptions import MockValidationException
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
     real_create = DynamoDBBackend.create_backup
-    real_list = DynamoHandler.list_backups
 
     def create_backup(self: Any, table_name: str, backup_name: str) -> Any:
         if not BACKUP_NAME.fullmatch(backup_name or ""):
             raise MockValidationException(
                 f"BackupName {backup_name!r}: AWS takes 3-255 characters of [A-Za-z0-9_.-]")
         backup = real_create(self, table_name, backup_name)
-        backup.creation_date_time = clock().astimezone(UTC).replace(tzinfo=None)
+        clock = _backup_clock
+        if clock is not None:
+            backup.creation_date_time = clock().astimezone(UTC).replace(tzinfo=None)
         return backup
 
     def list_backups(self: Any) -> Any:
@@ -329,11 +346,6 @@ def aws_like_backups(clock: Callable[[], datetime]) -> Iterator[None]:
 
     DynamoDBBackend.create_backup = create_backup  # type: ignore[method-assign]
     DynamoHandler.list_backups = list_backups  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        DynamoDBBackend.create_backup = real_create  # type: ignore[method-assign]
-        DynamoHandler.list_backups = real_list  # type: ignore[method-assign]
 
 
 # --- installing -----------------------------------------------------------------------
@@ -354,6 +366,7 @@ def install() -> None:
         StreamShard.add = _shard_add(StreamShard.add)  # type: ignore[method-assign]
         StreamShard.get = _shard_get(StreamShard.get)  # type: ignore[method-assign]
         _backup_feature_details()
+        _aws_like_backups()
         _long_polls_wake_on_time()
         _installed = True
 

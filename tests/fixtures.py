@@ -102,14 +102,17 @@ def clock() -> FakeClock:
 
 
 @contextlib.contextmanager
-def moto_aws() -> Iterator[Aws]:
-    """The ``aws`` fixture's world (a module may share one: ``pytest.fixture(scope="module")``)."""
+def moto_aws(clock: FakeClock | None = None) -> Iterator[Aws]:
+    """The ``aws`` fixture's world (a module may share one: ``pytest.fixture(scope="module")``); with a
+    clock, moto's backups are made at its time (without, at the real time, as on AWS)."""
     # moto plus its corrections toward AWS's behaviour (local/moto_corrections.py: transactions, serialised
     # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
     # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
+    # moto's backups are made at the test's clock, so that ListBackups' time bounds mean what they mean on AWS.
     moto_corrections.install()
     moto_speed.uninstall()  # installed in this process if this xdist worker ran an e2e test before
-    with mock_aws():
+    stamped = moto_corrections.backups_stamped_by(clock) if clock is not None else contextlib.nullcontext()
+    with mock_aws(), stamped:
         settings = Settings.from_env()
         clients = Clients(settings)
         RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy
@@ -129,8 +132,8 @@ def moto_aws() -> Iterator[Aws]:
 
 
 @pytest.fixture
-def aws() -> Iterator[Aws]:
-    with moto_aws() as world:
+def aws(clock: FakeClock) -> Iterator[Aws]:
+    with moto_aws(clock) as world:
         yield world
 
 

@@ -239,11 +239,12 @@ def due_condition(task: Task, settings: Settings) -> tuple[str, dict[str, str], 
 
 def record_of(task: Task, created_at: str | None, fingerprint: str | None = None,
               **extra: Any) -> dict[str, Any]:
-    """The state-table record of a task: enough to show it when its item is gone."""
+    """The state-table record of a task, PENDING with no attempt (its execution starts here, never from its
+    item's own attributes): enough to show it when its item is gone."""
     record: dict[str, Any] = {
         **record_key(task.id), "id": task.id, "task_pk": task.key.pk, "task_sk": task.key.sk,
-        "status": task.status.value, "run_at": iso(task.due), "strategy": task.strategy.value,
-        "action": task.action, "attempts": task.attempts,
+        "status": Status.PENDING.value, "run_at": iso(task.due), "strategy": task.strategy.value,
+        "action": task.action, "attempts": 0,
         "recurrence": task.recurrence, "timezone": task.timezone,
     }
     if created_at:
@@ -280,7 +281,7 @@ def expired_record(key: TaskKey, item: dict[str, Any] | None, record: dict[str, 
         at = datetime.fromtimestamp(float(expires), tz=now.tzinfo)
         return (f"task {key.task_id!r} was {record.get('status')} at {record.get('finished_at')} and its record "
                 f"expired at {iso(at)} (TASK_RECORD_RETENTION_DAYS after it finished)")
-    if item is not None and key == TaskKey.for_id(key.task_id) and "created_at" in item and "status" not in item:
+    if item is not None and key == TaskKey.for_id(key.task_id) and "created_at" in item:
         return (f"task {key.task_id!r} finished and its record expired (TASK_RECORD_RETENTION_DAYS after it "
                 "finished)")
     return None

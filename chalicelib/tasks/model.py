@@ -13,7 +13,10 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   {"type": "sns", "topic_arn", "message"}; absent: an email to the item's ``email``
   with the stage's default subject and body.
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
-- Written by the app: ``status``, ``attempts``, ``due_epoch``, the bucket, the TTL.
+- Written by the app: ``due_epoch``, the bucket, the TTL (what a strategy needs), a recurring task's next
+  due time.  Never read as the task's execution: its status and attempts live only in its record in the state
+  table (chalicelib.tasks.lifecycle); an item's own ``status`` or ``attempts`` is the user's data, and neither
+  changes whether or how the task runs.
 """
 
 from __future__ import annotations
@@ -146,8 +149,6 @@ class Task:
     due: datetime                      # aware, UTC
     strategy: Strategy
     action: dict[str, Any]             # validated action spec
-    status: Status = Status.PENDING
-    attempts: int = 0
     recurrence: str | None = None
     timezone: str | None = None
     action_is_default: bool = False
@@ -162,7 +163,7 @@ class Task:
         return int(self.due.timestamp())
 
     def fingerprint(self) -> str:
-        """What a schedule depends on: due time, strategy and action (not status or attempts)."""
+        """What a schedule depends on: due time, strategy and action."""
         return json.dumps([self.due_epoch, self.strategy.value, self.action], sort_keys=True)
 
 
@@ -369,15 +370,9 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
         action, is_default = parse_action(item["action"]), False
     else:
         action, is_default = default_action(item, settings), True
-    status_text = item.get("status") or Status.PENDING.value
-    if status_text not in tuple(Status):
-        raise InvalidTask("status", f"unknown status {shown(status_text)}")
-    status = Status(status_text)
-    attempts = item.get("attempts", 0)
     timezone = parse_timezone(item.get("timezone"))
     return Task(
-        key=TaskKey(pk, sk), due=due, strategy=strategy, action=action, status=status,
-        attempts=int(attempts) if isinstance(attempts, int | float) and 0 <= attempts < 2**31 else 0,
+        key=TaskKey(pk, sk), due=due, strategy=strategy, action=action,
         recurrence=parse_recurrence(item.get("recurrence"), timezone), timezone=timezone,
         action_is_default=is_default, item=item)
 

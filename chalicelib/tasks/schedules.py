@@ -11,8 +11,10 @@ The rules, per strategy (see docs/strategies.md):
   in the past) -> straight to the due queue with DelaySeconds; later -> a
   one-time schedule ``at(due - SCHEDULE_LEAD_SECONDS)`` in UTC.  A MODIFY that
   changes the fingerprint (due time, strategy, action) updates it; one that
-  only changes status or attempts does nothing.  A REMOVE (a cancel) or a
-  move to CANCELLED or to another strategy deletes the schedule.
+  changes other attributes does nothing.  A REMOVE (a cancel) or a move to
+  another strategy deletes the schedule.  An item's own ``status`` or
+  ``attempts`` is the user's data like any other attribute: a task's execution
+  is its record's (chalicelib.tasks.lifecycle), never read from its item.
 - interval: the item gets its due bucket and ``due_epoch`` (conditional
   write) so the interval processor finds it; one due within
   INTERVAL_DIRECT_SECONDS (or already past) when written goes straight to the
@@ -22,8 +24,8 @@ The rules, per strategy (see docs/strategies.md):
   snapshot, to the due queue.  A lazy item without a due time (one that never
   expires, or whose TTL was removed) is no task: nothing is done, and a task
   it was until then is cancelled.
-- every strategy: a user's REMOVE (not the TTL's) of a pending task records it
-  CANCELLED, with the time the app saw it.
+- every strategy: a user's REMOVE (not the TTL's) of a task records it
+  CANCELLED, with the time the app saw it (unless its record says it finished).
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from chalicelib.tasks.model import (
     DueMessage,
     InvalidTask,
     NoDueTime,
-    Status,
     Strategy,
     Task,
     TaskKey,
@@ -334,7 +335,7 @@ def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
         new = read_task(change.new or {}, change.key, settings)
     except InvalidTask as exc:
         if _no_lazy_due_time(exc, old):
-            cancelled = [CancelRecord(change.key, old, iso(now))] if old is not None and not old.status.finished else []
+            cancelled = [CancelRecord(change.key, old, iso(now))] if old is not None else []
             return [NotATask(exc.message), *cancelled]
         image = "OldImage" if change.event_name == "REMOVE" else "NewImage"
         return [DeadLetter(f"{image} is not a valid task: {exc.message} (field {exc.field})")]
@@ -343,16 +344,12 @@ def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
         return [DeadLetter(refused)]
 
     steps: list[Step] = []
-    if old is not None and old.strategy is Strategy.EXACT and not old.status.finished and (
-            new.strategy is not Strategy.EXACT or new.status is Status.CANCELLED):
+    if old is not None and old.strategy is Strategy.EXACT and new.strategy is not Strategy.EXACT:
         steps.append(DeleteSchedule(change.key))
-    if new.status.finished:
-        return steps
-    revived = old is not None and old.status.finished
-    changed = old is None or revived or old.fingerprint() != new.fingerprint()
+    changed = old is None or old.fingerprint() != new.fingerprint()
     source = settings.source(change.key.source) if change.key.source else None
     if new.strategy is Strategy.EXACT:
-        steps += _plan_exact(change, old, new, changed, revived, settings, now)
+        steps += _plan_exact(change, old, new, changed, settings, now)
     elif source is not None:
         steps += _plan_source(new, source, changed, now)
     elif new.strategy is Strategy.INTERVAL:
@@ -363,9 +360,7 @@ def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
 
 
 def _refused_target(task: Task, settings: Settings) -> str | None:
-    """Why a task that is still to run may not: its action sends where the stage does not allow."""
-    if task.status.finished:
-        return None
+    """Why a task may not run: its action sends where the stage does not allow."""
     try:
         check_action_target(task.action, settings)
     except InvalidTask as exc:
@@ -389,17 +384,15 @@ def _plan_remove(change: Change, settings: Settings, now: datetime) -> list[Step
         refused = _refused_target(old, settings) if old.strategy is Strategy.LAZY else None
         if refused:
             return [DeadLetter(refused)]
-        if old.strategy is Strategy.LAZY and not old.status.finished:
+        if old.strategy is Strategy.LAZY:
             return [SendDue(DueMessage(change.key, old.due, image=change.old_image), 0)]
         return []  # a TTL REMOVE of an exact or interval task (housekeeping) is not a due signal
-    if old.status.finished:
-        return []
     # A user's delete (or the API's cancel, which has written the record already): the task is cancelled.
     steps: list[Step] = [DeleteSchedule(change.key)] if old.strategy is Strategy.EXACT else []
     return [*steps, CancelRecord(change.key, old, iso(now))]
 
 
-def _plan_exact(change: Change, old: Task | None, new: Task, changed: bool, revived: bool,
+def _plan_exact(change: Change, old: Task | None, new: Task, changed: bool,
                 settings: Settings, now: datetime) -> list[Step]:
     if not changed:
         return []
@@ -407,9 +400,9 @@ def _plan_exact(change: Change, old: Task | None, new: Task, changed: bool, revi
     direct = (new.due - now).total_seconds() <= settings.direct_queue_horizon_seconds or fire_at <= now
     if not direct:
         return [PutSchedule(new, fire_at, create=change.event_name == "INSERT" or old is None)]
-    due_moved = old is None or revived or old.due_epoch != new.due_epoch or old.strategy is not Strategy.EXACT
+    due_moved = old is None or old.due_epoch != new.due_epoch or old.strategy is not Strategy.EXACT
     steps: list[Step] = []
-    if old is not None and old.strategy is Strategy.EXACT and not old.status.finished and due_moved:
+    if old is not None and old.strategy is Strategy.EXACT and due_moved:
         steps.append(DeleteSchedule(new.key))  # it may have had a schedule for its old, later time
     if due_moved:
         steps.append(SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now)))

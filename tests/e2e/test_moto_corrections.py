@@ -1,5 +1,6 @@
 """What the offline runtime changes in moto (local/moto_corrections.py, local/moto_speed.py), seen through moto's own server:
-cancelled transactions leave the tables and their streams alone, and cost no copy of a table."""
+cancelled transactions leave the tables and their streams alone, and cost no copy of a table; ListBackups pages
+and honours its time bounds at the real time."""
 
 from __future__ import annotations
 
@@ -164,6 +165,20 @@ def test_every_item_write_is_announced_with_its_key_and_attributes(moto: MotoSer
     ddb.put_item(TableName="announced", Item={"PK": {"S": "after"}})
     assert heard == [("announced", "a", {"N": "100"}), ("announced", "a", {"N": "200"}),
                      ("announced", "b", None), ("announced", "c", None), ("announced", "a", None)]
+
+
+def test_list_backups_pages_as_aws_and_bounds_backups_by_the_real_time_they_were_made(moto: MotoServer) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    ddb, _ = make_table(moto, "backed-up")
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    for n in range(3):
+        ddb.create_backup(TableName="backed-up", BackupName=f"backed-up-{n}")
+    first = ddb.list_backups(TableName="backed-up", Limit=2)
+    rest = ddb.list_backups(TableName="backed-up", Limit=2, ExclusiveStartBackupArn=first["LastEvaluatedBackupArn"])
+    assert [len(first["BackupSummaries"]), len(rest["BackupSummaries"])] == [2, 1] and "LastEvaluatedBackupArn" not in rest
+    assert ddb.list_backups(TableName="backed-up", TimeRangeUpperBound=before)["BackupSummaries"] == []
+    assert len(ddb.list_backups(TableName="backed-up", TimeRangeLowerBound=before)["BackupSummaries"]) == 3
 
 
 def _sqs_round_seconds(sqs: Any, url: str, rounds: int = 5) -> float:

@@ -1,29 +1,21 @@
-"""Arrange helpers for the backup tests: tables, moto backups in states moto never produces, and
-``aws_like_backups``: moto's backups made to behave as AWS's (the backup tests use it).
+"""Arrange helpers for the backup tests: tables, moto backups in states moto never produces.
 
-moto is kinder than AWS: its ListBackups returns every backup in one page and
-ignores TimeRangeLowerBound/UpperBound and BackupType, and it stamps backups
-with the real time. ``aws_like_backups`` is the correction the bench uses too
-(``local.moto_corrections.aws_like_backups``), on the test's clock: it wraps
-moto's own methods in the test process (never the app's code) so that
-ListBackups pages at 100 backups with ``LastEvaluatedBackupArn`` and honours the
-time bounds, TableName and BackupType, and CreateBackup stamps the clock's time.
+moto's ListBackups pages and honours its time bounds as AWS's in every test (local/moto_corrections.py), and
+the ``aws`` fixture has moto stamp backups at the test's clock (``moto_corrections.backups_stamped_by``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-import pytest
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import Deps
 from chalicelib.backups.rules import backup_name
-from local import moto_corrections
-from tests.fixtures import ACCOUNT, Aws, FakeClock
+from tests.fixtures import ACCOUNT, Aws
 
 
 def create_tables(deps: Deps, names: Iterable[str], tags: dict[str, dict[str, str]] | None = None) -> None:
@@ -139,13 +131,6 @@ class Intercept:
 
 def crash(code: str = "InternalServerError") -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": "simulated failure"}}, "Simulated")
-
-
-@pytest.fixture
-def aws_like_backups(clock: FakeClock) -> Iterator[None]:
-    """moto's ListBackups and CreateBackup behaving as AWS's (local/moto_corrections.py), on the test's clock."""
-    with moto_corrections.aws_like_backups(clock):
-        yield
 
 
 def monitor_messages(aws: Aws, deps: Deps, watches: bool = False) -> list[tuple[str, int]]:

@@ -10,10 +10,9 @@ from chalice.test import Client
 
 from chalicelib.aws import Deps
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import aws_like_backups, create_tables, monitor_messages
+from tests.functional.backup_support import create_tables, monitor_messages
 
 # ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 JSON = {"Content-Type": "application/json"}
 

@@ -20,7 +20,6 @@ from chalicelib.settings import SettingsError
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     Intercept,
-    aws_like_backups,
     crash,
     create_tables,
     monitor_messages,
@@ -29,7 +28,6 @@ from tests.functional.backup_support import (
 )
 
 # ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 ROOT = Path(__file__).parents[2]
 

@@ -42,10 +42,8 @@ from deploy.provision import Provisioned, ensure_queue, ensure_table, ensure_top
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults, Kind, WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import aws_like_backups, create_tables, moto_backups, our_backup
+from tests.functional.backup_support import create_tables, moto_backups, our_backup
 from tests.policy_recorder import RECORDER
-
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 TABLES = ("orders",)          # one table to back up (a second would only repeat the same calls)
 MISSING = "gone"

@@ -6,7 +6,6 @@ import json
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
@@ -17,7 +16,6 @@ from tests import events
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     CallCounter,
-    aws_like_backups,
     create_tables,
     make_backup,
     monitor_messages,
@@ -28,7 +26,6 @@ from tests.functional.backup_support import (
 )
 
 # ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 
 def _start(aws: Aws, deps: Deps, clock: FakeClock, client: Client, tables: list[str]) -> str:

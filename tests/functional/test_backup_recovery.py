@@ -14,7 +14,6 @@ from chalicelib.backups.store import RunStore
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     Intercept,
-    aws_like_backups,
     crash,
     create_tables,
     monitor_messages,
@@ -23,7 +22,6 @@ from tests.functional.backup_support import (
 )
 
 # ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 
 def _start(aws: Aws, deps: Deps, tables: list[str]) -> str:

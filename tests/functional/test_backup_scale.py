@@ -27,7 +27,6 @@ from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     Intercept,
     ThrottledHttp,
-    aws_like_backups,
     create_tables,
     make_backup,
     monitor_messages,
@@ -36,8 +35,6 @@ from tests.functional.backup_support import (
     set_status,
     vanish,
 )
-
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 ITEM_BOUND = 40_000  # bytes: far below DynamoDB's 400 KB
 

@@ -8,17 +8,15 @@ import random
 import re
 from typing import Any
 
-import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Clients, Deps
 from chalicelib.backups.store import RunStore
 from tests import events
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import ThrottledHttp, aws_like_backups, create_tables, monitor_messages
+from tests.functional.backup_support import ThrottledHttp, create_tables, monitor_messages
 
 # ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 
 def _trigger(client: Client, clock: FakeClock) -> None:

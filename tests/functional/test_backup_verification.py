@@ -19,9 +19,7 @@ from chalicelib.settings import BackupVerify
 from tests import events
 from tests.faults import Faults
 from tests.fixtures import Aws, Emitted, FakeClock, use_settings
-from tests.functional.backup_support import aws_like_backups, monitor_messages, moto_backups
-
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
+from tests.functional.backup_support import monitor_messages, moto_backups
 
 TABLES = ("orders", "users")
 ITEMS = 5

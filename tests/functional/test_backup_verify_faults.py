@@ -29,10 +29,7 @@ from chalicelib.backups.store import COMPLETE, RunStore
 from chalicelib.settings import BackupVerify
 from tests.faults import Faults, Kind
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.backup_support import aws_like_backups
 from tests.functional.test_backup_faults import KINDS, MISSING, TABLES, World, aws  # noqa: F401 (aws: the fixture)
-
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 ITEMS = 3
 HOURS = 3

@@ -255,6 +255,30 @@ def test_the_seeds_sample_write_ends_in_one_email_through_the_stream(
     assert len(emails_sent()) == 1
 
 
+def test_an_item_with_its_own_status_or_attempts_runs_once_as_any_other(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
+    table = Table(deps)
+    own: dict[str, dict[str, Any]] = {"done": {"status": "DONE"}, "cancelled": {"status": "CANCELLED", "attempts": 3},
+           "bogus": {"status": "bogus", "attempts": "many"}}
+    keys = {name: TaskKey(f"USER#{name}", "REMINDER#standup") for name in own}
+    for name, attributes in own.items():
+        assert stream(client, table.put({**seed_item(DUE, email=f"{name}@example.com"), **attributes,
+                                         "PK": keys[name].pk, "SK": keys[name].sk})) == []
+    sent = aws.sent(deps.settings.due_queue)
+    assert len(sent) == 3  # each one sent (none dead-lettered, none taken for finished)
+    clock.advance(seconds=max(delay for _, delay in sent))
+    bodies = [body for body, _ in sent]
+    assert deliver(client, *bodies) == set()
+    assert deliver(client, *bodies) == set()
+    assert sorted(m.destinations["ToAddresses"][0] for m in emails_sent()) == [
+        "bogus@example.com", "cancelled@example.com", "done@example.com"]
+    for name, key in keys.items():
+        assert (state_of(deps, key)["status"], state_of(deps, key)["attempts"]) == ("DONE", 1)
+        assert table.get(key) == {**seed_item(DUE, email=f"{name}@example.com"), **own[name],
+                                  "PK": key.pk, "SK": key.sk}  # left as its program wrote it
+
+
 def test_an_api_lazy_task_runs_when_its_ttl_expires(
         client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
     created = post_task(client, {"id": "water", "run_at": "2026-11-22T12:05:00Z", "strategy": "lazy",

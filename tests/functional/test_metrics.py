@@ -19,7 +19,7 @@ from chalicelib.metrics import Metrics
 from chalicelib.tasks.model import TaskKey, parse_due
 from tests import events
 from tests.fixtures import Aws, Emitted, FakeClock, use_settings
-from tests.functional.backup_support import aws_like_backups, create_tables, monitor_messages, moto_backups, our_backup
+from tests.functional.backup_support import create_tables, monitor_messages, moto_backups, our_backup
 from tests.functional.stream_support import Table, stream
 from tests.functional.task_support import (
     FlakySes,
@@ -170,7 +170,6 @@ def test_a_stream_record_dead_lettered_counts_under_the_strategy_its_item_names(
 
 # --- backups ---------------------------------------------------------------------------------------------------
 
-@pytest.mark.usefixtures(aws_like_backups.__name__)
 def test_a_backup_run_emits_its_start_by_trigger_and_its_outcome_and_duration_on_completion(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client, emitted: Emitted) -> None:
     create_tables(deps, ["orders", "users"])
@@ -192,7 +191,6 @@ def test_a_backup_run_emits_its_start_by_trigger_and_its_outcome_and_duration_on
     assert emitted.values("BackupRunsOverdue") == []
 
 
-@pytest.mark.usefixtures(aws_like_backups.__name__)
 def test_a_run_polled_past_its_deadline_counts_overdue_and_its_stuck_backups(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client, emitted: Emitted) -> None:
     create_tables(deps, ["orders"])
@@ -283,7 +281,6 @@ def test_every_executor_log_line_carries_the_request_id_and_its_task(
     assert later and {line.get("function_request_id") for line in later}.isdisjoint(request_ids)
 
 
-@pytest.mark.usefixtures(aws_like_backups.__name__)
 def test_every_backup_log_line_carries_the_request_id_and_its_run(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client, log_out: io.StringIO) -> None:
     create_tables(deps, ["orders", "users"])

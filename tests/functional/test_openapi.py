@@ -16,7 +16,7 @@ from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 import app as app_module
 from chalicelib.aws import Deps
 from tests.fixtures import use_settings
-from tests.functional.backup_support import aws_like_backups, create_tables
+from tests.functional.backup_support import create_tables
 from tests.functional.openapi_support import CheckedClient, load_document, operations, problems
 from tests.functional.task_support import EMAIL_ACTION
 
@@ -69,7 +69,6 @@ def test_the_document_is_served_without_credentials(client: Client) -> None:
     assert response.json_body == load_document()
 
 
-@pytest.mark.usefixtures(aws_like_backups.__name__)
 def test_every_operation_answers_its_successes_and_errors_as_documented(deps: Deps, client: Client) -> None:
     """The client checks each exchange (openapi_support); this test makes one of each kind per route."""
     create_tables(deps, ["orders"])

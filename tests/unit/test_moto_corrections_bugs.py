@@ -144,15 +144,8 @@ def list_and_create_backups() -> dict[str, Any]:
 
 
 def observe() -> dict[str, Any]:
-    """What every scenario observes in this process (aws_like_backups around the backup listing)."""
-    out: dict[str, Any] = {}
-    for name, run in SCENARIOS.items():
-        if name == list_and_create_backups.__name__ and moto_corrections._installed:
-            with moto_corrections.aws_like_backups(lambda: datetime(2026, 1, 1, tzinfo=UTC)):
-                out[name] = run()
-        else:
-            out[name] = run()
-    return out
+    """What every scenario observes in this process."""
+    return {name: run() for name, run in SCENARIOS.items()}
 
 
 PLAIN = """

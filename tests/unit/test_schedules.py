@@ -175,15 +175,11 @@ def test_an_action_change_updates_the_schedule() -> None:
 
 
 @pytest.mark.parametrize("changes", [{"status": "RUNNING"}, {"attempts": 2}, {"note": "x"},
-                                     {"status": "DONE", "attempts": 1}, {"status": "FAILED"}])
+                                     {"status": "DONE", "attempts": 1}, {"status": "FAILED"},
+                                     {"status": "CANCELLED"}, {"status": "bogus"}])
 def test_a_modify_of_nothing_a_schedule_depends_on_does_nothing(changes: dict[str, Any]) -> None:
     old = seed_item(NOW + timedelta(hours=3))
     assert plan(change("MODIFY", {**old, **changes}, old)) == []
-
-
-def test_cancelling_by_status_deletes_the_schedule() -> None:
-    old = seed_item(NOW + timedelta(hours=3))
-    assert plan(change("MODIFY", {**old, "status": "CANCELLED"}, old)) == [DeleteSchedule(KEY)]
 
 
 def test_moving_a_scheduled_task_within_the_horizon_deletes_its_schedule_and_sends_it() -> None:
@@ -191,9 +187,9 @@ def test_moving_a_scheduled_task_within_the_horizon_deletes_its_schedule_and_sen
     assert plan(change("MODIFY", new, old)) == [DeleteSchedule(KEY), SendDue(DueMessage(KEY, NOW + timedelta(minutes=5)), 300)]
 
 
-def test_a_finished_task_given_a_new_time_is_scheduled_again() -> None:
-    old = seed_item(NOW - timedelta(hours=1), status="DONE")
-    new = seed_item(NOW + timedelta(hours=23), status="PENDING")
+def test_a_task_given_a_new_time_is_scheduled_again() -> None:
+    old = seed_item(NOW - timedelta(hours=1))
+    new = seed_item(NOW + timedelta(hours=23))
     steps = plan(change("MODIFY", new, old))
     assert [type(s) for s in steps] == [PutSchedule]
 
@@ -255,10 +251,6 @@ def test_an_interval_task_due_within_seconds_is_sent_directly_once() -> None:
     assert plan(change("MODIFY", {**item, "status": "RUNNING"}, item)) == []
 
 
-def test_a_finished_interval_task_needs_nothing() -> None:
-    item = seed_item(NOW + timedelta(hours=1), strategy="interval", status="DONE")
-    assert plan(change("INSERT", item)) == []
-
 
 # --- lazy --------------------------------------------------------------------------
 
@@ -289,11 +281,41 @@ def test_a_user_remove_of_a_lazy_task_sends_nothing_and_records_it_cancelled() -
     assert plan(change("REMOVE", old=old)) == [CancelRecord(KEY, task_from_item(old, SETTINGS), "2026-11-22T12:00:00Z")]
 
 
-def test_a_user_remove_of_a_finished_task_changes_nothing() -> None:
-    assert plan(change("REMOVE", old=seed_item(NOW, status="DONE"))) == []
-
-
 LAZY_SEED = {"PK": KEY.pk, "SK": KEY.sk, "email": "ada@example.com"}  # due when its expires_at passes, if it has one
+
+
+# --- an item's own status or attempts: the program's data, never the task's execution -------------------
+
+OWN_ATTRIBUTES = [{"status": "DONE"}, {"status": "CANCELLED"}, {"status": "bogus"}, {"status": "FAILED", "attempts": 7},
+                  {"attempts": "many"}]
+LATER = NOW + timedelta(hours=3)
+SOON = NOW + timedelta(minutes=5)
+
+
+def _without_image(step: schedules.Step) -> schedules.Step:
+    """A step, the item image a due message carries aside (it is the item, own attributes and all)."""
+    return replace(step, message=replace(step.message, image=None)) if isinstance(step, SendDue) else step
+
+
+@pytest.mark.parametrize("own", OWN_ATTRIBUTES)
+@pytest.mark.parametrize(("name", "new", "old", "by_ttl"), [
+    ("INSERT", seed_item(LATER), None, False),                                            # exact: a schedule
+    ("INSERT", seed_item(SOON), None, False),                                             # exact: sent now
+    ("MODIFY", seed_item(SOON), seed_item(LATER), False),                                 # moved: sent now
+    ("MODIFY", seed_item(LATER, strategy="interval"), seed_item(LATER), False),           # another strategy
+    ("INSERT", seed_item(LATER, strategy="interval"), None, False),                       # a bucket
+    ("INSERT", seed_item(LATER, strategy="lazy"), None, False),                           # a TTL
+    ("REMOVE", None, seed_item(NOW, strategy="lazy", expires_at=int(NOW.timestamp())), True),  # sent by its TTL
+    ("REMOVE", None, seed_item(LATER), False),                                            # a user's cancel
+    ("MODIFY", {**LAZY_SEED, "strategy": "lazy"}, {**LAZY_SEED, "strategy": "lazy",       # its TTL removed
+                                                   "expires_at": int(LATER.timestamp())}, False),
+])
+def test_an_items_own_status_or_attempts_changes_nothing_the_stream_scheduler_does(
+        own: dict[str, Any], name: str, new: dict[str, Any] | None, old: dict[str, Any] | None, by_ttl: bool) -> None:
+    plain = plan(change(name, new, old, by_ttl))
+    assert plain and not any(isinstance(step, DeadLetter) for step in plain)
+    with_own = plan(change(name, {**new, **own} if new else None, {**old, **own} if old else None, by_ttl))
+    assert [_without_image(step) for step in with_own] == [_without_image(step) for step in plain]
 
 
 @pytest.mark.parametrize(("name", "new", "old"), [

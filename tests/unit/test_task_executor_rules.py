@@ -6,9 +6,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from chalicelib.settings import Settings
 from chalicelib.tasks import items
 from chalicelib.tasks.executor import skip_reason
-from chalicelib.tasks.model import DueMessage, Status, Strategy, Task, TaskKey
+from chalicelib.tasks.model import DueMessage, Strategy, Task, TaskKey, task_from_item
 from chalicelib.tasks.store import Execution, due_ms, lost_reason
 
 DUE = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -17,9 +18,8 @@ KEY = TaskKey("TASK#x", "TASK")
 STALE = DUE.timestamp() - 300
 
 
-def task(status: Status = Status.PENDING, due: datetime = DUE, strategy: Strategy = Strategy.EXACT,
-         **item: Any) -> Task:
-    return Task(KEY, due, strategy, {"type": "email"}, status=status, item={"run_at": "x", **item})
+def task(due: datetime = DUE, strategy: Strategy = Strategy.EXACT, **item: Any) -> Task:
+    return Task(KEY, due, strategy, {"type": "email"}, item={"run_at": "x", **item})
 
 
 def test_a_pending_task_at_its_time_runs() -> None:
@@ -43,8 +43,11 @@ def test_a_bucket_start_message_is_for_an_interval_source_task_due_later_in_that
 
 
 def test_a_status_on_the_item_is_not_read_the_record_decides() -> None:
-    for status in (Status.DONE, Status.FAILED, Status.CANCELLED, Status.RUNNING):
-        assert skip_reason(task(status), DueMessage(KEY, DUE)) is None
+    for own in ("DONE", "FAILED", "CANCELLED", "RUNNING", "bogus", 7):
+        read = task_from_item({"PK": KEY.pk, "SK": KEY.sk, "run_at": DUE_TEXT, "email": "ada@example.com",
+                               "status": own, "attempts": own}, Settings.from_env())
+        assert skip_reason(read, DueMessage(KEY, DUE)) is None
+        assert items.current_status(read, None) == "PENDING"
 
 
 def test_a_claim_is_refused_for_what_the_record_says() -> None:
@@ -84,7 +87,7 @@ def test_the_status_comes_from_the_record_of_the_current_due_time() -> None:
     assert items.current_status(pending, recurring_done) == "PENDING"
     an_earlier_run = {"exec_due": "2026-11-21T12:00:00Z", "exec_state": "DONE", "status": "DONE"}
     assert items.current_status(pending, an_earlier_run) == "PENDING"  # the item was written again since
-    assert items.current_status(task(Status.DONE), None) == "PENDING"  # a status on the item is not the app's
+    assert items.current_status(task(status="DONE"), None) == "PENDING"  # a status on the item is not the app's
     assert items.current_status(pending, {"status": "CANCELLED"}) == "CANCELLED"
 
 
@@ -93,5 +96,5 @@ def test_a_view_takes_the_outcome_from_the_record_never_from_the_item() -> None:
               "last_error": "boom", "finished_at": "2026-11-22T12:00:05Z"}
     view = items.view_of_task(task(), record)
     assert (view["status"], view["attempts"], view["last_error"]) == ("FAILED", 3, "boom")
-    item_says = items.view_of_task(task(Status.DONE, attempts=2, last_result={"type": "email"}), None)
+    item_says = items.view_of_task(task(status="DONE", attempts=2, last_result={"type": "email"}), None)
     assert (item_says["status"], item_says["attempts"], item_says["last_result"]) == ("PENDING", 0, None)

@@ -104,3 +104,13 @@ def test_get_shows_running_only_while_a_live_claim_of_the_current_due_time_is_he
     assert items.view_of_task(task, record, now=NOW, lease_seconds=LEASE)["status"] == shown
     assert items.claim_is_live(record, NOW, LEASE) is (shown == "RUNNING")
     assert items.current_status(task, {**record, "exec_due": "2026-11-22T12:09:00Z"}, NOW, LEASE) == "PENDING"
+
+
+@pytest.mark.parametrize("own", [{}, {"status": "PENDING"}, {"status": "DONE", "attempts": 3}])
+def test_an_api_task_and_its_record_start_pending_whatever_its_items_own_status_says(own: dict[str, Any]) -> None:
+    item = {"PK": "TASK#x", "SK": "TASK", "run_at": "2026-11-22T12:10:00Z", "action": ACTION,
+            "created_at": "2026-11-22T12:00:00Z", **own}
+    record = items.record_of(task_from_item(item, SETTINGS), item["created_at"])
+    assert (record["status"], record["attempts"]) == ("PENDING", 0)
+    # its record gone (expired after the task finished): the item's own status does not say otherwise
+    assert items.expired_record(TaskKey.for_id("x"), item, None, NOW) is not None
