@@ -17,14 +17,11 @@ from tests.faults import Faults, Kind
 from tests.fixtures import FakeClock, use_settings
 from tests.functional.backup_support import (
     CallCounter,
-    aws_like_backups,
     create_tables,
     make_backup,
     moto_backups,
     our_backup,
 )
-
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 CALENDAR = Calendar(daily=7, weekly=4, monthly=2)
 
