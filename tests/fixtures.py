@@ -107,7 +107,7 @@ def aws() -> Iterator[Aws]:
     # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
     moto_corrections.install()
     moto_speed.uninstall()  # installed in this process if this xdist worker ran an e2e test before
-    with mock_aws():
+    with mock_aws(config={"lambda": {"use_docker": False}}):  # Lambda functions are invoked, never run
         settings = Settings.from_env()
         clients = Clients(settings)
         RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy

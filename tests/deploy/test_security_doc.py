@@ -2,7 +2,8 @@
 
 The table (``| function | actions | resources |``) has a row per function and rows that add to a function's
 actions under a condition its first cell names: ``BACKUP_VERIFY`` (a stage that verifies restores), ``lazy or
-interval`` (a task source of those strategies), ``Deny`` (the function's explicit Deny); ``every function`` rows
+interval`` (a task source of those strategies), ``TASK_ACTION_TARGET_ARNS`` (naming functions, buses and state
+machines), ``Deny`` (the function's explicit Deny); ``every function`` rows
 apply to all. The actions are the backticked ``service:Action`` names of the second cell.
 """
 
@@ -24,12 +25,12 @@ ACTION = re.compile(r"`([a-z0-9-]+:[A-Za-z]+)`")
 HEADER = "| function | actions | resources |"
 EVERY = "every function"
 SOURCE = "source_NAME"
-VERIFY, LAZY_OR_INTERVAL = "verify", "lazy or interval"
+VERIFY, LAZY_OR_INTERVAL, TARGETS = "verify", "lazy or interval", "TASK_ACTION_TARGET_ARNS"
 
 
 class Row(NamedTuple):
     function: str
-    condition: str  # "", VERIFY or LAZY_OR_INTERVAL
+    condition: str  # "", VERIFY, LAZY_OR_INTERVAL or TARGETS
     effect: str     # Allow or Deny
     actions: frozenset[str]
 
@@ -44,7 +45,8 @@ def documented_rows(text: str) -> list[Row]:
         first, actions, _resources = (cell.strip() for cell in line.strip().strip("|").split(" | "))
         named = re.match(r"`([a-z_A-Z]+)`", first)
         function = named[1] if named else first
-        condition = VERIFY if "BACKUP_VERIFY" in first else LAZY_OR_INTERVAL if LAZY_OR_INTERVAL in first else ""
+        condition = (VERIFY if "BACKUP_VERIFY" in first else LAZY_OR_INTERVAL if LAZY_OR_INTERVAL in first
+                     else TARGETS if TARGETS in first else "")
         rows.append(Row(function, condition, "Deny" if "Deny" in first else "Allow",
                         frozenset(ACTION.findall(actions))))
     return rows
@@ -92,6 +94,9 @@ def stage_settings(**changes: str) -> Settings:
 CASES = {
     "prod": (stage_settings(), ()),
     "wildcard action targets": (stage_settings(TASK_ACTION_TARGET_ARNS="arn:aws:sqs:*:*:*,arn:aws:sns:*:*:*"), ()),
+    "every kind of action target": (stage_settings(TASK_ACTION_TARGET_ARNS=(
+        "arn:aws:sqs:*:*:*,arn:aws:sns:*:*:*,arn:aws:lambda:*:*:function:*,arn:aws:events:*:*:event-bus/*,"
+        "arn:aws:states:*:*:stateMachine:*")), (TARGETS,)),
     "verifying named tables": (stage_settings(BACKUP_VERIFY="2", BACKUP_TABLES="orders,users"), (VERIFY,)),
     "verifying a pattern's tables": (stage_settings(BACKUP_VERIFY="1", BACKUP_TABLE_PATTERN="app-.*"), (VERIFY,)),
     "task sources": (stage_settings(TASK_SOURCES=json.dumps(SOURCES), TASK_SOURCE_STREAMS=json.dumps(STREAMS)), ()),
