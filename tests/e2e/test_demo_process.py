@@ -26,10 +26,10 @@ def test_make_demo_prints_the_summary_table_and_nothing_of_the_runtimes_chatter(
     assert done.returncode == 0, out + done.stderr
     assert done.stderr == ""
     lines = out.splitlines()
-    assert lines[0].startswith("make demo: 4 flows at once on the offline runtime"), out
+    assert lines[0].startswith("make demo: 5 flows at once on the offline runtime"), out
     assert re.search(r"^step +result  seconds  detail$", out, re.MULTILINE), out
-    assert sum(1 for line in lines if re.match(r"^\d (backups|tasks|seed|cancelled)", line)) == 4, out
+    assert sum(1 for line in lines if re.match(r"^\d (backups|tasks|seed|cancelled|downstream)", line)) == 5, out
     assert lines[-1].startswith("all steps passed in "), out
     assert not re.search(r'"(GET|POST|DELETE|PATCH) /', out), "the API's access log is printed"
     assert not re.search(r"^\d\d:\d\d:\d\d\.\d{3}  ", out, re.MULTILINE), "invocation lines are printed"
-    assert len(lines) <= 12, out
+    assert len(lines) <= 13, out
