@@ -107,13 +107,22 @@ class Faults:
 
     def __post_init__(self) -> None:
         for client in (self.clients.dynamodb, self.clients.dynamodb_unretried, self.clients.sqs, self.clients.sns,
-                       self.clients.ses, self.clients.scheduler, self.clients.lambda_, self.clients.events,
-                       self.clients.stepfunctions):
-            events = client.meta.events
-            events.register("before-parameter-build", self._keep_params)
-            events.register_first("before-call", self._before_call)
-            events.register_first("before-send", self._before_send)
-            events.register_last("before-send", self._after_before_send)
+                       self.clients.ses, self.clients.scheduler):
+            self._hook(client.meta.events)
+        # The downstream actions' clients, hooked on the session when not built yet (botocore copies a session's
+        # hooks into a client it builds, per service): most tests never build them, and building costs time.
+        for attribute, service in (("lambda_", "lambda"), ("events", "eventbridge"), ("stepfunctions", "sfn")):
+            built = self.clients.__dict__.get(attribute)
+            if built is not None:
+                self._hook(built.meta.events)
+            else:
+                self._hook(self.clients.session.events, f".{service}")
+
+    def _hook(self, events: Any, scope: str = "") -> None:
+        events.register(f"before-parameter-build{scope}", self._keep_params)
+        events.register_first(f"before-call{scope}", self._before_call)
+        events.register_first(f"before-send{scope}", self._before_send)
+        events.register_last(f"before-send{scope}", self._after_before_send)
 
     def inject(self, operation: str, kind: Kind, occurrence: int = 1, times: int = 1,
                code: str = "InternalServerError", match: Match | None = None,

@@ -237,7 +237,7 @@ def target_refusal(spec: Mapping[str, Any], allowed: Sequence[str], region: str,
     target = str(spec.get(field, ""))
     arn = queue_arn_of(target, region) if field == "queue_url" else target
     if any(_arn_matches(arn, pattern) for pattern in own):
-        return field, ("is one of this app's own queues, topics and functions, which actions may not call: "
+        return field, ("is one of this app's own queues and topics, functions and buses, which actions may not call: "
                        f"{_shown(target)}")
     if not any(_arn_matches(arn, pattern) for pattern in allowed):
         return field, (f"is not among the targets this stage allows actions to call "
