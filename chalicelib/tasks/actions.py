@@ -168,16 +168,20 @@ class JsonObject:
         return _storable(value, 1)
 
 
-# DynamoDB keeps a task's action in its item: at most 32 levels of nesting, numbers of at most 38 digits.
+# DynamoDB keeps a task's action in its item: at most 32 levels of nesting, numbers of at most 38 digits, no
+# empty key in a map.
 MAX_NESTING = 32
 
 
 def _storable(value: Any, depth: int) -> str | None:
-    """What keeps a JSON value out of a DynamoDB item (too deep, a number DynamoDB cannot hold), or None."""
+    """What keeps a JSON value out of a DynamoDB item (too deep, a number DynamoDB cannot hold, an empty key), or
+    None."""
     if depth > MAX_NESTING:
         return f"is nested more than {MAX_NESTING} levels deep (DynamoDB's limit)"
     if isinstance(value, int | float) and not isinstance(value, bool) and not ddb.is_number(repr(value)):
         return f"holds the number {_shown(repr(value), 60)}, which DynamoDB cannot hold (38 significant digits)"
+    if isinstance(value, dict) and "" in value:
+        return "holds an empty key, which a DynamoDB map cannot hold"
     children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
     return next((problem for child in children if (problem := _storable(child, depth + 1))), None)
 

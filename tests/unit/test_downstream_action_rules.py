@@ -68,6 +68,7 @@ def test_every_execution_name_is_valid_and_two_executions_never_share_one(
     ({"x": b"\x00"}, "must hold JSON values only"),
     ({"x": 10 ** 40}, "which DynamoDB cannot hold"),
     ({"x": 1e-200}, "which DynamoDB cannot hold"),
+    ({"x": {"": 1}}, "an empty key"),
     (json.loads('{"x":' * 32 + "1" + "}" * 32), "nested more than 32 levels"),
 ])
 def test_a_json_field_is_an_object_aws_and_dynamodb_take(value: Any, says: str) -> None:
