@@ -10,6 +10,7 @@ import io
 import json
 import zipfile
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from chalicelib.tasks.actions import execution_name
 from chalicelib.tasks.model import TaskKey, parse_due
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
+from tests.functional.stream_support import Table, schedule_of, stream
 from tests.functional.task_support import due_body, post_task, put_item, state_of
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
@@ -148,10 +150,12 @@ REFUSED = {"lambda": "ResourceNotFoundException", "eventbridge": "ResourceNotFou
            "stepfunctions": "StateMachineDoesNotExist"}
 
 
-def test_faults_at_each_actions_call_lost_response_hard_error_and_crash_before_the_settle(
+def test_faults_at_each_actions_call_and_the_answers_that_mean_done_or_failed(
         deps: Deps, clock: FakeClock, targets: Targets, faults: Faults) -> None:
-    for kind in KINDS:  # one moto set-up for the three (suite time)
+    for kind in KINDS:  # one moto set-up for all (suite time)
         faults_at_the_actions_call(kind, deps, clock, targets, faults)
+    an_execution_started_already_is_done_and_a_failed_eventbridge_entry_is_a_failure_by_its_code(
+        deps, clock, targets, faults)
 
 
 def faults_at_the_actions_call(kind: str, deps: Deps, clock: FakeClock, targets: Targets, faults: Faults) -> None:
@@ -194,18 +198,21 @@ def faults_at_the_actions_call(kind: str, deps: Deps, clock: FakeClock, targets:
     assert targets.received(kind) == twice + 1 + twice
 
 
-def test_an_execution_started_already_is_done_and_a_failed_eventbridge_entry_is_a_failure_by_its_code(
+def an_execution_started_already_is_done_and_a_failed_eventbridge_entry_is_a_failure_by_its_code(
         deps: Deps, clock: FakeClock, targets: Targets, faults: Faults) -> None:
     # AWS answers ExecutionAlreadyExists once the first start's execution closed, or to another input: done.
     targets.aws.clients.stepfunctions.start_execution(
         stateMachineArn=targets.machine_arn, name=execution_name("again", DUE), input="{}")
+    executions = len(targets.executions())
     assert run(deps, clock, item_task(deps, "again", targets.action("stepfunctions"))) == "done"
-    assert len(targets.executions()) == 1
+    assert len(targets.executions()) == executions
     assert state_of(deps, TaskKey.for_id("again"))["last_result"]["already_started"] is True
 
     # PutEvents answers 200 with a failed entry: a failure, retried or permanent as the entry's code says.
-    for task_id, code, outcome, attempts, events in (("throttled", "ThrottlingException", "done", 2, 1),
-                                                     ("forbidden", "NotAuthorizedForSourceException", "failed", 1, 1)):
+    before = targets.received("eventbridge")
+    for task_id, code, outcome, attempts, events in (("throttled", "ThrottlingException", "done", 2, before + 1),
+                                                     ("forbidden", "NotAuthorizedForSourceException", "failed", 1,
+                                                      before + 1)):
         faults.inject("events.PutEvents", "answer", answer={
             "FailedEntryCount": 1, "Entries": [{"ErrorCode": code, "ErrorMessage": "refused"}]})
         assert run(deps, clock, item_task(deps, task_id, targets.action("eventbridge"))) == outcome
@@ -216,8 +223,8 @@ def test_an_execution_started_already_is_done_and_a_failed_eventbridge_entry_is_
 
 # --- allowed targets ---------------------------------------------------------------------------
 
-def test_the_apps_own_functions_and_targets_not_allowed_are_refused_by_the_api_and_the_executor(
-        client: Client, deps: Deps, clock: FakeClock, targets: Targets, faults: Faults) -> None:
+def test_the_apps_own_functions_and_targets_not_allowed_are_refused_by_the_api_the_stream_and_the_executor(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, targets: Targets, faults: Faults) -> None:
     function = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:timekeeper-{deps.settings.stage}"
     refused = [
         ({"type": "lambda", "function_arn": f"{function}-task_executor", "payload": {}}, "action.function_arn"),
@@ -229,8 +236,20 @@ def test_the_apps_own_functions_and_targets_not_allowed_are_refused_by_the_api_a
     ]
     for action, field_name in refused:
         response = post_task(client, {"id": "elsewhere", "run_at": RUN_AT, "action": action})
-        assert (response.status_code, response.json_body["field"]) == (400, field_name), response.body
-    # Another program's item naming the API handler: the executor refuses it without a call.
+        assert (response.status_code, response.json_body.get("field")) == (400, field_name), response.body
+    # Another program's items through the stream: an allowed target is scheduled, an own function dead-lettered.
+    later = (clock.now + timedelta(hours=3)).isoformat()
+    table = Table(deps)
+    allowed, inward = TaskKey("USER#ada", "bill"), TaskKey("USER#mallory", "inward")
+    assert stream(client, table.put({"PK": allowed.pk, "SK": allowed.sk, "run_at": later,
+                                     "action": targets.action("lambda")})) == []
+    assert schedule_of(deps, allowed) is not None
+    assert stream(client, table.put({"PK": inward.pk, "SK": inward.sk, "run_at": later, "action": {
+        "type": "lambda", "function_arn": f"{function}-task_stream", "payload": {}}})) == []
+    assert schedule_of(deps, inward) is None
+    [(letter, _)] = aws.sent(deps.settings.task_dlq)
+    assert "action.function_arn is one of this app's own" in json.loads(letter)["reason"]
+    # Another program's item naming the API handler, past the stream's check: the executor refuses it, no call.
     body = item_task(deps, "inward", {"type": "lambda", "function_arn": function, "payload": {}})
     assert run(deps, clock, body) == "failed"
     assert "TargetNotAllowed" in state_of(deps, TaskKey.for_id("inward"))["last_error"]
