@@ -63,8 +63,8 @@ STATE_MACHINE_ARN = re.compile(r"arn:aws[a-zA-Z-]{0,20}:states:[a-z0-9-]{1,30}:[
 # AWS takes 256 KB (262,144 bytes) in a Lambda asynchronous invocation's payload, a PutEvents entry and a
 # StartExecution input.  A JSON field of an action holds at most 240 KiB, leaving room for what goes with it (the
 # payload's envelope, an event's source and detail-type, each at most EVENT_TEXT_LIMIT) in the one request, and
-# for the rest of the task in its 400 KB DynamoDB item.
-AWS_REQUEST_LIMIT = 256 * 1024
+# for the rest of the task in its 400 KB DynamoDB item.  (A request AWS still finds too large fails the task at
+# once: RequestTooLargeException is among the errors no retry changes.)
 JSON_FIELD_LIMIT = 240 * 1024
 EVENT_TEXT_LIMIT = 256
 
