@@ -53,9 +53,33 @@ DYNAMODB_STORAGE = Price("DynamoDB storage", 0.25 / 1e9,
                          "an item's size plus 100 bytes of overhead)",
                          "https://aws.amazon.com/dynamodb/pricing/on-demand/")
 
+# The actions' own prices: listed apart from the app's cost per task (each action is the user's cost).
+SES_EMAIL = Price("SES outbound email", 0.10 / 1e3, "email sent (the email action)", "https://aws.amazon.com/ses/pricing/")
+EVENTBRIDGE_EVENT = Price("EventBridge custom events", 1.00 / 1e6,
+                          "event put on a bus (each 64 KB chunk of an entry is one; the eventbridge action)",
+                          "https://aws.amazon.com/eventbridge/pricing/")
+STEP_FUNCTIONS_TRANSITION = Price("Step Functions Standard state transitions", 0.025 / 1e3,
+                                  "state transition of a Standard execution (StartExecution itself is not charged; "
+                                  "the stepfunctions action's execution makes at least one)",
+                                  "https://aws.amazon.com/step-functions/pricing/")
+
 TABLE: tuple[Price, ...] = (LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_UNIT, DYNAMODB_READ_UNIT, SQS_REQUEST,
                             SNS_PUBLISH, SCHEDULER_INVOCATION, STREAM_READ_BY_LAMBDA, TTL_DELETE, LOG_INGESTION,
-                            DYNAMODB_STORAGE)
+                            DYNAMODB_STORAGE, SES_EMAIL, EVENTBRIDGE_EVENT, STEP_FUNCTIONS_TRANSITION)
+
+#: What one execution of each action type costs on its own (the target's side: a lambda action's invocation is a
+#: Lambda request, its function's duration the user's; a Standard execution of one state is one transition).
+ACTION_PRICES: dict[str, tuple[tuple[Price, float], ...]] = {
+    "email": ((SES_EMAIL, 1.0),),
+    "lambda": ((LAMBDA_REQUEST, 1.0),),
+    "eventbridge": ((EVENTBRIDGE_EVENT, 1.0),),
+    "stepfunctions": ((STEP_FUNCTIONS_TRANSITION, 1.0),),
+}
+
+
+def action_per_million(action: str) -> float:
+    """Dollars per million executions of an ``action`` type's own AWS charge, apart from the app's."""
+    return sum(price.usd * count for price, count in ACTION_PRICES[action]) * 1e6
 
 #: DynamoDB's storage overhead per item (bytes), and the month AWS's GB-month is measured over (hours).
 ITEM_OVERHEAD_BYTES = 100

@@ -6,7 +6,10 @@ moto account, driven in-process on an injected clock by ``tests/functional/lambd
 what Lambda's sources would (the stream in batches, the due queue with its delays, TTL deletes, Scheduler
 firing, the processor's minute) to app.py's handlers through Chalice's test client.  The tasks are plain
 items written by another program (``put_item`` through the bench's own client, not counted: the item write
-is excluded), due a few minutes apart at arbitrary fractions of a second, each with an email action.
+is excluded), due a few minutes apart at arbitrary fractions of a second, each with an email action; and
+the exact path via SQS delay once more per downstream action type (lambda, eventbridge, stepfunctions, on a
+function, bus and state machine of the bench's moto: local/sample_targets.py), whose own AWS price per
+execution is listed apart (bench/prices.py ``ACTION_PRICES``), as the email's is.
 
 Counted: every call the app's clients make (a ``before-call`` hook), attributed to the function being
 invoked; the emulation's own calls are not the app's, and Scheduler firing its target is a Scheduler
@@ -36,7 +39,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +55,7 @@ from chalicelib.log import logger
 from chalicelib.metrics import Metrics
 from chalicelib.tasks import executor, interval, items
 from chalicelib.tasks.model import DueMessage, TaskKey
+from local.sample_targets import SampleTargets, provision_sample_targets
 from tests.aws_limits import item_size
 
 if TYPE_CHECKING:
@@ -63,7 +67,11 @@ if TYPE_CHECKING:
 #: One AWS call's share of a Lambda's billed duration (a round trip in the region).
 CALL_SECONDS = 0.020
 #: The action's own calls: counted as calls, left out of the dollars (the action is the user's cost).
-ACTION_OPERATIONS = frozenset({"sesv2:SendEmail"})
+ACTION_OPERATIONS = frozenset({"sesv2:SendEmail", "lambda:Invoke", "events:PutEvents",
+                               "stepfunctions:StartExecution"})
+#: Each action type's call, one per execution.
+ACTION_CALL = {"email": "sesv2:SendEmail", "lambda": "lambda:Invoke", "eventbridge": "events:PutEvents",
+               "stepfunctions": "stepfunctions:StartExecution"}
 #: Lambda's SQS poller: one ReceiveMessage and one DeleteMessageBatch per batch delivered.
 POLLER_REQUESTS_PER_BATCH = 2
 STREAM_BATCH = 100
@@ -78,6 +86,7 @@ class Workload:
     first_due: timedelta     # the first task's due time after the start
     spread: timedelta        # the last task's due time after the first
     functions: frozenset[str]  # the handlers whose invocations the tasks cost
+    action: str = "email"    # the tasks' action type
 
 
 PATH_FUNCTIONS = frozenset({"task_stream", "task_executor", "due_dead_letter"})
@@ -87,6 +96,8 @@ WORKLOADS = (
     Workload("interval", "interval", timedelta(minutes=2), timedelta(minutes=10),
              PATH_FUNCTIONS | {"interval_processor"}),
     Workload("lazy", "lazy", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
+    *(Workload(f"exact via SQS delay, {action} action", "exact", timedelta(minutes=2), timedelta(minutes=10),
+               PATH_FUNCTIONS, action) for action in ("lambda", "eventbridge", "stepfunctions")),
 )
 
 
@@ -335,13 +346,49 @@ def memory_sizes(stage_name: str = "prod") -> dict[str, int]:
     return sizes
 
 
-def _item(workload: Workload, i: int, n: int, start: Any, settings: Any) -> dict[str, Any]:
+def _item(workload: Workload, i: int, n: int, start: Any, settings: Any, targets: SampleTargets) -> dict[str, Any]:
     step = workload.spread / max(1, n - 1)
     fraction = timedelta(seconds=round((i * 0.37) % 1, 3))  # due at arbitrary fractions of a second
     due = start + workload.first_due + step * i + fraction
     return {"PK": f"{_prefix(workload)}{i}", "SK": "TASK", "strategy": workload.strategy,
-            settings.due_attribute: due.isoformat(),
-            "action": {"type": "email", "to": "ada@example.com", "subject": _subject(workload, i), "body": "p4"}}
+            settings.due_attribute: due.isoformat(), "action": _action(workload, i, targets)}
+
+
+def _action(workload: Workload, i: int, targets: SampleTargets) -> dict[str, Any]:
+    """The task's action: the workload's type, its JSON naming the task (``_subject``) as an email's subject does."""
+    named = {"subject": _subject(workload, i)}
+    actions: dict[str, dict[str, Any]] = {
+        "email": {"type": "email", "to": "ada@example.com", "subject": _subject(workload, i), "body": "p4"},
+        "lambda": {"type": "lambda", "function_arn": targets.function_arn, "payload": named},
+        "eventbridge": {"type": "eventbridge", "event_bus_arn": targets.bus_arn, "source": "bench.p4",
+                        "detail_type": "p4", "detail": named},
+        "stepfunctions": {"type": "stepfunctions", "state_machine_arn": targets.machine_arn, "input": named},
+    }
+    return actions[workload.action]
+
+
+class Delivered:
+    """The tasks (their ``_subject``) each downstream action call named, read from the app's calls."""
+
+    def __init__(self) -> None:
+        self.subjects: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def attach(self, clients: Clients) -> Delivered:
+        clients.lambda_.meta.events.register("provide-client-params.lambda.Invoke", self._note)
+        clients.events.meta.events.register("provide-client-params.events.PutEvents", self._note)
+        clients.stepfunctions.meta.events.register("provide-client-params.states.StartExecution", self._note)
+        return self
+
+    def _note(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "Invoke":
+            named = json.loads(params["Payload"])["payload"]
+        elif model.name == "PutEvents":
+            named = json.loads(params["Entries"][0]["Detail"])
+        else:
+            named = json.loads(params["input"])
+        with self._lock:
+            self.subjects[str(named.get("subject"))] += 1
 
 
 def _prefix(workload: Workload) -> str:
@@ -389,6 +436,9 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
 
     results = []
     with task_stage.stage() as stage, counted_logs(stage_log_level()) as logs:
+        targets = provision_sample_targets(stage.setup)
+        stage.settings = replace(stage.settings, task_action_target_arns=(
+            targets.function_arn, targets.bus_arn, targets.machine_arn))
         clock = FakeClock()
         # The processor has been running: its first run does not look back an hour.
         interval.save_progress(Deps(settings=stage.settings, clients=stage.setup, clock=clock, metrics=quiet()),
@@ -404,6 +454,7 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
                                     else timedelta(days=1))
             clients = Clients(stage.settings, session=stage.setup.session)
             meter.counter = CallCounter().attach(*task_stage.build_all(clients))
+            delivered = Delivered().attach(clients)
             meter.capacity = Capacity(stage.setup.dynamodb).attach(clients.dynamodb)
             meter.invocations = Invocations()
             app_module.container.use(Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep,
@@ -412,10 +463,14 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
                 start = clock.now
                 for i in range(n):
                     stage.setup.dynamodb.put_item(TableName=stage.settings.tasks_table,
-                                                  Item=ddb.serialize(_item(workload, i, n, start, stage.settings)))
+                                                  Item=ddb.serialize(_item(workload, i, n, start, stage.settings,
+                                                                           targets)))
                 subjects = frozenset(_subject(workload, i) for i in range(n))
 
-                def executed(subjects: frozenset[str] = subjects) -> Counter[str]:
+                def executed(subjects: frozenset[str] = subjects, workload: Workload = workload,
+                             delivered: Delivered = delivered) -> Counter[str]:
+                    if workload.action != "email":
+                        return Counter({s: c for s, c in delivered.subjects.items() if s in subjects})
                     return Counter(str(m.subject) for m in emails_sent() if str(m.subject) in subjects)
 
                 sim.run(until=lambda: len(executed()) == n,
@@ -490,7 +545,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         key="P4", title=f"cost per executed task, end to end ({n} tasks per strategy), against seed 001's design",
         columns=["strategy / path", "tasks", "ran once", "AWS calls/task", "executor calls/task",
                  "stream records/task", "Lambda invocations/task", "write units/task", "read units/task",
-                 "$ per million tasks", "vs seed"])
+                 "$ per million tasks", "vs seed", "action's own $ per million (apart)"])
     figures: dict[str, Any] = {"tasks": n, "call_seconds": CALL_SECONDS, "prices": prices.table(), "workloads": {},
                                "log_level": stage_log_level()}
     measured = measure(WORKLOADS, n)
@@ -502,7 +557,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         executor = sum(m.invocations.calls.get("task_executor", Counter()).values()) / n
         section.rows.append([workload.name, n, once, m.calls_per_task(), executor, m.stream_records / n,
                              usage.lambda_requests, usage.write_units, usage.read_units, dollars,
-                             dollars / seed_dollars])
+                             dollars / seed_dollars, prices.action_per_million(workload.action)])
         calls = m.calls()
         figures["workloads"][workload.name] = {
             "tasks": n, "executed_once": once, "executed_twice_or_more": sum(1 for c in m.executed.values() if c > 1),
@@ -511,7 +566,8 @@ def run(scale: Scale, plots: Path) -> list[Section]:
             "billed_seconds": dict(m.invocations.billed_seconds), "stream_records": m.stream_records,
             "schedules_fired": m.schedules_fired, "usage_per_task": usage.as_dict(),
             "log_bytes_per_task": usage.log_bytes, "record_bytes": m.record_bytes, "record_days": m.record_days,
-            "dollars_per_task": prices.cost(usage), "dollars_per_million": dollars}
+            "dollars_per_task": prices.cost(usage), "dollars_per_million": dollars, "action": workload.action,
+            "action_dollars_per_million": prices.action_per_million(workload.action)}
         section.notes.append(f"{workload.name}, calls per task: " + ", ".join(
             f"{op.split(':')[1]} {c / n:.2f}" for op, c in calls.most_common()))
         if workload.name in TARGET_CALLS:
@@ -530,12 +586,15 @@ def run(scale: Scale, plots: Path) -> list[Section]:
                                   batched, TARGET_EXECUTOR_BATCHED))
     section.rows.append(["seed 001 (CreateSchedule + Scheduler invokes the target)", n, "n/a",
                          float(SEED_CALLS_PER_TASK), 0.0, float(SEED_STREAM_RECORDS_PER_TASK),
-                         seed.lambda_requests, 0.0, 0.0, seed_dollars, 1.0])
+                         seed.lambda_requests, 0.0, 0.0, seed_dollars, 1.0, prices.action_per_million("email")])
     figures["seed"] = {"usage_per_task": seed.as_dict(), "dollars_per_task": prices.cost(seed),
                        "dollars_per_million": seed_dollars, "calls_per_task": SEED_CALLS_PER_TASK}
     section.figures = figures
     section.notes.append(
-        f"calls include the action (one SendEmail); dollars exclude it; Lambda duration = calls x "
+        f"calls include the action (one SendEmail, Invoke, PutEvents or StartExecution); dollars exclude it, its "
+        "own price per execution is the last column (SES $0.10 per 1,000 emails; a Lambda request, the function's "
+        "duration being yours; an EventBridge event; a Step Functions Standard state transition per state run); "
+        f"Lambda duration = calls x "
         f"{CALL_SECONDS * 1000:.0f} ms + waits, at the functions' memory; tasks due "
         "a few seconds apart (batches of one message), written in one burst by another program (stream batches "
         "of up to 100; an API task's record adds write units to the same transaction, not calls); "

@@ -65,7 +65,7 @@ def stage(**changes: Any) -> Iterator[Stage]:
     """moto, provisioned as ``make deploy`` provisions AWS; ``changes`` override settings."""
     moto_corrections.install()
     moto_speed.install()
-    with mock_aws():
+    with mock_aws(config={"lambda": {"use_docker": False}}):  # the lambda action's functions: invoked, never run
         settings = Settings.from_env()
         setup = Clients(settings)
         environment = provision(setup, settings).environment
@@ -88,7 +88,8 @@ def new_container() -> None:
 
 def build_all(clients: Clients) -> list[Any]:
     """Every client the app builds (lazily, on first use), built now: the bench hooks each one."""
-    return [clients.dynamodb, clients.sqs, clients.sns, clients.ses, clients.scheduler]
+    return [clients.dynamodb, clients.sqs, clients.sns, clients.ses, clients.scheduler, clients.lambda_,
+            clients.events, clients.stepfunctions]
 
 
 def empty_queue(settings: Settings, name: str) -> None:

@@ -26,10 +26,13 @@ from chalicelib.settings import Settings
 if TYPE_CHECKING:
     from botocore.config import _RetryDict
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sesv2 import SESV2Client
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_stepfunctions import SFNClient
 
 Clock = Callable[[], datetime]
 Sleep = Callable[[float], None]
@@ -100,6 +103,22 @@ class Clients:
     @cached_property
     def scheduler(self) -> EventBridgeSchedulerClient:
         client: EventBridgeSchedulerClient = self._make("scheduler")
+        return client
+
+    # The task actions' targets (chalicelib/tasks/actions.py): lambda, eventbridge and stepfunctions.
+    @cached_property
+    def lambda_(self) -> LambdaClient:
+        client: LambdaClient = self._make("lambda")
+        return client
+
+    @cached_property
+    def events(self) -> EventBridgeClient:
+        client: EventBridgeClient = self._make("events")
+        return client
+
+    @cached_property
+    def stepfunctions(self) -> SFNClient:
+        client: SFNClient = self._make("stepfunctions")
         return client
 
     @cached_property

@@ -84,13 +84,25 @@ STATE_TTL_ATTRIBUTE = "expires_at"
 # provisioning and the CloudFormation template make exactly these (tests/deploy/test_own_targets.py).
 OWN_QUEUES = ("due_queue", "due_dlq", "task_dlq", "scheduler_dlq", "backup_monitor_queue", "backup_monitor_dlq")
 OWN_TOPICS = ("alert_topic",)
+# The app's own Lambda functions, refused as ``lambda`` action targets the same way: Chalice names a stage's
+# functions <APP_NAME>-<stage> (the API handler) and <APP_NAME>-<stage>-<name> (.chalice/config.json's app_name),
+# so two name patterns cover every one, a task source's stream function included (Settings.own_functions).
+APP_NAME = "timekeeper"
+# The event buses the stage provisions (as Settings attributes holding their names), refused as ``eventbridge``
+# targets: none. backup_trigger's rule is a schedule on the default bus, which no PutEvents entry can fire.
+OWN_BUSES: tuple[str, ...] = ()
 
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _QUEUE_URL = re.compile(r"^(?:https?://[^\s/]+/[0-9]{12}/[A-Za-z0-9_-]{1,80})?$")
 _ARN = re.compile(r"^arn:aws[a-zA-Z-]*:[a-z0-9-]+:[a-z0-9-]*:\d{12}:.+$")
-# An SQS queue or SNS topic ARN, IAM wildcards allowed in region, account and name.
-ACTION_TARGET_ARN = re.compile(r"arn:aws[a-zA-Z-]*:(?:sqs|sns):[a-z0-9*?-]+:[0-9*?]{1,12}:[A-Za-z0-9_.*?-]{1,256}")
+# An SQS queue, SNS topic, Lambda function (or alias / version), EventBridge bus or Step Functions state machine
+# ARN, IAM wildcards allowed in region, account and name.
+ACTION_TARGET_ARN = re.compile(
+    r"arn:aws[a-zA-Z-]*:(?:(?:sqs|sns):[a-z0-9*?-]+:[0-9*?]{1,12}:[A-Za-z0-9_.*?-]{1,256}"
+    r"|lambda:[a-z0-9*?-]+:[0-9*?]{1,12}:function:[A-Za-z0-9_*?-]{1,140}(?::[A-Za-z0-9_$*?-]{1,128})?"
+    r"|events:[a-z0-9*?-]+:[0-9*?]{1,12}:event-bus/[A-Za-z0-9_./*?-]{1,256}"
+    r"|states:[a-z0-9*?-]+:[0-9*?]{1,12}:stateMachine:[A-Za-z0-9_*?-]{1,80})")
 _BACKUP_PREFIX = re.compile(r"(?:[A-Za-z0-9_.-]{1,100})?")
 
 
@@ -173,7 +185,8 @@ def _action_targets(value: str, env: _Reader) -> tuple[str, ...]:
     targets = [t.strip() for t in value.split(",") if t.strip()]
     for target in targets:
         if not ACTION_TARGET_ARN.fullmatch(target):
-            raise ValueError(f"{target!r} is not an SQS queue or SNS topic ARN")
+            raise ValueError(f"{target!r} is not an SQS queue, SNS topic, Lambda function, EventBridge bus or "
+                             "Step Functions state machine ARN")
     return tuple(dict.fromkeys(targets))
 
 
@@ -497,10 +510,13 @@ class Settings:
     api_throttle_burst: int = setting("API_THROTTLE_BURST", "100",
         "Deployed stages: requests API Gateway lets through at once (bucket size).", integer(1, 5000))
     task_action_target_arns: tuple[str, ...] = setting("TASK_ACTION_TARGET_ARNS", "",
-        "Comma-separated SQS queue / SNS topic ARNs (IAM wildcards `*` and `?` allowed) that tasks' sqs and "
-        "sns actions may send to: the API refuses others (400), the stream dead-letters items naming others, "
-        "the executor refuses them, and task_executor's IAM policy grants exactly these. Empty: none.",
-        Parse(_action_targets, "expected comma-separated SQS queue / SNS topic ARNs"))
+        "Comma-separated SQS queue, SNS topic, Lambda function, EventBridge bus and Step Functions state "
+        "machine ARNs (IAM wildcards `*` and `?` allowed) that tasks' sqs, sns, lambda, eventbridge and "
+        "stepfunctions actions may call: the API refuses others (400), the stream dead-letters items naming "
+        "others, the executor refuses them, and task_executor's IAM policy grants exactly these. The app's own "
+        "queues, topics and functions are refused even when listed. Empty: none.",
+        Parse(_action_targets, "expected comma-separated SQS queue / SNS topic / Lambda function / EventBridge "
+                               "bus / Step Functions state machine ARNs"))
     task_webhook_origins: tuple[str, ...] = setting("TASK_WEBHOOK_ORIGINS", "",
         "Comma-separated origins (`https://host[:port]`) tasks' webhook actions may POST to: the API refuses "
         "others (400), the stream dead-letters items naming others, the executor refuses them. Empty: none.",
@@ -548,6 +564,16 @@ class Settings:
     def own_topics(self) -> tuple[str, ...]:
         """The names of the topics the stage provisions (OWN_TOPICS)."""
         return tuple(dict.fromkeys(str(getattr(self, name)) for name in OWN_TOPICS))
+
+    def own_functions(self) -> tuple[str, ...]:
+        """The names of the stage's Lambda functions as IAM name patterns (APP_NAME): the API handler's, with
+        any qualifier, and every other one's (``<app>-<stage>-*``, which covers their qualifiers too)."""
+        prefix = f"{APP_NAME}-{self.stage}"
+        return (prefix, f"{prefix}:*", f"{prefix}-*")
+
+    def own_buses(self) -> tuple[str, ...]:
+        """The names of the event buses the stage provisions (OWN_BUSES)."""
+        return tuple(dict.fromkeys(str(getattr(self, name)) for name in OWN_BUSES))
 
     def source(self, name: str) -> TaskSource | None:
         """The declared task source ``name`` (None: no such source)."""

@@ -17,7 +17,10 @@ watches and how an item of it becomes a task (docs/task-sources.md)::
 - ``ttl_attribute`` (lazy, required): the table's TTL attribute (epoch seconds).
 - ``action``: ``{"type", <its fields>}`` as for API tasks, each field a
   template: ``{name}`` is replaced by the item's attribute ``name`` (``{{`` and
-  ``}}`` are braces).  Default: an email to ``{email}`` with the stage's subject
+  ``}}`` are braces).  A JSON field (a lambda payload, an eventbridge detail, a
+  stepfunctions input) is a JSON object whose strings are templates; a string
+  that is exactly one ``{name}`` takes the attribute's value as it is (a number,
+  a map, a list).  Default: an email to ``{email}`` with the stage's subject
   and body.
 - ``recurrence`` / ``timezone``: rate(...) or cron(...) and its IANA zone.
 - interval only: ``bucket_index`` (the user's GSI, hash key = the bucket),
@@ -84,7 +87,7 @@ class TaskSource:
     strategy: str = "exact"
     due_attribute: str | None = None
     ttl_attribute: str | None = None
-    action: dict[str, str] | None = field(default=None, hash=False)  # templates; None: the default email
+    action: dict[str, Any] | None = field(default=None, hash=False)  # templates; None: the default email
     recurrence: str | None = None
     timezone: str | None = None
     bucket_index: str | None = None
@@ -156,6 +159,34 @@ def render(template: str, item: dict[str, Any]) -> str:
             raise MissingAttribute(name)
         return _text_of(item[name])
     return TEMPLATE_PART.sub(replace, template)
+
+
+def render_value(template: Any, item: dict[str, Any]) -> Any:
+    """A JSON field's template rendered: each string as ``render`` does, except a string that is exactly one
+    ``{name}``, which takes the attribute's value itself; objects and lists member by member."""
+    if isinstance(template, str):
+        match = TEMPLATE_PART.fullmatch(template)
+        if match and match.group(1):
+            if item.get(match.group(1)) is None:
+                raise MissingAttribute(match.group(1))
+            return item[match.group(1)]
+        return render(template, item)
+    if isinstance(template, dict):
+        return {key: render_value(value, item) for key, value in template.items()}
+    if isinstance(template, list):
+        return [render_value(value, item) for value in template]
+    return template
+
+
+def _json_template_names(template: Any) -> list[str]:
+    """The attribute names a JSON field's template refers to (its strings'); ValueError for a bad one."""
+    if isinstance(template, str):
+        return template_names(template)
+    if isinstance(template, dict):
+        return [name for value in template.values() for name in _json_template_names(value)]
+    if isinstance(template, list):
+        return [name for value in template for name in _json_template_names(value)]
+    return []
 
 
 # --- parsing ------------------------------------------------------------------------------------------
@@ -319,8 +350,8 @@ def _check_bucket_format(name: str, fmt: str, minutes: int) -> None:
                               "hour and minute)")
 
 
-def _action(name: str, spec: Any) -> dict[str, str] | None:
-    from chalicelib.tasks.actions import ACTIONS  # imports nothing of the model or the settings at run time
+def _action(name: str, spec: Any) -> dict[str, Any] | None:
+    from chalicelib.tasks.actions import ACTIONS, JsonObject  # imports nothing of the model or settings at run time
 
     if spec is None:
         return None
@@ -330,12 +361,15 @@ def _action(name: str, spec: Any) -> dict[str, str] | None:
     action = ACTIONS.get(kind) if isinstance(kind, str) else None
     if action is None:
         raise SourceError(name, "action.type", f"must be one of {', '.join(ACTIONS)}, got {kind!r}")
-    clean = {"type": str(kind)}
+    clean: dict[str, Any] = {"type": str(kind)}
     for field_name in sorted(spec):
         if field_name != "type" and field_name not in action.fields:
             raise SourceError(name, f"action.{field_name}", f"is not a field of a {kind} action")
     for field_name, check in action.fields.items():
         value = spec.get(field_name)
+        if isinstance(check, JsonObject):
+            clean[field_name] = _json_field(name, field_name, value, check)
+            continue
         if not isinstance(value, str) or not value.strip():
             raise SourceError(name, f"action.{field_name}", "is required: a non-empty string (a template)")
         try:
@@ -348,3 +382,18 @@ def _action(name: str, spec: Any) -> dict[str, str] | None:
                 raise SourceError(name, f"action.{field_name}", problem)
         clean[field_name] = value
     return clean
+
+
+def _json_field(name: str, field_name: str, value: Any, check: Any) -> Any:
+    """A JSON field's template: an object whose strings are templates (checked whole now when it names no
+    attribute, else at each item)."""
+    if not isinstance(value, dict):
+        raise SourceError(name, f"action.{field_name}", "is required: a JSON object (its strings templates)")
+    try:
+        names = _json_template_names(value)
+    except ValueError as exc:
+        raise SourceError(name, f"action.{field_name}", str(exc)) from exc
+    problem = check(render_value(value, {})) if not names else check(value)
+    if problem:
+        raise SourceError(name, f"action.{field_name}", problem)
+    return value

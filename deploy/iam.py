@@ -23,14 +23,17 @@ restore) and ``backup_monitor`` (it finishes one) when the stage selects tables:
 on the selection's tables and backups, and on the target names RESTORE_TARGET_PATTERN
 allows for them (``restore_selection``).
 
-The queues and topics tasks' ``sqs`` and ``sns`` actions may send to are the
+The queues, topics, functions, buses and state machines tasks' ``sqs``, ``sns``,
+``lambda``, ``eventbridge`` and ``stepfunctions`` actions may call are the
 stage setting TASK_ACTION_TARGET_ARNS (chalicelib/settings.py): ``task_executor``
-is granted exactly those, and the API, the stream scheduler and the executor
+is granted exactly those (sqs:SendMessage, sns:Publish, lambda:InvokeFunction,
+events:PutEvents, states:StartExecution), and the API, the stream scheduler and the executor
 refuse any other (chalicelib/tasks/actions.py ``target_refusal``), so what the
 API accepts is what IAM allows. The app's own queues and topics (settings.OWN_QUEUES,
 OWN_TOPICS), which the app refuses as targets, are also denied to ``task_executor``
 by an explicit Deny, except those its own code sends to (the due queue, TASK_DLQ,
-the alert topic): a wildcard among the targets cannot reach the others. The
+the alert topic): a wildcard among the targets cannot reach the others. So are the
+app's own functions (settings.APP_NAME's <app>-<stage> names) and buses (OWN_BUSES). The
 webhook signing secrets it may read are TASK_WEBHOOK_SECRETS, by name.
 """
 
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.backups.verify_rules import restore_prefix
-from chalicelib.settings import Settings
+from chalicelib.settings import APP_NAME, Settings
 from chalicelib.sources import TaskSource, written_attributes
 from chalicelib.tasks.items import STATUS_INDEX
 from deploy.event_sources import Option
@@ -92,7 +95,7 @@ def alert_topic_name(settings: Settings) -> str:
     return settings.alert_topic
 
 
-def function_name_prefix(settings: Settings, app_name: str = "timekeeper") -> str:
+def function_name_prefix(settings: Settings, app_name: str = APP_NAME) -> str:
     """Chalice names a stage's functions <app>-<stage> (the API handler) and <app>-<stage>-<name>."""
     return f"{app_name}-{settings.stage}"
 
@@ -325,8 +328,12 @@ class _Builder:
             return {r for st in statements if st["Effect"] == "Allow" and action in st["Action"] for r in st["Resource"]}
         queues = [q for q in map(self.queue, self.settings.own_queues()) if q not in used("sqs:SendMessage")]
         topics = [t for t in map(self.topic, self.settings.own_topics()) if t not in used("sns:Publish")]
+        functions = [self.where.arn("lambda", f"function:{name}") for name in self.settings.own_functions()]
+        buses = [self.where.arn("events", f"event-bus/{name}") for name in self.settings.own_buses()]
         return [*([_statement("DenyOwnQueues", ["sqs:SendMessage"], queues, effect="Deny")] if queues else []),
-                *([_statement("DenyOwnTopics", ["sns:Publish"], topics, effect="Deny")] if topics else [])]
+                *([_statement("DenyOwnTopics", ["sns:Publish"], topics, effect="Deny")] if topics else []),
+                _statement("DenyOwnFunctions", ["lambda:InvokeFunction"], functions, effect="Deny"),
+                *([_statement("DenyOwnBuses", ["events:PutEvents"], buses, effect="Deny")] if buses else [])]
 
 
 def function_policies(settings: Settings, where: Account, action_targets: Sequence[str] = (),
@@ -343,6 +350,9 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
     targets = list(dict.fromkeys([*s.task_action_target_arns, *action_targets]))
     queues = [arn for arn in targets if ":sqs:" in arn]
     topics = [arn for arn in targets if ":sns:" in arn]
+    functions = [arn for arn in targets if ":lambda:" in arn]
+    buses = [arn for arn in targets if ":events:" in arn]
+    machines = [arn for arn in targets if ":states:" in arn]
     start_backups = [
         *b.backups(),
         b.send("SendToMonitorQueue", s.backup_monitor_queue),
@@ -417,6 +427,9 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             *([_statement("TaskActionQueues", ["sqs:SendMessage"], queues)] if queues else []),
             *([_statement("TaskActionTopics", ["sns:Publish"], topics)] if topics else []),
             *b.webhook_secrets(),
+            *([_statement("TaskActionFunctions", ["lambda:InvokeFunction"], functions)] if functions else []),
+            *([_statement("TaskActionBuses", ["events:PutEvents"], buses)] if buses else []),
+            *([_statement("TaskActionStateMachines", ["states:StartExecution"], machines)] if machines else []),
             *b.deny_other_own_targets(executor),
         ],
         "due_dead_letter": [

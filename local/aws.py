@@ -44,6 +44,11 @@ class MotoServer:
         self._server.start()
         self.host, self.port = self._server.get_host_and_port()
         self._running = True
+        # Lambda without docker: a function is invoked (the lambda action's asynchronous Invoke), never run.
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/config", method="POST",
+                                         data=json.dumps({"lambda": {"use_docker": False}}).encode())
+        with urllib.request.urlopen(request, timeout=10):
+            pass
         return self
 
     @property

@@ -11,6 +11,9 @@
    email) put with plain boto3 into the tasks table: ten emails;
 4. one task cancelled with DELETE /tasks/{id}: it never sends its email;
 5. one webhook task POSTing to the local receiver (local/webhook_receiver.py): one signed request, DONE.
+6. one task of each downstream action (lambda, eventbridge, stepfunctions) on the sample
+   targets make run provisions (local/sample_targets.py), due with the tasks of 2: each
+   DONE, the event read back from the bus's queue, the execution found by its name.
 
 Emails are read back from moto's SES (/moto-api/data.json).  Everything is
 driven from outside: HTTP to the API, boto3 to moto's endpoint.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import sys
 import threading
@@ -232,6 +236,40 @@ def webhook_task(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:
     return f"POST {receiver.origin}/demo: signature verified, Idempotency-Key {got[0].key}, status DONE"
 
 
+def downstream(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:
+    targets = demo.stage.targets
+    assert targets is not None, "make run provisioned no sample targets"
+    due = datetime.now(UTC) + lead
+    actions = {
+        "lambda": {"type": "lambda", "function_arn": targets.function_arn, "payload": {"demo": tag}},
+        "eventbridge": {"type": "eventbridge", "event_bus_arn": targets.bus_arn, "source": "timekeeper.demo",
+                        "detail_type": "Demo task due", "detail": {"demo": tag}},
+        "stepfunctions": {"type": "stepfunctions", "state_machine_arn": targets.machine_arn, "input": {"demo": tag}},
+    }
+    ids = {}
+    for kind, action in actions.items():
+        created = demo.api.post("/tasks", {"id": f"{kind}-{tag}", "run_at": _iso(due), "action": action})
+        assert created.status == 201, f"POST /tasks ({kind}): {created.status} {created.body}"
+        ids[kind] = str(created.body["id"])
+
+    def shown() -> dict[str, dict[str, Any]] | None:
+        tasks = {kind: demo.api.get(f"/tasks/{i}").body for kind, i in ids.items()}
+        return tasks if all(t.get("status") == "DONE" for t in tasks.values()) else None
+    done = wait_until(shown, demo.left(), "the downstream tasks to show DONE", 0.5)
+    sqs = boto3.client("sqs", endpoint_url=demo.endpoint)
+    bodies = [json.loads(m["Body"]) for m in sqs.receive_message(
+        QueueUrl=targets.events_queue_url, MaxNumberOfMessages=10).get("Messages", [])]
+    events = [e for e in bodies if e.get("detail") == {"demo": tag}]
+    assert len(events) == 1, f"one event on {targets.bus_arn} for this demo, got {len(events)}"
+    execution = done["stepfunctions"]["last_result"]["execution_arn"]
+    sfn = boto3.client("stepfunctions", endpoint_url=demo.endpoint)
+    started = sfn.list_executions(stateMachineArn=targets.machine_arn)["executions"]
+    assert [e["executionArn"] for e in started].count(execution) == 1, f"execution {execution} not started once"
+    return (f"lambda invoked (request {done['lambda']['last_result']['request_id'][:8]}...), "
+            f"eventbridge 1 event on {targets.bus_arn.rsplit('/', 1)[-1]}, "
+            f"stepfunctions execution {execution.rsplit(':', 1)[-1]}: all DONE")
+
+
 def print_summary(demo: Demo, out: Callable[[str], None]) -> None:
     width = max(len(s.name) for s in demo.steps)
     out("")
@@ -251,7 +289,7 @@ def demo_for(stage: LocalStage) -> Demo:
 
 
 def demo_flows(timing: DemoTiming = DemoTiming(), tag: str | None = None) -> list[Flow]:
-    """The five flows of `make demo`, each tagged so that it reads back only its own emails."""
+    """The six flows of `make demo`, each tagged so that it reads back only its own emails and events."""
     mark = tag or uuid.uuid4().hex[:6]
     return [
         ("1 backups + retention", backups),
@@ -259,6 +297,7 @@ def demo_flows(timing: DemoTiming = DemoTiming(), tag: str | None = None) -> lis
         ("3 seed write (boto3)", lambda demo: seed(demo, mark, timing.seed_lead)),
         ("4 cancelled task", lambda demo: cancelled(demo, mark, timing.cancel_lead, timing.cancel_margin)),
         ("5 webhook task", lambda demo: webhook_task(demo, mark, timing.task_lead)),
+        ("6 downstream actions", lambda demo: downstream(demo, mark, timing.task_lead)),
     ]
 
 

@@ -38,6 +38,7 @@ from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_conf
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
 from local.sample_sources import SourceTable, provision_sources
+from local.sample_targets import SampleTargets, provision_sample_targets
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
 from local.webhook_receiver import WebhookReceiver
@@ -235,6 +236,7 @@ class LocalStage:
     log_level: int | None = None  # the shared logger's level before app.py set the stage's (restored on stop)
     run_file: Path | None = None  # where make run wrote its environment for chalice local (removed on stop)
     webhook: WebhookReceiver | None = None  # the receiver of the stage's webhook tasks
+    targets: SampleTargets | None = None  # the sample lambda, eventbridge and stepfunctions targets
 
     @property
     def app(self) -> Chalice:
@@ -254,6 +256,8 @@ class LocalStage:
         text = (self.runtime.banner(self.moto.endpoint)
                 + f"\n  provisioned {made} resources with deploy.provision (sample tables: {', '.join(SAMPLE_TABLES)})")
         text += "\n" + self.settings_text()
+        if self.targets is not None:
+            text += "\n" + self.targets.banner_line()
         if self.environment.get("API_AUTH") == "token":
             text += ("\n  API auth   every route but /health and /openapi.json needs: Authorization: Bearer "
                      f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
@@ -349,6 +353,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
         clients.ssm.put_parameter(Name=LOCAL_WEBHOOK_SECRET.partition(":")[2], Value=webhook_secret,
                                   Type="SecureString", Overwrite=True)
+        targets = provision_sample_targets(clients)
         tables = provision_sources(clients, settings.task_sources)  # the samples' and the user's own
         if tables:
             provisioned.environment["TASK_SOURCE_STREAMS"] = json.dumps(
@@ -383,4 +388,4 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
                       effective=effective, sources=source_lines(settings.task_sources, tables), log_level=log_level,
-                      run_file=run_file, webhook=receiver)
+                      run_file=run_file, webhook=receiver, targets=targets)

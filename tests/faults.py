@@ -20,6 +20,9 @@ kind           what the app sees
 ``crash``      the worker dies before the call (``WorkerCrash``, a
                BaseException no ``except Exception`` catches)
 ``crash_after``the call IS applied, then the worker dies
+``answer``     the call is not applied; the app sees ``answer`` as its response
+               (a partial failure a service reports in a successful answer:
+               PutEvents' failed entry)
 =============  ===============================================================
 
 ``Faults.chaos`` arms faults at random (seeded) for soak tests: throttling that
@@ -43,7 +46,7 @@ from moto.core.models import botocore_stubber
 
 from chalicelib.aws import Clients
 
-Kind = Literal["error", "lost", "retried", "crash", "crash_after"]
+Kind = Literal["error", "lost", "retried", "crash", "crash_after", "answer"]
 Match = Callable[[Mapping[str, Any]], bool]
 
 
@@ -59,6 +62,7 @@ class Fault:
     times: int = 1          # how many matching calls in a row it hits
     code: str = "InternalServerError"
     match: Match | None = None
+    answer: dict[str, Any] | None = None  # kind "answer": the response the app sees
     seen: int = 0           # matching calls so far
     hits: int = 0
 
@@ -104,15 +108,26 @@ class Faults:
     def __post_init__(self) -> None:
         for client in (self.clients.dynamodb, self.clients.dynamodb_unretried, self.clients.sqs, self.clients.sns,
                        self.clients.ses, self.clients.scheduler):
-            events = client.meta.events
-            events.register("before-parameter-build", self._keep_params)
-            events.register_first("before-call", self._before_call)
-            events.register_first("before-send", self._before_send)
-            events.register_last("before-send", self._after_before_send)
+            self._hook(client.meta.events)
+        # The downstream actions' clients, hooked on the session when not built yet (botocore copies a session's
+        # hooks into a client it builds, per service): most tests never build them, and building costs time.
+        for attribute, service in (("lambda_", "lambda"), ("events", "eventbridge"), ("stepfunctions", "sfn")):
+            built = self.clients.__dict__.get(attribute)
+            if built is not None:
+                self._hook(built.meta.events)
+            else:
+                self._hook(self.clients.session.events, f".{service}")
+
+    def _hook(self, events: Any, scope: str = "") -> None:
+        events.register(f"before-parameter-build{scope}", self._keep_params)
+        events.register_first(f"before-call{scope}", self._before_call)
+        events.register_first(f"before-send{scope}", self._before_send)
+        events.register_last(f"before-send{scope}", self._after_before_send)
 
     def inject(self, operation: str, kind: Kind, occurrence: int = 1, times: int = 1,
-               code: str = "InternalServerError", match: Match | None = None) -> Fault:
-        fault = Fault(operation, kind, occurrence, times, code, match)
+               code: str = "InternalServerError", match: Match | None = None,
+               answer: dict[str, Any] | None = None) -> Fault:
+        fault = Fault(operation, kind, occurrence, times, code, match, answer)
         self.faults.append(fault)
         return fault
 
@@ -143,6 +158,9 @@ class Faults:
         self.calls[operation] += 1
         params: Mapping[str, Any] = context.get("faults_params", {})
         hit = [fault for fault in self.faults if fault.operation == operation and fault.hit(params)]
+        if hit and hit[0].kind == "answer":
+            self.injected["answer"] += 1
+            return _Raw(200), {**(hit[0].answer or {}), "ResponseMetadata": {"HTTPStatusCode": 200}}
         if hit:
             return self._apply(hit[0].kind, hit[0].code, operation, model, context)
         if self._rng is not None:

@@ -112,7 +112,7 @@ def moto_aws(clock: FakeClock | None = None) -> Iterator[Aws]:
     moto_corrections.install()
     moto_speed.uninstall()  # installed in this process if this xdist worker ran an e2e test before
     stamped = moto_corrections.backups_stamped_by(clock) if clock is not None else contextlib.nullcontext()
-    with mock_aws(), stamped:
+    with mock_aws(config={"lambda": {"use_docker": False}}), stamped:  # Lambda functions are invoked, never run
         settings = Settings.from_env()
         clients = Clients(settings)
         RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy

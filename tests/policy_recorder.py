@@ -149,7 +149,8 @@ def _current_test() -> str:
 def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for key in ("TableName", "IndexName", "BackupArn", "ResourceArn", "QueueUrl", "QueueName", "TopicArn",
-                "TargetArn", "FromEmailAddress", "Name", "GroupName", "SecretId"):
+                "TargetArn", "FromEmailAddress", "Name", "GroupName", "SecretId", "FunctionName",
+                "stateMachineArn"):
         if isinstance(params.get(key), str):
             out.append((key, params[key]))
     if isinstance(params.get("Key"), dict) and isinstance(params.get("TableName"), str):
@@ -167,6 +168,9 @@ def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     for item in params.get("TransactItems", []) or []:
         for kind, spec in item.items():
             out.append((f"Transact{kind}", spec.get("TableName", "")))
+    for entry in params.get("Entries", []) or []:  # events.PutEvents: each entry's bus
+        if isinstance(entry, dict) and isinstance(entry.get("EventBusName"), str):
+            out.append(("EventBusName", entry["EventBusName"]))
     target = params.get("Target")
     if isinstance(target, dict) and isinstance(target.get("RoleArn"), str):
         out.append(("RoleArn", target["RoleArn"]))
@@ -232,6 +236,12 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
             return [Request(action, "*")]
         # SES authorizes the address's identity or, when only the domain is verified, the domain's.
         return [Request(action, arn("ses", f"identity/{sender}"))]
+    if call.service == "lambda" and call.operation == "Invoke":  # by ARN (the actions name their function so)
+        return [Request("lambda:InvokeFunction", params.get("FunctionName", "*"))]
+    if call.service == "events" and call.operation == "PutEvents":
+        return [Request(action, bus) for k, bus in call.params if k == "EventBusName"] or [Request(action, "*")]
+    if call.service == "states" and "stateMachineArn" in params:
+        return [Request(action, params["stateMachineArn"])]
     if call.service == "scheduler" and "Name" in params:
         group = params.get("GroupName", "default")
         out = [Request(action, arn("scheduler", f"schedule/{group}/{params['Name']}"))]
@@ -301,7 +311,9 @@ def denied(policy: Callable[[Call], Mapping[str, Any]] | Mapping[str, Any], call
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account
 # In the tests, task actions send to queues and topics the tests create; on a stage, to TASK_ACTION_TARGET_ARNS.
-TEST_ACTION_TARGETS = [f"arn:aws:sqs:{REGION}:{ACCOUNT}:*", f"arn:aws:sns:{REGION}:{ACCOUNT}:*"]
+TEST_ACTION_TARGETS = [f"arn:aws:sqs:{REGION}:{ACCOUNT}:*", f"arn:aws:sns:{REGION}:{ACCOUNT}:*",
+                       f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:*", f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/*",
+                       f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:*"]
 
 
 def policy_for(call: Call, where: iam.Account, default: Settings) -> iam.Policy:

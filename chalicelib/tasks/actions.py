@@ -1,20 +1,20 @@
 """What a due task does: one class per action type, and the one place that says so.
 
 A class declares everything about its type: the ``type`` name, its ``fields``
-(each a required non-empty string, with a check of its own: an email address,
-an SQS queue URL...) and ``run``, which performs the action.  ``@register``
+(each required: a non-empty string with a check of its own, an email address,
+an SQS queue URL...; or a ``JsonObject``, a JSON object within a size limit)
+and ``run``, which performs the action.  ``@register``
 makes it known by its type: ``model.parse_action`` validates an action spec
 with the class's fields and the executor runs it with the class's ``run``.
 Adding an action type is one registered class here, nothing else.
 
-``run`` takes the validated spec and the injected ``Deps``, performs one AWS
-call and returns a small JSON-able result that is recorded on the task.  A
-failure is any exception; the executor retries it, but for a
-``PermanentActionError`` (a refused target, an unknown type), which fails the
-task at once; a ``TransientActionError`` may say when to retry (``retry_after``).
-A type that needs to know which execution it runs for (a webhook's idempotency
-key) overrides ``run_execution``, which the executor calls with the task's id,
-due time and attempt.
+``run`` takes the validated spec, the injected ``Deps`` and the ``Attempt`` it
+runs for (task, due time, attempt number: the same task and due time for every
+attempt and redelivery of one execution), performs one call and returns a small
+JSON-able result that is recorded on the task.  A failure is any exception; the
+executor retries it, but for a ``PermanentActionError`` (a refused target, an
+unknown type, an error code that retrying cannot change), which fails the task
+at once; a ``TransientActionError`` may say when to retry (``retry_after``).
 
 This module imports nothing from the task model (the model imports it), so a
 field check returns what is wrong, or None, and the model names the field.
@@ -22,14 +22,19 @@ field check returns what is wrong, or None, and the model names the field.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from botocore.exceptions import ClientError
+
+from chalicelib import ddb
 from chalicelib.tasks import webhook
 
 if TYPE_CHECKING:
@@ -52,6 +57,18 @@ SNS_ARN = re.compile(r"arn:aws[a-zA-Z-]{0,20}:sns:[a-z0-9-]{1,30}:[0-9]{12}:[A-Z
 SQS_URL = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?/[0-9]{12}/[A-Za-z0-9_-]{1,80}")
 # FIFO queues and topics are not accepted: they need a MessageGroupId, which the actions do not send.
 FIFO_SUFFIX = ".fifo"
+# A function, its version or its alias (``$LATEST``, a version number, an alias name).
+LAMBDA_ARN = re.compile(r"arn:aws[a-zA-Z-]{0,20}:lambda:[a-z0-9-]{1,30}:[0-9]{12}:function:[A-Za-z0-9_-]{1,64}"
+                        r"(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?")
+EVENT_BUS_ARN = re.compile(r"arn:aws[a-zA-Z-]{0,20}:events:[a-z0-9-]{1,30}:[0-9]{12}:event-bus/[A-Za-z0-9_./-]{1,256}")
+STATE_MACHINE_ARN = re.compile(r"arn:aws[a-zA-Z-]{0,20}:states:[a-z0-9-]{1,30}:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}")
+# AWS takes 256 KB (262,144 bytes) in a Lambda asynchronous invocation's payload, a PutEvents entry and a
+# StartExecution input.  A JSON field of an action holds at most 240 KiB, leaving room for what goes with it (the
+# payload's envelope, an event's source and detail-type, each at most EVENT_TEXT_LIMIT) in the one request, and
+# for the rest of the task in its 400 KB DynamoDB item.  (A request AWS still finds too large fails the task at
+# once: RequestTooLargeException is among the errors no retry changes.)
+JSON_FIELD_LIMIT = 240 * 1024
+EVENT_TEXT_LIMIT = 256
 
 
 # --- field checks -----------------------------------------------------------------
@@ -88,7 +105,7 @@ def message_text(value: str) -> str | None:
     return None
 
 
-def json_text(value: str) -> str | None:
+def json_body_text(value: str) -> str | None:
     try:
         json.loads(value)
     except ValueError as exc:
@@ -108,6 +125,75 @@ def sns_topic_arn(value: str) -> str | None:
 
 def sqs_queue_url(value: str) -> str | None:
     return _not_fifo("SQS", value) or (None if SQS_URL.fullmatch(value) else f"is not an SQS queue URL: {_shown(value)}")
+
+
+def lambda_function_arn(value: str) -> str | None:
+    return None if LAMBDA_ARN.fullmatch(value) else f"is not a Lambda function (or alias) ARN: {_shown(value)}"
+
+
+def event_bus_arn(value: str) -> str | None:
+    return None if EVENT_BUS_ARN.fullmatch(value) else f"is not an EventBridge event bus ARN: {_shown(value)}"
+
+
+def state_machine_arn(value: str) -> str | None:
+    return None if STATE_MACHINE_ARN.fullmatch(value) else f"is not a Step Functions state machine ARN: {_shown(value)}"
+
+
+def event_text(value: str) -> str | None:
+    """An event's source or detail-type: one line of at most EVENT_TEXT_LIMIT bytes."""
+    found = LINE_BREAKING.search(value)
+    if found:
+        return f"must be one line without control characters, and holds {_code_point(found.group())}"
+    return f"must be at most {EVENT_TEXT_LIMIT} bytes" if len(value.encode()) > EVENT_TEXT_LIMIT else None
+
+
+def event_source(value: str) -> str | None:
+    if value.startswith("aws."):
+        return f"must not start with 'aws.' (EventBridge keeps those sources to AWS services): {_shown(value)}"
+    return event_text(value)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON, as the actions send it (UTF-8, no NaN or Infinity)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass(frozen=True)
+class JsonObject:
+    """A field kind: a JSON object (not a string) of at most ``limit`` bytes as compact JSON.  Called as a check
+    with the value, it says what is wrong, like a string field's check (``model.parse_action`` tells the kinds
+    apart); a task source's template of one is an object whose strings are templates (chalicelib/sources.py)."""
+
+    limit: int = JSON_FIELD_LIMIT
+
+    def __call__(self, value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return f"must be a JSON object, got {type(value).__name__}"
+        try:
+            size = len(json_text(value).encode())
+        except (TypeError, ValueError, RecursionError) as exc:
+            return f"must hold JSON values only: {str(exc)[:120]}"
+        if size > self.limit:
+            return f"is {size} bytes as JSON, more than {self.limit}"
+        return _storable(value, 1)
+
+
+# DynamoDB keeps a task's action in its item: at most 32 levels of nesting, numbers of at most 38 digits, no
+# empty key in a map.
+MAX_NESTING = 32
+
+
+def _storable(value: Any, depth: int) -> str | None:
+    """What keeps a JSON value out of a DynamoDB item (too deep, a number DynamoDB cannot hold, an empty key), or
+    None."""
+    if depth > MAX_NESTING:
+        return f"is nested more than {MAX_NESTING} levels deep (DynamoDB's limit)"
+    if isinstance(value, int | float) and not isinstance(value, bool) and not ddb.is_number(repr(value)):
+        return f"holds the number {_shown(repr(value), 60)}, which DynamoDB cannot hold (38 significant digits)"
+    if isinstance(value, dict) and "" in value:
+        return "holds an empty key, which a DynamoDB map cannot hold"
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((problem for child in children if (problem := _storable(child, depth + 1))), None)
 
 
 # --- which queues and topics a stage allows ---------------------------------------------
@@ -157,24 +243,27 @@ def _arn_matches(arn: str, pattern: str) -> bool:
     return re.fullmatch(regex, arn, re.DOTALL) is not None
 
 
+# The field naming the target of each action type that has one (an ARN, or sqs's queue URL).
+TARGET_FIELDS = {"sqs": "queue_url", "sns": "topic_arn", "lambda": "function_arn", "eventbridge": "event_bus_arn",
+                 "stepfunctions": "state_machine_arn"}
+
+
 def target_refusal(spec: Mapping[str, Any], allowed: Sequence[str], region: str,
                    own: Sequence[str] = ()) -> tuple[str, str] | None:
-    """(field, what is wrong) when a validated action ``spec`` sends to a queue or topic that is not
-    ``allowed`` (the stage's TASK_ACTION_TARGET_ARNS, IAM wildcards) or is one of the app's ``own``
-    (``own_targets``: a task must not feed the due queue, forge a dead letter or raise alerts); None when
-    it may. Pure."""
-    if spec.get("type") == "sqs":
-        field, target = "queue_url", str(spec.get("queue_url", ""))
-        arn = queue_arn_of(target, region)
-    elif spec.get("type") == "sns":
-        field, target = "topic_arn", str(spec.get("topic_arn", ""))
-        arn = target
-    else:
+    """(field, what is wrong) when a validated action ``spec`` calls a queue, topic, function, bus or state
+    machine that is not ``allowed`` (the stage's TASK_ACTION_TARGET_ARNS, IAM wildcards) or is one of the app's
+    ``own`` (``own_targets``: a task must not feed the due queue, forge a dead letter, raise alerts or invoke
+    the app's functions); None when it may. Pure."""
+    field = TARGET_FIELDS.get(str(spec.get("type")))
+    if field is None:
         return None
+    target = str(spec.get(field, ""))
+    arn = queue_arn_of(target, region) if field == "queue_url" else target
     if any(_arn_matches(arn, pattern) for pattern in own):
-        return field, f"is one of this app's own queues and topics, which actions may not send to: {_shown(target)}"
+        return field, ("is one of this app's own queues and topics, functions and buses, which actions may not call: "
+                       f"{_shown(target)}")
     if not any(_arn_matches(arn, pattern) for pattern in allowed):
-        return field, (f"is not among the queues and topics this stage allows actions to send to "
+        return field, (f"is not among the targets this stage allows actions to call "
                        f"(TASK_ACTION_TARGET_ARNS): {_shown(target)}")
     return None
 
@@ -196,13 +285,31 @@ def refuse_disallowed_target(deps: Deps, spec: Mapping[str, Any]) -> None:
 
 
 def own_targets(settings: Settings) -> tuple[str, ...]:
-    """The app's own queues and topics, which no action may send to, as ARN patterns: every queue and topic
-    the stage provisions (settings.OWN_QUEUES, OWN_TOPICS), by name, in any partition, region and account."""
+    """The app's own queues, topics, functions and buses, which no action may call, as ARN patterns: every
+    queue, topic and bus the stage provisions and every function it deploys (settings.OWN_QUEUES, OWN_TOPICS,
+    OWN_BUSES, APP_NAME), by name, in any partition, region and account."""
     return (*(f"arn:*:sqs:*:*:{name}" for name in settings.own_queues()),
-            *(f"arn:*:sns:*:*:{name}" for name in settings.own_topics()))
+            *(f"arn:*:sns:*:*:{name}" for name in settings.own_topics()),
+            *(f"arn:*:lambda:*:*:function:{name}" for name in settings.own_functions()),
+            *(f"arn:*:events:*:*:event-bus/{name}" for name in settings.own_buses()))
 
 
 # --- the registry -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Attempt:
+    """What an action runs for: the task (its id), the due time of the execution and the attempt (from 1)."""
+
+    task_id: str
+    due: datetime
+    number: int = 1
+
+    @property
+    def due_text(self) -> str:
+        from chalicelib.tasks.model import iso  # the model imports this module
+
+        return iso(self.due)
+
 
 class Action(ABC):
     """One action type: its name, its fields and how it runs."""
@@ -211,22 +318,8 @@ class Action(ABC):
     fields: ClassVar[Mapping[str, Check]]  # every one required, in this order
 
     @abstractmethod
-    def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         """Perform the action; return what to record (ids of what was sent)."""
-
-    def run_execution(self, deps: Deps, spec: dict[str, Any], execution: ActionExecution) -> dict[str, Any]:
-        """Perform the action for one execution of its task: ``run``, unless the type uses the execution (a
-        webhook's idempotency key)."""
-        return self.run(deps, spec)
-
-
-@dataclass(frozen=True)
-class ActionExecution:
-    """Which execution of a task an action runs for: the same for every attempt and redelivery of it."""
-
-    task_id: str
-    due: datetime
-    attempt: int = 1
 
 
 ACTIONS: dict[str, Action] = {}
@@ -242,15 +335,32 @@ def register(cls: A) -> A:
     return cls
 
 
-def run_action(deps: Deps, spec: dict[str, Any], execution: ActionExecution | None = None) -> dict[str, Any]:
-    """Run the action ``spec`` describes (for ``execution``, when given); without any call, UnknownActionType
-    for a type without a class and TargetNotAllowed for a queue or topic the stage does not allow (the API and
-    the stream refuse those first)."""
+def run_action(deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
+    """Run the action ``spec`` describes for ``attempt``; without any call, UnknownActionType for a type
+    without a class and TargetNotAllowed for a target the stage does not allow (the API and the stream refuse
+    those first)."""
     action = ACTIONS.get(str(spec.get("type")))
     if action is None:
         raise UnknownActionType(f"action.type {spec.get('type')!r} is not one of {', '.join(ACTIONS)}")
     refuse_disallowed_target(deps, spec)
-    return action.run(deps, spec) if execution is None else action.run_execution(deps, spec, execution)
+    return action.run(deps, spec, attempt)
+
+
+class ActionRefused(PermanentActionError):
+    """The target's service refused the call with an error no retry can change (no such function, bus or
+    state machine; access denied; a request it will never take)."""
+
+
+@contextmanager
+def permanent_on(codes: frozenset[str]) -> Iterator[None]:
+    """A ClientError whose code is one of ``codes`` becomes ActionRefused (not retried); others pass as they
+    are (retried)."""
+    try:
+        yield
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in codes:
+            raise ActionRefused(f"{exc.response['Error']['Code']}: {exc}") from exc
+        raise
 
 
 # --- the action types ---------------------------------------------------------------
@@ -262,7 +372,7 @@ class EmailAction(Action):
     type = "email"
     fields: ClassVar[Mapping[str, Check]] = {"to": email_address, "subject": one_line, "body": any_text}
 
-    def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         response = deps.clients.ses.send_email(
             FromEmailAddress=deps.settings.sender_email,
             Destination={"ToAddresses": [spec["to"]]},
@@ -281,7 +391,7 @@ class SqsAction(Action):
     type = "sqs"
     fields: ClassVar[Mapping[str, Check]] = {"queue_url": sqs_queue_url, "message": message_text}
 
-    def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         response = deps.clients.sqs.send_message(QueueUrl=spec["queue_url"], MessageBody=spec["message"])
         return {"type": self.type, "message_id": response.get("MessageId", "")}
 
@@ -293,9 +403,116 @@ class SnsAction(Action):
     type = "sns"
     fields: ClassVar[Mapping[str, Check]] = {"topic_arn": sns_topic_arn, "message": message_text}
 
-    def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         response = deps.clients.sns.publish(TopicArn=spec["topic_arn"], Message=spec["message"])
         return {"type": self.type, "message_id": response.get("MessageId", "")}
+
+
+# Errors of each service that no retry can change (the executor fails the task at once); any other is retried.
+_REFUSED = frozenset({"AccessDeniedException", "AccessDenied", "ValidationException", "InvalidParameterValueException"})
+
+
+@register
+class LambdaAction(Action):
+    """An asynchronous invocation (``InvocationType=Event``) of a Lambda function, version or alias.  Lambda
+    queues the event and answers 202; the function receives the envelope ``{"task_id", "due", "attempt",
+    "payload"}``.  At least once: a redelivery or a lost answer may invoke it again with the same task_id and
+    due (docs/tasks.md)."""
+
+    type = "lambda"
+    fields: ClassVar[Mapping[str, Check]] = {"function_arn": lambda_function_arn, "payload": JsonObject()}
+    refused: ClassVar[frozenset[str]] = _REFUSED | {
+        "ResourceNotFoundException", "RequestTooLargeException", "InvalidRequestContentException",
+        "KMSAccessDeniedException", "KMSDisabledException", "KMSNotFoundException", "EFSMountFailureException"}
+
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
+        envelope = {"task_id": attempt.task_id, "due": attempt.due_text, "attempt": attempt.number,
+                    "payload": spec["payload"]}
+        with permanent_on(self.refused):
+            response = deps.clients.lambda_.invoke(FunctionName=spec["function_arn"], InvocationType="Event",
+                                                   Payload=json_text(envelope).encode())
+        if response.get("StatusCode") != 202:
+            raise RuntimeError(f"Lambda answered {response.get('StatusCode')} to an asynchronous invocation, not 202")
+        return {"type": self.type, "request_id": response.get("ResponseMetadata", {}).get("RequestId", "")}
+
+
+class EventRefused(PermanentActionError):
+    """PutEvents took the call but refused the entry with an error code no retry can change."""
+
+
+@register
+class EventBridgeAction(Action):
+    """An event put on an EventBridge bus: ``source``, ``detail_type`` and the JSON object ``detail``.  The
+    call succeeds even when its entry fails: an entry with an ErrorCode is a failure, retried when the code is
+    transient (throttling, an internal failure), else permanent."""
+
+    type = "eventbridge"
+    fields: ClassVar[Mapping[str, Check]] = {"event_bus_arn": event_bus_arn, "source": event_source,
+                                             "detail_type": event_text, "detail": JsonObject()}
+    refused: ClassVar[frozenset[str]] = _REFUSED | {"ResourceNotFoundException"}
+    transient_entry_errors: ClassVar[frozenset[str]] = frozenset({
+        "InternalFailure", "InternalException", "ThrottlingException", "ServiceUnavailable"})
+
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
+        entry = {"EventBusName": spec["event_bus_arn"], "Source": spec["source"], "DetailType": spec["detail_type"],
+                 "Detail": json_text(spec["detail"])}
+        with permanent_on(self.refused):
+            response = deps.clients.events.put_events(Entries=[entry])  # type: ignore[list-item]
+        [result] = response.get("Entries") or [{}]
+        code = result.get("ErrorCode")
+        if response.get("FailedEntryCount", 0) or code or not result.get("EventId"):
+            problem = f"PutEvents refused the entry: {code or 'no EventId'}: {result.get('ErrorMessage', '')}"
+            if code in self.transient_entry_errors:
+                raise RuntimeError(problem)
+            raise EventRefused(problem)
+        return {"type": self.type, "event_id": result["EventId"]}
+
+
+# Step Functions' execution names: 1-80 characters, and only these keep CloudWatch Logs happy.
+EXECUTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+
+
+def execution_name(task_id: str, due: datetime) -> str:
+    """The one name of the execution of ``task_id`` due at ``due``: ``<task id>-<due, UTC, compact>`` when that
+    is a valid name of at most 80 characters, else ``<task id made safe, cut>-<due>-<hash of both>``.  Two
+    executions never share a name (the readable form ends in the due time, the hashed one in 32 hex digits), so
+    Step Functions refuses a second start of the same one. Pure."""
+    at = due.astimezone(UTC)
+    stamp = at.strftime("%Y%m%dT%H%M%S") + (f"{at.microsecond // 1000:03d}" if at.microsecond else "") + "Z"
+    readable = f"{task_id}-{stamp}"
+    if EXECUTION_NAME.fullmatch(readable):
+        return readable
+    digest = hashlib.sha256(f"{task_id}\n{stamp}".encode()).hexdigest()[:32]
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:80 - len(stamp) - len(digest) - 2]
+    return f"{prefix}-{stamp}-{digest}" if prefix else f"{stamp}-{digest}"
+
+
+@register
+class StepFunctionsAction(Action):
+    """A StartExecution of a state machine with the JSON object ``input``, named by ``execution_name`` from the
+    task and its due time: a second start of the same execution (a redelivery, a lost answer) is refused by
+    Step Functions with ExecutionAlreadyExists, which means done.  (Express state machines do not check names:
+    for them it is at least once.)"""
+
+    type = "stepfunctions"
+    fields: ClassVar[Mapping[str, Check]] = {"state_machine_arn": state_machine_arn, "input": JsonObject()}
+    refused: ClassVar[frozenset[str]] = _REFUSED | {
+        "StateMachineDoesNotExist", "StateMachineDeleting", "InvalidArn", "InvalidName", "InvalidExecutionInput",
+        "KmsAccessDeniedException", "KmsInvalidStateException"}
+
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
+        name = execution_name(attempt.task_id, attempt.due)
+        arn = spec["state_machine_arn"]
+        try:
+            with permanent_on(self.refused):
+                response = deps.clients.stepfunctions.start_execution(
+                    stateMachineArn=arn, name=name, input=json_text(spec["input"]))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+                raise
+            execution = arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
+            return {"type": self.type, "execution_arn": execution, "already_started": True}
+        return {"type": self.type, "execution_arn": response["executionArn"]}
 
 
 @register
@@ -304,14 +521,11 @@ class WebhookAction(Action):
 
     type = "webhook"
     fields: ClassVar[Mapping[str, Check]] = {"url": webhook.url_problem, "secret": webhook.secret_problem,
-                                             "body": json_text}
+                                             "body": json_body_text}
 
-    def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
-        raise PermanentActionError("a webhook runs for an execution of its task (its idempotency key)")
-
-    def run_execution(self, deps: Deps, spec: dict[str, Any], execution: ActionExecution) -> dict[str, Any]:
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         try:
-            return webhook.post(deps, spec, execution.task_id, execution.due)
+            return webhook.post(deps, spec, attempt.task_id, attempt.due)
         except webhook.WebhookRefused as exc:
             raise PermanentActionError(str(exc)) from exc
         except webhook.WebhookFailed as exc:

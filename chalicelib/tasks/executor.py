@@ -362,8 +362,8 @@ def _run_with_retries(deps: Deps, task: Task) -> Outcome:
     error = ""
     for attempt in range(1, limit + 1):
         try:
-            execution = actions.ActionExecution(task.id, task.due, attempt)
-            return Outcome(Status.DONE, attempt, actions.run_action(deps, task.action, execution))
+            return Outcome(Status.DONE, attempt,
+                           actions.run_action(deps, task.action, actions.Attempt(task.id, task.due, attempt)))
         except actions.PermanentActionError as exc:  # a refused target, an unknown type: no attempt can succeed
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("task action refused; not retried", extra={"task_id": task.id, "error": error})

@@ -10,7 +10,10 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   (``2021-12-31#12:00``) is interval (due at the bucket's minute).
 - ``action``: ``{"type", <its fields>}`` of a type in ``actions.ACTIONS``, e.g.
   {"type": "email", "to", "subject", "body"} | {"type": "sqs", "queue_url", "message"} |
-  {"type": "sns", "topic_arn", "message"}; absent: an email to the item's ``email``
+  {"type": "sns", "topic_arn", "message"} | {"type": "lambda", "function_arn", "payload"} |
+  {"type": "eventbridge", "event_bus_arn", "source", "detail_type", "detail"} |
+  {"type": "stepfunctions", "state_machine_arn", "input"} (payload, detail and input: JSON objects, a
+  DynamoDB map in an item); absent: an email to the item's ``email``
   with the stage's default subject and body.
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
 - Written by the app: ``due_epoch``, the bucket, the TTL (what a strategy needs), a recurring task's next
@@ -30,8 +33,8 @@ from typing import Any
 
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
-from chalicelib.sources import MissingAttribute, TaskSource, render
-from chalicelib.tasks.actions import ACTIONS, EMAIL, action_refusal
+from chalicelib.sources import MissingAttribute, TaskSource, render, render_value
+from chalicelib.tasks.actions import ACTIONS, EMAIL, JsonObject, action_refusal
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
@@ -269,8 +272,13 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
         if name not in allowed:
             raise InvalidTask(f"{where}.{name}", f"unknown field {where}.{name} for a {kind} action")
     clean: dict[str, Any] = {"type": kind}
-    for name in action.fields:
-        clean[name] = _text(spec, name, where)
+    for name, check in action.fields.items():
+        if isinstance(check, JsonObject):  # a JSON object: checked whole (kind and size), kept as it is
+            if name not in spec:
+                raise InvalidTask(f"{where}.{name}", f"{where}.{name} is required and must be a JSON object")
+            clean[name] = spec[name]
+        else:
+            clean[name] = _text(spec, name, where)
     for name, check in action.fields.items():
         problem = check(clean[name])
         if problem:
@@ -425,7 +433,8 @@ def _task_from_source_item(item: dict[str, Any], key: TaskKey, source: TaskSourc
         action, is_default = default_action(item, settings), True
     else:
         try:
-            spec = {name: value if name == "type" else render(value, item) for name, value in source.action.items()}
+            spec = {name: value if name == "type" else render(value, item) if isinstance(value, str)
+                    else render_value(value, item) for name, value in source.action.items()}
         except MissingAttribute as exc:
             raise InvalidTask(exc.name, f"the source's action names the attribute {exc.name!r}, "
                                         "which the item does not have") from exc

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench import __main__ as bench_main
-from bench import prices
+from bench import prices, task_cost
 from bench.core import TINY
 from chalicelib.settings import Settings
 
@@ -74,10 +74,25 @@ def test_the_stream_batch_targets_report_the_round_trips_of_the_table(sections: 
 
 def test_every_task_of_every_strategy_ran_its_action_exactly_once(sections: dict[str, Any]) -> None:
     workloads = sections["P4"]["figures"]["workloads"]
-    assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy"}
+    assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy",
+                              *(f"exact via SQS delay, {a} action" for a in ("lambda", "eventbridge", "stepfunctions"))}
     for name, w in workloads.items():
         assert (w["executed_once"], w["executed_twice_or_more"], w["missing"]) == (w["tasks"], 0, 0), name
-        assert w["calls_by_operation"]["sesv2:SendEmail"] == w["tasks"], name
+        assert w["calls_by_operation"][task_cost.ACTION_CALL[w["action"]]] == w["tasks"], name
+
+
+def test_each_action_types_row_lists_its_own_price_apart_from_the_apps_cost(sections: dict[str, Any]) -> None:
+    p4 = sections["P4"]
+    rows = {row[0]: row for row in p4["rows"]}
+    column = p4["columns"].index("action's own $ per million (apart)")
+    email = rows["exact via SQS delay"]
+    for action, price in (("lambda", prices.LAMBDA_REQUEST), ("eventbridge", prices.EVENTBRIDGE_EVENT),
+                          ("stepfunctions", prices.STEP_FUNCTIONS_TRANSITION)):
+        row = rows[f"exact via SQS delay, {action} action"]
+        assert row[column] == pytest.approx(price.usd * 1e6), action
+        # the same path as the email's: the action changes its own call, not the app's (within a few percent)
+        assert row[3] == pytest.approx(email[3], rel=0.1) and row[9] == pytest.approx(email[9], rel=0.25), action
+    assert email[column] == pytest.approx(prices.SES_EMAIL.usd * 1e6)
 
 
 def test_the_cost_counts_the_app_calls_of_each_path(sections: dict[str, Any]) -> None:

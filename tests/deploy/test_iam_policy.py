@@ -256,16 +256,36 @@ def test_a_wildcard_target_never_reaches_the_apps_own_queues_the_executor_does_n
     assert settings.own_topics() == (settings.alert_topic,)
     assert may("sns:Publish", "sns", settings.alert_topic)
     assert may("sqs:SendMessage", "sqs", "orders") and may("sns:Publish", "sns", "team")
-    [deny] = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+    [deny] = [s for s in policy["Statement"] if s["Effect"] == "Deny" and s["Sid"] == "DenyOwnQueues"]
     assert deny["Action"] == ["sqs:SendMessage"]
     assert sorted(deny["Resource"]) == sorted(
         f"arn:aws:sqs:us-east-1:123456789012:{q}" for q in settings.own_queues() if q not in used)
 
 
+def test_the_executor_may_call_the_listed_functions_buses_and_state_machines_never_the_apps_own_functions() -> None:
+    settings = Settings.from_env({"STAGE": "prod", "TASK_ACTION_TARGET_ARNS": (
+        "arn:aws:lambda:*:*:function:*,arn:aws:events:*:*:event-bus/orders,arn:aws:states:*:*:stateMachine:ship")})
+    policy = iam.function_policies(settings, WHERE)["task_executor"]
+
+    def may(action: str, resource: str) -> bool:
+        return allowed(policy, Request(action, f"arn:aws:{resource}"))
+
+    assert may("lambda:InvokeFunction", "lambda:us-east-1:123456789012:function:billing")
+    assert may("lambda:InvokeFunction", "lambda:us-east-1:123456789012:function:billing:live")
+    for own in ("timekeeper-prod", "timekeeper-prod:live", "timekeeper-prod-task_executor",
+                "timekeeper-prod-source_orders"):
+        assert not may("lambda:InvokeFunction", f"lambda:us-east-1:123456789012:function:{own}"), own
+    assert may("events:PutEvents", "events:us-east-1:123456789012:event-bus/orders")
+    assert not may("events:PutEvents", "events:us-east-1:123456789012:event-bus/default")
+    assert may("states:StartExecution", "states:us-east-1:123456789012:stateMachine:ship")
+    assert not may("states:StartExecution", "states:us-east-1:123456789012:stateMachine:other")
+
+
 @pytest.mark.parametrize("name", stage.DEPLOYED_STAGES)
 def test_the_committed_executor_policy_denies_the_own_queues_it_does_not_use(name: str) -> None:
     settings = stage.settings(stage.load_config(), name)
-    [deny] = [s for s in committed_policies(name)["task_executor"]["Statement"] if s["Effect"] == "Deny"]
+    [deny] = [s for s in committed_policies(name)["task_executor"]["Statement"]
+              if s["Effect"] == "Deny" and s["Sid"] == "DenyOwnQueues"]
     denied_names = {r.rsplit(":", 1)[-1] for r in deny["Resource"]}
     assert denied_names == set(settings.own_queues()) - {settings.due_queue, settings.task_dlq}
     assert settings.due_dlq in denied_names

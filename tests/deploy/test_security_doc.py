@@ -4,7 +4,8 @@ The table (``| function | actions | resources |``) has a row per function and ro
 actions under a condition its first cell names: ``BACKUP_VERIFY`` (a stage that verifies restores), ``lazy or
 interval`` (a task source of those strategies), ``TASK_WEBHOOK_SECRETS`` (a stage whose webhooks sign with
 secrets), ``selects tables`` (a stage with tables to back up, which restore on demand may restore),
-``Deny`` (the function's explicit Deny); ``every function`` rows
+``TASK_ACTION_TARGET_ARNS`` (naming functions, buses and state machines), ``Deny`` (the function's explicit
+Deny); ``every function`` rows
 apply to all. The actions are the backticked ``service:Action`` names of the second cell.
 """
 
@@ -27,11 +28,12 @@ HEADER = "| function | actions | resources |"
 EVERY = "every function"
 SOURCE = "source_NAME"
 VERIFY, LAZY_OR_INTERVAL, WEBHOOK, RESTORE = "verify", "lazy or interval", "webhook secrets", "selects tables"
+TARGETS = "TASK_ACTION_TARGET_ARNS"
 
 
 class Row(NamedTuple):
     function: str
-    condition: str  # "", VERIFY, LAZY_OR_INTERVAL or RESTORE
+    condition: str  # "", VERIFY, LAZY_OR_INTERVAL, WEBHOOK, RESTORE or TARGETS
     effect: str     # Allow or Deny
     actions: frozenset[str]
 
@@ -47,7 +49,8 @@ def documented_rows(text: str) -> list[Row]:
         named = re.match(r"`([a-z_A-Z]+)`", first)
         function = named[1] if named else first
         condition = (VERIFY if "BACKUP_VERIFY" in first else LAZY_OR_INTERVAL if LAZY_OR_INTERVAL in first
-                     else WEBHOOK if "TASK_WEBHOOK_SECRETS" in first else RESTORE if RESTORE in first else "")
+                     else WEBHOOK if "TASK_WEBHOOK_SECRETS" in first else RESTORE if RESTORE in first
+                     else TARGETS if TARGETS in first else "")
         rows.append(Row(function, condition, "Deny" if "Deny" in first else "Allow",
                         frozenset(ACTION.findall(actions))))
     return rows
@@ -95,6 +98,9 @@ def stage_settings(**changes: str) -> Settings:
 CASES = {
     "prod": (stage_settings(), ()),
     "wildcard action targets": (stage_settings(TASK_ACTION_TARGET_ARNS="arn:aws:sqs:*:*:*,arn:aws:sns:*:*:*"), ()),
+    "every kind of action target": (stage_settings(TASK_ACTION_TARGET_ARNS=(
+        "arn:aws:sqs:*:*:*,arn:aws:sns:*:*:*,arn:aws:lambda:*:*:function:*,arn:aws:events:*:*:event-bus/*,"
+        "arn:aws:states:*:*:stateMachine:*")), (TARGETS,)),
     "verifying named tables": (stage_settings(BACKUP_VERIFY="2", BACKUP_TABLES="orders,users"), (VERIFY, RESTORE)),
     "verifying a pattern's tables": (stage_settings(BACKUP_VERIFY="1", BACKUP_TABLE_PATTERN="app-.*"), (VERIFY, RESTORE)),
     "webhook secrets": (stage_settings(TASK_WEBHOOK_SECRETS="ssm:/tk/hook,secretsmanager:tk/hook"), (WEBHOOK,)),

@@ -61,6 +61,12 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
         # The app's own queues and topics, which no action may feed.
         ("action.queue_url", re.compile(r"is one of this app's own queues")),
         ("action.topic_arn", re.compile(r"is one of this app's own queues")),
+        # ... nor its functions (or buses).
+        ("action.function_arn", re.compile(r"is one of this app's own queues")),
+        ("action.event_bus_arn", re.compile(r"is one of this app's own queues")),
+        # A JSON field as DynamoDB keeps it, at any depth (the document states its limits in words).
+        *[(f"action.{name}", re.compile(r"holds an empty key|nested more than|DynamoDB cannot hold|bytes as JSON"))
+          for name in ("payload", "detail", "input")],
     )],
     # The grammar of rate(...) and cron(...) (field ranges, units), and the IANA time zone database.
     ("POST /tasks", "recurrence", re.compile(r"^recurrence: ")),

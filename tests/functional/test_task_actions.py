@@ -70,7 +70,7 @@ class ChimeAction(Action):
     fields: ClassVar[Mapping[str, Check]] = {"bell": _bell_name, "tune": any_text}
     rung: ClassVar[list[tuple[str, str]]] = []
 
-    def run(self, deps: Deps, spec: dict[str, Any]) -> dict[str, Any]:
+    def run(self, deps: Deps, spec: dict[str, Any], attempt: actions.Attempt) -> dict[str, Any]:
         self.rung.append((spec["bell"], spec["tune"]))
         return {"type": self.type, "bell": spec["bell"]}
 
