@@ -26,7 +26,7 @@ def test_make_demo_prints_the_summary_table_and_nothing_of_the_runtimes_chatter(
     assert done.returncode == 0, out + done.stderr
     assert done.stderr == ""
     lines = out.splitlines()
-    assert lines[0].startswith("make demo: 5 flows at once on the offline runtime"), out
+    assert lines[0].startswith("make demo: 6 flows at once on the offline runtime"), out
     assert re.search(r"^step +result  seconds  detail$", out, re.MULTILINE), out
     assert sum(1 for line in lines if re.match(r"^\d (backups|tasks|seed|cancelled|webhook|downstream)", line)) == 6, out
     assert lines[-1].startswith("all steps passed in "), out

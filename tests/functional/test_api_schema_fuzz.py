@@ -67,12 +67,19 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
         # A JSON field as DynamoDB keeps it, at any depth (the document states its limits in words).
         *[(f"action.{name}", re.compile(r"holds an empty key|nested more than|DynamoDB cannot hold|bytes as JSON"))
           for name in ("payload", "detail", "input")],
+        # The stage's webhook origins and signing secrets (TASK_WEBHOOK_ORIGINS, TASK_WEBHOOK_SECRETS), and what
+        # a URL's host resolves to.
+        ("action.url", re.compile(r"origin this stage allows webhooks|resolves to|is not a public address")),
+        ("action.secret", re.compile(r"TASK_WEBHOOK_SECRETS")),
     )],
     # The grammar of rate(...) and cron(...) (field ranges, units), and the IANA time zone database.
     ("POST /tasks", "recurrence", re.compile(r"^recurrence: ")),
     ("POST /tasks", "timezone", re.compile(r"is not an IANA time zone name")),
     # An opaque token is valid only if the API issued it.
     ("GET /tasks", "next_token", re.compile(r"next_token")),
+    # The catalog's time window: after before before (two fields no JSON Schema relates); an opaque token.
+    ("GET /backups", "after", re.compile(r"^after must be earlier than before")),
+    ("GET /backups", "next_token", re.compile(r"next_token")),
     # The stage's configuration and AWS's state: which tables this stage backs up, and which exist.
     ("POST /backups", "tables", re.compile(r"^(tables this stage does not back up|unknown tables)")),
     # A restore: the stage's RESTORE_TARGET_PATTERN, selection and own tables, AWS's backups and windows, and the
