@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fixtures import LONGEST_FIRST, suite_order
+from tests.fixtures import LONGEST_FIRST, pytest_collection_modifyitems
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,5 +26,5 @@ def test_the_longest_files_come_first_and_the_tests_marked_last_after_everything
     collected = [Item("tests/bench/test_bench_harness.py::test_a"), Item("tests/deploy/test_zz_policy_coverage.py::t", last=True),
                  Item(f"{LONGEST_FIRST[1]}::test_b"), Item("tests/unit/test_log.py::test_c"),
                  Item(f"{LONGEST_FIRST[0]}::test_d"), Item(f"{LONGEST_FIRST[0]}::test_e")]
-    ordered = sorted(collected, key=suite_order)  # type: ignore[arg-type]
-    assert [i.nodeid.rsplit("::", 1)[1] for i in ordered] == ["test_d", "test_e", "test_b", "test_a", "test_c", "t"]
+    pytest_collection_modifyitems(collected)  # type: ignore[arg-type]
+    assert [i.nodeid.rsplit("::", 1)[1] for i in collected] == ["test_d", "test_e", "test_b", "test_a", "test_c", "t"]
