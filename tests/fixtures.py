@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import pickle
 from collections.abc import Iterator
@@ -12,6 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import botocore.endpoint
+import botocore.loaders
+import botocore.session
 import pytest
 from chalice.test import Client
 from moto import mock_aws
@@ -214,14 +217,66 @@ def client(deps: Deps) -> Iterator[Client]:
         yield test_client
 
 
+# The test files that take longest (a full run's --durations on 2 cores, summed per file), longest first.  Under
+# ``--dist loadfile`` a worker takes the next file in collection order when it is nearly done with its own: one of
+# these collected late ran alone at the end while the other worker had nothing left.  Started first, the many
+# short files even out the end.  A path here that no longer exists fails tests/unit/test_suite_order.py.
+LONGEST_FIRST = (
+    "tests/functional/test_task_sources.py",
+    "tests/e2e/test_demo_process.py",
+    "tests/e2e/test_runtime.py",
+    "tests/e2e/test_soak.py",
+    "tests/deploy/test_chalice_deploy_e2e.py",
+    "tests/bench/test_runtime_bench.py",
+    "tests/functional/test_seeded_soak.py",
+    "tests/functional/test_backup_scale.py",
+    "tests/functional/test_backup_faults.py",
+    "tests/functional/test_task_faults.py",
+    "tests/e2e/test_demo_flows.py",
+    "tests/e2e/test_local_stage_load.py",
+    "tests/e2e/test_moto_corrections.py",
+    "tests/functional/test_task_api.py",
+    "tests/functional/test_backup_verify_faults.py",
+    "tests/e2e/test_sample_sources.py",
+    "tests/bench/test_task_bench.py",
+    "tests/bench/test_backups_bench.py",
+    "tests/e2e/test_run_process.py",
+    "tests/deploy/test_template.py",
+)
+
+
+def suite_order(item: pytest.Item) -> tuple[bool, int]:
+    """Where a test runs: the files of LONGEST_FIRST first, in its order, then the others as collected;
+    tests marked ``last`` (the IAM policy coverage check) after all the others."""
+    path = item.nodeid.split("::", 1)[0]
+    rank = LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+    return item.get_closest_marker("last") is not None, rank
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``last`` (the IAM policy coverage check) run after all the others."""
-    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+    items.sort(key=suite_order)  # stable: a file's tests keep their order
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "last: runs after every other test (it checks what they did)")
     moto_corrections.install()  # wherever a test uses moto (mock_aws), moto behaves as AWS where it knows how
+    share_botocore_loaders()
+
+
+def share_botocore_loaders() -> None:
+    """Every botocore session of the test process reads botocore's data files (service models, endpoints)
+    through one loader per data path, so each file is read and parsed once per process, not once per session.
+
+    Each test builds sessions of its own (the ``aws`` fixture's ``Clients``, the shadow clients of
+    tests/faults.py and tests/aws_limits.py): with a loader each, re-parsing the JSON models was about 0.25 s
+    of every moto test's setup. The files and what botocore builds from them are the same: a loader only caches
+    what it read, and one session already shares it between all its clients."""
+    botocore.session.create_loader = _shared_loader
+
+
+@functools.cache
+def _shared_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+    return botocore.loaders.create_loader(search_path_string)
 
 
 # --- the IAM policy check over the whole suite, also when pytest-xdist splits it -------------

@@ -85,6 +85,7 @@ class LambdaSim:
     _next_tick: datetime | None = None
     _next_schedule: datetime | None = None
     _next_expiry: datetime | None = None
+    _iterators: dict[str, str] = field(default_factory=dict)  # stream ARN -> the iterator after the last record read
 
     def __post_init__(self) -> None:
         s = self.deps.settings
@@ -176,15 +177,27 @@ class LambdaSim:
 
     # --- the stream --------------------------------------------------------------------------------------
 
+    def stream_page(self, arn: str, after: str | None) -> list[Any]:
+        """The next page (up to 1,000) of the stream's records after sequence number ``after`` (from its start when
+        None), read as Lambda's poller reads: GetRecords on the NextShardIterator of the previous read, a new
+        iterator (DescribeStream, GetShardIterator) only for a stream's first read or when no next one was given."""
+        iterator = self._iterators.pop(arn, None)
+        if iterator is None:
+            [shard] = self._streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+            where: dict[str, Any] = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
+                                     if after else {"ShardIteratorType": "TRIM_HORIZON"})
+            iterator = self._streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard["ShardId"], **where)["ShardIterator"]
+        page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+        if page.get("NextShardIterator"):
+            self._iterators[arn] = page["NextShardIterator"]
+        return list(page["Records"])
+
     def _read_stream(self) -> None:
         arn = self.deps.settings.tasks_stream_arn
-        [shard] = self._streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
-        where: dict[str, Any] = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": self._after}
-                                 if self._after else {"ShardIteratorType": "TRIM_HORIZON"})
-        iterator = self._streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], **where)["ShardIterator"]
         while True:
-            page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
-            for record in page["Records"]:
+            records = self.stream_page(arn, self._after)
+            for record in records:
                 key = events.item_key(record["dynamodb"]["Keys"])
                 by_ttl = record["eventName"] == "REMOVE" and key in self._ttl_keys
                 if by_ttl:
@@ -192,9 +205,8 @@ class LambdaSim:
                 self._pending_records.append(events.stream_record_from_api(
                     record, arn, self.deps.settings.region, events.TTL_USER_IDENTITY if by_ttl else None))
                 self._after = record["dynamodb"]["SequenceNumber"]
-            if not page["Records"] or "NextShardIterator" not in page:
+            if not records or arn not in self._iterators:
                 return
-            iterator = page["NextShardIterator"]
 
     def _deliver_stream(self) -> bool:
         self._read_stream()

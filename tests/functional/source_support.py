@@ -95,6 +95,7 @@ class _SourceStream:
     after: str | None = None
     pending: list[dict[str, Any]] = field(default_factory=list)
     ttl_keys: set[str] = field(default_factory=set)
+    key_names: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -136,8 +137,10 @@ class SourceSim(LambdaSim):
         if attribute is None:
             return False
         now = self.clock.now.timestamp()
-        key_names = [k["AttributeName"] for k in
-                     self.ddb.describe_table(TableName=stream.source.table)["Table"]["KeySchema"]]
+        if not stream.key_names:  # a table's key schema never changes: read once
+            stream.key_names = [k["AttributeName"] for k in
+                                self.ddb.describe_table(TableName=stream.source.table)["Table"]["KeySchema"]]
+        key_names = stream.key_names
         expired = False
         for page in self.ddb.get_paginator("scan").paginate(TableName=stream.source.table):
             for item in page["Items"]:
@@ -152,12 +155,7 @@ class SourceSim(LambdaSim):
 
     def _deliver_source(self, stream: _SourceStream) -> bool:
         arn = stream.source.stream_arn
-        [shard] = self._streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
-        where: dict[str, Any] = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": stream.after}
-                                 if stream.after else {"ShardIteratorType": "TRIM_HORIZON"})
-        iterator = self._streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], **where)["ShardIterator"]
-        page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
-        for record in page["Records"]:
+        for record in self.stream_page(arn, stream.after):
             key = events.item_key(record["dynamodb"]["Keys"])
             by_ttl = record["eventName"] == "REMOVE" and key in stream.ttl_keys
             stream.ttl_keys.discard(key)

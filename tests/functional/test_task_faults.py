@@ -37,6 +37,7 @@ from chalicelib.settings import Settings
 from chalicelib.tasks import executor, interval, stream
 from chalicelib.tasks.model import TaskKey, iso
 from deploy.provision import MAX_RECEIVE_COUNT, provision
+from local import moto_speed
 from tests import events
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults, Kind, WorkerCrash
@@ -248,6 +249,7 @@ class Lab:
 
     @classmethod
     def start(cls, record: bool = True) -> Lab:
+        moto_speed.uninstall()  # as the aws fixture does: an e2e test run earlier by this process may have installed it
         settings = Settings.from_env()
         clients = Clients(settings)
         if record:  # app code's calls are checked against the IAM policy (not the clean runs of collection)
