@@ -100,6 +100,16 @@ class PermanentActionError(ValueError):
     """An action that can never succeed as it is: the executor fails the task at once, without retrying it."""
 
 
+class ActionRetryHint(Exception):
+    """A failure that says when to try again (a webhook's ``Retry-After``, a throttled target): the executor waits
+    at least ``retry_after_seconds`` before the next attempt, within the task's retry budget (``retry``:
+    ``max_attempts`` and ``max_age_seconds``); None is no hint (the backoff alone decides)."""
+
+    def __init__(self, message: str, retry_after_seconds: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
 class TargetNotAllowed(PermanentActionError):
     """An action's queue or topic is not in the stage's TASK_ACTION_TARGET_ARNS: permanent, never retried."""
 

@@ -97,16 +97,22 @@ def set_attributes(attributes: Mapping[str, Any], remove: Iterable[str] = ()) ->
 
 RUNNING = Status.RUNNING.value
 SETTLED = (Status.DONE.value, Status.FAILED.value)
+# exec_state of an execution waiting to be retried (``settle_retry``, ``redrive``): the record is PENDING at its due
+# time, ``retry_due`` names that due time and ``retry_at_ms`` when a claim of it may start again.
+RETRYING = "RETRYING"
+RETRY_ATTRIBUTES = ("retry_due", "retry_at", "retry_at_ms", "retry_from", "retry_id")
+PAUSED = "PAUSED"
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What running a task's action came to: DONE with its result, or FAILED with the last error."""
 
-    status: Status
+    status: Status  # DONE, FAILED, or PENDING: to be retried at ``retry_at``
     attempts: int
     result: dict[str, Any] | None = None
     error: str | None = None
+    retry_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,9 @@ class Execution:
     error: str | None = None
     due_ms: int | None = None
     takeovers: int = 0
+    retry_due: str | None = None
+    retry_at_ms: int | None = None
+    retry_from: str | None = None
 
     @classmethod
     def of(cls, record: Mapping[str, Any] | None) -> Execution:
@@ -141,7 +150,13 @@ class Execution:
                    str(record.get("status", "")), _text(record.get("run_at")), _text(record.get("moved_from")),
                    int(record.get("attempts", 0) or 0), _text(record.get("last_error")),
                    int(record["exec_due_ms"]) if record.get("exec_due_ms") is not None else None,
-                   int(record.get("exec_takeovers", 0) or 0))
+                   int(record.get("exec_takeovers", 0) or 0), _text(record.get("retry_due")),
+                   int(record["retry_at_ms"]) if record.get("retry_at_ms") is not None else None,
+                   _text(record.get("retry_from")))
+
+    def attempts_before(self, due: str) -> int:
+        """Attempts already made of the execution at ``due``: those a retry of it counts on (0 for a new one)."""
+        return self.attempts if self.retry_due == due else 0
 
     def of_due(self, due: str) -> bool:
         return self.due == due
@@ -328,7 +343,8 @@ class TaskStore:
         names = {"#s": "status"}
         values = {":due": due_text, ":due_ms": due_ms(due), ":running": RUNNING, ":owner": owner, ":now": stamp,
                   ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
-                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM}
+                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM,
+                  ":retrying": RETRYING, ":now_ms": due_ms(now), ":paused": PAUSED}
         shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {})))
         names.update({f"#shape{i}": name for i, name in enumerate(shape or {})})
         values.update({f":shape{i}": value for i, value in enumerate((shape or {}).values())})
@@ -340,7 +356,7 @@ class TaskStore:
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = :due, "
                                 f"#s = :pending{shown} REMOVE dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, "
                                 f"{STATE_TTL_ATTRIBUTE}",
-            "ConditionExpression": CLAIMABLE,
+            "ConditionExpression": CLAIMABLE, "ReturnValues": "ALL_OLD",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         claim = self._claim_write(key, request, due, owner, stale)
         if claim.won or claim.lost != "released":
@@ -350,7 +366,7 @@ class TaskStore:
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
             "UpdateExpression": "SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms "
                                 "ADD exec_takeovers :one",
-            "ConditionExpression": TAKEOVER, "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            "ConditionExpression": TAKEOVER, "ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **_expression_args({"#s": "status"}, {
                 ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
                 ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
@@ -362,8 +378,8 @@ class TaskStore:
                      stale: float) -> Claim:
         due_text, due_at_ms = iso(due), due_ms(due)
         try:
-            self._ddb.update_item(**request)
-            return Claim(True)
+            response = self._ddb.update_item(**request)
+            return Claim(True, found=Execution.of(ddb.deserialize(response.get("Attributes") or {})))
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 found = Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
@@ -383,15 +399,19 @@ class TaskStore:
         worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
         left RUNNING)."""
         due_text, stamp = iso(due), iso(now)
-        attributes: dict[str, Any] = {"exec_state": outcome.status.value, "attempts": outcome.attempts,
-                                      "last_run_at": stamp}
-        removed: list[str] = []
+        retry = outcome.retry_at is not None
+        attributes: dict[str, Any] = {"exec_state": RETRYING if retry else outcome.status.value,
+                                      "attempts": outcome.attempts, "last_run_at": stamp}
+        removed: list[str] = [] if retry else list(RETRY_ATTRIBUTES)
         for name, value in (("last_result", outcome.result), ("last_error", outcome.error)):
             if value is not None:
                 attributes[name] = value
             else:
                 removed.append(name)
-        if next_due is not None and outcome.status is Status.DONE:
+        if outcome.retry_at is not None:  # settle_retry: PENDING at this due time, claimable again from retry_at
+            attributes.update({"status": Status.PENDING.value, "retry_due": due_text, "retry_at": iso(outcome.retry_at),
+                               "retry_at_ms": due_ms(outcome.retry_at)})
+        elif next_due is not None and outcome.status is Status.DONE:
             attributes.update({"status": Status.PENDING.value, "run_at": iso(next_due), "next_run_at": iso(next_due)})
         else:
             attributes.update({"status": outcome.status.value, "finished_at": stamp,
@@ -412,7 +432,8 @@ class TaskStore:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             found = Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
-        return found.of_due(due_text) and found.owner == owner and found.state == outcome.status.value
+        written = RETRYING if retry else outcome.status.value
+        return found.of_due(due_text) and found.owner == owner and found.state == written
 
     def mark(self, key: TaskKey, flag: str) -> None:
         """``mark_dead_lettered``, ``mark_alerted``: note on the record that a step after a failure
@@ -533,7 +554,11 @@ def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) 
 NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due"
                           " OR cancelled_by = :by_item)"
                           " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
-CLAIMABLE = "(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms) AND " + NOT_CANCELLED_OR_MOVED
+# A retry of the execution at this due time (settle_retry, redrive) is claimable from its retry time on; a paused
+# task's occurrences are not claimed at all (skipped).
+CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms OR (exec_due = :due AND exec_state = :retrying"
+             " AND retry_due = :due AND retry_at_ms <= :now_ms)) AND (attribute_not_exists(#s) OR #s <> :paused) AND "
+             + NOT_CANCELLED_OR_MOVED)
 # A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not
 # cancelled or moved by the API since (which it may do to a claim its dead-lettered due message left RUNNING).
 SETTLEABLE = "#ed = :due AND #eo = :me AND #es = :running AND {status} = :pending AND {run_at} = :due"
@@ -567,6 +592,10 @@ def lost_reason(found: Execution, due: str, stale: float, due_at_ms: int | None 
         return "rescheduled"
     if found.status == Status.CANCELLED.value and found.run_at == due:
         return "cancelled"
+    if found.status == PAUSED:
+        return "paused"
+    if found.of_due(due) and found.state == RETRYING:
+        return "retrying"
     if found.of_due(due) and found.state == RUNNING:
         return "running" if found.claimed_at >= stale else "released"
     if found.of_due(due) and found.state in SETTLED:
