@@ -169,6 +169,30 @@ def reschedule_task(task_id: str) -> Response:
     return respond(lambda: task_api.reschedule(deps(), task_id, json_body(raw_body(app.current_request))))
 
 
+@app.route("/tasks/{task_id}/retry", methods=["POST"], **protected)
+def retry_task(task_id: str) -> Response:
+    from chalicelib.tasks import operations
+    return respond(lambda: operations.retry(deps(), task_id, json_body(raw_body(app.current_request))))
+
+
+@app.route("/tasks/{source}/{key}/retry", methods=["POST"], **protected)
+def retry_source_task(source: str, key: str) -> Response:
+    from chalicelib.tasks import operations
+    return respond(lambda: operations.retry_source(deps(), source, key, json_body(raw_body(app.current_request))))
+
+
+@app.route("/tasks/{task_id}/pause", methods=["POST"], **protected)
+def pause_task(task_id: str) -> Response:
+    from chalicelib.tasks import operations
+    return respond(lambda: operations.pause(deps(), task_id))
+
+
+@app.route("/tasks/{task_id}/resume", methods=["POST"], **protected)
+def resume_task(task_id: str) -> Response:
+    from chalicelib.tasks import operations
+    return respond(lambda: operations.resume(deps(), task_id))
+
+
 # Chalice cannot set ReportBatchItemFailures; deploy must set it on this mapping too.
 @app.on_sqs_message(queue=settings.due_queue, batch_size=10, name="task_executor")
 def task_executor(event: SQSEvent) -> dict[str, Any]:

@@ -62,6 +62,8 @@ class Status(StrEnum):
     DONE = "DONE"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    DEAD_LETTERED = "DEAD_LETTERED"  # its due message was dead-lettered: waits for a retry, a cancel or a change
+    PAUSED = "PAUSED"  # a recurring task whose occurrences are skipped until it is resumed
 
     @property
     def finished(self) -> bool:

@@ -33,7 +33,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items
-from chalicelib.tasks.model import InvalidTask, Status, Task, TaskKey, iso
+from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Task, TaskKey, iso
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
@@ -234,11 +234,13 @@ class TaskStore:
         return self._get(self.state_table, items.record_key(task_id))
 
     def get_many(self, task_ids: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-        """(items by task id, records by task id) of API tasks, in BatchGetItem calls of 100 keys."""
+        """(items by task id, records by task id), in BatchGetItem calls of 100 keys: the items of API tasks, the
+        records of all."""
         wanted: list[tuple[str, dict[str, str]]] = []
         for task_id in task_ids:
-            task_key = TaskKey.for_id(task_id)
-            wanted.append((self.tasks_table, {"PK": task_key.pk, "SK": task_key.sk}))
+            if TASK_ID.fullmatch(task_id):  # an API task's item (the others are shown from their records)
+                task_key = TaskKey.for_id(task_id)
+                wanted.append((self.tasks_table, {"PK": task_key.pk, "SK": task_key.sk}))
             wanted.append((self.state_table, items.record_key(task_id)))
         found_items: dict[str, dict[str, Any]] = {}
         found_records: dict[str, dict[str, Any]] = {}
@@ -258,14 +260,24 @@ class TaskStore:
                 request = dict(response.get("UnprocessedKeys", {}))
         return found_items, found_records
 
-    def query_index(self, status: Status, start_key: dict[str, str] | None,
-                    limit: int) -> tuple[list[str], dict[str, str] | None]:
+    def query_index(self, status: Status, start_key: dict[str, str] | None, limit: int,
+                    source: str | None = None) -> tuple[list[str], dict[str, str] | None]:
         """(task ids, key to continue from) of one page of the status index (a sparse GSI of the state table
-        over the records of API tasks: ``status``, ``listed``), oldest first."""
+        over the records that carry ``listed``: ``status``, ``listed``), the API's tasks oldest first, then the
+        others by source; ``source`` (``items.listed_prefix``) narrows the key condition to one source's."""
+        condition, values = "#s = :status", {":status": {"S": status.value}}
+        if source is not None:
+            prefix = items.listed_prefix(source)
+            if prefix is None:  # the API's tasks: their listed starts with the time created, before the mark
+                condition += " AND #l < :mark"
+                values[":mark"] = {"S": items.LISTED_SOURCE_MARK}
+            else:
+                condition += " AND begins_with(#l, :prefix)"
+                values[":prefix"] = {"S": prefix}
         kwargs: dict[str, Any] = {
-            "TableName": self.state_table, "IndexName": items.STATUS_INDEX,
-            "KeyConditionExpression": "#s = :status", "ExpressionAttributeNames": {"#s": "status"},
-            "ExpressionAttributeValues": {":status": {"S": status.value}}, "Limit": limit,
+            "TableName": self.state_table, "IndexName": items.STATUS_INDEX, "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#s": "status", **({"#l": items.LISTED} if source is not None else {})},
+            "ExpressionAttributeValues": values, "Limit": limit,
         }
         if start_key:
             kwargs["ExclusiveStartKey"] = ddb.serialize(start_key)
@@ -312,18 +324,86 @@ class TaskStore:
         """``cancel``: the record as CANCELLED (``record``: all of it, its status CANCELLED), on the condition
         that no executor claimed its due time since it was read (``stuck``: or that claim is one a dead-lettered
         due message left RUNNING)."""
-        condition, values = not_executing(str(record.get("run_at")), stuck)
-        return put(self.state_table, record, condition, None, values)
+        condition, names, values = not_executing(str(record.get("run_at")), stuck)
+        return put(self.state_table, record, condition, names, values)
 
     def reschedule(self, key: TaskKey, changes: Mapping[str, Any], moved_from: str, stuck: bool) -> dict[str, Any]:
         """``reschedule``: the record's new due time and action (``changes``) and ``moved_from``, so that an
         executor that read the item before this write cannot claim the old time after it (docs/executor.md);
         the old time's dead-letter note goes. Same condition as ``cancel``."""
         expression, names, values = set_attributes({**changes, "moved_from": moved_from}, ["dead_letter"])
-        condition, condition_values = not_executing(moved_from, stuck)
+        condition, condition_names, condition_values = not_executing(moved_from, stuck)
         return update(self.state_table, items.record_key(key.task_id), expression,
-                      condition.replace(":due", ":old_due"), names,
+                      condition.replace(":due", ":old_due"), {**names, **condition_names},
                       {**values, **{k.replace(":due", ":old_due"): v for k, v in condition_values.items()}})
+
+    # --- the operator's transitions: retry a failure, pause and resume (chalicelib.tasks.operations) ------------
+
+    def redrive(self, key: TaskKey, due: datetime, run_at: datetime, retry_id: str, now: datetime,
+                lease_seconds: int) -> bool:
+        """``redrive``: a FAILED or DEAD_LETTERED execution of ``due`` runs again, fresh (no attempts counted, its
+        age from ``run_at``): the record PENDING, RETRYING until ``run_at``, the retry's ``retry_id`` kept.  Refused
+        (False) unless the record is FAILED at that due time, or DEAD_LETTERED at it without a live claim -- or
+        this retry's own write is there already (its answer lost).  One conditional UpdateItem; the caller sends
+        the due message."""
+        due_text = iso(due)
+        attributes: dict[str, Any] = {
+            "status": Status.PENDING.value, "exec_state": RETRYING, "exec_due": due_text, "exec_due_ms": due_ms(due),
+            "retry_due": due_text, "retry_at": iso(run_at), "retry_at_ms": due_ms(run_at), "retry_from": iso(run_at),
+            "retry_id": retry_id, "attempts": 0, "exec_takeovers": 0, "redriven_at": iso(now)}
+        expression, names, values = set_attributes(attributes, [
+            "dead_letter", "dead_lettered", "alerted", "finished_at", "exec_owner", "claimed_at", STATE_TTL_ATTRIBUTE])
+        names.update({"#rs": "status", "#rr": "run_at", "#rd": "exec_due", "#re": "exec_state", "#rc": "claimed_at",
+                      "#ri": "retry_id"})
+        values.update({":r_failed": Status.FAILED.value, ":r_dead": Status.DEAD_LETTERED.value, ":r_due": due_text,
+                       ":r_running": RUNNING, ":r_stale": now.timestamp() - lease_seconds, ":r_id": retry_id})
+        condition = ("(#rs = :r_failed AND #rd = :r_due) OR (#rs = :r_dead AND #rr = :r_due AND (attribute_not_exists(#re)"
+                     " OR #re <> :r_running OR #rd <> :r_due OR #rc < :r_stale)) OR #ri = :r_id")
+        try:
+            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                                  UpdateExpression=expression, ConditionExpression=condition,
+                                  **_expression_args(names, values))
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def pause(self, key: TaskKey, record: Mapping[str, Any], due: str, now: datetime) -> bool:
+        """``pause``: the record PAUSED (``record``: what a task without one gets -- ``items.record_of``), on the
+        condition that it is PENDING (or has no record yet) and no executor claimed its due time ``due`` since it
+        was read, so a pause and a claim never both win. False when that condition failed. One UpdateItem."""
+        sets = {"status": Status.PAUSED.value, "paused_at": iso(now)}
+        creates = {k: v for k, v in record.items() if k not in ("PK", "SK", "status") and v is not None}
+        expression, names, values = set_attributes(sets)
+        for i, (name, value) in enumerate(creates.items()):
+            names[f"#c{i}"], values[f":c{i}"] = name, value
+            expression += f", #c{i} = if_not_exists(#c{i}, :c{i})"
+        condition, condition_names, condition_values = not_executing(due, False)
+        names.update({**condition_names, "#ps": "status"})
+        values.update({**condition_values, ":p_pending": Status.PENDING.value})
+        try:
+            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                                  UpdateExpression=expression,
+                                  ConditionExpression=f"(attribute_not_exists(#ps) OR #ps = :p_pending) AND ({condition})",
+                                  **_expression_args(names, values))
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def resume(self, key: TaskKey, run_at: str, moved_from: str | None) -> dict[str, Any]:
+        """``resume``: the record PENDING again at ``run_at`` (the next occurrence after now; ``moved_from``: the
+        due time it had, when that one passed while paused), as an item of the API's transaction with the item's
+        new due time; on the condition that it is still PAUSED."""
+        changes: dict[str, Any] = {"status": Status.PENDING.value, "run_at": run_at}
+        if moved_from is not None:
+            changes["moved_from"] = moved_from
+        expression, names, values = set_attributes(changes, ["paused_at"])
+        names["#ps"] = "status"
+        values[":p_paused"] = Status.PAUSED.value
+        return update(self.state_table, items.record_key(key.task_id), expression, "#ps = :p_paused", names, values)
 
     # --- executions: the claim and the outcome, on the task's record -----------------------------
 
@@ -345,7 +425,9 @@ class TaskStore:
                   ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
                   ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM,
                   ":retrying": RETRYING, ":now_ms": due_ms(now), ":paused": PAUSED}
-        shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {})))
+        listed, listed_values = _listed_update(key)
+        values.update(listed_values)
+        shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {}))) + listed
         names.update({f"#shape{i}": name for i, name in enumerate(shape or {})})
         values.update({f":shape{i}": value for i, value in enumerate((shape or {}).values())})
         request: dict[str, Any] = {
@@ -364,13 +446,13 @@ class TaskStore:
         previous = claim.found.takeovers
         takeover: dict[str, Any] = {  # its worker died: take it over, once per lease, counted
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
-            "UpdateExpression": "SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms "
+            "UpdateExpression": f"SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms, #s = :pending{listed} "
                                 "ADD exec_takeovers :one",
             "ConditionExpression": TAKEOVER, "ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **_expression_args({"#s": "status"}, {
                 ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
                 ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
-                ":due_ms": due_ms(due), ":by_item": items.BY_ITEM})}
+                ":due_ms": due_ms(due), ":by_item": items.BY_ITEM, ":pending": Status.PENDING.value, **listed_values})}
         claim = self._claim_write(key, takeover, due, owner, stale)
         return replace(claim, takeovers=previous + 1) if claim.won else claim
 
@@ -420,7 +502,8 @@ class TaskStore:
         alias = {name: placeholder for placeholder, name in names.items()}  # one placeholder per attribute
         status, run_at = alias.get("status", "#st"), alias.get("run_at", "#ra")
         names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state", status: "status", run_at: "run_at"})
-        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value})
+        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value,
+                       ":dead_lettered": Status.DEAD_LETTERED.value})
         condition = SETTLEABLE.format(status=status, run_at=run_at)
         try:
             self._ddb.update_item(
@@ -458,16 +541,18 @@ class TaskStore:
     # --- due messages SQS gave up on ------------------------------------------------
 
     def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any]) -> None:
-        """``note_dead_letter``: keep on the task's record that its due message for ``due`` was dead-lettered (``note``); a task
-        written by another program gets a record for it (the executor's next outcome replaces it)."""
+        """``note_dead_letter``: the task is DEAD_LETTERED, its record keeping why its due message for ``due`` was
+        dead-lettered (``note``); a task written by another program gets a record for it (listed by the status
+        index like any other). A claim, a retry, a cancel or a reschedule leaves the state."""
+        listed, listed_values = _listed_update(key)
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET dead_letter = :note, id = if_not_exists(id, :id), "
                              "task_pk = if_not_exists(task_pk, :pk), task_sk = if_not_exists(task_sk, :sk), "
-                             "run_at = if_not_exists(run_at, :due), #s = if_not_exists(#s, :pending)",
+                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered{listed}",
             **_expression_args({"#s": "status"}, {
                 ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
-                ":due": iso(due), ":pending": Status.PENDING.value}))
+                ":due": iso(due), ":dead_lettered": Status.DEAD_LETTERED.value, **listed_values}))
 
     def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any], name: str) -> None:
         """``note_stream_dead_letter``: keep ``note`` (as ``name``) on the task's record, unless a note of a later
@@ -481,6 +566,10 @@ class TaskStore:
         if note.get("run_at"):
             values[":due"] = note["run_at"]
             sets.append("run_at = if_not_exists(run_at, :due)")
+        listed, listed_values = _listed_update(key)
+        if listed:
+            sets.append(listed.lstrip(", "))
+            values.update(listed_values)
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
@@ -505,6 +594,9 @@ class TaskStore:
                                       items.CANCELLED_BY: items.BY_ITEM,
                                       STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)}
         attributes.update({k: v for k, v in (("recurrence", task.recurrence), ("timezone", task.timezone)) if v})
+        listed = items.listed_of(task.key)
+        if listed is not None:
+            attributes[items.LISTED] = listed
         expression, names, values = set_attributes(attributes)
         alias = {name: placeholder for placeholder, name in names.items()}
         status, run_at, by = alias["status"], alias["run_at"], alias[items.CANCELLED_BY]
@@ -561,7 +653,8 @@ CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms OR (exec_
              + NOT_CANCELLED_OR_MOVED)
 # A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not
 # cancelled or moved by the API since (which it may do to a claim its dead-lettered due message left RUNNING).
-SETTLEABLE = "#ed = :due AND #eo = :me AND #es = :running AND {status} = :pending AND {run_at} = :due"
+SETTLEABLE = ("#ed = :due AND #eo = :me AND #es = :running AND {status} IN (:pending, :dead_lettered)"
+              " AND {run_at} = :due")
 # A takeover: the execution of this due time is RUNNING under a lease that ran out, still held by the worker the
 # claim found (so two takers cannot both win).
 TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale AND exec_owner = :previous"
@@ -570,15 +663,27 @@ TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale A
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, Any]]:
-    """A condition on a task's record: no executor claimed its execution at ``due`` -- or, for a task stuck on a
-    dead-lettered due message, the claim it left RUNNING -- so the API may still change the task."""
-    values: dict[str, Any] = {":due": due}
-    condition = "attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
+def _listed_update(key: TaskKey) -> tuple[str, dict[str, Any]]:
+    """The part of an UpdateExpression that lists a task not made by the API in the status index (its
+    ``listed``, ``items.listed_of``: fixed by its key, so writing it again changes nothing), and its value;
+    nothing for an API task (its ``listed`` is written once, by ``create``)."""
+    listed = items.listed_of(key)
+    return ("", {}) if listed is None else (f", {items.LISTED} = :listed", {":listed": listed})
+
+
+def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition on a task's record, with its names and values: no executor claimed its execution at ``due``
+    (or it waits for a retry of it, RETRYING) -- or, for a task DEAD_LETTERED (``stuck``), the claim its dead-lettered
+    due message left RUNNING -- so the API may still change the task."""
+    values: dict[str, Any] = {":due": due, ":retrying": RETRYING}
+    names: dict[str, str] = {}
+    condition = ("attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
+                 " OR exec_state = :retrying")
     if stuck:
-        values[":running"] = RUNNING
-        condition += " OR exec_state = :running"
-    return condition, values
+        values.update({":running": RUNNING, ":dead_lettered": Status.DEAD_LETTERED.value})
+        names["#nx_status"] = "status"
+        condition += " OR (exec_state = :running AND #nx_status = :dead_lettered)"
+    return condition, names, values
 
 
 def due_ms(due: datetime) -> int:
