@@ -169,10 +169,12 @@ def reschedule_task(task_id: str) -> Response:
     return respond(lambda: task_api.reschedule(deps(), task_id, json_body(raw_body(app.current_request))))
 
 
-@app.route("/tasks/{task_id}/retry", methods=["POST"], **protected)
-def retry_task(task_id: str) -> Response:
+# POST /tasks/<task id>/retry, /pause, /resume: the id's path part is named {source}, as in its sibling
+# /tasks/{source}/{key} (a router takes one variable name per level and would try {source}/{key} first).
+@app.route("/tasks/{source}/retry", methods=["POST"], **protected)
+def retry_task(source: str) -> Response:
     from chalicelib.tasks import operations
-    return respond(lambda: operations.retry(deps(), task_id, json_body(raw_body(app.current_request))))
+    return respond(lambda: operations.retry(deps(), source, json_body(raw_body(app.current_request))))
 
 
 @app.route("/tasks/{source}/{key}/retry", methods=["POST"], **protected)
@@ -181,16 +183,16 @@ def retry_source_task(source: str, key: str) -> Response:
     return respond(lambda: operations.retry_source(deps(), source, key, json_body(raw_body(app.current_request))))
 
 
-@app.route("/tasks/{task_id}/pause", methods=["POST"], **protected)
-def pause_task(task_id: str) -> Response:
+@app.route("/tasks/{source}/pause", methods=["POST"], **protected)
+def pause_task(source: str) -> Response:
     from chalicelib.tasks import operations
-    return respond(lambda: operations.pause(deps(), task_id))
+    return respond(lambda: operations.pause(deps(), source))
 
 
-@app.route("/tasks/{task_id}/resume", methods=["POST"], **protected)
-def resume_task(task_id: str) -> Response:
+@app.route("/tasks/{source}/resume", methods=["POST"], **protected)
+def resume_task(source: str) -> Response:
     from chalicelib.tasks import operations
-    return respond(lambda: operations.resume(deps(), task_id))
+    return respond(lambda: operations.resume(deps(), source))
 
 
 # Chalice cannot set ReportBatchItemFailures; deploy must set it on this mapping too.
