@@ -72,6 +72,8 @@ def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None) -> tuple[int, 
     if record is not None and record.get("retry_id") == retry_id:
         return _resend(deps, store, key, record, "this retry was made already")
     item = store.get_item(key)
+    if item is None and record is None:
+        raise not_found("task", key.task_id)
     task = _task(deps, key, item)
     status = _status_of(deps, task, record)
     if status not in RETRYABLE or record is None:

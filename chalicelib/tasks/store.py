@@ -100,7 +100,7 @@ SETTLED = (Status.DONE.value, Status.FAILED.value)
 # exec_state of an execution waiting to be retried (``settle_retry``, ``redrive``): the record is PENDING at its due
 # time, ``retry_due`` names that due time and ``retry_at_ms`` when a claim of it may start again.
 RETRYING = "RETRYING"
-RETRY_ATTRIBUTES = ("retry_due", "retry_at", "retry_at_ms", "retry_from", "retry_id")
+RETRY_ATTRIBUTES = ("retry_due", "retry_at", "retry_at_ms", "retry_from")  # retry_id stays: a repeat is known
 PAUSED = "PAUSED"
 
 
