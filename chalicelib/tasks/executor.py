@@ -17,8 +17,11 @@ holds no other.  For every message (``model.DueMessage``):
    then it may be taken over, at most TASK_MAX_TAKEOVERS times (past that the
    execution is FAILED without running again); a task cancelled at that
    time, or moved from it by the API since step 2, is skipped.
-4. The action runs, retried with backoff up to TASK_MAX_ATTEMPTS; a permanent
-   error (a refused target) fails it at once.
+4. The action runs, retried by the task's retry policy (its ``retry``, else
+   TASK_MAX_ATTEMPTS and TASK_RETRY_MAX_AGE_SECONDS) with backoff and jitter,
+   no sooner than an ``actions.ActionRetryHint`` asks; a short wait is slept
+   here, a longer one settles the execution to be retried later (its message
+   comes back then); a permanent error (a refused target) fails it at once.
 5. Settle: the outcome (status, attempts, result or error; a recurring task's
    next due time) goes on the record, with one conditional UpdateItem.  That is
    the one write between the action and a second run of it: retried, never

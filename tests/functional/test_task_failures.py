@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -31,6 +32,7 @@ from tests.functional.task_support import (
 )
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
+RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "operations-runbook.md"
 
 
 def post(client: Client, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -74,11 +76,15 @@ def hinted() -> Iterator[type[HintedAction]]:
 
 
 def test_a_tasks_own_retry_policy_bounds_its_attempts_and_get_shows_the_count_and_the_last_error(
-        client: Client, deps: Deps, clock: FakeClock) -> None:
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
     fail(client, deps, clock, "twice", retry={"max_attempts": 2})
     shown = get_task(client, "twice")
     assert (shown["attempts"], shown["retry"]) == (2, {"max_attempts": 2})
     assert "ServiceUnavailable" in shown["last_error"]
+    [alert] = aws.alerts()  # what the runbook says it says
+    assert alert["subject"] == "Task twice failed after 2 attempts"
+    assert "`Task <id> failed after <n> attempts`" in RUNBOOK.read_text()
+    assert set(alert["message"]) == {"task_id", "due", "action", "attempts", "error", "dedupe_id"}
     refused = post_task(client, {"run_at": RUN_AT, "action": EMAIL_ACTION, "retry": {"max_attempts": 186}})
     assert (refused.status_code, refused.json_body["field"]) == (400, "retry.max_attempts")
 
