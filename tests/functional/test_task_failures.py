@@ -214,14 +214,34 @@ def test_a_pause_that_lands_before_the_claim_skips_the_occurrence_and_resume_goe
     assert get_task(client, "daily")["run_at"] == "2026-11-25T12:10:00Z"
 
 
+class ClaimBeforePause:
+    """The bundle's DynamoDB client, letting an executor claim ``key`` right before the API's pause write: the
+    claim lands between the API's read of the task (PENDING) and its write."""
+
+    def __init__(self, real: Any, store: TaskStore, key: TaskKey, clock: FakeClock) -> None:
+        self._real, self._store, self._key, self._clock, self.claimed = real, store, key, clock, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def update_item(self, **kwargs: Any) -> Any:
+        if "paused_at" in json.dumps(kwargs.get("ExpressionAttributeNames", {})) and not self.claimed:
+            self.claimed = self._store.claim(self._key, self._clock.now, self._clock.now, 300, "worker").won
+        return self._real.update_item(**kwargs)
+
+
 def test_a_claim_that_lands_before_the_pause_makes_the_pause_a_conflict(
         client: Client, deps: Deps, clock: FakeClock) -> None:
     body = {"id": "daily", "run_at": RUN_AT, "action": EMAIL_ACTION, "recurrence": "rate(1 day)"}
     assert post_task(client, body).status_code == 201
     clock.now = parse_due(RUN_AT)
-    assert TaskStore(deps).claim(TaskKey.for_id("daily"), clock.now, clock.now, 300, "worker").won
+    real = deps.clients.dynamodb
+    racer = ClaimBeforePause(real, TaskStore(deps), TaskKey.for_id("daily"), clock)
+    use_client(deps, "dynamodb", racer)
     busy = post(client, "/tasks/daily/pause")
-    assert (busy.status_code, busy.json_body["field"]) == (409, "status")
+    use_client(deps, "dynamodb", real)
+    assert racer.claimed and (busy.status_code, busy.json_body["field"]) == (409, "status")
+    assert get_task(client, "daily")["status"] == "RUNNING"  # the claim won; nothing paused it
 
 
 def test_a_one_time_task_cannot_be_paused_because_it_has_no_occurrence_to_skip(client: Client) -> None:
