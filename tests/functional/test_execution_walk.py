@@ -124,9 +124,11 @@ class Walk:
         self.table.put({"PK": key.pk, "SK": key.sk, "run_at": iso(due), "action": action or EMAIL_ACTION, **extra})
 
     def post(self, key: TaskKey, verb: str, body: dict[str, Any] | None = None) -> Any:
-        """POST /tasks/{id}/<verb> (retry, pause, resume)."""
+        """POST /tasks/{id}/<verb> (retry with a body; pause, resume without)."""
+        if body is None:
+            return self.client.http.post(self.path(key) + "/" + verb)
         return self.client.http.post(self.path(key) + "/" + verb, headers={"Content-Type": "application/json"},
-                                     body=json.dumps(body or {}))
+                                     body=json.dumps(body))
 
     def deliver_sent(self) -> None:
         """Deliver what was sent to the due queue since the last call, each at its time."""

@@ -36,6 +36,9 @@ RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "operations-runbook.md"
 
 
 def post(client: Client, path: str, body: dict[str, Any] | None = None) -> Any:
+    """POST ``body`` (a retry's; none for pause and resume, which take none)."""
+    if body is None and not path.endswith("/retry"):
+        return client.http.post(path)
     return client.http.post(path, headers={"Content-Type": "application/json"}, body=json.dumps(body or {}))
 
 
