@@ -193,6 +193,32 @@ def reschedule_task(task_id: str) -> Response:
     return respond(lambda: task_api.reschedule(deps(), task_id, json_body(raw_body(app.current_request))))
 
 
+# POST /tasks/<task id>/retry, /pause, /resume: the id's path part is named {source}, as in its sibling
+# /tasks/{source}/{key} (a router takes one variable name per level and would try {source}/{key} first).
+@app.route("/tasks/{source}/retry", methods=["POST"], **protected)
+def retry_task(source: str) -> Response:
+    from chalicelib.tasks import operations
+    return respond(lambda: operations.retry(deps(), source, json_body(raw_body(app.current_request))))
+
+
+@app.route("/tasks/{source}/{key}/retry", methods=["POST"], **protected)
+def retry_source_task(source: str, key: str) -> Response:
+    from chalicelib.tasks import operations
+    return respond(lambda: operations.retry_source(deps(), source, key, json_body(raw_body(app.current_request))))
+
+
+@app.route("/tasks/{source}/pause", methods=["POST"], **protected)
+def pause_task(source: str) -> Response:
+    from chalicelib.tasks import operations
+    return respond(lambda: operations.pause(deps(), source))
+
+
+@app.route("/tasks/{source}/resume", methods=["POST"], **protected)
+def resume_task(source: str) -> Response:
+    from chalicelib.tasks import operations
+    return respond(lambda: operations.resume(deps(), source))
+
+
 # Chalice cannot set ReportBatchItemFailures; deploy must set it on this mapping too.
 @app.on_sqs_message(queue=settings.due_queue, batch_size=10, name="task_executor")
 def task_executor(event: SQSEvent) -> dict[str, Any]:

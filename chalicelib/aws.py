@@ -9,6 +9,7 @@ a sleep that only moves that clock.
 
 from __future__ import annotations
 
+import random as _random
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 Clock = Callable[[], datetime]
 Sleep = Callable[[float], None]
+Draw = Callable[[], float]  # a uniform draw in [0, 1): the jitter of retry backoff
 
 
 def utc_now() -> datetime:
@@ -141,6 +143,7 @@ class Deps:
     clients: Clients
     clock: Clock = utc_now
     sleep: Sleep = time.sleep
+    random: Draw = _random.random
     _queue_urls: dict[str, str] = field(default_factory=dict)
     _lookup: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     metrics: Metrics = field(default_factory=Metrics)

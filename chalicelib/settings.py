@@ -478,6 +478,9 @@ class Settings:
         "When the interval processor runs: rate() or cron().", SCHEDULE)
     task_max_attempts: int = setting("TASK_MAX_ATTEMPTS", "3",
         "Attempts of a failing action before the task is FAILED.", integer(1, 100))
+    task_retry_max_age_seconds: int = setting("TASK_RETRY_MAX_AGE_SECONDS", "86400",
+        "A failing action is not retried later than this after its due time (a task's `retry` may say less).",
+        integer(60, 86400))
     task_claim_lease_seconds: int = setting("TASK_CLAIM_LEASE_SECONDS", "300",
         "A claimed execution whose worker died is taken over after this.", integer(5, 86400))
     task_max_takeovers: int = setting("TASK_MAX_TAKEOVERS", "3",

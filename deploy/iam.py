@@ -377,6 +377,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
                                                  "dynamodb:BatchWriteItem"]),  # a run's table pages
             _statement("QueryTaskStatusIndex", ["dynamodb:Query"],
                        [b.table(f"{s.state_table}/index/{STATUS_INDEX}")]),
+            b.send("SendRetries", s.due_queue),  # POST /tasks/{id}/retry sends the retry's due message
             *start_backups,
             *b.restores(finish=False),  # POST /backups/restores
         ],

@@ -14,7 +14,7 @@ attempt and redelivery of one execution), performs one call and returns a small
 JSON-able result that is recorded on the task.  A failure is any exception; the
 executor retries it, but for a ``PermanentActionError`` (a refused target, an
 unknown type, an error code that retrying cannot change), which fails the task
-at once; a ``TransientActionError`` may say when to retry (``retry_after``).
+at once; an ``ActionRetryHint`` may say when to retry (``retry_after_seconds``).
 
 This module imports nothing from the task model (the model imports it), so a
 field check returns what is wrong, or None, and the model names the field.
@@ -202,13 +202,14 @@ class PermanentActionError(ValueError):
     """An action that can never succeed as it is: the executor fails the task at once, without retrying it."""
 
 
-class TransientActionError(RuntimeError):
-    """An action that may succeed later (retried), with the target's hint of when: ``retry_after`` seconds
-    (a webhook's Retry-After), which the executor honours within its retry budget."""
+class ActionRetryHint(Exception):
+    """A failure that says when to try again (a webhook's ``Retry-After``, a throttled target): the executor waits
+    at least ``retry_after_seconds`` before the next attempt, within the task's retry budget (``retry``:
+    ``max_attempts`` and ``max_age_seconds``); None is no hint (the backoff alone decides)."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after_seconds: float | None = None) -> None:
         super().__init__(message)
-        self.retry_after = retry_after
+        self.retry_after_seconds = retry_after_seconds
 
 
 class TargetNotAllowed(PermanentActionError):
@@ -529,4 +530,4 @@ class WebhookAction(Action):
         except webhook.WebhookRefused as exc:
             raise PermanentActionError(str(exc)) from exc
         except webhook.WebhookFailed as exc:
-            raise TransientActionError(str(exc), exc.retry_after) from exc
+            raise ActionRetryHint(str(exc), exc.retry_after) from exc

@@ -15,7 +15,7 @@ from chalicelib.aws import Deps
 from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items, stream_dead_letters
-from chalicelib.tasks.items import LISTED_STATUSES
+from chalicelib.tasks.items import LISTED, LISTED_STATUSES
 from chalicelib.tasks.model import (
     TASK_ID,
     InvalidTask,
@@ -82,7 +82,7 @@ def _dead_letter(record: dict[str, Any] | None, run_at: Any, status: str) -> dic
     ``chalicelib.tasks.dead_letters``), or None: the note is of its current due time only."""
     note = (record or {}).get("dead_letter")
     if not isinstance(note, dict) or note.get("run_at") != run_at or status not in (
-            Status.PENDING.value, Status.RUNNING.value):
+            Status.PENDING.value, Status.RUNNING.value, Status.DEAD_LETTERED.value):
         return None
     return {k: note.get(k) for k in ("run_at", "at", "reason", "receive_count", "claim")}
 
@@ -164,7 +164,7 @@ def show(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
 
 def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any]]:
     query = query or {}
-    reject_unknown(query, {"status", "limit", "next_token"})
+    reject_unknown(query, {"status", "limit", "next_token", "source"})
     statuses: tuple[Status, ...] = LISTED_STATUSES
     if "status" in query:
         # ASCII only: str.upper() also makes "PENDING" of "pend\u0131ng" (a dotless i), which the document refuses.
@@ -173,6 +173,12 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
             raise bad_request("status", "status must be one of " + ", ".join(s.value for s in LISTED_STATUSES)
                               + " (running tasks are listed as PENDING)")
         statuses = (Status(wanted),)
+    source = query.get("source")
+    if source is not None and source not in (items.API_SOURCE, items.ITEMS_SOURCE) \
+            and deps.settings.source(source) is None:
+        raise bad_request("source", f"source must be {items.API_SOURCE} (the API's tasks), {items.ITEMS_SOURCE} "
+                                    "(other programs' items in the tasks table) or a task source the stage declares"
+                                    " (TASK_SOURCES)")
     limit = LIST_LIMIT_DEFAULT
     if "limit" in query:
         if not WHOLE_NUMBER.fullmatch(query["limit"]) or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
@@ -183,11 +189,13 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
         partition, start_key = _valid(lambda: items.decode_token(query["next_token"], len(statuses)))
         if start_key is not None and start_key["status"] != statuses[partition].value:
             raise bad_request("next_token", "next_token belongs to a listing with another status")
+        if start_key is not None and not items.listed_in(start_key[LISTED], source):
+            raise bad_request("next_token", "next_token belongs to a listing of another source")
     store = TaskStore(deps)
     ids: list[str] = []
     next_token: str | None = None
     while partition < len(statuses) and len(ids) < limit:
-        page, last = store.query_index(statuses[partition], start_key, limit - len(ids))
+        page, last = store.query_index(statuses[partition], start_key, limit - len(ids), source)
         ids.extend(page)
         if last is not None:
             start_key = last
@@ -199,10 +207,19 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
                 next_token = items.encode_token(partition, None)
     found_items, found_records = store.get_many(ids)
     now = deps.clock()
-    tasks = [_view(deps, i, found_items.get(i), found_records.get(i))
+    tasks = [_listed_view(deps, i, found_items.get(i), found_records.get(i))
              for i in ids if (i in found_items or i in found_records)
              and items.expired_record(TaskKey.for_id(i), found_items.get(i), found_records.get(i), now) is None]
     return 200, {"tasks": tasks, "next_token": next_token}
+
+
+def _listed_view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
+    """A listed task: an API task as GET /tasks/{id} shows it; a task not made by the API (a source's, another
+    program's) as its record says, with its ``source`` (its item is not read: the listing reads one table)."""
+    if record is not None and record.get(LISTED, "").startswith(items.LISTED_SOURCE_MARK):
+        listed = str(record[LISTED])
+        return {**items.view_of_record(record), "source": listed[1:listed.index("#")] or items.ITEMS_SOURCE}
+    return _view(deps, task_id, item, record)
 
 
 def _current(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, dict[str, Any] | None, Task | None]:
@@ -233,8 +250,8 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
         return 200, _view(deps, key.task_id, item, record)
     if status in (Status.DONE.value, Status.FAILED.value):
         raise conflict(f"task {key.task_id!r} is {status} and can no longer be cancelled")
-    stuck = task is not None and _dead_letter(record, iso(task.due), status) is not None
-    if status == Status.RUNNING.value and not stuck:
+    stuck = status == Status.DEAD_LETTERED.value
+    if status == Status.RUNNING.value:
         raise conflict(f"task {key.task_id!r} is running; try again when it has finished")
     store, now = TaskStore(deps), deps.clock()
     new_record = dict(record or {})
@@ -261,9 +278,11 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
         _valid(lambda: check_action_target(action, deps.settings))
     key, item, record, task = _current(deps, task_id)
     status = _status(record, task)
-    stuck = task is not None and _dead_letter(record, iso(task.due), status) is not None
-    if status != Status.PENDING.value and not (stuck and status == Status.RUNNING.value):
-        raise conflict(f"task {key.task_id!r} is {status}; only a PENDING task can be changed", "status")
+    stuck = status == Status.DEAD_LETTERED.value
+    if status not in (Status.PENDING.value, Status.DEAD_LETTERED.value):
+        hint = "; resume it first (POST /tasks/{id}/resume)" if status == Status.PAUSED.value else ""
+        raise conflict(f"task {key.task_id!r} is {status}; only a PENDING or DEAD_LETTERED task can be changed{hint}",
+                       "status")
     if item is None:
         raise conflict(f"task {key.task_id!r} is due and being run; it can no longer be changed", "status")
     if task is None:
@@ -283,7 +302,10 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
                   {**names, **due_names}, {**values, **due_values})]
     updated = task_from_item({**item, **changes}, settings)
     record_changes = {"run_at": iso(updated.due), "action": updated.action, "id": key.task_id,
-                      "task_pk": key.pk, "task_sk": key.sk}
+                      "task_pk": key.pk, "task_sk": key.sk, "status": Status.PENDING.value}
+    listed = items.listed_of(key)
+    if listed is not None:
+        record_changes[items.LISTED] = listed
     ops.append(store.reschedule(key, record_changes, iso(task.due), stuck))
     if not store.transact(ops):
         raise conflict(f"task {key.task_id!r} changed while being rescheduled; read it and try again")
@@ -292,4 +314,9 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
     return 200, items.view_of_task(updated, {**(record or {}), **record_changes, "moved_from": iso(task.due)})
 
 
-__all__ = ["cancel", "create", "list_tasks", "reschedule", "show"]
+# For the operator's routes (chalicelib.tasks.operations): a task's key, its view, and what it is now.
+key_of = _key_of
+view = _view
+current = _current
+
+__all__ = ["cancel", "create", "current", "key_of", "list_tasks", "reschedule", "show", "view"]

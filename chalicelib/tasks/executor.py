@@ -17,8 +17,11 @@ holds no other.  For every message (``model.DueMessage``):
    then it may be taken over, at most TASK_MAX_TAKEOVERS times (past that the
    execution is FAILED without running again); a task cancelled at that
    time, or moved from it by the API since step 2, is skipped.
-4. The action runs, retried with backoff up to TASK_MAX_ATTEMPTS; a permanent
-   error (a refused target) fails it at once.
+4. The action runs, retried by the task's retry policy (its ``retry``, else
+   TASK_MAX_ATTEMPTS and TASK_RETRY_MAX_AGE_SECONDS) with backoff and jitter,
+   no sooner than an ``actions.ActionRetryHint`` asks; a short wait is slept
+   here, a longer one settles the execution to be retried later (its message
+   comes back then); a permanent error (a refused target) fails it at once.
 5. Settle: the outcome (status, attempts, result or error; a recurring task's
    next due time) goes on the record, with one conditional UpdateItem.  That is
    the one write between the action and a second run of it: retried, never
@@ -37,11 +40,12 @@ handling raised is reported in ``batchItemFailures`` so only it is redelivered.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -162,7 +166,7 @@ def execute(deps: Deps, body: str, message_id: str,
                     f"the due message names task source {message.key.source!r}, which the stage does not declare "
                     "(TASK_SOURCES)", body)
         return "dead-lettered"
-    arrival = timing.arrival(message.due, deps.clock())
+    arrival = timing.arrival(message.runs_at, deps.clock())
     if arrival.kind == "requeue":
         _send_back(deps, message, int(arrival.seconds))
         return "requeued"
@@ -212,9 +216,11 @@ def execute(deps: Deps, body: str, message_id: str,
         _measure_skip(deps, task, claim.lost)
         return _claim_lost(deps, store, task, message, image, claim, message_id, body)
     given_up = _given_up(deps, task, claim.takeovers)
-    if given_up is None:
+    due_text = iso(task.due)
+    if given_up is None and claim.found.attempts_before(due_text) == 0:
         _measure_lateness(deps, task)
-    outcome = given_up or _run_with_retries(deps, task)
+    since = parse_due(claim.found.retry_from) if claim.found.retry_due == due_text and claim.found.retry_from else task.due
+    outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since)
     next_due = timing.next_due(task, deps.clock()) if outcome.status is Status.DONE else None
     settled = _persisted(deps, "the task's outcome",
                          lambda: store.settle(task.key, task.due, owner, outcome, deps.clock(), next_due))
@@ -222,6 +228,10 @@ def execute(deps: Deps, body: str, message_id: str,
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})
         return "skipped: taken over by another worker"
+    if outcome.retry_at is not None:  # settle_retry: the same due message comes back at the retry time
+        _send_back(deps, replace(message, not_before=outcome.retry_at), _delay_until(outcome.retry_at, deps.clock()))
+        deps.metrics.task(m.TASKS_RETRIED, task.strategy.value)
+        return "retry later"
     _measure_outcome(deps, task, outcome, retried=given_up is None)
     _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
            outcome, message_id, body)
@@ -251,6 +261,10 @@ def _claim_lost(deps: Deps, store: TaskStore, task: Task, message: DueMessage, i
         _send_back(deps, message, timing.claim_held_delay(
             found.claimed_at, deps.settings.task_claim_lease_seconds, deps.clock()))
         return "requeued: claimed by another worker"
+    if claim.lost == "retrying" and found.retry_at_ms is not None:  # a copy of the retry's message: it waits too
+        retry_at = datetime.fromtimestamp(found.retry_at_ms / 1000, UTC)
+        _send_back(deps, replace(message, not_before=retry_at), _delay_until(retry_at, deps.clock()))
+        return "requeued: to be retried later"
     if claim.lost in ("done", "failed"):
         next_due = parse_due(found.next_run_at) if found.next_run_at else None
         if _after(deps, store, task, message, image, found, next_due, None, message_id, body):
@@ -349,18 +363,28 @@ def _without_image(message: DueMessage) -> dict[str, Any]:
             "image_omitted": message.carries_item}
 
 
+def _delay_until(at: datetime, now: datetime) -> int:
+    """An SQS delay (whole seconds, 0-900) that brings a message back no later than ``at`` (further: it hops)."""
+    return max(0, min(timing.MAX_DELAY_SECONDS, math.ceil((at - now).total_seconds())))
+
+
 def _send_back(deps: Deps, message: DueMessage, delay: int) -> None:
     deps.clients.sqs.send_message(
         QueueUrl=deps.queue_url(deps.settings.due_queue),
         MessageBody=replace(message, hops=message.hops + 1).to_json(), DelaySeconds=delay)
 
 
-def _run_with_retries(deps: Deps, task: Task) -> Outcome:
-    """DONE with the result on success; FAILED with the last error when every attempt failed, or at once with a
-    permanent error (``actions.PermanentActionError``: retrying cannot help)."""
-    limit = deps.settings.task_max_attempts
-    error = ""
-    for attempt in range(1, limit + 1):
+def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: datetime | None = None) -> Outcome:
+    """DONE with the result on success; FAILED with the last error when the task's retry policy
+    (``Task.retry_policy``: attempts, age since ``since``) is spent, or at once with a permanent error
+    (``actions.PermanentActionError``: retrying cannot help); PENDING with ``retry_at`` when the next attempt
+    is too far off to wait for in this delivery (``timing.next_retry``: backoff with jitter from ``deps.random``,
+    at least an ``actions.ActionRetryHint``'s ``retry_after_seconds``).  ``attempts_before``: the attempts
+    earlier deliveries made of this execution."""
+    policy = task.retry_policy(deps.settings)
+    attempt, slept, error = attempts_before, 0.0, ""
+    while True:
+        attempt += 1
         try:
             return Outcome(Status.DONE, attempt,
                            actions.run_action(deps, task.action, actions.Attempt(task.id, task.due, attempt)))
@@ -370,15 +394,18 @@ def _run_with_retries(deps: Deps, task: Task) -> Outcome:
             return Outcome(Status.FAILED, attempt, None, error)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            logger.warning("task action failed", extra={"task_id": task.id, "attempt": attempt, "error": error})
-            hint = exc.retry_after if isinstance(exc, actions.TransientActionError) else None
-            delay = timing.hinted_delay(timing.retry_delay(attempt), hint)
-            if delay is None:  # the target asked for a wait past the retry budget
-                return Outcome(Status.FAILED, attempt, None, f"{error} (Retry-After {hint:g} s: past the "
-                               f"{timing.MAX_HINT_SECONDS:g} s the executor waits)")
-            if attempt < limit:
-                deps.sleep(delay)
-    return Outcome(Status.FAILED, limit, None, error)
+            hint = exc.retry_after_seconds if isinstance(exc, actions.ActionRetryHint) else None
+            now = deps.clock()
+            step = timing.next_retry(policy, attempt, since or task.due, now, deps.random(), hint, slept)
+            logger.warning("task action failed", extra={"task_id": task.id, "attempt": attempt, "error": error,
+                                                        "next": step.kind, "delay_seconds": step.seconds})
+            if step.kind == "give_up":
+                return Outcome(Status.FAILED, attempt, None, f"{error} (not retried: {step.reason})"
+                               if attempt < policy.max_attempts else error)
+            if step.kind == "later":
+                return Outcome(Status.PENDING, attempt, None, error, retry_at=now + timedelta(seconds=step.seconds))
+            deps.sleep(step.seconds)
+            slept += step.seconds
 
 
 # --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------

@@ -37,6 +37,7 @@ from chalicelib.tasks.model import (
     parse_action,
     parse_due,
     parse_recurrence,
+    parse_retry,
     parse_timezone,
 )
 
@@ -45,12 +46,18 @@ RECORD_SK = "RECORD"
 STATUS_INDEX = "task-status-index"  # a sparse GSI of the state table: status (hash), listed (range)
 LISTED = "listed"  # on the records of API tasks only: "<created_at>#<id>", the status index's sort key
 IMAGE_PREFIX = "IMAGE#"
-LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED)
+LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED, Status.DEAD_LETTERED, Status.PAUSED)
+# The sort key of a task not made by the API (a task source's, another program's item): "@<source>#<task id>" (the
+# source "" for the tasks table's), so the status index lists them after the API's ("<created_at>#<id>", a digit
+# first) and one source's together: GET /tasks?source=<name> is a key condition (begins_with), not a filter.
+LISTED_SOURCE_MARK = "@"
+API_SOURCE = "api"  # GET /tasks?source=api: the API's own tasks; source=items: other programs' in the tasks table
+ITEMS_SOURCE = "items"
 # On a record the stream marked CANCELLED when it saw the task's item deleted by a user, or lose its due time (the
 # API's cancel does not write it): that cancel was of the item then, so an item written again is a task again.
 CANCELLED_BY = "cancelled_by"
 BY_ITEM = "item"
-CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone"})
+CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone", "retry"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
 MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a short status-index key
@@ -66,11 +73,15 @@ class TaskRequest:
     action: dict[str, Any]
     recurrence: str | None
     timezone: str | None
+    retry: dict[str, int] | None = None
 
     def fingerprint(self) -> str:
-        """Same request, same fingerprint: whatever spelling the due time had."""
-        canonical = json.dumps([iso(self.due), self.strategy.value, self.action, self.recurrence, self.timezone],
-                               sort_keys=True)
+        """Same request, same fingerprint: whatever spelling the due time had (a request without ``retry`` has
+        the fingerprint it had before tasks had one)."""
+        fields: list[Any] = [iso(self.due), self.strategy.value, self.action, self.recurrence, self.timezone]
+        if self.retry is not None:
+            fields.append(self.retry)
+        canonical = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -92,7 +103,7 @@ def parse_request(body: dict[str, Any], settings: Settings) -> TaskRequest:
     action = parse_action(body["action"])
     timezone = parse_timezone(body.get("timezone"))
     recurrence = parse_recurrence(body.get("recurrence"), timezone)
-    return TaskRequest(task_id, due, strategy, action, recurrence, timezone)
+    return TaskRequest(task_id, due, strategy, action, recurrence, timezone, parse_retry(body.get("retry")))
 
 
 def parse_patch(body: dict[str, Any]) -> tuple[datetime | None, dict[str, Any] | None]:
@@ -175,6 +186,8 @@ def new_item(task_id: str, request: TaskRequest, settings: Settings, now: dateti
         item["recurrence"] = request.recurrence
     if request.timezone:
         item["timezone"] = request.timezone
+    if request.retry:
+        item["retry"] = request.retry
     return item
 
 
@@ -247,14 +260,42 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
         "action": task.action, "attempts": 0,
         "recurrence": task.recurrence, "timezone": task.timezone,
     }
+    if task.retry:
+        record["retry"] = task.retry
     if created_at:
         record["created_at"] = created_at
         if task.key == TaskKey.for_id(task.id):  # an API task: listed by GET /tasks
             record[LISTED] = f"{created_at}#{task.id}"
+    listed = listed_of(task.key)
+    if listed is not None:
+        record[LISTED] = listed
     if fingerprint:
         record["fingerprint"] = fingerprint
     record.update(extra)
     return record
+
+
+def listed_of(key: TaskKey) -> str | None:
+    """The status index's sort key of a task not made by the API (``@<source>#<task id>``), or None: an API task
+    (its ``listed`` is ``<created_at>#<id>``, written by create) or a key too long for an index key. Pure."""
+    if key == TaskKey.for_id(key.task_id):
+        return None
+    listed = f"{LISTED_SOURCE_MARK}{key.source}#{key.task_id}"
+    return listed if len(listed.encode("utf-8", "surrogatepass")) <= MAX_SORT_KEY_BYTES else None
+
+
+def listed_prefix(source: str) -> str | None:
+    """The ``listed`` prefix of one source's tasks (``items``: other programs' in the tasks table), or None for
+    the API's own (``api``), whose keys start with their creation time. Pure."""
+    return None if source == API_SOURCE else f"{LISTED_SOURCE_MARK}{'' if source == ITEMS_SOURCE else source}#"
+
+
+def listed_in(listed: str, source: str | None) -> bool:
+    """True when a status-index sort key ``listed`` belongs to the listing of ``source`` (None: every task). Pure."""
+    if source is None:
+        return True
+    prefix = listed_prefix(source)
+    return not listed.startswith(LISTED_SOURCE_MARK) if prefix is None else listed.startswith(prefix)
 
 
 FINISHED_STATUSES = (Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value)
@@ -306,9 +347,13 @@ def current_status(task: Task | None, record: dict[str, Any] | None, now: dateti
     take it over (docs/executor.md); PENDING otherwise. Pure."""
     record = record or {}
     recorded = str(record.get("status") or "")
-    if task is None or (recorded == Status.CANCELLED.value and not cancelled_by_item(record)):
+    if task is None or (recorded == Status.CANCELLED.value and not cancelled_by_item(record)) \
+            or recorded == Status.PAUSED.value:
         return recorded or Status.PENDING.value
     due = iso(task.due)
+    note = record.get("dead_letter")
+    if recorded == Status.DEAD_LETTERED.value and isinstance(note, dict) and note.get("run_at") == due:
+        return recorded  # its due message was dead-lettered: it waits for a retry (an item moved since: PENDING)
     if record.get("exec_due") == due:
         state = record.get("exec_state")
         if state == Status.RUNNING.value:
@@ -337,8 +382,19 @@ def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | No
         "created_at": record.get("created_at") or created_at or task.item.get("created_at"),
         "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,
         "last_result": record.get("last_result"), "last_error": record.get("last_error"),
-        "finished_at": record.get("finished_at"),
+        "finished_at": record.get("finished_at"), **_retry_view(task.retry, record, iso(task.due)),
     }
+
+
+def _retry_view(policy: dict[str, int] | None, record: dict[str, Any], due: str | None) -> dict[str, Any]:
+    """The task's own retry policy (``retry``, when it has one), and when a failed execution is retried next
+    (``retry_at``: only while one of its current due time waits). Pure."""
+    shown: dict[str, Any] = {}
+    if policy:
+        shown["retry"] = policy
+    if record.get("exec_state") == "RETRYING" and record.get("retry_due") == due and record.get("retry_at"):
+        shown["retry_at"] = record["retry_at"]
+    return shown
 
 
 def _count(value: Any) -> int:
@@ -354,6 +410,8 @@ def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
         "recurrence": record.get("recurrence"), "timezone": record.get("timezone"),
         "last_result": record.get("last_result"), "last_error": record.get("last_error"),
         "finished_at": record.get("finished_at"),
+        **_retry_view(record.get("retry") if isinstance(record.get("retry"), dict) else None, record,
+                      record.get("run_at")),
     }
 
 

@@ -9,7 +9,13 @@ execution lives.  Its state is read from the record alone (``state_of``):
   ``run_at``, status PENDING) and has not settled it;
 - DONE, FAILED: a one-time task's outcome (a recurring task that succeeds goes back to PENDING at its next
   due time; one that fails stops);
-- CANCELLED: ``DELETE /tasks/{id}``, or the task's item deleted by a user (``cancelled_by: "item"``).
+- CANCELLED: ``DELETE /tasks/{id}``, or the task's item deleted by a user (``cancelled_by: "item"``);
+- DEAD_LETTERED: SQS gave up on the due message of its current due time (``dead_letter`` says why); it waits
+  for ``POST /tasks/{id}/retry`` (``redrive``), a cancel or a reschedule;
+- PAUSED: a recurring task whose occurrences are skipped until ``POST /tasks/{id}/resume``.
+
+A PENDING record may be waiting to retry a failed execution (``exec_state`` RETRYING, ``retry_at``): a PENDING
+with a time, not a state of its own.
 
 Every write of the record is one transition below, made by the one function of
 ``chalicelib.tasks.store`` that ``WRITERS`` names (the API's three are items of
@@ -37,6 +43,8 @@ class State(StrEnum):
     DONE = "DONE"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    DEAD_LETTERED = "DEAD_LETTERED"
+    PAUSED = "PAUSED"
 
 
 ANY = frozenset(State)
@@ -63,44 +71,60 @@ def _states(*states: State) -> frozenset[State]:
 
 
 P, R, D, F, C, N = State.PENDING, State.RUNNING, State.DONE, State.FAILED, State.CANCELLED, State.NONE
+DL, PA = State.DEAD_LETTERED, State.PAUSED
 
 TRANSITIONS: tuple[Transition, ...] = (
     Transition("create", _states(N), P, "POST /tasks: the record with the item, in one transaction"),
-    Transition("claim", _states(N, P, R, D, F, C), R,
+    Transition("claim", _states(N, P, R, D, F, C, DL), R,
                "the executor claims the execution of a due time later than any claimed before (from RUNNING: "
                "an earlier due time whose worker died; from DONE, FAILED or CANCELLED: another program's item "
-               "written again with a new due time, or with the same one after cancel_by_item)"),
-    Transition("takeover", _states(R), None,
-               "the claim's lease ran out (its worker died): a new owner, exec_takeovers + 1"),
-    Transition("settle_done", _states(R), D, "a one-time task's action succeeded"),
-    Transition("settle_next", _states(R), P, "a recurring task's action succeeded: PENDING at its next due time"),
-    Transition("settle_failed", _states(R), F,
-               "the last attempt failed, a permanent error, or more takeovers than TASK_MAX_TAKEOVERS"),
+               "written again with a new due time, or with the same one after cancel_by_item; from DEAD_LETTERED: "
+               "another copy of the due message), or of a retry from its retry time on (PENDING, RETRYING); never "
+               "a PAUSED task's"),
+    Transition("takeover", _states(R, DL), R,
+               "the claim's lease ran out (its worker died): a new owner, exec_takeovers + 1 (from DEAD_LETTERED: "
+               "a copy of the dead-lettered message takes the claim it left over)"),
+    Transition("settle_done", _states(R, DL), D, "a one-time task's action succeeded"),
+    Transition("settle_next", _states(R, DL), P, "a recurring task's action succeeded: PENDING at its next due time"),
+    Transition("settle_retry", _states(R, DL), P,
+               "the action failed and the task's retry policy leaves an attempt later than the delivery can wait: "
+               "PENDING at the same due time, RETRYING until retry_at (its due message comes back then)"),
+    Transition("settle_failed", _states(R, DL), F,
+               "the retry policy is spent (max_attempts, max_age_seconds), a permanent error, or more takeovers "
+               "than TASK_MAX_TAKEOVERS"),
     Transition("mark_dead_lettered", _states(F), None, "the failure was sent to TASK_DLQ"),
     Transition("mark_alerted", _states(F), None, "the failure was sent to ALERT_TOPIC_ARN"),
-    Transition("cancel", _states(N, P, R), C,
-               "DELETE /tasks/{id}, with the item's delete in one transaction (from RUNNING: only a claim whose "
-               "due message was dead-lettered)"),
-    Transition("reschedule", _states(N, P, R), P,
-               "PATCH /tasks/{id}, with the item's update in one transaction (from RUNNING: only a claim whose "
-               "due message was dead-lettered; it runs again at its new time)"),
+    Transition("cancel", _states(N, P, DL, PA), C,
+               "DELETE /tasks/{id}, with the item's delete in one transaction (from DEAD_LETTERED: even with the "
+               "claim its message left RUNNING)"),
+    Transition("reschedule", _states(N, P, DL), P,
+               "PATCH /tasks/{id}, with the item's update in one transaction (from DEAD_LETTERED: even with the "
+               "claim its message left RUNNING; it runs again at its new time)"),
     Transition("cancel_by_item", _states(N, P, C), C,
                "the stream saw the task's item deleted by a user, or a lazy item lose its TTL: CANCELLED with "
                "cancelled_by item (from CANCELLED: only one cancelled by an item before; not from RUNNING: the "
                "claim settles it); an item written again with that due time is claimed again"),
-    Transition("note_dead_letter", _states(N, P, R), None,
+    Transition("note_dead_letter", _states(N, P, R), DL,
                "DUE_DLQ's handler: the due message SQS gave up on (a settled execution's is only forwarded)"),
     Transition("note_stream_dead_letter", ANY, None,
                "the stream scheduler dead-lettered a write of the task's item"),
+    Transition("redrive", _states(F, DL), P,
+               "POST /tasks/{id}/retry (or /tasks/{source}/{key}/retry): a fresh execution of the due time that "
+               "failed, RETRYING until run_at, its due message sent; once per retry_id"),
+    Transition("pause", _states(N, P), PA, "POST /tasks/{id}/pause of a recurring task: its occurrences are skipped"),
+    Transition("resume", _states(PA), P,
+               "POST /tasks/{id}/resume, with the item's next occurrence after now in one transaction"),
 )
 
 # The one function of chalicelib.tasks.store that makes each transition.
 WRITERS: Mapping[str, str] = {
     "create": "TaskStore.create", "claim": "TaskStore.claim", "takeover": "TaskStore.claim",
-    "settle_done": "TaskStore.settle", "settle_next": "TaskStore.settle", "settle_failed": "TaskStore.settle",
+    "settle_done": "TaskStore.settle", "settle_next": "TaskStore.settle", "settle_retry": "TaskStore.settle",
+    "settle_failed": "TaskStore.settle",
     "mark_dead_lettered": "TaskStore.mark", "mark_alerted": "TaskStore.mark",
     "cancel": "TaskStore.cancel", "reschedule": "TaskStore.reschedule", "cancel_by_item": "TaskStore.cancel_by_item",
     "note_dead_letter": "TaskStore.note_dead_letter", "note_stream_dead_letter": "TaskStore.note_stream_dead_letter",
+    "redrive": "TaskStore.redrive", "pause": "TaskStore.pause", "resume": "TaskStore.resume",
 }
 
 
@@ -119,7 +143,7 @@ def state_of(record: Mapping[str, Any] | None) -> State:
     if not record:
         return State.NONE
     status = str(record.get("status") or State.PENDING.value)
-    if status != State.PENDING.value:
+    if status != State.PENDING.value:  # DONE, FAILED, CANCELLED, DEAD_LETTERED, PAUSED
         return State(status)
     running = record.get("exec_state") == State.RUNNING.value and record.get("exec_due") == record.get("run_at")
     return State.RUNNING if running else State.PENDING

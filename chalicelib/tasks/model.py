@@ -16,6 +16,9 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   DynamoDB map in an item); absent: an email to the item's ``email``
   with the stage's default subject and body.
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
+- ``retry``: optional ``{"max_attempts": 1-185, "max_age_seconds": 60-86400}`` (EventBridge Scheduler's
+  limits; either may be left out): the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS,
+  TASK_RETRY_MAX_AGE_SECONDS).
 - Written by the app: ``due_epoch``, the bucket, the TTL (what a strategy needs), a recurring task's next
   due time.  Never read as the task's execution: its status and attempts live only in its record in the state
   table (chalicelib.tasks.lifecycle); an item's own ``status`` or ``attempts`` is the user's data, and neither
@@ -65,10 +68,28 @@ class Status(StrEnum):
     DONE = "DONE"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    DEAD_LETTERED = "DEAD_LETTERED"  # its due message was dead-lettered: waits for a retry, a cancel or a change
+    PAUSED = "PAUSED"  # a recurring task whose occurrences are skipped until it is resumed
 
     @property
     def finished(self) -> bool:
         return self in (Status.DONE, Status.FAILED, Status.CANCELLED)
+
+
+MAX_RETRY_ATTEMPTS = 185  # EventBridge Scheduler's RetryPolicy limits
+RETRY_AGE_SECONDS = (60, 86400)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long a failing action is retried: at most ``max_attempts`` attempts in all, none later than
+    ``max_age_seconds`` after the execution's due time."""
+
+    max_attempts: int
+    max_age_seconds: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"max_attempts": self.max_attempts, "max_age_seconds": self.max_age_seconds}
 
 
 class InvalidTask(ValueError):
@@ -156,6 +177,13 @@ class Task:
     timezone: str | None = None
     action_is_default: bool = False
     item: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    retry: dict[str, int] | None = None  # the task's own retry policy as given (parse_retry); None: the stage's
+
+    def retry_policy(self, settings: Settings) -> RetryPolicy:
+        """The task's retry policy, what it leaves out taken from the stage's settings."""
+        own = self.retry or {}
+        return RetryPolicy(own.get("max_attempts", settings.task_max_attempts),
+                           own.get("max_age_seconds", settings.task_retry_max_age_seconds))
 
     @property
     def id(self) -> str:
@@ -316,6 +344,27 @@ def parse_recurrence(value: Any, tz: str | None) -> str | None:
     return value.strip()
 
 
+def parse_retry(value: Any, where: str = "retry") -> dict[str, int] | None:
+    """A task's ``retry`` ({"max_attempts": 1-185, "max_age_seconds": 60-86400}, either may be left out), or
+    None when absent; InvalidTask names the field at fault."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not value or set(value) - {"max_attempts", "max_age_seconds"}:
+        raise InvalidTask(where, f"{where} must be an object with max_attempts (1-{MAX_RETRY_ATTEMPTS}) and/or "
+                                 f"max_age_seconds ({RETRY_AGE_SECONDS[0]}-{RETRY_AGE_SECONDS[1]}), got {shown(value)}")
+    policy: dict[str, int] = {}
+    for name, (low, high) in (("max_attempts", (1, MAX_RETRY_ATTEMPTS)), ("max_age_seconds", RETRY_AGE_SECONDS)):
+        if name not in value:
+            continue
+        number = value[name]
+        if isinstance(number, bool) or not isinstance(number, int | float) or number != int(number) \
+                or not low <= number <= high:
+            raise InvalidTask(f"{where}.{name}", f"{where}.{name} must be a whole number from {low} to {high}, "
+                                                 f"got {shown(number)}")
+        policy[name] = int(number)
+    return policy
+
+
 def parse_timezone(value: Any) -> str | None:
     if value is None or value == "":
         return None
@@ -382,7 +431,7 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     return Task(
         key=TaskKey(pk, sk), due=due, strategy=strategy, action=action,
         recurrence=parse_recurrence(item.get("recurrence"), timezone), timezone=timezone,
-        action_is_default=is_default, item=item)
+        action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")))
 
 
 def read_task(item: dict[str, Any], key: TaskKey, settings: Settings) -> Task:
@@ -462,6 +511,7 @@ class DueMessage:
     image: dict[str, Any] | None = None
     image_stored: bool = False
     hops: int = 0  # times re-queued for being early
+    not_before: datetime | None = None  # a retry of the execution at ``due``: not to run before this time
 
     @property
     def carries_item(self) -> bool:
@@ -476,7 +526,14 @@ class DueMessage:
             body["image"] = ddb.binary_as_text(self.image)
         if self.image_stored:
             body["image_stored"] = True
+        if self.not_before is not None:
+            body["not_before"] = iso(self.not_before)
         return json.dumps(body, sort_keys=True)
+
+    @property
+    def runs_at(self) -> datetime:
+        """When this message may run its execution: its due time, or a retry's later time."""
+        return self.not_before if self.not_before is not None and self.not_before > self.due else self.due
 
     @classmethod
     def from_json(cls, body: str) -> DueMessage:
@@ -512,10 +569,11 @@ class DueMessage:
         except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
             raise InvalidTask("image", f"the message's item image is not DynamoDB JSON: {str(exc)[:200]}") from exc
         hops = data.get("hops", 0)
+        not_before = parse_due(data["not_before"], "not_before") if data.get("not_before") is not None else None
         return cls(key, parse_due(data.get("due"), "due"), image, data.get("image_stored") is True,
-                   hops if isinstance(hops, int) else 0)
+                   hops if isinstance(hops, int) else 0, not_before)
 
 
-__all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "Status", "Strategy", "Task", "TaskKey",
-           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "read_task",
+__all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
+           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_retry", "read_task",
            "task_from_item", "task_from_source_item"]

@@ -72,14 +72,22 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, Any]]:
+def key_of(deps: Deps, source_name: str, key_text: str) -> TaskKey:
+    """The key of a source's item from a URL's ``source`` and ``key``: 404 for a source the stage does not
+    declare, 400 for a key that is not one."""
     source = deps.settings.source(unquote(source_name))
     if source is None:
         raise not_found("task source", source_name, "source")
     try:
-        key = parse_key(key_text, source)
+        return parse_key(key_text, source)
     except InvalidTask as exc:
         raise bad_request(exc.field, exc.message) from exc
+
+
+def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, Any]]:
+    key = key_of(deps, source_name, key_text)
+    source = deps.settings.source(key.source)
+    assert source is not None
     store = TaskStore(deps)
     try:
         item = store.get_item(key)

@@ -33,7 +33,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import items
-from chalicelib.tasks.model import InvalidTask, Status, Task, TaskKey, iso
+from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Task, TaskKey, iso
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
@@ -97,16 +97,22 @@ def set_attributes(attributes: Mapping[str, Any], remove: Iterable[str] = ()) ->
 
 RUNNING = Status.RUNNING.value
 SETTLED = (Status.DONE.value, Status.FAILED.value)
+# exec_state of an execution waiting to be retried (``settle_retry``, ``redrive``): the record is PENDING at its due
+# time, ``retry_due`` names that due time and ``retry_at_ms`` when a claim of it may start again.
+RETRYING = "RETRYING"
+RETRY_ATTRIBUTES = ("retry_due", "retry_at", "retry_at_ms", "retry_from")  # retry_id stays: a repeat is known
+PAUSED = "PAUSED"
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What running a task's action came to: DONE with its result, or FAILED with the last error."""
 
-    status: Status
+    status: Status  # DONE, FAILED, or PENDING: to be retried at ``retry_at``
     attempts: int
     result: dict[str, Any] | None = None
     error: str | None = None
+    retry_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,9 @@ class Execution:
     error: str | None = None
     due_ms: int | None = None
     takeovers: int = 0
+    retry_due: str | None = None
+    retry_at_ms: int | None = None
+    retry_from: str | None = None
 
     @classmethod
     def of(cls, record: Mapping[str, Any] | None) -> Execution:
@@ -141,7 +150,13 @@ class Execution:
                    str(record.get("status", "")), _text(record.get("run_at")), _text(record.get("moved_from")),
                    int(record.get("attempts", 0) or 0), _text(record.get("last_error")),
                    int(record["exec_due_ms"]) if record.get("exec_due_ms") is not None else None,
-                   int(record.get("exec_takeovers", 0) or 0))
+                   int(record.get("exec_takeovers", 0) or 0), _text(record.get("retry_due")),
+                   int(record["retry_at_ms"]) if record.get("retry_at_ms") is not None else None,
+                   _text(record.get("retry_from")))
+
+    def attempts_before(self, due: str) -> int:
+        """Attempts already made of the execution at ``due``: those a retry of it counts on (0 for a new one)."""
+        return self.attempts if self.retry_due == due else 0
 
     def of_due(self, due: str) -> bool:
         return self.due == due
@@ -219,11 +234,13 @@ class TaskStore:
         return self._get(self.state_table, items.record_key(task_id))
 
     def get_many(self, task_ids: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-        """(items by task id, records by task id) of API tasks, in BatchGetItem calls of 100 keys."""
+        """(items by task id, records by task id), in BatchGetItem calls of 100 keys: the items of API tasks, the
+        records of all."""
         wanted: list[tuple[str, dict[str, str]]] = []
         for task_id in task_ids:
-            task_key = TaskKey.for_id(task_id)
-            wanted.append((self.tasks_table, {"PK": task_key.pk, "SK": task_key.sk}))
+            if TASK_ID.fullmatch(task_id):  # an API task's item (the others are shown from their records)
+                task_key = TaskKey.for_id(task_id)
+                wanted.append((self.tasks_table, {"PK": task_key.pk, "SK": task_key.sk}))
             wanted.append((self.state_table, items.record_key(task_id)))
         found_items: dict[str, dict[str, Any]] = {}
         found_records: dict[str, dict[str, Any]] = {}
@@ -243,14 +260,24 @@ class TaskStore:
                 request = dict(response.get("UnprocessedKeys", {}))
         return found_items, found_records
 
-    def query_index(self, status: Status, start_key: dict[str, str] | None,
-                    limit: int) -> tuple[list[str], dict[str, str] | None]:
+    def query_index(self, status: Status, start_key: dict[str, str] | None, limit: int,
+                    source: str | None = None) -> tuple[list[str], dict[str, str] | None]:
         """(task ids, key to continue from) of one page of the status index (a sparse GSI of the state table
-        over the records of API tasks: ``status``, ``listed``), oldest first."""
+        over the records that carry ``listed``: ``status``, ``listed``), the API's tasks oldest first, then the
+        others by source; ``source`` (``items.listed_prefix``) narrows the key condition to one source's."""
+        condition, values = "#s = :status", {":status": {"S": status.value}}
+        if source is not None:
+            prefix = items.listed_prefix(source)
+            if prefix is None:  # the API's tasks: their listed starts with the time created, before the mark
+                condition += " AND #l < :mark"
+                values[":mark"] = {"S": items.LISTED_SOURCE_MARK}
+            else:
+                condition += " AND begins_with(#l, :prefix)"
+                values[":prefix"] = {"S": prefix}
         kwargs: dict[str, Any] = {
-            "TableName": self.state_table, "IndexName": items.STATUS_INDEX,
-            "KeyConditionExpression": "#s = :status", "ExpressionAttributeNames": {"#s": "status"},
-            "ExpressionAttributeValues": {":status": {"S": status.value}}, "Limit": limit,
+            "TableName": self.state_table, "IndexName": items.STATUS_INDEX, "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#s": "status", **({"#l": items.LISTED} if source is not None else {})},
+            "ExpressionAttributeValues": values, "Limit": limit,
         }
         if start_key:
             kwargs["ExclusiveStartKey"] = ddb.serialize(start_key)
@@ -297,18 +324,86 @@ class TaskStore:
         """``cancel``: the record as CANCELLED (``record``: all of it, its status CANCELLED), on the condition
         that no executor claimed its due time since it was read (``stuck``: or that claim is one a dead-lettered
         due message left RUNNING)."""
-        condition, values = not_executing(str(record.get("run_at")), stuck)
-        return put(self.state_table, record, condition, None, values)
+        condition, names, values = not_executing(str(record.get("run_at")), stuck)
+        return put(self.state_table, record, condition, names, values)
 
     def reschedule(self, key: TaskKey, changes: Mapping[str, Any], moved_from: str, stuck: bool) -> dict[str, Any]:
         """``reschedule``: the record's new due time and action (``changes``) and ``moved_from``, so that an
         executor that read the item before this write cannot claim the old time after it (docs/executor.md);
         the old time's dead-letter note goes. Same condition as ``cancel``."""
         expression, names, values = set_attributes({**changes, "moved_from": moved_from}, ["dead_letter"])
-        condition, condition_values = not_executing(moved_from, stuck)
+        condition, condition_names, condition_values = not_executing(moved_from, stuck)
         return update(self.state_table, items.record_key(key.task_id), expression,
-                      condition.replace(":due", ":old_due"), names,
+                      condition.replace(":due", ":old_due"), {**names, **condition_names},
                       {**values, **{k.replace(":due", ":old_due"): v for k, v in condition_values.items()}})
+
+    # --- the operator's transitions: retry a failure, pause and resume (chalicelib.tasks.operations) ------------
+
+    def redrive(self, key: TaskKey, due: datetime, run_at: datetime, retry_id: str, now: datetime,
+                lease_seconds: int) -> bool:
+        """``redrive``: a FAILED or DEAD_LETTERED execution of ``due`` runs again, fresh (no attempts counted, its
+        age from ``run_at``): the record PENDING, RETRYING until ``run_at``, the retry's ``retry_id`` kept.  Refused
+        (False) unless the record is FAILED at that due time, or DEAD_LETTERED at it without a live claim -- or
+        this retry's own write is there already (its answer lost).  One conditional UpdateItem; the caller sends
+        the due message."""
+        due_text = iso(due)
+        attributes: dict[str, Any] = {
+            "status": Status.PENDING.value, "exec_state": RETRYING, "exec_due": due_text, "exec_due_ms": due_ms(due),
+            "retry_due": due_text, "retry_at": iso(run_at), "retry_at_ms": due_ms(run_at), "retry_from": iso(run_at),
+            "retry_id": retry_id, "attempts": 0, "exec_takeovers": 0, "redriven_at": iso(now)}
+        expression, names, values = set_attributes(attributes, [
+            "dead_letter", "dead_lettered", "alerted", "finished_at", "exec_owner", "claimed_at", STATE_TTL_ATTRIBUTE])
+        names.update({"#rs": "status", "#rr": "run_at", "#rd": "exec_due", "#re": "exec_state", "#rc": "claimed_at",
+                      "#ri": "retry_id"})
+        values.update({":r_failed": Status.FAILED.value, ":r_dead": Status.DEAD_LETTERED.value, ":r_due": due_text,
+                       ":r_running": RUNNING, ":r_stale": now.timestamp() - lease_seconds, ":r_id": retry_id})
+        condition = ("(#rs = :r_failed AND #rd = :r_due) OR (#rs = :r_dead AND #rr = :r_due AND (attribute_not_exists(#re)"
+                     " OR #re <> :r_running OR #rd <> :r_due OR #rc < :r_stale)) OR #ri = :r_id")
+        try:
+            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                                  UpdateExpression=expression, ConditionExpression=condition,
+                                  **_expression_args(names, values))
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def pause(self, key: TaskKey, record: Mapping[str, Any], due: str, now: datetime) -> bool:
+        """``pause``: the record PAUSED (``record``: what a task without one gets -- ``items.record_of``), on the
+        condition that it is PENDING (or has no record yet) and no executor claimed its due time ``due`` since it
+        was read, so a pause and a claim never both win. False when that condition failed. One UpdateItem."""
+        sets = {"status": Status.PAUSED.value, "paused_at": iso(now)}
+        creates = {k: v for k, v in record.items() if k not in ("PK", "SK", "status") and v is not None}
+        expression, names, values = set_attributes(sets)
+        for i, (name, value) in enumerate(creates.items()):
+            names[f"#c{i}"], values[f":c{i}"] = name, value
+            expression += f", #c{i} = if_not_exists(#c{i}, :c{i})"
+        condition, condition_names, condition_values = not_executing(due, False)
+        names.update({**condition_names, "#ps": "status"})
+        values.update({**condition_values, ":p_pending": Status.PENDING.value})
+        try:
+            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                                  UpdateExpression=expression,
+                                  ConditionExpression=f"(attribute_not_exists(#ps) OR #ps = :p_pending) AND ({condition})",
+                                  **_expression_args(names, values))
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def resume(self, key: TaskKey, run_at: str, moved_from: str | None) -> dict[str, Any]:
+        """``resume``: the record PENDING again at ``run_at`` (the next occurrence after now; ``moved_from``: the
+        due time it had, when that one passed while paused), as an item of the API's transaction with the item's
+        new due time; on the condition that it is still PAUSED."""
+        changes: dict[str, Any] = {"status": Status.PENDING.value, "run_at": run_at}
+        if moved_from is not None:
+            changes["moved_from"] = moved_from
+        expression, names, values = set_attributes(changes, ["paused_at"])
+        names["#ps"] = "status"
+        values[":p_paused"] = Status.PAUSED.value
+        return update(self.state_table, items.record_key(key.task_id), expression, "#ps = :p_paused", names, values)
 
     # --- executions: the claim and the outcome, on the task's record -----------------------------
 
@@ -328,8 +423,11 @@ class TaskStore:
         names = {"#s": "status"}
         values = {":due": due_text, ":due_ms": due_ms(due), ":running": RUNNING, ":owner": owner, ":now": stamp,
                   ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
-                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM}
-        shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {})))
+                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM,
+                  ":retrying": RETRYING, ":now_ms": due_ms(now), ":paused": PAUSED}
+        listed, listed_values = _listed_update(key)
+        values.update(listed_values)
+        shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {}))) + listed
         names.update({f"#shape{i}": name for i, name in enumerate(shape or {})})
         values.update({f":shape{i}": value for i, value in enumerate((shape or {}).values())})
         request: dict[str, Any] = {
@@ -340,7 +438,7 @@ class TaskStore:
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = :due, "
                                 f"#s = :pending{shown} REMOVE dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, "
                                 f"{STATE_TTL_ATTRIBUTE}",
-            "ConditionExpression": CLAIMABLE,
+            "ConditionExpression": CLAIMABLE, "ReturnValues": "ALL_OLD",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         claim = self._claim_write(key, request, due, owner, stale)
         if claim.won or claim.lost != "released":
@@ -348,13 +446,13 @@ class TaskStore:
         previous = claim.found.takeovers
         takeover: dict[str, Any] = {  # its worker died: take it over, once per lease, counted
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
-            "UpdateExpression": "SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms "
+            "UpdateExpression": f"SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms, #s = :pending{listed} "
                                 "ADD exec_takeovers :one",
-            "ConditionExpression": TAKEOVER, "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            "ConditionExpression": TAKEOVER, "ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **_expression_args({"#s": "status"}, {
                 ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
                 ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
-                ":due_ms": due_ms(due), ":by_item": items.BY_ITEM})}
+                ":due_ms": due_ms(due), ":by_item": items.BY_ITEM, ":pending": Status.PENDING.value, **listed_values})}
         claim = self._claim_write(key, takeover, due, owner, stale)
         return replace(claim, takeovers=previous + 1) if claim.won else claim
 
@@ -362,8 +460,8 @@ class TaskStore:
                      stale: float) -> Claim:
         due_text, due_at_ms = iso(due), due_ms(due)
         try:
-            self._ddb.update_item(**request)
-            return Claim(True)
+            response = self._ddb.update_item(**request)
+            return Claim(True, found=Execution.of(ddb.deserialize(response.get("Attributes") or {})))
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 found = Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
@@ -383,15 +481,19 @@ class TaskStore:
         worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
         left RUNNING)."""
         due_text, stamp = iso(due), iso(now)
-        attributes: dict[str, Any] = {"exec_state": outcome.status.value, "attempts": outcome.attempts,
-                                      "last_run_at": stamp}
-        removed: list[str] = []
+        retry = outcome.retry_at is not None
+        attributes: dict[str, Any] = {"exec_state": RETRYING if retry else outcome.status.value,
+                                      "attempts": outcome.attempts, "last_run_at": stamp}
+        removed: list[str] = [] if retry else list(RETRY_ATTRIBUTES)
         for name, value in (("last_result", outcome.result), ("last_error", outcome.error)):
             if value is not None:
                 attributes[name] = value
             else:
                 removed.append(name)
-        if next_due is not None and outcome.status is Status.DONE:
+        if outcome.retry_at is not None:  # settle_retry: PENDING at this due time, claimable again from retry_at
+            attributes.update({"status": Status.PENDING.value, "retry_due": due_text, "retry_at": iso(outcome.retry_at),
+                               "retry_at_ms": due_ms(outcome.retry_at)})
+        elif next_due is not None and outcome.status is Status.DONE:
             attributes.update({"status": Status.PENDING.value, "run_at": iso(next_due), "next_run_at": iso(next_due)})
         else:
             attributes.update({"status": outcome.status.value, "finished_at": stamp,
@@ -400,7 +502,8 @@ class TaskStore:
         alias = {name: placeholder for placeholder, name in names.items()}  # one placeholder per attribute
         status, run_at = alias.get("status", "#st"), alias.get("run_at", "#ra")
         names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state", status: "status", run_at: "run_at"})
-        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value})
+        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value,
+                       ":dead_lettered": Status.DEAD_LETTERED.value})
         condition = SETTLEABLE.format(status=status, run_at=run_at)
         try:
             self._ddb.update_item(
@@ -412,7 +515,8 @@ class TaskStore:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             found = Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
-        return found.of_due(due_text) and found.owner == owner and found.state == outcome.status.value
+        written = RETRYING if retry else outcome.status.value
+        return found.of_due(due_text) and found.owner == owner and found.state == written
 
     def mark(self, key: TaskKey, flag: str) -> None:
         """``mark_dead_lettered``, ``mark_alerted``: note on the record that a step after a failure
@@ -437,16 +541,18 @@ class TaskStore:
     # --- due messages SQS gave up on ------------------------------------------------
 
     def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any]) -> None:
-        """``note_dead_letter``: keep on the task's record that its due message for ``due`` was dead-lettered (``note``); a task
-        written by another program gets a record for it (the executor's next outcome replaces it)."""
+        """``note_dead_letter``: the task is DEAD_LETTERED, its record keeping why its due message for ``due`` was
+        dead-lettered (``note``); a task written by another program gets a record for it (listed by the status
+        index like any other). A claim, a retry, a cancel or a reschedule leaves the state."""
+        listed, listed_values = _listed_update(key)
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET dead_letter = :note, id = if_not_exists(id, :id), "
                              "task_pk = if_not_exists(task_pk, :pk), task_sk = if_not_exists(task_sk, :sk), "
-                             "run_at = if_not_exists(run_at, :due), #s = if_not_exists(#s, :pending)",
+                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered{listed}",
             **_expression_args({"#s": "status"}, {
                 ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
-                ":due": iso(due), ":pending": Status.PENDING.value}))
+                ":due": iso(due), ":dead_lettered": Status.DEAD_LETTERED.value, **listed_values}))
 
     def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any], name: str) -> None:
         """``note_stream_dead_letter``: keep ``note`` (as ``name``) on the task's record, unless a note of a later
@@ -460,6 +566,10 @@ class TaskStore:
         if note.get("run_at"):
             values[":due"] = note["run_at"]
             sets.append("run_at = if_not_exists(run_at, :due)")
+        listed, listed_values = _listed_update(key)
+        if listed:
+            sets.append(listed.lstrip(", "))
+            values.update(listed_values)
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
@@ -484,6 +594,9 @@ class TaskStore:
                                       items.CANCELLED_BY: items.BY_ITEM,
                                       STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)}
         attributes.update({k: v for k, v in (("recurrence", task.recurrence), ("timezone", task.timezone)) if v})
+        listed = items.listed_of(task.key)
+        if listed is not None:
+            attributes[items.LISTED] = listed
         expression, names, values = set_attributes(attributes)
         alias = {name: placeholder for placeholder, name in names.items()}
         status, run_at, by = alias["status"], alias["run_at"], alias[items.CANCELLED_BY]
@@ -533,10 +646,15 @@ def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) 
 NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due"
                           " OR cancelled_by = :by_item)"
                           " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
-CLAIMABLE = "(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms) AND " + NOT_CANCELLED_OR_MOVED
+# A retry of the execution at this due time (settle_retry, redrive) is claimable from its retry time on; a paused
+# task's occurrences are not claimed at all (skipped).
+CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms OR (exec_due = :due AND exec_state = :retrying"
+             " AND retry_due = :due AND retry_at_ms <= :now_ms)) AND (attribute_not_exists(#s) OR #s <> :paused) AND "
+             + NOT_CANCELLED_OR_MOVED)
 # A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not
 # cancelled or moved by the API since (which it may do to a claim its dead-lettered due message left RUNNING).
-SETTLEABLE = "#ed = :due AND #eo = :me AND #es = :running AND {status} = :pending AND {run_at} = :due"
+SETTLEABLE = ("#ed = :due AND #eo = :me AND #es = :running AND {status} IN (:pending, :dead_lettered)"
+              " AND {run_at} = :due")
 # A takeover: the execution of this due time is RUNNING under a lease that ran out, still held by the worker the
 # claim found (so two takers cannot both win).
 TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale AND exec_owner = :previous"
@@ -545,15 +663,27 @@ TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale A
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, Any]]:
-    """A condition on a task's record: no executor claimed its execution at ``due`` -- or, for a task stuck on a
-    dead-lettered due message, the claim it left RUNNING -- so the API may still change the task."""
-    values: dict[str, Any] = {":due": due}
-    condition = "attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
+def _listed_update(key: TaskKey) -> tuple[str, dict[str, Any]]:
+    """The part of an UpdateExpression that lists a task not made by the API in the status index (its
+    ``listed``, ``items.listed_of``: fixed by its key, so writing it again changes nothing), and its value;
+    nothing for an API task (its ``listed`` is written once, by ``create``)."""
+    listed = items.listed_of(key)
+    return ("", {}) if listed is None else (f", {items.LISTED} = :listed", {":listed": listed})
+
+
+def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition on a task's record, with its names and values: no executor claimed its execution at ``due``
+    (or it waits for a retry of it, RETRYING) -- or, for a task DEAD_LETTERED (``stuck``), the claim its dead-lettered
+    due message left RUNNING -- so the API may still change the task."""
+    values: dict[str, Any] = {":due": due, ":retrying": RETRYING}
+    names: dict[str, str] = {}
+    condition = ("attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
+                 " OR exec_state = :retrying")
     if stuck:
-        values[":running"] = RUNNING
-        condition += " OR exec_state = :running"
-    return condition, values
+        values.update({":running": RUNNING, ":dead_lettered": Status.DEAD_LETTERED.value})
+        names["#nx_status"] = "status"
+        condition += " OR (exec_state = :running AND #nx_status = :dead_lettered)"
+    return condition, names, values
 
 
 def due_ms(due: datetime) -> int:
@@ -567,6 +697,10 @@ def lost_reason(found: Execution, due: str, stale: float, due_at_ms: int | None 
         return "rescheduled"
     if found.status == Status.CANCELLED.value and found.run_at == due:
         return "cancelled"
+    if found.status == PAUSED:
+        return "paused"
+    if found.of_due(due) and found.state == RETRYING:
+        return "retrying"
     if found.of_due(due) and found.state == RUNNING:
         return "running" if found.claimed_at >= stale else "released"
     if found.of_due(due) and found.state in SETTLED:

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from chalicelib import schedule_expr
-from chalicelib.tasks.model import Task
+from chalicelib.tasks.model import RetryPolicy, Task
 
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds at most
 RETRY_BASE_SECONDS = 1.0
-RETRY_CAP_SECONDS = 8.0
-MAX_HINT_SECONDS = 20.0  # the longest Retry-After the executor waits out (its function times out at 90 s)
+RETRY_CAP_SECONDS = 8.0  # a wait up to this long is slept in the delivery; a longer one is a retry later
+RETRY_LATER_CAP_SECONDS = 900.0  # the backoff's ceiling: one SQS delay
+IN_DELIVERY_SLEEP_SECONDS = 15.0  # at most this much sleeping in one delivery (the executor's timeout is 90 s)
+JITTER = 0.5  # the backoff is between (1 - JITTER) and 1 times its ceiling
+
+
+@dataclass(frozen=True)
+class RetryStep:
+    """What follows a failed attempt: ``give_up`` (FAILED; ``reason`` says which limit), ``sleep`` ``seconds``
+    then try again in this delivery, or ``later``: settle the execution to be retried ``seconds`` from now."""
+
+    kind: str  # "give_up" | "sleep" | "later"
+    seconds: float = 0.0
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -33,18 +45,32 @@ def arrival(due: datetime, now: datetime) -> Arrival:
     return Arrival("requeue", min(MAX_DELAY_SECONDS, int(remaining)))
 
 
-def retry_delay(failed_attempts: int) -> float:
-    """Backoff before the next attempt after ``failed_attempts`` failures: 1 s, 2 s, 4 s, ... at most 8 s."""
-    return min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * float(2 ** max(0, failed_attempts - 1)))
+def backoff(failed_attempts: int, draw: float) -> float:
+    """Backoff before the next attempt after ``failed_attempts`` failures, with jitter: a ceiling of 1 s, 2 s,
+    4 s, ... at most 900 s, less up to half of it by ``draw`` (uniform in [0, 1), the injected random source),
+    so that tasks failing together do not retry together."""
+    ceiling = min(RETRY_LATER_CAP_SECONDS, RETRY_BASE_SECONDS * float(2 ** min(20, max(0, failed_attempts - 1))))
+    return ceiling * (1 - JITTER * min(max(draw, 0.0), 1.0))
 
 
-def hinted_delay(backoff: float, hint: float | None) -> float | None:
-    """The delay before the next attempt when the failed one's target asked for ``hint`` seconds (a
-    Retry-After): the longer of the two; None when the hint is past MAX_HINT_SECONDS, the retry budget
-    (an attempt earlier than asked would only be refused again: the execution fails instead)."""
-    if hint is None:
-        return backoff
-    return max(backoff, hint) if hint <= MAX_HINT_SECONDS else None
+def next_retry(policy: RetryPolicy, failed_attempts: int, since: datetime, now: datetime, draw: float,
+               hint: float | None = None, slept: float = 0.0) -> RetryStep:
+    """What to do after the ``failed_attempts``-th failed attempt of an execution whose age counts from
+    ``since`` (its due time, or the time it was retried from by the API): give up once ``policy.max_attempts``
+    were made or when the next attempt would start later than ``policy.max_age_seconds`` after ``since``;
+    else wait the backoff -- at least the action's own ``hint`` (seconds, e.g. a Retry-After) -- in this
+    delivery when it is short (``slept`` is what this delivery slept so far), or later. Pure."""
+    if failed_attempts >= policy.max_attempts:
+        return RetryStep("give_up", reason=f"{failed_attempts} of max_attempts {policy.max_attempts} made")
+    delay = backoff(failed_attempts, draw)
+    if hint is not None and hint > delay:
+        delay = float(hint)
+    if now + timedelta(seconds=delay) > since + timedelta(seconds=policy.max_age_seconds):
+        return RetryStep("give_up", delay, f"the next attempt in {delay:g} s would be past max_age_seconds "
+                                           f"{policy.max_age_seconds}")
+    if delay <= RETRY_CAP_SECONDS and slept + delay <= IN_DELIVERY_SLEEP_SECONDS:
+        return RetryStep("sleep", delay)
+    return RetryStep("later", delay)
 
 
 def next_due(task: Task, now: datetime) -> datetime | None:

@@ -65,7 +65,7 @@ class WebhookRefused(ValueError):
 
 class WebhookFailed(RuntimeError):
     """A webhook that may succeed later: retried, after ``retry_after`` seconds when the receiver said so
-    (actions.py raises it as a TransientActionError)."""
+    (actions.py raises it as an ActionRetryHint)."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)

@@ -35,12 +35,15 @@ def operations(document: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def _template_of(document: dict[str, Any], path: str) -> str | None:
+    """The path template ``path`` is an instance of; of several (``/tasks/{source}/retry`` and
+    ``/tasks/{source}/{key}``), the one with the most literal parts, as API Gateway and Chalice route."""
+    found: list[tuple[int, str]] = []
     for template in map(str, document["paths"]):
-        pattern = "".join(r"[^/]+" if part.startswith("{") else re.escape(part)
-                          for part in re.split(r"(\{[^}]+\})", template))
+        parts = re.split(r"(\{[^}]+\})", template)
+        pattern = "".join(r"[^/]+" if part.startswith("{") else re.escape(part) for part in parts)
         if re.fullmatch(pattern, path):
-            return template
-    return None
+            found.append((-sum(1 for part in template.split("/") if part and not part.startswith("{")), template))
+    return min(found)[1] if found else None
 
 
 def _valid(document: dict[str, Any], schema: dict[str, Any], value: Any) -> list[str]:

@@ -77,7 +77,7 @@ def test_a_due_message_sqs_gave_up_on_reaches_its_own_queue_and_the_task_shows_w
     assert events.batch_item_failures(payload) == set()
 
     shown = client.http.get("/tasks/standup").json_body
-    assert shown["status"] == "PENDING"
+    assert shown["status"] == "DEAD_LETTERED"
     assert shown["dead_letter"]["run_at"] == DUE
     assert shown["dead_letter"]["claim"] == "none"  # it never got as far as its claim
     assert "failed every delivery" in shown["dead_letter"]["reason"]
@@ -95,7 +95,7 @@ def test_a_dead_lettered_task_left_running_can_be_cancelled(
     assert client.http.delete("/tasks/standup").status_code == 409  # running, and nothing says it is stuck
     assert dead_letter(client, aws, message.to_json()) == set()
     shown = client.http.get("/tasks/standup").json_body
-    assert (shown["status"], shown["dead_letter"]["claim"]) == ("RUNNING", "RUNNING")
+    assert (shown["status"], shown["dead_letter"]["claim"]) == ("DEAD_LETTERED", "RUNNING")
     cancelled = client.http.delete("/tasks/standup")
     assert (cancelled.status_code, cancelled.json_body["status"]) == (200, "CANCELLED")
     listed = client.http.get("/tasks?status=CANCELLED").json_body["tasks"]
@@ -181,5 +181,7 @@ def test_a_task_of_another_program_shows_why_its_message_was_dead_lettered(
     clock.advance(minutes=2)
     assert dead_letter(client, aws, DueMessage(key, parse_due(DUE)).to_json()) == set()
     shown = client.http.get("/tasks/USER%23ada%7CREMINDER%23standup").json_body
-    assert (shown["status"], shown["dead_letter"]["run_at"]) == ("PENDING", DUE)
+    assert (shown["status"], shown["dead_letter"]["run_at"]) == ("DEAD_LETTERED", DUE)
+    listed = client.http.get("/tasks?status=DEAD_LETTERED&source=items").json_body["tasks"]
+    assert [(t["id"], t["source"]) for t in listed] == [(key.task_id, "items")]  # from the index, by source
     assert client.http.delete("/tasks/USER%23ada%7CREMINDER%23standup").status_code == 200

@@ -8,6 +8,7 @@ made it.  The drawing itself is checked against the declaration in tests/unit/te
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,8 +28,11 @@ from tests.fixtures import Aws, FakeClock
 from tests.functional.stream_support import Table, stream
 from tests.functional.task_support import EMAIL_ACTION, FlakySes, deliver, due_body, patch_task, post_task, use_client
 
-STORE_WRITERS = {"claim", "settle", "mark", "note_dead_letter", "note_stream_dead_letter", "cancel_by_item"}
-API_WRITERS = {"create", "cancel", "reschedule"}  # their transactions hold the store's create/cancel/reschedule
+STORE_WRITERS = {"claim", "settle", "mark", "note_dead_letter", "note_stream_dead_letter", "cancel_by_item", "redrive",
+                 "pause"}
+# Functions whose transactions hold the store's create, cancel, reschedule and resume.
+API_WRITERS = {("chalicelib.tasks.api", "create"), ("chalicelib.tasks.api", "cancel"),
+               ("chalicelib.tasks.api", "reschedule"), ("chalicelib.tasks.operations", "resume")}
 REFUSED = {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/999999999999/theirs", "message": "m"}
 
 
@@ -82,8 +86,7 @@ def _writer() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         module, name = frame.f_globals.get("__name__"), frame.f_code.co_name
-        if (module == "chalicelib.tasks.store" and name in STORE_WRITERS) or (
-                module == "chalicelib.tasks.api" and name in API_WRITERS):
+        if (module == "chalicelib.tasks.store" and name in STORE_WRITERS) or (module, name) in API_WRITERS:
             return name
         frame = frame.f_back  # type: ignore[assignment]
     return "a write outside the store"
@@ -97,7 +100,8 @@ def _transition(writer: str, op: dict[str, Any]) -> str:
                    for alias, name in op["ExpressionAttributeNames"].items() if alias.startswith("#a")}
         if "next_run_at" in written:
             return "settle_next"
-        return {"DONE": "settle_done", "FAILED": "settle_failed"}.get(str(written.get("exec_state")), "settle")
+        return {"DONE": "settle_done", "FAILED": "settle_failed", "RETRYING": "settle_retry"}.get(
+            str(written.get("exec_state")), "settle")
     if writer == "mark":
         return "mark_" + str(op["ExpressionAttributeNames"]["#f"])
     return writer
@@ -116,8 +120,22 @@ class Walk:
     def state(self, key: TaskKey) -> State:
         return self.watch._state(ddb.serialize({"PK": f"TASK#{key.task_id}", "SK": "RECORD"}))
 
-    def put(self, key: TaskKey, due: datetime, action: dict[str, Any] | None = None) -> None:
-        self.table.put({"PK": key.pk, "SK": key.sk, "run_at": iso(due), "action": action or EMAIL_ACTION})
+    def put(self, key: TaskKey, due: datetime, action: dict[str, Any] | None = None, **extra: Any) -> None:
+        self.table.put({"PK": key.pk, "SK": key.sk, "run_at": iso(due), "action": action or EMAIL_ACTION, **extra})
+
+    def post(self, key: TaskKey, verb: str, body: dict[str, Any] | None = None) -> Any:
+        """POST /tasks/{id}/<verb> (retry with a body; pause, resume without)."""
+        if body is None:
+            return self.client.http.post(self.path(key) + "/" + verb)
+        return self.client.http.post(self.path(key) + "/" + verb, headers={"Content-Type": "application/json"},
+                                     body=json.dumps(body))
+
+    def deliver_sent(self) -> None:
+        """Deliver what was sent to the due queue since the last call, each at its time."""
+        for body, delay in self.aws.sent(self.deps.settings.due_queue):  # (it empties the queue)
+            message = DueMessage.from_json(body)
+            self.clock.now = max(self.clock.now, message.runs_at, self.clock.now + timedelta(seconds=delay))
+            assert deliver(self.client, body) == set()
 
     def run(self, key: TaskKey, due: datetime) -> None:
         """Deliver the due message of ``due`` at that time."""
@@ -199,7 +217,8 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
     at = clock.now + timedelta(hours=1)
     for name in ("deleted-none", "deleted-pending"):
         walk.put(walk.key(name), at)
-    walk.due_dead_letter(walk.key("deleted-pending"), at)  # a record, PENDING
+    assert patch_task(client, quote(walk.key("deleted-pending").task_id, safe=""),  # a record, PENDING
+                      {"run_at": iso(at)}).status_code == 200
     for name in ("deleted-none", "deleted-pending"):
         walk.user_deletes(walk.key(name))
         assert walk.state(walk.key(name)) is State.CANCELLED
@@ -238,7 +257,7 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
         walk.put(key, at)
         walk.claim(key, at)
         walk.due_dead_letter(key, at)
-        assert walk.state(key) is State.RUNNING
+        assert walk.state(key) is State.DEAD_LETTERED
         if change == "cancel":
             assert client.http.delete(walk.path(key)).status_code == 200
         else:
@@ -247,17 +266,92 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
 
     # The stream's note from none, PENDING and RUNNING (DONE, FAILED and CANCELLED above).
     at = clock.now + timedelta(hours=1)
-    for name in ("streamed-none", "streamed-pending", "streamed-running"):
+    for name in ("streamed-none", "streamed-pending", "streamed-running", "streamed-dead"):
         walk.put(walk.key(name), at)
-    walk.due_dead_letter(walk.key("streamed-pending"), at)
+    assert patch_task(client, quote(walk.key("streamed-pending").task_id, safe=""), {"run_at": iso(at)}).status_code == 200
+    walk.due_dead_letter(walk.key("streamed-dead"), at)
     walk.claim(walk.key("streamed-running"), at)
     for name, state in (("streamed-none", State.PENDING), ("streamed-pending", State.PENDING),
-                        ("streamed-running", State.RUNNING)):
+                        ("streamed-running", State.RUNNING), ("streamed-dead", State.DEAD_LETTERED)):
         walk.stream_refused(walk.key(name), at + timedelta(days=1))
         assert walk.state(walk.key(name)) is state
 
+    _walk_retries_and_pauses(walk)
+
     assert watch.seen - lifecycle.edges() == set(), "writes the diagram lacks"
     assert lifecycle.edges() - watch.seen == set(), "declared transitions not walked"
+
+
+def _walk_retries_and_pauses(walk: Walk) -> None:
+    """settle_retry, redrive, the settles and takeover of a DEAD_LETTERED claim, claim from DEAD_LETTERED, pause,
+    resume, and the notes and cancel of a PAUSED task."""
+    client, deps, clock = walk.client, walk.deps, walk.clock
+    store, lease = TaskStore(deps), deps.settings.task_claim_lease_seconds
+    ses = deps.clients.ses
+    walk.aws.sent(deps.settings.due_queue)  # what earlier steps left there is not delivered here
+
+    # settle_retry (RUNNING -> PENDING): after 15 s of backoff in the delivery, the fifth failure waits 16 s.
+    retrying = walk.key("retrying")
+    at = clock.now + timedelta(minutes=1)
+    walk.put(retrying, at, retry={"max_attempts": 10})
+    use_client(deps, "ses", FlakySes(ses, failures=5))
+    walk.run(retrying, at)
+    assert walk.state(retrying) is State.PENDING
+    use_client(deps, "ses", ses)
+    walk.deliver_sent()  # the retry: claim (PENDING -> RUNNING), settle_done
+    assert walk.state(retrying) is State.DONE
+
+    # redrive from FAILED and from DEAD_LETTERED; each retry then runs.
+    failed, dead = walk.key("redriven-failed"), walk.key("redriven-dead")
+    at = clock.now + timedelta(minutes=1)
+    walk.put(failed, at)
+    walk.put(dead, at)
+    use_client(deps, "ses", FlakySes(ses, failures=99))
+    walk.run(failed, at)
+    use_client(deps, "ses", ses)
+    walk.due_dead_letter(dead, at)
+    for key in (failed, dead):
+        assert walk.post(key, "retry", {"retry_id": "r1"}).status_code == 202
+        assert walk.state(key) is State.PENDING
+    walk.deliver_sent()
+    assert (walk.state(failed), walk.state(dead)) == (State.DONE, State.DONE)
+
+    # claim from DEAD_LETTERED (another copy of the message); the settles and a takeover of the claim a
+    # dead-lettered message left RUNNING.
+    copied = walk.key("dead-copied")
+    at = clock.now + timedelta(minutes=1)
+    walk.put(copied, at)
+    walk.due_dead_letter(copied, at)
+    walk.run(copied, at)
+    outcomes = {"dead-done": Outcome(Status.DONE, 1, {}), "dead-failed": Outcome(Status.FAILED, 1, None, "e"),
+                "dead-retry": Outcome(Status.PENDING, 1, None, "e", retry_at=at + timedelta(hours=1)),
+                "dead-next": Outcome(Status.DONE, 1, {})}
+    at = clock.now + timedelta(minutes=1)
+    for name, outcome in outcomes.items():
+        key = walk.key(name)
+        walk.put(key, at)
+        walk.claim(key, at)
+        walk.due_dead_letter(key, at)
+        assert walk.state(key) is State.DEAD_LETTERED
+        assert store.settle(key, at, "dead-worker", outcome, clock.now,
+                            at + timedelta(days=1) if name == "dead-next" else None)
+    taken = walk.key("dead-taken")
+    walk.put(taken, at)
+    walk.claim(taken, at)
+    walk.due_dead_letter(taken, at)
+    clock.now = at + timedelta(seconds=lease + 1)
+    walk.run(taken, at)  # a copy of its message takes the claim over (DEAD_LETTERED -> RUNNING) and settles it
+    assert walk.state(taken) is State.DONE
+
+    # pause from none and PENDING; the stream's note and a cancel of a PAUSED task; resume.
+    at = clock.now + timedelta(hours=1)
+    paused = walk.key("paused")
+    walk.put(paused, at, recurrence="rate(1 day)")
+    assert walk.post(paused, "pause").status_code == 200  # none -> PAUSED
+    assert walk.post(paused, "resume").status_code == 200  # PAUSED -> PENDING
+    assert walk.post(paused, "pause").status_code == 200  # PENDING -> PAUSED
+    walk.stream_refused(paused, at + timedelta(days=1))  # PAUSED -> PAUSED
+    assert client.http.delete(walk.path(paused)).status_code == 200  # PAUSED -> CANCELLED
 
 
 def test_a_worker_that_outlived_its_dead_lettered_message_does_not_settle_over_a_cancel_or_a_reschedule(

@@ -34,7 +34,7 @@ from tests.functional.source_support import (
     create_table,
     load_app,
 )
-from tests.functional.task_support import deliver, emails_sent
+from tests.functional.task_support import FlakySes, deliver, emails_sent, use_client
 
 
 @dataclass
@@ -267,6 +267,27 @@ def test_get_shows_a_source_items_due_time_state_and_last_outcome(stage: Stage, 
     stage.run(minutes=3)
     done = client.http.get(path).json_body["task"]
     assert (done["status"], done["attempts"], done["last_result"]["type"]) == ("DONE", 1, "email")
+
+
+def test_a_failed_source_task_is_listed_by_its_source_and_retried_once_through_its_own_path(
+        stage: Stage, client: Client, deps: Deps) -> None:
+    stage.put(APPOINTMENTS_TABLE, {"PK": "USER#ada", "SK": "REMINDER#standup", "REMINDER_TIMESTAMP": stage.epoch(minutes=2),
+                                   "email": "ada@example.com"})
+    ses = deps.clients.ses
+    use_client(deps, "ses", FlakySes(ses, failures=10**6))
+    stage.run(minutes=2, seconds=30)
+    use_client(deps, "ses", ses)
+    [failed] = client.http.get("/tasks?status=FAILED&source=appointments").json_body["tasks"]
+    assert (failed["source"], failed["attempts"]) == ("appointments", deps.settings.task_max_attempts)
+    path = "/tasks/appointments/" + quote(json.dumps({"PK": "USER#ada", "SK": "REMINDER#standup"}), safe="") + "/retry"
+    for expected in (202, 200):  # the same retry_id twice: one execution
+        response = client.http.post(path, headers={"Content-Type": "application/json"}, body='{"retry_id": "r-1"}')
+        assert response.status_code == expected, response.body
+    stage.run(seconds=30)
+    assert len(emails_to("ada@example.com")) == 1
+    assert client.http.get("/tasks?status=FAILED&source=appointments").json_body["tasks"] == []
+    [done] = client.http.get("/tasks?status=DONE&source=appointments").json_body["tasks"]
+    assert done["attempts"] == 1
 
 
 def test_get_of_an_unknown_source_or_a_bad_key_says_which(stage: Stage, client: Client) -> None:

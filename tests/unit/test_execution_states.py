@@ -59,14 +59,25 @@ def test_each_transition_names_a_store_method_that_exists() -> None:
     ({"status": "DONE", "exec_state": "DONE"}, State.DONE),
     ({"status": "FAILED", "exec_state": "FAILED"}, State.FAILED),
     ({"status": "CANCELLED", "exec_state": "RUNNING"}, State.CANCELLED),
+    ({"status": "DEAD_LETTERED", "exec_state": "RUNNING", "run_at": "2026-11-22T12:00:00Z",
+      "exec_due": "2026-11-22T12:00:00Z"}, State.DEAD_LETTERED),  # the claim its dead-lettered message left
+    ({"status": "PAUSED", "run_at": "2026-11-22T12:00:00Z"}, State.PAUSED),
+    ({"status": "PENDING", "run_at": "2026-11-22T12:00:00Z", "exec_due": "2026-11-22T12:00:00Z",
+      "exec_state": "RETRYING"}, State.PENDING),  # a failed execution waiting for its retry
 ])
 def test_the_state_is_read_from_the_record_alone(record: dict[str, str] | None, state: State) -> None:
     assert lifecycle.state_of(record) is state
 
 
-def test_every_state_but_none_is_reached_and_every_finished_one_is_left_only_by_a_claim_or_a_note() -> None:
+def test_every_state_but_none_is_reached_and_every_finished_one_is_left_only_by_a_claim_a_retry_or_a_note() -> None:
     targets = {b for _, _, b in lifecycle.edges()}
     assert targets == set(State) - {State.NONE}
     for name, a, b in lifecycle.edges():
         if a in (State.DONE, State.FAILED, State.CANCELLED) and a is not b:
-            assert name == "claim", (name, a, b)
+            assert name == "claim" or (name, a) == ("redrive", State.FAILED), (name, a, b)
+
+
+def test_a_paused_task_is_never_claimed_and_only_the_api_leaves_the_pause() -> None:
+    assert not any(a is State.PAUSED and b is State.RUNNING for _, a, b in lifecycle.edges())
+    assert {name for name, a, b in lifecycle.edges() if a is State.PAUSED and b is not State.PAUSED} == {
+        "resume", "cancel"}

@@ -5,9 +5,20 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from chalicelib.tasks.model import Strategy, Task, TaskKey
-from chalicelib.tasks.timing import Arrival, arrival, claim_held_delay, next_due, retry_delay
+from chalicelib.settings import Settings
+from chalicelib.tasks.model import RetryPolicy, Strategy, Task, TaskKey
+from chalicelib.tasks.timing import (
+    RETRY_LATER_CAP_SECONDS,
+    Arrival,
+    arrival,
+    backoff,
+    claim_held_delay,
+    next_due,
+    next_retry,
+)
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -28,9 +39,48 @@ def test_a_message_never_runs_before_its_due_time(ahead: float, expected: Arriva
     assert result.seconds == pytest.approx(expected.seconds)
 
 
-@pytest.mark.parametrize(("failures", "delay"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (10, 8.0)])
-def test_retries_back_off_exponentially_up_to_a_cap(failures: int, delay: float) -> None:
-    assert retry_delay(failures) == delay
+@pytest.mark.parametrize(("failures", "ceiling"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (10, 512.0), (11, 900.0),
+                                                     (185, 900.0)])
+def test_retries_back_off_exponentially_up_to_one_sqs_delay(failures: int, ceiling: float) -> None:
+    assert backoff(failures, 0.0) == ceiling
+    assert backoff(failures, 0.999999) == pytest.approx(ceiling / 2, rel=1e-5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 400), st.floats(0, 1, exclude_max=True), st.floats(0, 1, exclude_max=True))
+def test_the_jitter_keeps_the_backoff_between_half_and_all_of_its_ceiling_and_follows_the_draw(
+        failures: int, draw: float, other: float) -> None:
+    ceiling = min(RETRY_LATER_CAP_SECONDS, 2.0 ** min(20, failures - 1))
+    assert ceiling / 2 <= backoff(failures, draw) <= ceiling
+    if abs(draw - other) > 1e-6:  # a larger draw, a shorter wait: the draw spreads them
+        assert (backoff(failures, draw) < backoff(failures, other)) == (draw > other)
+
+
+POLICY = RetryPolicy(max_attempts=5, max_age_seconds=3600)
+
+
+@pytest.mark.parametrize(("failed", "now_after", "hint", "slept", "kind", "seconds"), [
+    (1, 0, None, 0.0, "sleep", 1.0),          # short waits are slept in the delivery
+    (4, 0, None, 0.0, "sleep", 8.0),
+    (4, 0, None, 10.0, "later", 8.0),         # ... up to 15 s of sleeping in one delivery
+    (2, 0, 30.0, 0.0, "later", 30.0),         # the action's hint: no sooner than it says
+    (2, 0, 0.5, 0.0, "sleep", 2.0),           # a hint shorter than the backoff: the backoff
+    (5, 0, None, 0.0, "give_up", 0.0),        # max_attempts made
+    (2, 3599, None, 0.0, "give_up", 2.0),     # the next attempt would be past max_age_seconds
+    (2, 0, 7200.0, 0.0, "give_up", 7200.0),   # a hint beyond the budget: given up, not waited for
+])
+def test_the_retry_decision(failed: int, now_after: int, hint: float | None, slept: float, kind: str,
+                            seconds: float) -> None:
+    step = next_retry(POLICY, failed, NOW, NOW + timedelta(seconds=now_after), 0.0, hint, slept)
+    assert (step.kind, step.seconds) == (kind, seconds)
+    assert (step.reason != "") == (kind == "give_up")
+
+
+def test_the_stage_policy_fills_what_a_task_leaves_out() -> None:
+    stage = Settings.from_env()
+    assert task(NOW).retry_policy(stage) == RetryPolicy(stage.task_max_attempts, stage.task_retry_max_age_seconds)
+    own = Task(TaskKey("PK", "SK"), NOW, Strategy.EXACT, {"type": "email"}, retry={"max_attempts": 185})
+    assert own.retry_policy(stage) == RetryPolicy(185, stage.task_retry_max_age_seconds)
 
 
 def task(due: datetime, recurrence: str | None = None, timezone: str | None = None) -> Task:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chalicelib.settings import Settings, SettingsError
-from chalicelib.tasks import timing, webhook
+from chalicelib.tasks import webhook
 from chalicelib.tasks.model import InvalidTask, parse_action
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
@@ -137,13 +137,6 @@ def test_what_an_answer_means(status: int, outcome: str) -> None:
 ])
 def test_retry_after_in_seconds_or_as_an_http_date(value: str | None, seconds: float | None) -> None:
     assert webhook.retry_after_seconds(value, NOW) == seconds
-
-
-def test_a_retry_after_is_waited_within_the_budget_or_ends_the_retries() -> None:
-    assert timing.hinted_delay(1.0, None) == 1.0
-    assert timing.hinted_delay(4.0, 2.0) == 4.0
-    assert timing.hinted_delay(1.0, 7.0) == 7.0
-    assert timing.hinted_delay(1.0, timing.MAX_HINT_SECONDS + 1) is None
 
 
 def test_the_idempotency_key_is_the_task_and_its_due_time_fit_for_a_header() -> None:
