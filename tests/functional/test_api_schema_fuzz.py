@@ -70,7 +70,12 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
         # The stage's webhook origins and signing secrets (TASK_WEBHOOK_ORIGINS, TASK_WEBHOOK_SECRETS), and what
         # a URL's host resolves to.
         ("action.url", re.compile(r"origin this stage allows webhooks|resolves to|is not a public address")),
+        # ... and a URL's grammar (the document states it in words).
+        ("action.url", re.compile(r"is longer than|printable ASCII|https:// URL|user name or password|#fragment|"
+                                  r"has no host|is not a URL|[Pp]ort")),
         ("action.secret", re.compile(r"TASK_WEBHOOK_SECRETS")),
+        # A webhook's body is JSON text (a grammar the document states in words).
+        ("action.body", re.compile(r"must be JSON text")),
     )],
     # The grammar of rate(...) and cron(...) (field ranges, units), and the IANA time zone database.
     ("POST /tasks", "recurrence", re.compile(r"^recurrence: ")),
