@@ -22,6 +22,7 @@ temporary table is deleted.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -49,7 +50,9 @@ ALERT_LIST = 100  # tables of each outcome, and deleted ARNs, named in a run's s
 # Seconds of the invocation retention leaves for what follows it (the run's summary write and alerts, the
 # next message): no DeleteBackup starts with less left (a quarter of a shorter invocation's time).
 RETENTION_RESERVE = 30.0
-FIRST_WINDOW = timedelta(days=1)  # a backlog's first listing window (then 4 times wider each)
+FIRST_WINDOW = timedelta(days=1)  # a backlog's first listing window (then sized by density, ``_old_backups``)
+MIN_WINDOW = timedelta(hours=1)
+WINDOW_BACKUPS = 5_000            # what a window is sized for: 50 ListBackups pages, 10 s at 5/s
 BACKUPS_BEGAN = datetime(2017, 11, 1, tzinfo=UTC)  # before DynamoDB's first on-demand backup
 
 
@@ -318,6 +321,10 @@ class Budget:
     def spent(self) -> bool:
         return self.seconds_left() < self.reserve
 
+    def deletes_left(self, rate: float) -> float:
+        """The DeleteBackups there is time left for, at ``rate`` a second."""
+        return max(0.0, self.seconds_left() - self.reserve) * rate
+
 
 @dataclass(frozen=True)
 class Expiring:
@@ -340,16 +347,18 @@ class Pruned:
     windowed: bool = False  # the listing was windowed (``_old_backups``): the next pass lists so at once
 
 
-def _old_backups(deps: Deps, cutoff: datetime, budget: Budget | None,
-                 windowed: bool) -> tuple[list[rules.Backup], datetime | None]:
+def _old_backups(deps: Deps, cutoff: datetime, budget: Budget | None, windowed: bool,
+                 enough: Callable[[list[rules.Backup]], bool]) -> tuple[list[rules.Backup], datetime | None]:
     """The USER backups created before ``cutoff``, with the horizon from which on all were listed (None: all).
 
     The whole listing first (what a daily run needs: every page, once), unless the previous pass was
     ``windowed``. When it would take more than half the budget (a backlog: a year of daily backups of
     thousands of tables is thousands of pages), it is dropped and the backups are listed in time windows
-    going back from ``cutoff``, newest first (a day, then each 4 times wider), each window whole, until three
-    quarters of the budget are used: retention decides on those exactly, as every newer backup is listed,
-    and leaves the older ones for the next pass."""
+    going back from ``cutoff``, newest first, each window whole: a day first, then each sized for about
+    WINDOW_BACKUPS backups by the last one's density (4 times wider at most, a quarter at least), until
+    three quarters of the budget are used or ``enough`` says the pass has more to delete than time left to
+    delete it. Retention decides on those exactly, as every newer backup is listed, and leaves the older
+    ones for the next pass."""
     if budget is None:
         return list_user_backups(deps, before=cutoff), None
     if not windowed:
@@ -362,11 +371,13 @@ def _old_backups(deps: Deps, cutoff: datetime, budget: Budget | None,
     while upper > BACKUPS_BEGAN:
         lower = max(BACKUPS_BEGAN, upper - width)
         try:
-            listed += list_user_backups(deps, since=lower, before=upper, over=lambda: budget.used(0.75))
+            window = list_user_backups(deps, since=lower, before=upper, over=lambda: budget.used(0.75))
         except OutOfTime:
             return listed, upper
-        upper, width = lower, width * 4
-        if budget.used(0.75):
+        listed += window
+        upper = lower
+        width = max(MIN_WINDOW, width * min(4.0, max(0.25, WINDOW_BACKUPS / max(1, len(window)))))
+        if budget.used(0.75) or enough(window):
             break
     return listed, (upper if upper > BACKUPS_BEGAN else None)
 
@@ -384,8 +395,21 @@ def expirable_backups(deps: Deps, tables: list[str], now: datetime,
     s = deps.settings
     policy = retention_policy(s)
     cutoff = now - policy.age
-    old, horizon = _old_backups(deps, cutoff, budget, windowed)
     selected = set(tables)
+    # At most this many good backups of a table are kept, whatever the listing: a window past them is all
+    # to delete, and a pass needs no more than it has time to delete.
+    most_kept = s.backup_min_keep + policy.daily + policy.weekly + policy.monthly + policy.yearly
+
+    ours_by_table: Counter[str] = Counter()
+
+    def enough(window: list[rules.Backup]) -> bool:
+        """After each window: more of this app's backups listed than can be kept, by as many as time is left
+        to delete."""
+        ours_by_table.update(b.table for b in window if b.table in selected and rules.is_ours(b, s.backup_name_prefix))
+        surely_doomed = sum(max(0, n - most_kept) for n in ours_by_table.values())
+        return budget is not None and surely_doomed >= budget.deletes_left(s.backup_delete_rate)
+
+    old, horizon = _old_backups(deps, cutoff, budget, windowed, enough)
     if not any(b.table in selected and rules.is_ours(b, s.backup_name_prefix) for b in old):
         return Expiring([], horizon)
     newer: list[rules.Backup] = []

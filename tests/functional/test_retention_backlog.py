@@ -24,7 +24,13 @@ from chalicelib.settings import Calendar
 from tests import events
 from tests.faults import Faults
 from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
-from tests.functional.backup_support import aws_like_backups, create_tables, monitor_messages, moto_backups
+from tests.functional.backup_support import (
+    CallCounter,
+    aws_like_backups,
+    create_tables,
+    monitor_messages,
+    moto_backups,
+)
 
 pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
@@ -183,7 +189,11 @@ def test_a_pass_whose_whole_listing_would_not_fit_lists_windows_newest_first_and
     assert first.deleted[0].created == newest_doomed  # the windows start at the cutoff: newest first
 
     started = clock.now
+    counter = CallCounter().watch(deps.clients.dynamodb)
     second = monitor.prune(deps, list(TABLES), clock.now, windowed=True, seconds_left=_seconds_left(clock, invocation))
+    # Windows of 1, 4, 16 and 64 days (2 pages), then the backups since the cutoff: past the 64-day window the
+    # listed backups outnumber what the policy can keep by more than there is time to delete: no wider one.
+    assert counter.count("dynamodb:ListBackups") == 6
     assert second.deleted and not set(second.deleted) & set(first.deleted)
     assert keep <= set(moto_backups(deps))
     assert len(second.deleted) > len(first.deleted)  # no whole listing tried first: more time to delete
