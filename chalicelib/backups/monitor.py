@@ -316,10 +316,10 @@ class Budget:
 
     def used(self, fraction: float) -> bool:
         """More than ``fraction`` of retention's share has gone."""
-        return self.seconds_left() - self.reserve < self.share * (1 - fraction)
+        return self.seconds_left() - self.reserve <= self.share * (1 - fraction)
 
     def spent(self) -> bool:
-        return self.seconds_left() < self.reserve
+        return self.seconds_left() <= self.reserve
 
     def deletes_left(self, rate: float) -> float:
         """The DeleteBackups there is time left for, at ``rate`` a second."""

@@ -198,3 +198,7 @@ def test_a_pass_whose_whole_listing_would_not_fit_lists_windows_newest_first_and
     assert keep <= set(moto_backups(deps))
     assert len(second.deleted) > len(first.deleted)  # no whole listing tried first: more time to delete
 
+    # An invocation with no time left deletes nothing, and hands nothing on: never a chain of empty passes.
+    empty = monitor.prune(deps, list(TABLES), clock.now, seconds_left=lambda: 0.0)
+    assert empty.deleted == [] and not empty.more
+
