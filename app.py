@@ -65,8 +65,10 @@ def backup_trigger(event: CloudWatchEvent) -> None:
 @app.on_sqs_message(queue=settings.backup_monitor_queue, batch_size=1, name="backup_monitor")
 def backup_monitor(event: SQSEvent) -> None:
     from chalicelib.backups import monitor
+    from chalicelib.invocation import seconds_left
+    left = seconds_left(event, deps().clock)
     for record in event:
-        monitor.check_run(deps(), record.body, record.to_dict().get("messageId", ""))
+        monitor.check_run(deps(), record.body, record.to_dict().get("messageId", ""), left)
 
 
 @app.route("/backups", methods=["POST"], **protected)

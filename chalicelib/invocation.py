@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.aws import Deps
+from chalicelib.aws import Clock, Deps
 from chalicelib.log import logger
 
 REQUEST_ID = "function_request_id"
@@ -29,6 +29,17 @@ def lambda_context_keys(event: Any) -> dict[str, str]:
         context = getattr(event, "lambda_context", None)
     keys = {REQUEST_ID: getattr(context, "aws_request_id", None), FUNCTION_NAME: getattr(context, "function_name", None)}
     return {k: str(v) for k, v in keys.items() if v}
+
+
+def seconds_left(event: Any, clock: Clock) -> Callable[[], float] | None:
+    """The seconds left in the invocation ``event`` came with: Lambda's ``context.get_remaining_time_in_millis``
+    when the handler starts, less the time ``clock`` (the injected one) has moved since; None when the event
+    has no Lambda context."""
+    remaining = getattr(getattr(event, "context", None), "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    allowance, started = float(remaining()) / 1000.0, clock()
+    return lambda: allowance - (clock() - started).total_seconds()
 
 
 def observed(deps: Callable[[], Deps]) -> Middleware:

@@ -66,8 +66,10 @@ def _send(deps: Deps, body: dict[str, object], delay: int) -> None:
         QueueUrl=url, MessageBody=json.dumps(body), DelaySeconds=delay), deps.sleep)
 
 
-def send_poll_message(deps: Deps, run_id: str, poll: int) -> None:
-    _send(deps, {"run_id": run_id, "poll": poll}, deps.settings.backup_monitor_delay_seconds)
+def send_poll_message(deps: Deps, run_id: str, poll: int, delay: int | None = None) -> None:
+    """Poll ``poll`` of the run, delayed by BACKUP_MONITOR_DELAY_SECONDS (or ``delay``)."""
+    _send(deps, {"run_id": run_id, "poll": poll},
+          deps.settings.backup_monitor_delay_seconds if delay is None else delay)
 
 
 def send_watch_message(deps: Deps, run_id: str, delay: int | None = None) -> None:

@@ -22,8 +22,10 @@ temporary table is deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime, timedelta
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -45,6 +47,13 @@ LISTING_SKEW = trigger.LISTING_SKEW  # backups are listed from a little before t
 # A worker that claimed a poll but has not sent the next message after this long has died.
 RESEND_AFTER = timedelta(seconds=60)
 ALERT_LIST = 100  # tables of each outcome, and deleted ARNs, named in a run's summary alert
+# Seconds of the invocation retention leaves for what follows it (the run's summary write and alerts, the
+# next message): no DeleteBackup starts with less left (a quarter of a shorter invocation's time).
+RETENTION_RESERVE = 30.0
+FIRST_WINDOW = timedelta(days=1)  # a backlog's first listing window (then sized by density, ``_old_backups``)
+MIN_WINDOW = timedelta(hours=1)
+WINDOW_BACKUPS = 5_000            # what a window is sized for: 50 ListBackups pages, 10 s at 5/s
+BACKUPS_BEGAN = datetime(2017, 11, 1, tzinfo=UTC)  # before DynamoDB's first on-demand backup
 
 
 class RetryLater(RuntimeError):
@@ -58,8 +67,14 @@ def _to_backup(summary: Any) -> rules.Backup:
         status=summary.get("BackupStatus", ""), type=summary.get("BackupType", ""))
 
 
-def list_user_backups(deps: Deps, since: datetime | None = None, before: datetime | None = None) -> list[rules.Backup]:
-    """All USER backups (created since ``since`` and before ``before``, if given), every page."""
+class OutOfTime(RuntimeError):
+    """A budgeted listing ran out of its share of the invocation's time before its last page."""
+
+
+def list_user_backups(deps: Deps, since: datetime | None = None, before: datetime | None = None,
+                      over: Callable[[], bool] | None = None) -> list[rules.Backup]:
+    """All USER backups (created since ``since`` and before ``before``, if given), every page; ``over``:
+    asked before each page after the first, raises OutOfTime when it says the listing's time is up."""
     kwargs: dict[str, Any] = {"BackupType": "USER"}
     if since is not None:
         kwargs["TimeRangeLowerBound"] = since
@@ -74,6 +89,8 @@ def list_user_backups(deps: Deps, since: datetime | None = None, before: datetim
         last = page.get("LastEvaluatedBackupArn")
         if not last:
             return [b for b in backups if b.type == "USER"]
+        if over is not None and over():
+            raise OutOfTime(f"listing cut after {len(backups)} backups")
         kwargs["ExclusiveStartBackupArn"] = last
 
 
@@ -132,8 +149,9 @@ def _first_delivery_died(run: Run, poll: int, now: datetime, message_id: str) ->
             and run.advanced_at is not None and now - run.advanced_at > RESEND_AFTER)
 
 
-def check_run(deps: Deps, body: str, message_id: str = "") -> str:
-    """Process one monitor message; returns what happened (for logs and tests)."""
+def check_run(deps: Deps, body: str, message_id: str = "", seconds_left: Callable[[], float] | None = None) -> str:
+    """Process one monitor message; returns what happened (for logs and tests). ``seconds_left``: the
+    invocation's time left (Lambda's context), which bounds a finish's retention (``prune``)."""
     settings = deps.settings
     try:
         message = parse_message(body)
@@ -145,10 +163,11 @@ def check_run(deps: Deps, body: str, message_id: str = "") -> str:
         with about(restore_id=message.restore_id):
             return restore.check(deps, message, body, message_id)
     with about(run_id=message.run_id):  # every line of this message names its run
-        return _check(deps, message, body, message_id)
+        return _check(deps, message, body, message_id, seconds_left)
 
 
-def _check(deps: Deps, message: MonitorMessage, body: str, message_id: str) -> str:
+def _check(deps: Deps, message: MonitorMessage, body: str, message_id: str,
+           seconds_left: Callable[[], float] | None) -> str:
     store = RunStore(deps)
     now = deps.clock()
     if not message.watch:
@@ -156,12 +175,12 @@ def _check(deps: Deps, message: MonitorMessage, body: str, message_id: str) -> s
         if claimed is not None and claimed.status == VERIFYING:
             return verify.poll(deps, store, claimed, message.poll, now)
         if claimed is not None:
-            return _poll(deps, store, claimed, message.poll, now)
-    return _unclaimed(deps, store, message, body, message_id, now)
+            return _poll(deps, store, claimed, message.poll, now, seconds_left)
+    return _unclaimed(deps, store, message, body, message_id, now, seconds_left)
 
 
 def _unclaimed(deps: Deps, store: RunStore, message: MonitorMessage, body: str, message_id: str,
-               now: datetime) -> str:
+               now: datetime, seconds_left: Callable[[], float] | None = None) -> str:
     """A watch, or a poll message whose number the run is not at: why, and what to do."""
     settings = deps.settings
     run_id, poll = message.run_id, message.poll
@@ -174,11 +193,12 @@ def _unclaimed(deps: Deps, store: RunStore, message: MonitorMessage, body: str, 
     if message.watch:
         return _watch(deps, store, run, now)
     if run.status == FINISHING:
-        # The finisher may have died mid-retention: retry until its lease ends, then take over.
+        # The finisher may have died mid-retention: retry until its lease ends, then take over. One that ran
+        # out of time released its claim (``_carry_over``): the next message takes it at once.
         if not store.claim_finish(run_id, -1, now, now - lease):
             raise RetryLater(f"run {run_id} is being finished by another worker")
         store.load_tables(run)
-        return _finish(deps, store, run, now)
+        return _finish(deps, store, run, now, seconds_left=seconds_left)
     if run.status == STARTING:
         raise RetryLater(f"run {run_id} is still starting")
     if _first_delivery_died(run, poll, now, message_id) and store.claim_resend(run_id, run.poll, run.advanced_at, now):
@@ -204,7 +224,8 @@ def _only_creating(deps: Deps, run: Run, listed: list[rules.Backup], now: dateti
     return len({b.name for b in ours}) >= run.counts["backups"] and all(b.status == "CREATING" for b in ours)
 
 
-def _poll(deps: Deps, store: RunStore, run: Run, poll: int, now: datetime) -> str:
+def _poll(deps: Deps, store: RunStore, run: Run, poll: int, now: datetime,
+          seconds_left: Callable[[], float] | None = None) -> str:
     """Poll ``poll``, claimed (``run`` is the run item as the claim left it, at ``poll + 1``)."""
     settings = deps.settings
     run_id = run.run_id
@@ -249,7 +270,7 @@ def _poll(deps: Deps, store: RunStore, run: Run, poll: int, now: datetime) -> st
     lease = timedelta(seconds=settings.backup_run_lease_seconds)
     if not store.claim_finish(run_id, poll + 1, now, now - lease):
         return "duplicate"
-    return _finish(deps, store, run, now, (run.started_at - LISTING_SKEW, listed))
+    return _finish(deps, store, run, now, (run.started_at - LISTING_SKEW, listed), seconds_left)
 
 
 def _watch(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
@@ -261,10 +282,10 @@ def _watch(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
     return "start resumed"
 
 
-def _send_poll(deps: Deps, run_id: str, poll: int) -> None:
-    send_poll_message(deps, run_id, poll)
-    logger.info("monitor queued", extra={"run_id": run_id, "poll": poll,
-                                         "delay_seconds": deps.settings.backup_monitor_delay_seconds})
+def _send_poll(deps: Deps, run_id: str, poll: int, delay: int | None = None) -> None:
+    delay = deps.settings.backup_monitor_delay_seconds if delay is None else delay
+    send_poll_message(deps, run_id, poll, delay)
+    logger.info("monitor queued", extra={"run_id": run_id, "poll": poll, "delay_seconds": delay})
 
 
 def retention_policy(settings: Settings) -> rules.Policy:
@@ -275,22 +296,126 @@ def retention_policy(settings: Settings) -> rules.Policy:
                         yearly=calendar.yearly, zone=settings.backup_timezone)
 
 
+def retention_reserve(seconds: float) -> float:
+    """The seconds retention leaves, of an invocation with ``seconds`` left when it starts, for what follows:
+    RETENTION_RESERVE, or a quarter of a short invocation's time."""
+    return min(RETENTION_RESERVE, max(0.0, seconds) / 4)
+
+
+@dataclass
+class Budget:
+    """Retention's share of the invocation: the seconds left when it starts (Lambda's
+    ``context.get_remaining_time_in_millis``, injected) less ``retention_reserve``, kept for what follows it.
+    The whole listing may take half, the windowed one (when the whole was cut) up to three quarters, and
+    deletes go on until only the reserve is left."""
+
+    seconds_left: Callable[[], float]
+    reserve: float = field(init=False)
+    share: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        start = self.seconds_left()
+        self.reserve = retention_reserve(start)
+        self.share = max(0.0, start - self.reserve)
+
+    def used(self, fraction: float) -> bool:
+        """More than ``fraction`` of retention's share has gone."""
+        return self.seconds_left() - self.reserve <= self.share * (1 - fraction)
+
+    def spent(self) -> bool:
+        return self.seconds_left() <= self.reserve
+
+    def deletes_left(self, rate: float) -> float:
+        """The DeleteBackups there is time left for, at ``rate`` a second."""
+        return max(0.0, self.seconds_left() - self.reserve) * rate
+
+
+@dataclass(frozen=True)
+class Expiring:
+    """What retention deletes now: ``doomed`` (oldest first), exact for every backup created at or after
+    ``horizon`` (None: every backup listed); those older were not listed this pass (the listing's time was
+    up) and wait for the next."""
+
+    doomed: list[rules.Backup]
+    horizon: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """One retention pass: the backups it deleted, and whether it stopped with more to delete (out of time:
+    backups left in its list, or older ones not listed)."""
+
+    deleted: list[rules.Backup]
+    more: bool = False
+    left: int = 0  # doomed backups listed and not deleted (more may wait past the listing's horizon)
+    windowed: bool = False  # the listing was windowed (``_old_backups``): the next pass lists so at once
+
+
+def _old_backups(deps: Deps, cutoff: datetime, budget: Budget | None, windowed: bool,
+                 enough: Callable[[list[rules.Backup]], bool]) -> tuple[list[rules.Backup], datetime | None]:
+    """The USER backups created before ``cutoff``, with the horizon from which on all were listed (None: all).
+
+    The whole listing first (what a daily run needs: every page, once), unless the previous pass was
+    ``windowed``. When it would take more than half the budget (a backlog: a year of daily backups of
+    thousands of tables is thousands of pages), it is dropped and the backups are listed in time windows
+    going back from ``cutoff``, newest first, each window whole: a day first, then each sized for about
+    WINDOW_BACKUPS backups by the last one's density (4 times wider at most, a quarter at least), until
+    three quarters of the budget are used or ``enough`` says the pass has more to delete than time left to
+    delete it. Retention decides on those exactly, as every newer backup is listed, and leaves the older
+    ones for the next pass."""
+    if budget is None:
+        return list_user_backups(deps, before=cutoff), None
+    if not windowed:
+        try:
+            return list_user_backups(deps, before=cutoff, over=lambda: budget.used(0.5)), None
+        except OutOfTime:
+            pass
+    listed: list[rules.Backup] = []
+    upper, width = cutoff, FIRST_WINDOW
+    while upper > BACKUPS_BEGAN:
+        lower = max(BACKUPS_BEGAN, upper - width)
+        try:
+            window = list_user_backups(deps, since=lower, before=upper, over=lambda: budget.used(0.75))
+        except OutOfTime:
+            return listed, upper
+        listed += window
+        upper = lower
+        width = max(MIN_WINDOW, width * min(4.0, max(0.25, WINDOW_BACKUPS / max(1, len(window)))))
+        if budget.used(0.75) or enough(window):
+            break
+    return listed, (upper if upper > BACKUPS_BEGAN else None)
+
+
 def expirable_backups(deps: Deps, tables: list[str], now: datetime,
-                      listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
+                      listed_since: tuple[datetime, list[rules.Backup]] | None = None,
+                      budget: Budget | None = None, windowed: bool = False) -> Expiring:
     """This app's backups of ``tables`` retention deletes now (``rules.backups_to_delete``), listing
     only what it needs: the USER backups created before now - BACKUP_RETENTION_DAYS (the only ones
-    that can expire: TimeRangeUpperBound, every page), and, when one of them is this app's and
-    BACKUP_MIN_KEEP asks for good backups to be kept, the newer ones that may be the kept ones
-    (``listed_since``: a listing already made from a time on, which is not asked for again). Only a backup
-    older than the cutoff can be deleted; the calendar of BACKUP_RETENTION needs no more than the newer ones
-    BACKUP_MIN_KEEP (at least 1) already lists."""
+    that can expire: TimeRangeUpperBound, every page, or within ``budget``: ``_old_backups``), and, when
+    one of them is this app's and BACKUP_MIN_KEEP asks for good backups to be kept, the newer ones that
+    may be the kept ones (``listed_since``: a listing already made from a time on, which is not asked for
+    again). Only a backup older than the cutoff can be deleted; the calendar of BACKUP_RETENTION needs no
+    more than the newer ones BACKUP_MIN_KEEP (at least 1) already lists."""
     s = deps.settings
     policy = retention_policy(s)
     cutoff = now - policy.age
-    old = list_user_backups(deps, before=cutoff)
     selected = set(tables)
+    # At most this many good backups of a table are kept, whatever the listing: a window past them is all
+    # to delete, and a pass needs no more than it has time to delete.
+    most_kept = s.backup_min_keep + policy.daily + policy.weekly + policy.monthly + policy.yearly
+
+    ours_by_table: Counter[str] = Counter()
+
+    def enough(window: list[rules.Backup]) -> bool:
+        """After each window: more of this app's backups listed than can be kept, by as many as time is left
+        to delete."""
+        ours_by_table.update(b.table for b in window if b.table in selected and rules.is_ours(b, s.backup_name_prefix))
+        surely_doomed = sum(max(0, n - most_kept) for n in ours_by_table.values())
+        return budget is not None and surely_doomed >= budget.deletes_left(s.backup_delete_rate)
+
+    old, horizon = _old_backups(deps, cutoff, budget, windowed, enough)
     if not any(b.table in selected and rules.is_ours(b, s.backup_name_prefix) for b in old):
-        return []
+        return Expiring([], horizon)
     newer: list[rules.Backup] = []
     if s.backup_min_keep > 0:
         if listed_since is not None and listed_since[0] > cutoff:
@@ -298,17 +423,30 @@ def expirable_backups(deps: Deps, tables: list[str], now: datetime,
             newer = list_user_backups(deps, since=cutoff, before=since) + [b for b in listed if b.created >= since]
         else:
             newer = list_user_backups(deps, since=cutoff)
-    return rules.backups_to_delete(old + newer, now, policy, s.backup_min_keep, s.backup_name_prefix, tables)
+    return Expiring(rules.backups_to_delete(old + newer, now, policy, s.backup_min_keep, s.backup_name_prefix,
+                                            tables), horizon)
 
 
-def apply_retention(deps: Deps, tables: list[str], now: datetime,
-                    listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
-    """Delete this app's expired backups of ``tables``, keeping BACKUP_MIN_KEEP good ones each. A delete
-    still throttled after botocore's retries stops retention for this run: the next run deletes the rest."""
-    doomed = expirable_backups(deps, tables, now, listed_since)
+def prune(deps: Deps, tables: list[str], now: datetime,
+          listed_since: tuple[datetime, list[rules.Backup]] | None = None,
+          seconds_left: Callable[[], float] | None = None, windowed: bool = False) -> Pruned:
+    """Delete this app's expired backups of ``tables``, keeping BACKUP_MIN_KEEP good ones each, within the
+    invocation's time (``seconds_left``; None: no bound): the listing within its share (``Budget``), and no
+    DeleteBackup started with less than ``retention_reserve`` seconds left. ``more``: it stopped with backups
+    to delete (the caller carries them over to another pass, which lists afresh; ``windowed``: the previous
+    pass had to list in windows, so this one does at once). A pass that deletes nothing stops (``more``
+    False): what it could not list or delete waits for the next run, never a chain of passes that do nothing. A delete still throttled
+    after botocore's retries stops retention for this run: the next run deletes the rest."""
+    budget = Budget(seconds_left) if seconds_left is not None else None
+    expiring = expirable_backups(deps, tables, now, listed_since, budget, windowed)
+    # Windowed (a backlog): newest first, so the next pass's windows go quickly past what this one thinned.
+    doomed = expiring.doomed[::-1] if expiring.horizon is not None else expiring.doomed
     deleting = pacer(deps, "DeleteBackup")
     deleted: list[rules.Backup] = []
-    for backup in doomed:
+    for i, backup in enumerate(doomed):
+        if budget is not None and budget.spent():
+            # Out of time: carried over, unless this pass made no progress at all (then the next run goes on).
+            return Pruned(deleted, bool(deleted), len(doomed) - i, expiring.horizon is not None)
         try:
             retry_transient(paced(deleting, lambda arn=backup.arn: deps.clients.dynamodb.delete_backup(  # type: ignore[misc]
                 BackupArn=arn)), deps.sleep)
@@ -326,19 +464,34 @@ def apply_retention(deps: Deps, tables: list[str], now: datetime,
         deleted.append(backup)
         logger.info("backup deleted by retention", extra={
             "backup_arn": backup.arn, "table": backup.table, "backup_created": backup.created.isoformat()})
-    return deleted
+    return Pruned(deleted, expiring.horizon is not None and bool(deleted), 0, expiring.horizon is not None)
+
+
+def apply_retention(deps: Deps, tables: list[str], now: datetime,
+                    listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> list[rules.Backup]:
+    """``prune`` with no time bound: the backups it deleted."""
+    return prune(deps, tables, now, listed_since).deleted
 
 
 def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
-            listed_since: tuple[datetime, list[rules.Backup]] | None = None) -> str:
-    deleted = apply_retention(deps, sorted(run.tables), now, listed_since)
+            listed_since: tuple[datetime, list[rules.Backup]] | None = None,
+            seconds_left: Callable[[], float] | None = None) -> str:
+    pruned = prune(deps, sorted(run.tables), now, listed_since, seconds_left, run.retention_windowed)
+    if pruned.more:
+        return _carry_over(deps, store, run, now, pruned)
+    if pruned.windowed:
+        logger.warning("retention backlog left for the next run: a windowed pass deleted nothing", extra={
+            "run_id": run.run_id, "passes": run.retention_passes + 1})
+    deleted = pruned.deleted
     counts = {s: sorted(r.table for r in run.tables.values() if r.status == s)
               for s in ("AVAILABLE", "FAILED", "STUCK")}
     pitr_off = sorted(r.table for r in run.tables.values() if r.pitr == "DISABLED")
     summary: dict[str, Any] = {
         "tables": len(run.tables), "backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),
-        "stuck": len(counts["STUCK"]), "deleted": len(deleted), "pitr_off": len(pitr_off),
+        "stuck": len(counts["STUCK"]), "deleted": run.retention_deleted + len(deleted), "pitr_off": len(pitr_off),
         "href": f"/backups/runs/{run.run_id}"}
+    if run.retention_passes:
+        summary["retention_passes"] = run.retention_passes + 1
     if run.verify_plan:
         summary["verifying"] = len(run.verify_plan)
     settled = store.verifying(run.run_id, now, summary) if run.verify_plan else store.complete(run.run_id, now, summary)
@@ -367,6 +520,18 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
     logger.info("backup run complete", extra={"run_id": run.run_id, **summary})
     return "verifying" if run.verify_plan else "complete"
 
+
+def _carry_over(deps: Deps, store: RunStore, run: Run, now: datetime, pruned: Pruned) -> str:
+    """Retention ran out of the invocation's time with backups still to delete: the run stays FINISHING, its
+    claim released at once (with the count deleted so far), and a poll message with no delay hands the
+    finish to the next invocation, which takes the claim (``_unclaimed``), lists afresh and goes on. A
+    duplicate of that message finds the claim taken (RetryLater) or the run complete (a duplicate)."""
+    if store.release_finish(run.run_id, now, len(pruned.deleted), pruned.windowed):
+        _send_poll(deps, run.run_id, run.poll, delay=0)
+    logger.warning("retention backlog: the rest is carried over to the next invocation", extra={
+        "run_id": run.run_id, "deleted": len(pruned.deleted), "left": pruned.left, "windowed": pruned.windowed,
+        "deleted_so_far": run.retention_deleted + len(pruned.deleted), "passes": run.retention_passes + 1})
+    return "retention continues"
 
 
 # --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------

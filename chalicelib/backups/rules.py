@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
+from functools import lru_cache
 
 NAME_MIN, NAME_MAX = 3, 255
 STAMP_FORMAT = "%Y%m%dT%H%M%S"
@@ -42,15 +43,23 @@ def parse_backup_name(name: str, prefix: str, table: str) -> datetime | None:
     """The UTC time in ``name`` when it is exactly a name ``backup_name(prefix, table, ...)`` gives,
     else None. The whole name must match: another stage's prefix that merely starts with this one
     (``timekeeper-prod`` vs ``timekeeper``), another table or a hand-made name never parses."""
-    pattern = (re.escape(_NOT_ALLOWED.sub("_", prefix)) + "-" + re.escape(name_table_part(prefix, table))
-               + r"-([0-9]{8}T[0-9]{6})")
-    match = re.fullmatch(pattern, name)
+    match = _name_pattern(prefix, table).fullmatch(name)
     if match is None:
         return None
+    stamp = match[1]  # yyyymmddTHHMMSS, digits checked by the pattern
     try:
-        return datetime.strptime(match[1], STAMP_FORMAT).replace(tzinfo=UTC)
+        return datetime(int(stamp[0:4]), int(stamp[4:6]), int(stamp[6:8]), int(stamp[9:11]), int(stamp[11:13]),
+                        int(stamp[13:15]), tzinfo=UTC)
     except ValueError:
         return None
+
+
+@lru_cache(maxsize=4096)
+def _name_pattern(prefix: str, table: str) -> re.Pattern[str]:
+    """The names ``backup_name(prefix, table, ...)`` gives (made once per table: retention parses every
+    backup's name, hundreds of thousands in a backlog)."""
+    return re.compile(re.escape(_NOT_ALLOWED.sub("_", prefix)) + "-" + re.escape(name_table_part(prefix, table))
+                      + r"-([0-9]{8}T[0-9]{6})")
 
 
 class Outcome(StrEnum):

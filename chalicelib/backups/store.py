@@ -36,7 +36,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -54,6 +54,7 @@ BATCH_ATTEMPTS = 8  # BatchWriteItem calls for one batch while some of it comes 
 INLINE = -1         # the page of a table kept in the run item itself (runs recorded before pages)
 
 STARTING, RUNNING, FINISHING, COMPLETE = "STARTING", "RUNNING", "FINISHING", "COMPLETE"
+RELEASED = datetime(1970, 1, 1, tzinfo=UTC)  # a FINISHING claim handed on: older than any lease
 VERIFYING = "VERIFYING"  # backups settled and retention done; restore verification under way (verify.py)
 POLLED = (RUNNING, VERIFYING)  # the statuses a poll message is claimed in
 FINAL = ("AVAILABLE", "FAILED", "STUCK")
@@ -165,6 +166,11 @@ class Run:
     counts: dict[str, int] = field(default_factory=dict)  # the run item's ``tables``: count, pages, backups, failed
     verify_plan: list[str] = field(default_factory=list)  # the tables to verify once the backups are settled
     verifications: dict[str, Verification] = field(default_factory=dict)  # read with the pages
+    # Retention carried over from one invocation to the next (monitor._carry_over): passes handed on, backups
+    # they deleted, and whether the last listed in windows.
+    retention_passes: int = 0
+    retention_deleted: int = 0
+    retention_windowed: bool = False
 
     def paginate(self) -> None:
         """Give each table its page (PAGE_TABLES a page, in the run's order) and count them."""
@@ -226,6 +232,9 @@ class Run:
             summary=item.get("summary", {}),
             counts={} if inline else {k: int(v) for k, v in tables.items()},
             verify_plan=list(item.get("verify_plan", [])),
+            retention_passes=int(item.get("retention_passes", 0)),
+            retention_deleted=int(item.get("retention_deleted", 0)),
+            retention_windowed=bool(item.get("retention_windowed", False)),
         )
 
     @property
@@ -643,6 +652,16 @@ class RunStore:
             names={"#s": "status"},
             values={":finishing": FINISHING, ":running": RUNNING, ":poll": poll,
                     ":now": now.isoformat(), ":stale": stale_before.isoformat()})
+
+    def release_finish(self, run_id: str, claimed_at: datetime, deleted: int, windowed: bool) -> bool:
+        """FINISHING, claimed at ``claimed_at``, whose retention ran out of time: the claim released (stale at
+        once, for the next monitor message to take), the backups deleted added up, the pass counted."""
+        return self._update(
+            run_id, "SET claimed_at = :released, retention_deleted = if_not_exists(retention_deleted, :zero) + :n, "
+            "retention_passes = if_not_exists(retention_passes, :zero) + :one, retention_windowed = :windowed",
+            "#s = :finishing AND claimed_at = :claimed", names={"#s": "status"},
+            values={":released": RELEASED.isoformat(), ":zero": 0, ":one": 1, ":n": deleted, ":windowed": windowed,
+                    ":finishing": FINISHING, ":claimed": claimed_at.isoformat()})
 
     def complete(self, run_id: str, now: datetime, summary: dict[str, Any]) -> bool:
         return self._update(

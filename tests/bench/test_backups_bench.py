@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from bench import backups
+from bench import backups, retention_scale
 from bench.core import TINY, Section
 from tests.aws_limits import ITEM_LIMIT, item_size
 
@@ -17,8 +17,12 @@ from tests.aws_limits import ITEM_LIMIT, item_size
 def p1(tmp_path_factory: pytest.TempPathFactory) -> tuple[Section, Path]:
     plots = tmp_path_factory.mktemp("plots")
     sections = backups.run(TINY, plots)
-    assert [s.key for s in sections] == ["P1"]
+    assert [s.key for s in sections] == ["P1", "P1"]  # the daily run's calls; retention by calendar
+    p1_sections.extend(sections)
     return sections[0], plots
+
+
+p1_sections: list[Section] = []
 
 
 def by_tables(section: Section) -> dict[int, dict[str, Any]]:
@@ -119,3 +123,41 @@ def test_a_run_that_fails_at_the_largest_n_is_reported_and_the_ratio_comes_from_
         ("state write units per table, 500 tables / 10 tables", (49_359 / 500) / (57 / 10), False),
         ("largest state item at 2000 tables, bytes", 500_000, False),
     ]
+
+
+def test_calendar_retention_lists_and_deletes_only_and_deletes_what_the_policy_does(
+        p1: tuple[Section, Path]) -> None:
+    """The calendar row (bench/retention_scale.py): every scenario measured to its end at tiny N deletes
+    exactly the policy's doomed backups with ListBackups and DeleteBackup alone, within the timeout."""
+    retention = p1_sections[1]
+    chains = retention.figures["chains"]
+    assert [c["scenario"].split(" (")[0] for c in chains] == ["daily run", "first run", "first run"]
+    for c in chains:
+        assert c["estimated_invocations"] is None and c["left"] == 0
+        assert c["delete_backup"] == c["doomed"] > 0 and c["list_backups"] >= c["floor"] - c["doomed"]
+        assert max(c["seconds"]) <= retention_scale.INVOCATION_SECONDS
+    assert chains[0]["backups"] < chains[1]["backups"]  # a year under the policy keeps a few a table
+    assert len(retention.targets) == 1 and retention.targets[0].met
+
+
+def test_the_count_only_stand_in_pages_oldest_first_within_the_time_bounds_as_aws_does() -> None:
+    from datetime import timedelta
+
+    client = retention_scale.CountedBackups()
+    start = retention_scale.START
+    for i in range(250):
+        client.add("t", f"b-{i:03d}", start + timedelta(minutes=i))
+    client.sort()
+    first = client.list_backups(BackupType="USER", TimeRangeLowerBound=start + timedelta(minutes=10))
+    assert len(first["BackupSummaries"]) == 100 and first["BackupSummaries"][0]["BackupName"] == "b-010"
+    second = client.list_backups(BackupType="USER", TimeRangeLowerBound=start + timedelta(minutes=10),
+                                 ExclusiveStartBackupArn=first["LastEvaluatedBackupArn"])
+    assert second["BackupSummaries"][0]["BackupName"] == "b-110"
+    bounded = client.list_backups(BackupType="USER", TimeRangeUpperBound=start + timedelta(minutes=5))
+    assert [b["BackupName"] for b in bounded["BackupSummaries"]] == [f"b-{i:03d}" for i in range(5)]
+    assert "LastEvaluatedBackupArn" not in bounded
+    client.delete_backup(BackupArn=bounded["BackupSummaries"][0]["BackupArn"])
+    with pytest.raises(ClientError, match="BackupNotFoundException"):
+        client.delete_backup(BackupArn=bounded["BackupSummaries"][0]["BackupArn"])
+    with pytest.raises(AssertionError, match="describe_backup"):
+        client.describe_backup(BackupArn="x")
