@@ -26,13 +26,10 @@ from tests.faults import Faults
 from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     CallCounter,
-    aws_like_backups,
     create_tables,
     monitor_messages,
     moto_backups,
 )
-
-pytestmark = pytest.mark.usefixtures(aws_like_backups.__name__)
 
 TABLES = ("orders", "audit")
 CALENDAR = Calendar(daily=7, weekly=4, monthly=2)
