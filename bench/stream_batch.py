@@ -10,9 +10,10 @@ queue with ``DelaySeconds`` (the SQS-delay path), tasks due in about 30 minutes 
 Warm: the deps already handled one batch (clients built, queue URL and ARN looked up); cold: fresh ``Deps``
 and ``Clients`` and no cached queue ARN, as in a new container (the clients are constructed before the clock
 starts: that is CPU time, the same for every design, not a round trip).  The figure is the wall time in
-round trips (wall / ``LATENCY``), the median of a few batches, so the machine's speed shows only in the
-CPU time between calls.  Seed 001's consumer (bench/seed_tasks.py) runs the same records through a client
-with the same latency.
+round trips (wall / ``LATENCY``), so the machine's speed shows only in the CPU time between calls.  Ours is
+measured in 10 batches per path and container (2 at tiny scale); the target holds the figure that 9 runs
+in 10 meet (the 9th best: nearest-rank p90), and the table shows the median and the best too.  Seed 001's
+consumer (bench/seed_tasks.py) runs the same records through a client with the same latency.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import seed_tasks, task_stage
-from bench.core import CallCounter, Latency, Scale, Section, Target, median, stopwatch
+from bench.core import CallCounter, Latency, Scale, Section, Target, median, percentile, stopwatch
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
 from chalicelib.tasks import stream
@@ -34,6 +35,7 @@ from deploy import lambda_events as events
 
 LATENCY = 0.020
 TARGET_ROUND_TRIPS = 8
+TARGET_SHARE = 90  # the target holds in 9 runs out of 10
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 #: Path name -> how far ahead its tasks are due (the setting DIRECT_QUEUE_HORIZON_SECONDS chooses the path).
@@ -112,13 +114,16 @@ def _seed(stage: task_stage.Stage) -> tuple[Callable[[list[dict[str, Any]]], Non
     return handle, counter
 
 
-def measure_path(stage: task_stage.Stage, ahead: timedelta, size: int, repeats: int) -> dict[str, list[Batch]]:
-    """Batches of ``size`` records, ``repeats`` times each: ours warm and cold, the seed's warm and cold."""
+def measure_path(stage: task_stage.Stage, ahead: timedelta, size: int, repeats: int,
+                 runs: int | None = None) -> dict[str, list[Batch]]:
+    """Batches of ``size`` records: ours warm and cold ``runs`` times each (default ``repeats``), the seed's warm
+    and cold ``repeats`` times (its loop takes some 150 round trips a batch)."""
     out: dict[str, list[Batch]] = {"ours warm": [], "ours cold": [], "seed warm": [], "seed cold": []}
-    for _ in range(repeats):
+    for _ in range(repeats if runs is None else runs):
         deps, counter = _app_deps(stage)
         out["ours cold"].append(_measure(stage, _ours(deps), insert_records(size, ahead, stage.settings), counter))
         out["ours warm"].append(_measure(stage, _ours(deps), insert_records(size, ahead, stage.settings), counter))
+    for _ in range(repeats):
         handle, seed_counter = _seed(stage)
         out["seed cold"].append(_measure(stage, handle, insert_records(size, ahead, stage.settings), seed_counter))
         out["seed warm"].append(_measure(stage, handle, insert_records(size, ahead, stage.settings), seed_counter))
@@ -130,30 +135,40 @@ def _row(path: str, design: str, container: str, size: int, batches: Sequence[Ba
     calls = median(b.calls for b in batches)
     round_trips = median(b.round_trips for b in batches)
     return [path, design, container, size, calls, calls / size, round_trips,
-            min(b.round_trips for b in batches), median(b.cpu_seconds for b in batches) / LATENCY,
-            round_trips / seed_round_trips]
+            min(b.round_trips for b in batches), nine_in_ten(batches), len(batches),
+            median(b.cpu_seconds for b in batches) / LATENCY, round_trips / seed_round_trips]
+
+
+def nine_in_ten(batches: Sequence[Batch]) -> float:
+    """The round trips that TARGET_SHARE % of the batches take at most (nearest rank: the 9th best of 10)."""
+    return percentile([b.round_trips for b in batches], TARGET_SHARE)
 
 
 def run(scale: Scale, plots: Path) -> list[Section]:
     size = scale.pick(100, 100, 5)
     repeats = scale.pick(3, 1, 1)
+    runs = scale.pick(10, 10, 2)
     section = Section(
         key="P2", title=f"stream batch: {size} INSERT records of exact tasks, {LATENCY * 1000:.0f} ms per AWS call "
-                        f"(median of {repeats} batches each)",
-        columns=["path", "design", "container", "records", "AWS calls", "calls/record", "round trips",
-                 "min round trips", "CPU time in round trips", "vs seed"])
-    figures: dict[str, Any] = {"records": size, "repeats": repeats, "latency_seconds": LATENCY, "paths": {}}
+                        f"(ours: {runs} batches each, seed 001: {repeats})",
+        columns=["path", "design", "container", "records", "AWS calls", "calls/record", "round trips (median)",
+                 "min round trips", "round trips, 9 runs in 10", "batches", "CPU time in round trips", "vs seed"])
+    figures: dict[str, Any] = {"records": size, "repeats": repeats, "runs": runs, "latency_seconds": LATENCY,
+                               "paths": {}}
     with task_stage.stage() as stage:
         for path, ahead in PATHS.items():
-            measured = measure_path(stage, ahead, size, repeats)
+            measured = measure_path(stage, ahead, size, repeats, runs)
             for container in ("warm", "cold"):
                 seed_rt = median(b.round_trips for b in measured[f"seed {container}"])
                 section.rows.append(_row(path, "timekeeper", container, size, measured[f"ours {container}"], seed_rt))
                 section.rows.append(_row(path, "seed 001 loop", container, size, measured[f"seed {container}"],
                                          seed_rt))
-                ours_rt = median(b.round_trips for b in measured[f"ours {container}"])
-                section.targets.append(Target(f"{path}, {container}: {size} records in round trips", ours_rt,
-                                              TARGET_ROUND_TRIPS))
+                ours = measured[f"ours {container}"]
+                section.targets.append(Target(
+                    f"{path}, {container}: {size} records in round trips, in 9 runs of 10 ({len(ours)} measured)",
+                    nine_in_ten(ours), TARGET_ROUND_TRIPS))
+                section.notes.append(f"{path}, {container}, ours: round trips of each of the {len(ours)} batches: "
+                                     + ", ".join(f"{b.round_trips:.1f}" for b in ours))
             figures["paths"][path] = {
                 name: [{"seconds": b.seconds, "cpu_seconds": b.cpu_seconds, "round_trips": b.round_trips,
                         "calls": b.calls,
