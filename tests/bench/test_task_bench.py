@@ -53,6 +53,7 @@ def test_the_stream_handler_batches_due_messages_and_schedules_each_record_withi
         for batch in _batches(p2, "Scheduler", name):
             assert batch["by_operation"].get("scheduler:CreateSchedule") == records, batch["by_operation"]
             assert batch["round_trips"] >= math.ceil(records / concurrency)
+            assert 0 < batch["moto_cpu_seconds"] <= batch["cpu_seconds"]  # moto's answers, within the process's
     warm = _batches(p2, "SQS delay", "ours warm")[0]["by_operation"]
     assert "sqs:GetQueueUrl" not in warm, "a warm container looks the due queue's URL up again"
     cold = _batches(p2, "Scheduler", "ours cold")[0]["by_operation"]
