@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from datetime import UTC, date, datetime, timedelta
@@ -114,3 +115,17 @@ def test_a_week_of_runs_reads_each_table_once_and_a_run_at_most_a_seventh(tables
 def test_with_backup_require_pitr_every_run_reads_every_table() -> None:
     tables = [f"t{i}" for i in range(20)]
     assert pitr_checked(tables, date(2026, 11, 22), required=True) == set(tables)
+
+
+@settings(max_examples=25, deadline=None)
+@given(tables=TABLE_NAMES.filter(bool), changes=st.sets(st.text("klmnop", min_size=3, max_size=6), max_size=5),
+       first=st.dates(min_value=date(2020, 1, 1), max_value=date(2040, 1, 1)), changed=st.integers(0, 13))
+def test_a_changed_selection_reads_each_table_again_within_13_days(
+        tables: set[str], changes: set[str], first: date, changed: int) -> None:
+    later = tables | changes  # tables added on day ``changed`` (and the same holds read backwards: removed)
+    days = [first + timedelta(days=d) for d in range(35)]
+    read = {t: [d for i, d in enumerate(days) if t in pitr_checked(tables if i < changed else later, d, False)]
+            for t in tables}
+    for t, when in read.items():
+        gaps = [(b - a).days for a, b in itertools.pairwise(when)]
+        assert when and (when[0] - first).days <= 13 and all(gap <= 13 for gap in gaps), (t, gaps)
