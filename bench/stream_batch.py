@@ -10,23 +10,26 @@ queue with ``DelaySeconds`` (the SQS-delay path), tasks due in about 30 minutes 
 Warm: the deps already handled one batch (clients built, queue URL and ARN looked up); cold: fresh ``Deps``
 and ``Clients`` and no cached queue ARN, as in a new container (the clients are constructed before the clock
 starts: that is CPU time, the same for every design, not a round trip).  The figure is the wall time in
-round trips (wall / ``LATENCY``), the median of a few batches, so the machine's speed shows only in the
-CPU time between calls.  Seed 001's consumer (bench/seed_tasks.py) runs the same records through a client
-with the same latency.
+round trips (wall / ``LATENCY``), so the machine's speed shows only in the CPU time between calls.  Ours is
+measured in 10 batches per path and container (2 at tiny scale); the target holds the figure that 9 runs
+in 10 meet (the 9th best: nearest-rank p90), and the table shows the median and the best too.  Seed 001's
+consumer (bench/seed_tasks.py) runs the same records through a client with the same latency.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench import seed_tasks, task_stage
-from bench.core import CallCounter, Latency, Scale, Section, Target, median, stopwatch
+from bench.core import CallCounter, Latency, Scale, Section, Target, median, percentile, stopwatch
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
 from chalicelib.tasks import stream
@@ -34,6 +37,7 @@ from deploy import lambda_events as events
 
 LATENCY = 0.020
 TARGET_ROUND_TRIPS = 8
+TARGET_SHARE = 90  # the target holds in 9 runs out of 10
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 #: Path name -> how far ahead its tasks are due (the setting DIRECT_QUEUE_HORIZON_SECONDS chooses the path).
@@ -48,6 +52,7 @@ class Batch:
     cpu_seconds: float  # the process's CPU time meanwhile: botocore's and moto's work, in-process
     calls: int
     by_operation: dict[str, int]
+    moto_cpu_seconds: float = 0.0  # of which moto's, answering the calls (AWS's side of a round trip)
 
     @property
     def round_trips(self) -> float:
@@ -72,13 +77,42 @@ def insert_records(count: int, ahead: timedelta, settings: Any) -> list[dict[str
     return records
 
 
+class MotoCpu:
+    """The CPU time moto spends answering requests in this process (each thread's own, summed): in-process, the
+    work AWS does on its side of a round trip is done by the same interpreter as the app's."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def counting(self) -> Iterator[MotoCpu]:
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        answer = BotocoreStubber.__call__
+
+        def timed(stubber: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return answer(stubber, *args, **kwargs)
+            finally:
+                with self._lock:
+                    self.seconds += time.thread_time() - start
+
+        BotocoreStubber.__call__ = timed  # type: ignore[method-assign,assignment]
+        try:
+            yield self
+        finally:
+            BotocoreStubber.__call__ = answer  # type: ignore[method-assign]
+
+
 def _measure(stage: task_stage.Stage, handle: Callable[[list[dict[str, Any]]], None],
              records: list[dict[str, Any]], counter: CallCounter) -> Batch:
     counter.reset()
     cpu = time.process_time()
-    with stopwatch() as took:
+    with MotoCpu().counting() as moto, stopwatch() as took:
         handle(records)
-    batch = Batch(took[0], time.process_time() - cpu, counter.total, dict(counter.calls))
+    batch = Batch(took[0], time.process_time() - cpu, counter.total, dict(counter.calls), moto.seconds)
     # moto's SendMessage scans the whole queue: empty it so that each batch meets the same queue.
     task_stage.empty_queue(stage.settings, stage.settings.due_queue)
     return batch
@@ -112,13 +146,16 @@ def _seed(stage: task_stage.Stage) -> tuple[Callable[[list[dict[str, Any]]], Non
     return handle, counter
 
 
-def measure_path(stage: task_stage.Stage, ahead: timedelta, size: int, repeats: int) -> dict[str, list[Batch]]:
-    """Batches of ``size`` records, ``repeats`` times each: ours warm and cold, the seed's warm and cold."""
+def measure_path(stage: task_stage.Stage, ahead: timedelta, size: int, repeats: int,
+                 runs: int | None = None) -> dict[str, list[Batch]]:
+    """Batches of ``size`` records: ours warm and cold ``runs`` times each (default ``repeats``), the seed's warm
+    and cold ``repeats`` times (its loop takes some 150 round trips a batch)."""
     out: dict[str, list[Batch]] = {"ours warm": [], "ours cold": [], "seed warm": [], "seed cold": []}
-    for _ in range(repeats):
+    for _ in range(repeats if runs is None else runs):
         deps, counter = _app_deps(stage)
         out["ours cold"].append(_measure(stage, _ours(deps), insert_records(size, ahead, stage.settings), counter))
         out["ours warm"].append(_measure(stage, _ours(deps), insert_records(size, ahead, stage.settings), counter))
+    for _ in range(repeats):
         handle, seed_counter = _seed(stage)
         out["seed cold"].append(_measure(stage, handle, insert_records(size, ahead, stage.settings), seed_counter))
         out["seed warm"].append(_measure(stage, handle, insert_records(size, ahead, stage.settings), seed_counter))
@@ -130,32 +167,45 @@ def _row(path: str, design: str, container: str, size: int, batches: Sequence[Ba
     calls = median(b.calls for b in batches)
     round_trips = median(b.round_trips for b in batches)
     return [path, design, container, size, calls, calls / size, round_trips,
-            min(b.round_trips for b in batches), median(b.cpu_seconds for b in batches) / LATENCY,
+            min(b.round_trips for b in batches), nine_in_ten(batches), len(batches),
+            median(b.cpu_seconds for b in batches) / LATENCY, median(b.moto_cpu_seconds for b in batches) / LATENCY,
             round_trips / seed_round_trips]
+
+
+def nine_in_ten(batches: Sequence[Batch]) -> float:
+    """The round trips that TARGET_SHARE % of the batches take at most (nearest rank: the 9th best of 10)."""
+    return percentile([b.round_trips for b in batches], TARGET_SHARE)
 
 
 def run(scale: Scale, plots: Path) -> list[Section]:
     size = scale.pick(100, 100, 5)
     repeats = scale.pick(3, 1, 1)
+    runs = scale.pick(10, 10, 2)
     section = Section(
         key="P2", title=f"stream batch: {size} INSERT records of exact tasks, {LATENCY * 1000:.0f} ms per AWS call "
-                        f"(median of {repeats} batches each)",
-        columns=["path", "design", "container", "records", "AWS calls", "calls/record", "round trips",
-                 "min round trips", "CPU time in round trips", "vs seed"])
-    figures: dict[str, Any] = {"records": size, "repeats": repeats, "latency_seconds": LATENCY, "paths": {}}
+                        f"(ours: {runs} batches each, seed 001: {repeats})",
+        columns=["path", "design", "container", "records", "AWS calls", "calls/record", "round trips (median)",
+                 "min round trips", "round trips, 9 runs in 10", "batches", "CPU time in round trips",
+                 "of which moto's", "vs seed"])
+    figures: dict[str, Any] = {"records": size, "repeats": repeats, "runs": runs, "latency_seconds": LATENCY,
+                               "paths": {}}
     with task_stage.stage() as stage:
         for path, ahead in PATHS.items():
-            measured = measure_path(stage, ahead, size, repeats)
+            measured = measure_path(stage, ahead, size, repeats, runs)
             for container in ("warm", "cold"):
                 seed_rt = median(b.round_trips for b in measured[f"seed {container}"])
                 section.rows.append(_row(path, "timekeeper", container, size, measured[f"ours {container}"], seed_rt))
                 section.rows.append(_row(path, "seed 001 loop", container, size, measured[f"seed {container}"],
                                          seed_rt))
-                ours_rt = median(b.round_trips for b in measured[f"ours {container}"])
-                section.targets.append(Target(f"{path}, {container}: {size} records in round trips", ours_rt,
-                                              TARGET_ROUND_TRIPS))
+                ours = measured[f"ours {container}"]
+                section.targets.append(Target(
+                    f"{path}, {container}: {size} records in round trips, in 9 runs of 10 ({len(ours)} measured)",
+                    nine_in_ten(ours), TARGET_ROUND_TRIPS))
+                section.notes.append(f"{path}, {container}, ours: round trips of each of the {len(ours)} batches: "
+                                     + ", ".join(f"{b.round_trips:.1f}" for b in ours))
             figures["paths"][path] = {
                 name: [{"seconds": b.seconds, "cpu_seconds": b.cpu_seconds, "round_trips": b.round_trips,
+                        "moto_cpu_seconds": b.moto_cpu_seconds,
                         "calls": b.calls,
                         "by_operation": b.by_operation} for b in batches]
                 for name, batches in measured.items()}
@@ -165,5 +215,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         "Scheduler schedule (DIRECT_QUEUE_HORIZON_SECONDS = 900); records of one batch run on "
         "STREAM_CONCURRENCY threads; cold = new Deps/Clients, no queue URL or ARN looked up yet")
     section.notes.append("CPU time in round trips: the process's CPU time during the batch (botocore's and moto's "
-                         "work, in-process, a few ms a call), over 20 ms: what of the wall time is not latency")
+                         "work, in-process, a few ms a call), over 20 ms: what of the wall time is not latency; "
+                         "of which moto's: the part moto spends answering (on AWS, the other side of the round "
+                         "trip), which the GIL serializes with the app's")
     return [section]

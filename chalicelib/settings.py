@@ -421,7 +421,9 @@ class Settings:
         "([Restore verification](backups-verification.md)).",
         Parse(_backup_verify, f"expected none, a whole number from 1 to {VERIFY_MAX} or comma-separated table names"))
     backup_require_pitr: bool = setting("BACKUP_REQUIRE_PITR", "false",
-        "`true`: one alert a run for selected tables with point-in-time recovery off.",
+        "`true`: every run reads every selected table's point-in-time recovery and alerts once for those with "
+        "it off; `false`: a run reads one table in 7, each once a week, and never alerts "
+        "([PITR report](backups-verification.md#point-in-time-recovery-report)).",
         Parse(lambda value, env: choice("true", "false").convert(value, env) == "true", "expected one of true, false"))
     restore_target_pattern: str = setting("RESTORE_TARGET_PATTERN", "<table>-restored-*",
         "Names `POST /backups/restores` may restore into: `<table>` is the source table, `*` any characters "

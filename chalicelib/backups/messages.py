@@ -1,6 +1,9 @@
 """The backup monitor queue's messages: poll messages and the start watch.
 
 - ``{"run_id", "poll": n}``: check run ``run_id``; each number is claimed once on the run.
+  While the run may be polled unclaimed (RUNNING, in pages, every table's backup started: ``Creating``),
+  the message also carries its ``started_at`` and the number of its ``backups``: a poll that finds them
+  all still CREATING reads and writes nothing of the run (monitor.py).
 - ``{"restore_id", "poll": n}``: check restore ``restore_id`` (restore.py); each number is claimed once on it.
 - ``{"run_id", "watch": true}``: sent when a run is created, delayed by the lease (at most
   SQS's 900 s). If the run is still STARTING once its lease has passed, its starter died
@@ -12,9 +15,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 
 from chalicelib.aws import Deps
 from chalicelib.backups.retry import retry_transient
+from chalicelib.backups.store import RUNNING, Run
 
 MAX_DELAY_SECONDS = 900  # SQS's DelaySeconds limit
 
@@ -24,10 +29,29 @@ class BadMessage(ValueError):
 
 
 @dataclass(frozen=True)
+class Creating:
+    """What a poll needs to tell, from the listing alone, that every backup of a run is still CREATING: the
+    run's start (its backups' names, the listing's bound, the deadline) and how many backups it started."""
+
+    started_at: datetime
+    backups: int
+
+
+@dataclass(frozen=True)
 class MonitorMessage:
     run_id: str
     poll: int = 0
     watch: bool = False
+    creating: Creating | None = None
+
+
+def creating_of(run: Run) -> Creating | None:
+    """The facts a poll message of ``run`` carries: only while a poll may go unclaimed (RUNNING, its tables
+    in pages, at least one backup started, no table that failed to start and may still need its alert)."""
+    backups = run.counts.get("backups", 0)
+    if run.status != RUNNING or not run.paged or run.counts.get("failed", 0) or not backups:
+        return None
+    return Creating(run.started_at, backups)
 
 
 @dataclass(frozen=True)
@@ -57,7 +81,22 @@ def parse_message(body: str) -> MonitorMessage | RestoreMessage:
         raise BadMessage("poll must be a whole number >= 0")
     if not isinstance(watch, bool):
         raise BadMessage("watch must be true or false")
-    return MonitorMessage(run_id, poll, watch)
+    return MonitorMessage(run_id, poll, watch, _creating(data))
+
+
+def _creating(data: dict[str, object]) -> Creating | None:
+    started_at, backups = data.get("started_at"), data.get("backups")
+    if started_at is None and backups is None:
+        return None
+    if not isinstance(backups, int) or isinstance(backups, bool) or backups < 1:
+        raise BadMessage("backups must be a whole number >= 1")
+    try:
+        started = datetime.fromisoformat(started_at) if isinstance(started_at, str) else None
+    except ValueError:
+        started = None
+    if started is None or started.tzinfo is None:
+        raise BadMessage("started_at must be an ISO-8601 time with its offset")
+    return Creating(started, backups)
 
 
 def _send(deps: Deps, body: dict[str, object], delay: int) -> None:
@@ -66,10 +105,14 @@ def _send(deps: Deps, body: dict[str, object], delay: int) -> None:
         QueueUrl=url, MessageBody=json.dumps(body), DelaySeconds=delay), deps.sleep)
 
 
-def send_poll_message(deps: Deps, run_id: str, poll: int, delay: int | None = None) -> None:
-    """Poll ``poll`` of the run, delayed by BACKUP_MONITOR_DELAY_SECONDS (or ``delay``)."""
-    _send(deps, {"run_id": run_id, "poll": poll},
-          deps.settings.backup_monitor_delay_seconds if delay is None else delay)
+def send_poll_message(deps: Deps, run_id: str, poll: int, creating: Creating | None = None,
+                      delay: int | None = None) -> None:
+    """Poll ``poll`` of the run, delayed by BACKUP_MONITOR_DELAY_SECONDS (or ``delay``); ``creating``: the run's
+    start and backup count while all its backups are CREATING (a poll that finds them so claims nothing)."""
+    body: dict[str, object] = {"run_id": run_id, "poll": poll}
+    if creating is not None:
+        body.update(started_at=creating.started_at.isoformat(), backups=creating.backups)
+    _send(deps, body, deps.settings.backup_monitor_delay_seconds if delay is None else delay)
 
 
 def send_watch_message(deps: Deps, run_id: str, delay: int | None = None) -> None:

@@ -1,18 +1,23 @@
 """Check a backup run until every backup is done; alert, re-queue, finish with retention.
 
-A poll message's delivery first claims its poll number on the run item (a
-conditional UpdateItem that returns the item: one call both claims and reads),
-so of two deliveries of one message only one goes on and sends the next: a
-duplicate never starts a second chain. It then lists the run's backups with
-ListBackups (every USER backup since the run's start, paginated), O(pages), not
-one DescribeBackup per table. While every backup of the run the listing shows
-(by its name: this stage's prefix, its table, the run's start) is CREATING, as
-many as the run started, before the deadline and with no start failure to
-alert, nothing else is read or written: the poll costs the claim, the listing's
-pages and the next message's SendMessage. Otherwise the run's table pages are
-read, new outcomes settled (AVAILABLE: one UpdateItem per page; FAILED and
-STUCK: one per table, with its alert), DescribeBackup asked only for an ARN the
-listing lacks, and the run re-queued or finished.
+A poll lists the run's backups with ListBackups (every USER backup since the
+run's start, paginated), O(pages), not one DescribeBackup per table. A poll
+message of a run whose backups have all started carries the run's start and how
+many it started (messages.Creating): while every backup of the run the listing
+shows (by its name: this stage's prefix, its table, the run's start) is
+CREATING, as many as the run started, before the deadline, the poll reads and
+writes nothing of the run and sends the next message: it costs the listing's
+pages and one SendMessage, the floor. Otherwise the delivery claims its poll
+number on the run item (a conditional UpdateItem that returns the item: one call
+both claims and reads; a RUNNING run may be claimed at a later number than it
+expects, never at an earlier one), so of two deliveries of one message only one
+goes on and sends the next; the run's table pages are read, new outcomes settled
+(AVAILABLE: one UpdateItem per page; FAILED and STUCK: one per table, with its
+alert), DescribeBackup asked only for an ARN the listing lacks, and the run
+re-queued or finished. The price of the unclaimed polls: a message delivered
+twice while the backups are CREATING makes a second chain of polls, which lasts
+until the first poll that claims (a backup finished, or the deadline passed):
+there the later of the two numbers wins and the other chain stops.
 
 A run with tables to verify (BACKUP_VERIFY) goes VERIFYING when it finishes, not
 COMPLETE: its polls go on, claimed the same way, and each is a restore
@@ -34,7 +39,15 @@ from chalicelib import alerts
 from chalicelib import metrics as m
 from chalicelib.aws import Deps
 from chalicelib.backups import rules, trigger, verify
-from chalicelib.backups.messages import BadMessage, MonitorMessage, RestoreMessage, parse_message, send_poll_message
+from chalicelib.backups.messages import (
+    BadMessage,
+    Creating,
+    MonitorMessage,
+    RestoreMessage,
+    creating_of,
+    parse_message,
+    send_poll_message,
+)
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import retry_transient
 from chalicelib.backups.store import FINISHING, POLLED, STARTING, VERIFYING, Run, RunStore, TableResult
@@ -94,10 +107,11 @@ def list_user_backups(deps: Deps, since: datetime | None = None, before: datetim
         kwargs["ExclusiveStartBackupArn"] = last
 
 
-def run_backups(deps: Deps, run: Run, listed: Iterable[rules.Backup]) -> list[rules.Backup]:
-    """The backups of ``listed`` this run made: named by this stage for their table at the run's start."""
+def run_backups(deps: Deps, started_at: datetime, listed: Iterable[rules.Backup]) -> list[rules.Backup]:
+    """The backups of ``listed`` a run started at ``started_at`` made: named by this stage for their table
+    at the run's start."""
     prefix = deps.settings.backup_name_prefix
-    return [b for b in listed if b.name == rules.backup_name(prefix, b.table, run.started_at)]
+    return [b for b in listed if b.name == rules.backup_name(prefix, b.table, started_at)]
 
 
 def current_statuses(deps: Deps, run: Run, listed: list[rules.Backup]) -> dict[str, str | None]:
@@ -171,11 +185,19 @@ def _check(deps: Deps, message: MonitorMessage, body: str, message_id: str,
     store = RunStore(deps)
     now = deps.clock()
     if not message.watch:
+        listed = None
+        if message.creating is not None:  # first, whether the poll can go unclaimed
+            listed = list_user_backups(deps, message.creating.started_at - LISTING_SKEW)
+            if _only_creating(deps, message.creating, listed, now):
+                logger.info("backup run polled", extra={"run_id": message.run_id, "poll": message.poll,
+                                                        "pending": message.creating.backups})
+                _send_poll(deps, message.run_id, message.poll + 1, message.creating)
+                return "requeued"
         claimed = store.claim_poll(message.run_id, message.poll, now, message_id)
         if claimed is not None and claimed.status == VERIFYING:
             return verify.poll(deps, store, claimed, message.poll, now)
         if claimed is not None:
-            return _poll(deps, store, claimed, message.poll, now, seconds_left)
+            return _poll(deps, store, claimed, message.poll, now, seconds_left, listed)
     return _unclaimed(deps, store, message, body, message_id, now, seconds_left)
 
 
@@ -206,34 +228,34 @@ def _unclaimed(deps: Deps, store: RunStore, message: MonitorMessage, body: str, 
             # Its first delivery died in the middle of a verification poll (whose steps each check what is
             # done): this delivery does the poll over, and sends the next message.
             return verify.poll(deps, store, run, poll, now)
-        _send_poll(deps, run_id, run.poll)
+        _send_poll(deps, run_id, run.poll, creating_of(run))
         return "resent"
     logger.info("duplicate monitor message ignored", extra={"run_id": run_id, "poll": poll,
                                                              "run_poll": run.poll, "status": run.status})
     return "duplicate"
 
 
-def _only_creating(deps: Deps, run: Run, listed: list[rules.Backup], now: datetime) -> bool:
-    """Nothing to record: every backup of the run is listed (as many as it started), all CREATING,
-    before the deadline, and no table failed to start (whose alert may still be due)."""
-    if not run.paged or run.counts.get("failed", 0) or not run.counts.get("backups", 0):
+def _only_creating(deps: Deps, creating: Creating | None, listed: list[rules.Backup], now: datetime) -> bool:
+    """Nothing to record: the run may be polled unclaimed (``creating``: see ``messages.creating_of``), every
+    backup of the run is listed (as many as it started), all CREATING, and its deadline has not passed."""
+    if creating is None or now - creating.started_at > timedelta(minutes=deps.settings.backup_deadline_minutes):
         return False
-    if now - run.started_at > timedelta(minutes=deps.settings.backup_deadline_minutes):
-        return False
-    ours = run_backups(deps, run, listed)
-    return len({b.name for b in ours}) >= run.counts["backups"] and all(b.status == "CREATING" for b in ours)
+    ours = run_backups(deps, creating.started_at, listed)
+    return len({b.name for b in ours}) >= creating.backups and all(b.status == "CREATING" for b in ours)
 
 
 def _poll(deps: Deps, store: RunStore, run: Run, poll: int, now: datetime,
-          seconds_left: Callable[[], float] | None = None) -> str:
-    """Poll ``poll``, claimed (``run`` is the run item as the claim left it, at ``poll + 1``)."""
+          seconds_left: Callable[[], float] | None = None, listed: list[rules.Backup] | None = None) -> str:
+    """Poll ``poll``, claimed (``run`` is the run item as the claim left it, at ``poll + 1``; ``listed``: the
+    run's backups, if this delivery listed them before its claim)."""
     settings = deps.settings
     run_id = run.run_id
     _measure_overdue(deps, run, now)
-    listed = list_user_backups(deps, run.started_at - LISTING_SKEW)
-    if _only_creating(deps, run, listed, now):
+    if listed is None:
+        listed = list_user_backups(deps, run.started_at - LISTING_SKEW)
+    if _only_creating(deps, creating_of(run), listed, now):
         logger.info("backup run polled", extra={"run_id": run_id, "poll": poll, "pending": run.counts["backups"]})
-        _send_poll(deps, run_id, poll + 1)
+        _send_poll(deps, run_id, poll + 1, creating_of(run))
         return "requeued"
 
     store.load_tables(run)
@@ -265,7 +287,7 @@ def _poll(deps: Deps, store: RunStore, run: Run, poll: int, now: datetime,
     pending = [r.table for r in run.tables.values() if r.status == "PENDING"]
     logger.info("backup run polled", extra={"run_id": run_id, "poll": poll, "pending": pending})
     if pending:
-        _send_poll(deps, run_id, poll + 1)
+        _send_poll(deps, run_id, poll + 1, creating_of(run))
         return "requeued"
     lease = timedelta(seconds=settings.backup_run_lease_seconds)
     if not store.claim_finish(run_id, poll + 1, now, now - lease):
@@ -282,9 +304,10 @@ def _watch(deps: Deps, store: RunStore, run: Run, now: datetime) -> str:
     return "start resumed"
 
 
-def _send_poll(deps: Deps, run_id: str, poll: int, delay: int | None = None) -> None:
+def _send_poll(deps: Deps, run_id: str, poll: int, creating: Creating | None = None,
+               delay: int | None = None) -> None:
     delay = deps.settings.backup_monitor_delay_seconds if delay is None else delay
-    send_poll_message(deps, run_id, poll, delay)
+    send_poll_message(deps, run_id, poll, creating, delay)
     logger.info("monitor queued", extra={"run_id": run_id, "poll": poll, "delay_seconds": delay})
 
 
@@ -489,6 +512,7 @@ def _finish(deps: Deps, store: RunStore, run: Run, now: datetime,
     summary: dict[str, Any] = {
         "tables": len(run.tables), "backed_up": len(counts["AVAILABLE"]), "failed": len(counts["FAILED"]),
         "stuck": len(counts["STUCK"]), "deleted": run.retention_deleted + len(deleted), "pitr_off": len(pitr_off),
+        "pitr_read": sum(1 for r in run.tables.values() if r.pitr),
         "href": f"/backups/runs/{run.run_id}"}
     if run.retention_passes:
         summary["retention_passes"] = run.retention_passes + 1
@@ -536,12 +560,7 @@ def _carry_over(deps: Deps, store: RunStore, run: Run, now: datetime, pruned: Pr
 
 # --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------
 
-def run_deadline(deps: Deps, run: Run) -> datetime:
-    """When a run should be complete: its backups' deadline (BACKUP_DEADLINE_MINUTES, when the monitor calls the
-    ones still CREATING stuck), plus one monitor delay to see it and a run lease to finish retention."""
-    s = deps.settings
-    return run.started_at + timedelta(minutes=s.backup_deadline_minutes, seconds=s.backup_monitor_delay_seconds
-                                      + s.backup_run_lease_seconds)
+run_deadline = trigger.run_deadline  # when a run should be complete (the trigger's repair reads it too)
 
 
 def _measure_overdue(deps: Deps, run: Run, now: datetime) -> None:

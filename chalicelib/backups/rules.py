@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from enum import StrEnum
 from functools import lru_cache
 
@@ -273,3 +273,23 @@ def select_tables(
         extra.update(t for t in all_tables if pattern.fullmatch(t))
     chosen.extend(sorted(extra - set(chosen)))
     return chosen
+
+
+PITR_SPREAD_DAYS = 7  # without BACKUP_REQUIRE_PITR, each table's point-in-time recovery is read one day in 7
+
+
+def pitr_checked(tables: Iterable[str], day: date, required: bool) -> set[str]:
+    """The tables whose point-in-time recovery a run on ``day`` reads (one DescribeContinuousBackups each).
+
+    ``required`` (BACKUP_REQUIRE_PITR): all of them, since the run alerts on every one that has it off.
+    Otherwise spread over PITR_SPREAD_DAYS days: the tables in a fixed order (a hash of the name, then the
+    name), the k-th read on the days whose ordinal is k modulo 7. A run reads at most ceil(n / 7) of n tables,
+    and each table of an unchanged selection is read once in any 7 consecutive days (a table added to or
+    removed from the selection may move the others' day once: at most 13 days apart then).
+    """
+    chosen = set(tables)
+    if required:
+        return chosen
+    order = sorted(chosen, key=lambda t: (hashlib.sha256(t.encode()).digest(), t))
+    slot = day.toordinal() % PITR_SPREAD_DAYS
+    return {t for i, t in enumerate(order) if i % PITR_SPREAD_DAYS == slot}

@@ -632,14 +632,15 @@ class RunStore:
                      values={":pending": "PENDING", ":f": False}, page=result.page)
 
     def claim_poll(self, run_id: str, poll: int, now: datetime, message_id: str) -> Run | None:
-        """Claim poll ``poll`` of a RUNNING run for SQS message ``message_id`` (only one delivery of the
-        poll's message wins and may send the next one) and read the run item in the same write; None
-        when the run is not at that poll (or does not exist)."""
+        """Claim poll ``poll`` of a RUNNING or VERIFYING run for SQS message ``message_id`` (only one delivery
+        of the poll's message wins and may send the next one) and read the run item in the same write; None
+        when the run is not at that poll (or does not exist). A RUNNING run may be claimed at a later poll
+        than it expects (polls that found every backup CREATING went unclaimed: monitor.py), never an earlier."""
         if not RUN_ID.fullmatch(run_id):
             return None
         done, item = self._apply(
             run_id, "SET poll = :next, poll_queued = :f, advanced_at = :now, poll_message = :message",
-            "poll = :poll AND #s IN (:running, :verifying)", {"#s": "status"},
+            "(poll = :poll AND #s = :verifying) OR (poll <= :poll AND #s = :running)", {"#s": "status"},
             {":next": poll + 1, ":poll": poll, ":running": RUNNING, ":verifying": VERIFYING, ":f": False,
              ":now": now.isoformat(), ":message": message_id}, INLINE, returning=True)
         return Run.from_item(item) if done and item else None

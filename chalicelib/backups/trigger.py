@@ -13,9 +13,10 @@ retries CreateBackup itself (a retry of a call whose answer was lost would make 
 the same name): an error that may hide an applied call is followed by the same look by name.
 
 A new run also records which of its tables it will verify by restoring them
-(BACKUP_VERIFY, rotating after the recent runs' plans: verify.py), and each
-table's point-in-time recovery status (DescribeContinuousBackups, one call a table,
-written with the table's result). A scheduled trigger first deletes the temporary
+(BACKUP_VERIFY, rotating after the recent runs' plans: verify.py), and
+point-in-time recovery status (DescribeContinuousBackups, one call a table, written
+with the table's result): of every table with BACKUP_REQUIRE_PITR, else of one in
+7, each table once a week (``rules.pitr_checked``). A scheduled trigger first deletes the temporary
 restore tables a dead verification left behind.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -31,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from chalicelib import alerts, metrics
 from chalicelib.aws import Deps
 from chalicelib.backups import rules, verify, verify_rules
-from chalicelib.backups.messages import send_poll_message, send_watch_message
+from chalicelib.backups.messages import creating_of, send_poll_message, send_watch_message
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import is_transient, retry_transient
 from chalicelib.backups.store import FINISHING, POLLED, RUNNING, STARTING, Run, RunStore, TableResult
@@ -141,17 +142,19 @@ def _failure(exc: Exception) -> str:
     return f"CreateBackup failed: {exc}"
 
 
-def _back_up(deps: Deps, creates: Pacer, run: Run, result: TableResult, look_first: bool) -> None:
+def _back_up(deps: Deps, creates: Pacer, run: Run, result: TableResult, look_first: bool, read_pitr: bool) -> None:
     """Give ``result`` (a PENDING table without a backup) its backup, or its error (status FAILED).
 
     CreateBackup is not idempotent, so botocore makes it once (``dynamodb_unretried``): an error that
     may hide a backup that was made (a 5xx, a lost answer) comes here, and the table's backups are
     looked up by name before CreateBackup is tried again. A throttled call was not applied: it is
-    tried again, AWS_MAX_ATTEMPTS times in all as botocore would, without looking.
+    tried again, AWS_MAX_ATTEMPTS times in all as botocore would, without looking. ``read_pitr``: the
+    table's point-in-time recovery is read first (unless known already).
     """
     table, name = result.table, result.backup_name
     since = run.started_at
-    result.pitr = result.pitr or pitr_status(deps, run, table)
+    if read_pitr and not result.pitr:
+        result.pitr = pitr_status(deps, run, table)
     if look_first:
         result.backup_arn = find_backup(deps, table, name, since) or ""
         if result.backup_arn:
@@ -191,7 +194,7 @@ def _back_up(deps: Deps, creates: Pacer, run: Run, result: TableResult, look_fir
 
 
 def _queue_monitor(deps: Deps, run: Run, store: RunStore) -> None:
-    send_poll_message(deps, run.run_id, run.poll)
+    send_poll_message(deps, run.run_id, run.poll, creating_of(run))
     store.mark_queued(run.run_id, run.poll)
     run.poll_queued = True
     logger.info("monitor queued", extra={"run_id": run.run_id, "poll": run.poll,
@@ -214,7 +217,10 @@ def repair_stale_runs(deps: Deps, store: RunStore, now: datetime, recent: int = 
     - STARTING past the lease: closed and alerted (this trigger backs the tables up afresh);
     - RUNNING or VERIFYING whose poll has not moved for the lease plus one monitor delay (its message
       was never sent, or was dead-lettered after failing deliveries): the message is sent again;
-      a duplicate is harmless, since each poll number is claimed once;
+      a duplicate is harmless, since each poll number is claimed once; a RUNNING run whose polls may
+      go unclaimed while its backups are CREATING (``messages.creating_of``) only once past its
+      ``run_deadline`` too (until then, a silent run may be a healthy one), unless its first message
+      was never marked sent;
     - FINISHING past the lease: a monitor message is sent, and the monitor takes the finish over.
     Errors are logged, never raised: a broken old run must not stop today's backups.
     """
@@ -248,7 +254,9 @@ def _repair(deps: Deps, store: RunStore, run: Run, now: datetime, stale: datetim
             store.unabandon(run.run_id, run.claimed_at)  # the next trigger tries the alert again
             raise
         return True
-    if run.status in POLLED and run.advanced_at and run.advanced_at < silent:
+    unsent = run.poll == 0 and not run.poll_queued  # the trigger's first message may never have been sent
+    if run.status in POLLED and run.advanced_at and run.advanced_at < silent \
+            and (creating_of(run) is None or unsent or now > run_deadline(deps, run)):
         if store.claim_stale_poll(run.run_id, run.poll, run.advanced_at, now):
             _queue_monitor(deps, run, store)
             return True
@@ -257,6 +265,14 @@ def _repair(deps: Deps, store: RunStore, run: Run, now: datetime, stale: datetim
         send_poll_message(deps, run.run_id, run.poll)
         return True
     return False
+
+
+def run_deadline(deps: Deps, run: Run) -> datetime:
+    """When a run should be complete: its backups' deadline (BACKUP_DEADLINE_MINUTES, when the monitor calls the
+    ones still CREATING stuck), plus one monitor delay to see it and a run lease to finish retention."""
+    s = deps.settings
+    return run.started_at + timedelta(minutes=s.backup_deadline_minutes, seconds=s.backup_monitor_delay_seconds
+                                      + s.backup_run_lease_seconds)
 
 
 def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
@@ -374,6 +390,7 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
     creates = pacer(deps, "CreateBackup")
     prefix = deps.settings.backup_name_prefix
     out_of_time = (run.claimed_at or now) + START_BUDGET
+    pitr = rules.pitr_checked(run.tables, run.started_at.astimezone(UTC).date(), deps.settings.backup_require_pitr)
     for result in run.tables.values():
         if result.status == "PENDING" and not result.backup_arn:
             if deps.clock() >= out_of_time:
@@ -381,7 +398,7 @@ def _start(deps: Deps, store: RunStore, run: Run, now: datetime, resumed: bool) 
             result.backup_name = result.backup_name or rules.backup_name(prefix, result.table, run.started_at)
             look_first = resumed and result.tried  # a table never tried has no backup to find
             result.tried = True
-            _back_up(deps, creates, run, result, look_first=look_first)
+            _back_up(deps, creates, run, result, look_first=look_first, read_pitr=result.table in pitr)
     run.status = RUNNING
     run.advanced_at = deps.clock()
     if not store.started(run, run.advanced_at):

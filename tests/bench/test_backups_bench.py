@@ -42,7 +42,7 @@ def test_the_floor_is_creates_deletes_and_one_send_plus_the_listing_pages_per_po
     # 150 tables, 150 expired, 152 old backups, 3 polls: 150 + 150 + 3 x (2 pages + 1) + 2 pages
     assert backups.issue_floor_calls(150, 150, 152, 3) == 311
     assert backups.issue_floor_calls(3, 3, 5, 3) == 3 + 3 + 3 * 2 + 1
-    assert backups.floor_calls(150, 150, 152, 3) == 311 + 150  # one DescribeContinuousBackups a table
+    assert backups.floor_calls(150, 150, 152, 3) == 311 + 22  # DescribeContinuousBackups: ceil(150 / 7)
     assert backups.floor_poll(500) == 6
 
 
@@ -75,12 +75,14 @@ def test_the_section_reports_every_target_and_its_plot(p1: tuple[Section, Path])
     section, plots = p1
     names = [t.name for t in section.targets]
     assert [name.split(" at ")[0].split(",")[0] for name in names] == [
-        "pending poll", "whole run", "state write units per table", "largest state item"]
+        "pending poll", "whole run", "PITR report", "state write units per table", "largest state item"]
     largest = max(section.figures["sizes"])
     ours = by_tables(section)[largest]["ours"]
     pending = sum(ours["pending_poll"].values())
     assert section.targets[0].figure == pending and section.targets[0].limit == backups.floor_poll(largest)
     assert section.targets[1].figure == pytest.approx(sum(ours["calls"].values()) / section.rows[-1][6])
+    assert section.targets[2].figure == ours["calls"].get("dynamodb:DescribeContinuousBackups", 0)
+    assert section.targets[2].met and section.targets[2].limit == backups.pitr_reads(largest)
     png = plots / "p1_backup_calls.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert section.plots == [str(png)]
@@ -120,6 +122,7 @@ def test_a_run_that_fails_at_the_largest_n_is_reported_and_the_ratio_comes_from_
     assert [(t.name, t.figure, t.met) for t in targets] == [
         ("pending poll at 500 tables, calls (floor: 5 ListBackups pages + 1)", 6, True),
         ("whole run at 500 tables / floor (the largest N whose run finishes; at 2000 the run fails)", 1.5, False),
+        ("PITR report at 500 tables, DescribeContinuousBackups calls (a seventh: once a week each)", 0, True),
         ("state write units per table, 500 tables / 10 tables", (49_359 / 500) / (57 / 10), False),
         ("largest state item at 2000 tables, bytes", 500_000, False),
     ]

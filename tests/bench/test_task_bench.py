@@ -53,6 +53,7 @@ def test_the_stream_handler_batches_due_messages_and_schedules_each_record_withi
         for batch in _batches(p2, "Scheduler", name):
             assert batch["by_operation"].get("scheduler:CreateSchedule") == records, batch["by_operation"]
             assert batch["round_trips"] >= math.ceil(records / concurrency)
+            assert 0 < batch["moto_cpu_seconds"] <= batch["cpu_seconds"]  # moto's answers, within the process's
     warm = _batches(p2, "SQS delay", "ours warm")[0]["by_operation"]
     assert "sqs:GetQueueUrl" not in warm, "a warm container looks the due queue's URL up again"
     cold = _batches(p2, "Scheduler", "ours cold")[0]["by_operation"]
@@ -63,11 +64,12 @@ def test_the_stream_handler_batches_due_messages_and_schedules_each_record_withi
 
 def test_the_stream_batch_targets_report_the_round_trips_of_the_table(sections: dict[str, Any]) -> None:
     p2 = sections["P2"]
-    ours = {(row[0], row[2]): row[6] for row in p2["rows"] if row[1] == "timekeeper"}
+    ours = {(row[0], row[2]): row[8] for row in p2["rows"] if row[1] == "timekeeper"}
     assert len(p2["targets"]) == 4
     for target in p2["targets"]:
         path, container = target["name"].split(":")[0].split(", ")
-        assert target["figure"] == ours[(path, container)]
+        batches = sorted(b["round_trips"] for b in _batches(p2, path, f"ours {container}"))
+        assert target["figure"] == ours[(path, container)] == batches[math.ceil(0.9 * len(batches)) - 1]
         assert target["limit"] == 8
         assert target["met"] == (target["figure"] <= 8)
 

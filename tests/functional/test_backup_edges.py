@@ -175,8 +175,8 @@ def test_a_run_whose_monitor_message_could_not_be_sent_gets_it_from_the_duplicat
     trigger.start_run(deps, "schedule", run_id=run_id)
     trigger.start_run(deps, "schedule", run_id=run_id)
 
-    sent = monitor_messages(aws, deps)
-    assert [json.loads(b) for b, _ in sent] == [{"run_id": run_id, "poll": 0}]
+    sent = [json.loads(b) for b, _ in monitor_messages(aws, deps)]
+    assert [(m["run_id"], m["poll"]) for m in sent] == [(run_id, 0)]
 
 
 def test_an_api_run_left_without_its_monitor_gets_one_from_the_next_trigger(

@@ -81,7 +81,8 @@ def test_creating_backups_re_send_the_message_with_the_same_delay(
     assert len(sent) == 1
     next_body, delay = sent[0]
     assert delay == 300
-    assert json.loads(next_body) == {"run_id": run.run_id, "poll": 1}
+    assert json.loads(next_body) == {"run_id": run.run_id, "poll": 1, "started_at": run.started_at.isoformat(),
+                                     "backups": 2}
     run = _run(deps, body)
     assert run.status == "RUNNING"
     assert {t: r.status for t, r in run.tables.items()} == {"orders": "AVAILABLE", "users": "PENDING"}

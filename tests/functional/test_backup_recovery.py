@@ -13,6 +13,7 @@ from chalicelib.backups import monitor, trigger
 from chalicelib.backups.store import RunStore
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
+    CallCounter,
     Intercept,
     crash,
     create_tables,
@@ -36,11 +37,12 @@ def _polls(aws: Aws, deps: Deps) -> list[int]:
     return [json.loads(body)["poll"] for body, _ in monitor_messages(aws, deps)]
 
 
-def test_two_deliveries_racing_on_one_poll_send_one_next_message(aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    body = _start(aws, deps, ["orders"])
+def test_two_deliveries_racing_on_one_claimed_poll_send_one_next_message(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders", "users"])
     run = RunStore(deps).get(json.loads(body)["run_id"])
     assert run is not None
-    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")  # users' is done: the poll is claimed
     real = deps.clients.dynamodb
     twin_ran: list[bool] = []
 
@@ -62,10 +64,10 @@ def test_two_deliveries_racing_on_one_poll_send_one_next_message(aws: Aws, deps:
 
 def test_a_worker_dying_between_claiming_a_poll_and_sending_is_repaired_by_the_redelivery(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    body = _start(aws, deps, ["orders"])
+    body = _start(aws, deps, ["orders", "users"])
     run = RunStore(deps).get(json.loads(body)["run_id"])
     assert run is not None
-    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")  # users' is done: the poll is claimed
     real = deps.clients.sqs
     deps.clients.sqs = Intercept(real, "send_message", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
 
@@ -80,6 +82,45 @@ def test_a_worker_dying_between_claiming_a_poll_and_sending_is_repaired_by_the_r
     assert monitor.check_run(deps, body, "m-1") == "duplicate"
 
     assert _polls(aws, deps) == [1]
+
+
+def test_a_worker_dying_before_sending_an_unclaimed_poll_is_repaired_by_the_redelivery(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders"])
+    run = RunStore(deps).get(json.loads(body)["run_id"])
+    assert run is not None
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    real = deps.clients.sqs
+    deps.clients.sqs = Intercept(real, "send_message", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
+
+    with pytest.raises(Exception, match="simulated"):
+        monitor.check_run(deps, body, "m-1")
+    deps.clients.sqs = real
+    clock.advance(seconds=300)  # SQS redelivers after the visibility timeout
+    assert monitor.check_run(deps, body, "m-1") == "requeued"
+
+    (next_body, _), = monitor_messages(aws, deps)
+    set_status(deps, run.tables["orders"].backup_arn, "AVAILABLE")
+    assert monitor.check_run(deps, next_body, "m-2") == "complete"
+
+
+def test_a_message_delivered_twice_while_backups_are_creating_leaves_one_chain_at_the_first_claim(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders"])
+    run = RunStore(deps).get(json.loads(body)["run_id"])
+    assert run is not None
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    reads = CallCounter().watch(deps.clients.dynamodb)
+
+    assert [monitor.check_run(deps, body, m) for m in ("m-1", "m-1")] == ["requeued", "requeued"]
+    assert [c for c in reads.calls if c != "dynamodb:ListBackups"] == []  # nothing of the run read or written
+    copies = [b for b, _ in monitor_messages(aws, deps)]
+    assert [json.loads(b)["poll"] for b in copies] == [1, 1]  # a second chain, for as long as all are CREATING
+
+    set_status(deps, run.tables["orders"].backup_arn, "AVAILABLE")
+    assert [monitor.check_run(deps, b, f"m-{i}") for i, b in enumerate(copies, 2)] == ["complete", "duplicate"]
+    assert monitor_messages(aws, deps) == []
+    assert [a["message"].get("kind") for a in aws.alerts()] == ["summary"]
 
 
 def test_a_finisher_dying_mid_retention_is_taken_over_after_its_lease(
@@ -156,7 +197,9 @@ def test_a_run_whose_monitor_message_was_dead_lettered_is_re_queued_by_the_next_
     assert run is not None
     set_status(deps, run.tables["orders"].backup_arn, "CREATING")
     # The monitor message failed five deliveries and went to the dead-letter queue: nothing polls the run.
-    clock.advance(seconds=deps.settings.backup_run_lease_seconds + deps.settings.backup_monitor_delay_seconds + 1)
+    # While its backups may be CREATING a silent run may be a healthy one (its polls go unclaimed): the
+    # first trigger past its deadline mends it.
+    clock.now = trigger.run_deadline(deps, run) + timedelta(seconds=1)
 
     trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
 
@@ -164,6 +207,23 @@ def test_a_run_whose_monitor_message_was_dead_lettered_is_re_queued_by_the_next_
     assert polls[run_id] == 0 and len(polls) == 2
     set_status(deps, run.tables["orders"].backup_arn, "AVAILABLE")
     assert monitor.check_run(deps, json.dumps({"run_id": run_id, "poll": 0})) == "complete"
+
+
+def test_a_run_polling_unclaimed_is_not_re_queued_before_its_deadline(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    body = _start(aws, deps, ["orders"])
+    run = RunStore(deps).get(json.loads(body)["run_id"])
+    assert run is not None
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    for _ in range(6):  # half an hour of polls that find the backup CREATING: none claims the run
+        clock.advance(seconds=deps.settings.backup_monitor_delay_seconds)
+        assert monitor.check_run(deps, body) == "requeued"
+        (body, _), = monitor_messages(aws, deps)  # the chain goes on (taken off the queue here)
+
+    trigger.start_run(deps, "api", tables=["orders"])
+
+    runs = [json.loads(b)["run_id"] for b, _ in monitor_messages(aws, deps)]
+    assert run.run_id not in runs and len(runs) == 1
 
 
 def test_a_healthy_run_is_not_re_queued(aws: Aws, deps: Deps, clock: FakeClock) -> None:

@@ -19,7 +19,7 @@ from chalicelib.settings import BackupVerify
 from tests import events
 from tests.faults import Faults
 from tests.fixtures import Aws, Emitted, FakeClock, use_settings
-from tests.functional.backup_support import monitor_messages, moto_backups
+from tests.functional.backup_support import CallCounter, monitor_messages, moto_backups
 
 TABLES = ("orders", "users")
 ITEMS = 5
@@ -259,18 +259,38 @@ def _pitr_tables(deps: Deps) -> None:
         TableName="orders", PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
 
 
-def test_the_run_reports_point_in_time_recovery_per_table(
+def test_with_backup_require_pitr_the_run_reports_point_in_time_recovery_of_every_table(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     _pitr_tables(deps)
-    use_settings(deps, backup_tables=TABLES)
+    use_settings(deps, backup_tables=TABLES, backup_require_pitr=True)
 
     run = _run_day(aws, deps, clock, client)
 
     assert {t: r.pitr for t, r in run.tables.items()} == {"orders": "ENABLED", "users": "DISABLED"}
-    assert run.summary["pitr_off"] == 1
+    assert run.summary["pitr_off"] == 1 and run.summary["pitr_read"] == 2
     shown = client.http.get(f"/backups/runs/{run.run_id}").json_body
     assert {t["table"]: t["pitr"] for t in shown["tables"]} == {"orders": "enabled", "users": "disabled"}
-    assert [a["message"].get("kind") for a in aws.alerts()] == ["summary"]  # not required: no alert
+
+
+def test_without_backup_require_pitr_a_week_of_runs_reads_each_table_once(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    _pitr_tables(deps)
+    use_settings(deps, backup_tables=TABLES)
+    reads = CallCounter().watch(deps.clients.dynamodb)
+    read: dict[str, str] = {}
+    for _ in range(7):
+        before = reads.count("dynamodb:DescribeContinuousBackups")
+        run = trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
+        assert reads.count("dynamodb:DescribeContinuousBackups") - before <= 1  # ceil(2 tables / 7)
+        shown = client.http.get(f"/backups/runs/{run.run_id}").json_body
+        for table in shown["tables"]:
+            if table["pitr"] is not None:
+                assert table["table"] not in read  # once a week
+                read[table["table"]] = table["pitr"]
+        clock.advance(days=1)
+
+    assert read == {"orders": "enabled", "users": "disabled"}
+    assert aws.alerts() == []  # not required: no alert
 
 
 def test_backup_require_pitr_alerts_once_a_run_for_the_tables_without_it(

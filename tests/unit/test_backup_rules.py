@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from chalicelib.backups.rules import Outcome, backup_name, outcome, parse_backup_name, select_tables
+from chalicelib.backups.rules import (
+    Outcome,
+    backup_name,
+    outcome,
+    parse_backup_name,
+    pitr_checked,
+    select_tables,
+)
 
 AT = datetime(2026, 11, 22, 12, 30, 5, tzinfo=UTC)
 
@@ -84,3 +95,37 @@ def test_selection_combines_list_pattern_and_tag_without_duplicates() -> None:
 
 def test_pattern_must_match_the_whole_name() -> None:
     assert select_tables(["shop-1", "myshop-1x"], [], re.compile(r"shop-\d"), []) == ["shop-1"]
+
+
+# --- the point-in-time recovery report's spread (BACKUP_REQUIRE_PITR=false) ---------------------------
+
+TABLE_NAMES = st.sets(st.text("abcdefghij-_.0123456789", min_size=3, max_size=12), max_size=40)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tables=TABLE_NAMES, first=st.dates(min_value=date(2020, 1, 1), max_value=date(2040, 1, 1)))
+def test_a_week_of_runs_reads_each_table_once_and_a_run_at_most_a_seventh(tables: set[str], first: date) -> None:
+    week = [pitr_checked(sorted(tables), first + timedelta(days=d), required=False) for d in range(7)]
+
+    assert all(len(day) <= math.ceil(len(tables) / 7) for day in week)
+    assert sorted(t for day in week for t in day) == sorted(tables)  # each table on exactly one day
+    assert pitr_checked(sorted(tables, reverse=True), first, required=False) == week[0]  # not the given order
+
+
+def test_with_backup_require_pitr_every_run_reads_every_table() -> None:
+    tables = [f"t{i}" for i in range(20)]
+    assert pitr_checked(tables, date(2026, 11, 22), required=True) == set(tables)
+
+
+@settings(max_examples=25, deadline=None)
+@given(tables=TABLE_NAMES.filter(bool), changes=st.sets(st.text("klmnop", min_size=3, max_size=6), max_size=5),
+       first=st.dates(min_value=date(2020, 1, 1), max_value=date(2040, 1, 1)), changed=st.integers(0, 13))
+def test_a_changed_selection_reads_each_table_again_within_13_days(
+        tables: set[str], changes: set[str], first: date, changed: int) -> None:
+    later = tables | changes  # tables added on day ``changed`` (and the same holds read backwards: removed)
+    days = [first + timedelta(days=d) for d in range(35)]
+    read = {t: [d for i, d in enumerate(days) if t in pitr_checked(tables if i < changed else later, d, False)]
+            for t in tables}
+    for t, when in read.items():
+        gaps = [(b - a).days for a, b in itertools.pairwise(when)]
+        assert when and (when[0] - first).days <= 13 and all(gap <= 13 for gap in gaps), (t, gaps)
