@@ -179,8 +179,10 @@
     });
   }
 
-  // An action button: a confirmation, the call, and the API's answer (or its error, as the API words it).
-  function actionButton(label, ask, call, after, out, className) {
+  // An action button: a confirmation, the call, and the API's answer (or its error, as the API words it) in the
+  // notice above the view, which stays while the view reloads and goes when the operator moves to another.
+  function actionButton(label, ask, call, after, className) {
+    const out = $('notice');
     return h('button', { type: 'button', class: className, on: { click: async () => {
       const answer = await confirmAction(ask());
       if (!answer) return;
@@ -231,7 +233,7 @@
       h('h2', {}, 'Last backup run'),
       run ? fields([['run', link('#/run/' + encodeURIComponent(run.run_id), run.run_id)], ['status', status(run.status)],
         ['trigger', run.trigger], ['started', when(run.started_at)], ['finished', when(run.finished_at)],
-        ['tables', run.table_count], ['summary', json(run.summary)]])
+        ['tables', run.table_count], ['summary', summaryText(run.summary)]])
         : h('p', { class: 'muted' }, 'No backup run yet.'));
   }
 
@@ -304,7 +306,6 @@
     if (!live()) return;
     const data = answer.task && answer.source ? answer.task : answer; // a task source's item: {source, key, task}
     const id = data.id;
-    const out = h('div', { 'aria-live': 'polite' });
     const reload = () => render();
     const post = (verb) => (value) => api('POST', 'tasks/' + encodeURIComponent(id) + '/' + verb, value ? { run_at: value } : undefined);
     const name = 'task ' + id;
@@ -322,17 +323,16 @@
       h('h3', {}, 'Act on it'),
       h('p', { class: 'buttons' },
         actionButton('Cancel', () => ({ title: 'Cancel the task?', words: 'Cancel ' + name + '? It will not run.', ok: 'Cancel the task' }),
-          () => api('DELETE', 'tasks/' + encodeURIComponent(id)), reload, out, 'danger'),
+          () => api('DELETE', 'tasks/' + encodeURIComponent(id)), reload, 'danger'),
         actionButton('Reschedule', () => ({ title: 'Reschedule the task?', words: 'Move ' + name + ' to a new due time.',
           label: 'new due time (ISO-8601, UTC, or epoch seconds)', value: data.run_at || '', ok: 'Reschedule' }),
-        (value) => api('PATCH', 'tasks/' + encodeURIComponent(id), { run_at: value }), reload, out),
+        (value) => api('PATCH', 'tasks/' + encodeURIComponent(id), { run_at: value }), reload),
         actionButton('Retry', () => ({ title: 'Retry the task?', words: 'Run ' + name + ' again, once.',
-          label: 'at (empty: now)', value: '', ok: 'Retry' }), post('retry'), reload, out),
+          label: 'at (empty: now)', value: '', ok: 'Retry' }), post('retry'), reload),
         actionButton('Pause', () => ({ title: 'Pause the task?', words: 'Skip the occurrences of ' + name + ' until it is resumed.', ok: 'Pause' }),
-          post('pause'), reload, out),
+          post('pause'), reload),
         actionButton('Resume', () => ({ title: 'Resume the task?', words: 'Run ' + name + ' again from its next occurrence.', ok: 'Resume' }),
-          post('resume'), reload, out)),
-      out);
+          post('resume'), reload)));
   }
 
   async function latenessView(main, live) {
@@ -379,7 +379,6 @@
   const restoreTarget = (table) => table + '-restored-' + new Date().toISOString().replace(/[-:]/g, '').slice(0, 15).toLowerCase();
 
   async function backupsView(main, live, params, poll) {
-    const out = h('div', { 'aria-live': 'polite' });
     const tableFilter = params.get('table') || '';
     const token = params.get('next_token') || '';
     const [runs, catalog, restores] = await Promise.all([
@@ -394,7 +393,7 @@
       h('input', { id: 'catalog-table', name: 'table', value: tableFilter, size: 18 })), h('button', { type: 'submit' }, 'Show'));
     const restoreButton = (b) => actionButton('Restore…', () => ({ title: 'Restore to a new table?',
       words: 'Restore the backup ' + b.name + ' of ' + b.table + ' into a new table.', label: 'new table name', value: restoreTarget(b.table),
-      ok: 'Restore' }), (target) => api('POST', 'backups/restores', { table: b.table, target, backup_arn: b.arn }), () => render(), out);
+      ok: 'Restore' }), (target) => api('POST', 'backups/restores', { table: b.table, target, backup_arn: b.arn }), () => render());
     const catalogPart = catalog instanceof Error ? failureMessage(catalog) : [
       table(['table', 'backup', 'status', 'size', 'created', 'run', 'verification', 'kept', 'expires after', ''],
         (catalog.backups || []).map((b) => [text(b.table), text(b.name), status(b.status), b.size_bytes === null ? '—' : b.size_bytes + ' B',
@@ -407,12 +406,11 @@
     replace(main, h('h2', {}, 'Backups'),
       h('p', { class: 'buttons' }, actionButton('Start a backup run', () => ({ title: 'Start a backup run?',
         words: "Back up the stage's selection of tables now.", ok: 'Start the run' }), () => api('POST', 'backups', {}),
-      (started) => { location.hash = '#/run/' + encodeURIComponent(started.run_id); }, out, 'primary')),
-      out,
+      (started) => { location.hash = '#/run/' + encodeURIComponent(started.run_id); }, 'primary')),
       h('h3', {}, 'Recent runs'),
       table(['run', 'status', 'trigger', 'started', 'finished', 'tables', 'summary'], runList.map((r) => [
         link('#/run/' + encodeURIComponent(r.run_id), r.run_id), status(r.status), text(r.trigger), when(r.started_at), when(r.finished_at),
-        text(r.table_count), h('code', {}, JSON.stringify(r.summary))]), 'No backup run yet.'),
+        text(r.table_count), summaryText(r.summary)]), 'No backup run yet.'),
       h('h3', {}, 'Restores'),
       table(['restore', 'status', 'from', 'into', 'requested', 'finished', 'progress', 'error'], restoreList.map((r) => [
         link('#/restore/' + encodeURIComponent(r.restore_id), r.restore_id), status(r.status), text(r.table), text(r.target),
@@ -420,6 +418,10 @@
       h('h3', {}, 'Catalog'), filter, catalogPart);
     if (runList.some((r) => r.status !== 'COMPLETE') || restoreList.some((r) => r.status === 'RESTORING')) poll();
   }
+
+  // A run's counts as words ("backed_up 3, failed 0, ..."), without its own address.
+  const summaryText = (summary) => Object.entries(summary || {}).filter(([k]) => k !== 'href')
+    .map(([k, v]) => k + ' ' + (typeof v === 'object' ? JSON.stringify(v) : v)).join(', ');
 
   function progress(restore) {
     const c = restore.comparison;
@@ -436,7 +438,7 @@
     const checks = new Map((run.verifications || []).map((v) => [v.table, v]));
     replace(main, h('h2', {}, 'Backup run ', h('code', {}, text(run.run_id))),
       fields([['status', h('span', { id: 'run-status' }, status(run.status))], ['trigger', run.trigger], ['started', when(run.started_at)],
-        ['finished', when(run.finished_at)], ['tables', run.table_count], ['summary', json(run.summary)]]),
+        ['finished', when(run.finished_at)], ['tables', run.table_count], ['summary', summaryText(run.summary)]]),
       h('h3', {}, 'Tables'),
       table(['table', 'status', 'backup', 'point-in-time recovery', 'verification', 'error'], (run.tables || []).map((t) => {
         const check = checks.get(t.table);
@@ -471,6 +473,7 @@
     $('sign-in').hidden = false;
     $('sign-out').hidden = true;
     $('sign-in-why').textContent = why;
+    $('notice').replaceChildren();
     replace($('main'), h('p', { class: 'muted' }, 'Signed out: nothing is shown until the API accepts a token.'));
     say('');
     $('token').focus();
@@ -541,7 +544,7 @@
       sessionStorage.removeItem(TOKEN_KEY);
       showSignIn('Signed out.');
     });
-    window.addEventListener('hashchange', render);
+    window.addEventListener('hashchange', () => { $('notice').replaceChildren(); render(); });
     render();
   });
 })();

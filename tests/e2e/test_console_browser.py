@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,15 +31,14 @@ from tests.e2e.console_support import REQUIRED, SCREENSHOTS, PrefixProxy, chromi
 
 pytestmark = pytest.mark.e2e
 
-_why = missing_browser()
-if _why is not None:
-    if os.environ.get(REQUIRED) == "1":
-        pytest.fail(f"the console's browser tests need Chromium ({REQUIRED}=1): {_why}", pytrace=False)
-    pytest.skip(f"console browser tests skipped: {_why}", allow_module_level=True)
+MISSING = missing_browser()
+if MISSING is not None and os.environ.get(REQUIRED) != "1":
+    pytest.skip(f"console browser tests skipped: {MISSING}; CI sets {REQUIRED}=1", allow_module_level=True)
 
-from selenium.webdriver.common.by import By  # noqa: E402  (only with a browser)
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+if MISSING is None:  # Selenium is imported only where the browser is
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 BUDGET_BYTES = 100_000
@@ -48,13 +49,41 @@ SCRIPT = "<script>window.__xss=2</script>"
 
 
 @pytest.fixture(scope="module")
-def stage() -> Iterator[LocalStage]:
-    local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
-    # one attempt per execution (a failed task fails at once); the backup monitor polls every second
-    started = start_local_stage(local, overrides={"TASK_MAX_ATTEMPTS": "1", "BACKUP_MONITOR_DELAY_SECONDS": "1"},
-                                out=lambda line: None)
-    yield started
-    started.stop()
+def started() -> Iterator[tuple[LocalStage, Any]]:
+    """The local stage and Chromium, started side by side (Chromium takes about 2 s of the stage's start)."""
+    if MISSING is not None:
+        pytest.fail(f"the console's browser tests need Chromium ({REQUIRED}=1): {MISSING}", pytrace=False)
+    opened: list[tuple[Any, Any]] = []  # (the context manager, its driver), entered by the thread
+
+    def open_browser() -> None:
+        manager = chromium()
+        opened.append((manager, manager.__enter__()))
+
+    opening = threading.Thread(target=open_browser, daemon=True)
+    opening.start()
+    with ExitStack() as stack:
+        try:
+            local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
+            # one attempt per execution (a failed task fails at once); the backup monitor polls every second
+            stage = start_local_stage(local, overrides={"TASK_MAX_ATTEMPTS": "1", "BACKUP_MONITOR_DELAY_SECONDS": "1"},
+                                      out=lambda line: None)
+            stack.callback(stage.stop)
+        finally:
+            opening.join(60)
+            for manager, _ in opened:
+                stack.push(manager)
+        assert opened, "Chromium did not start within 60 s"
+        yield stage, opened[0][1]
+
+
+@pytest.fixture(scope="module")
+def stage(started: tuple[LocalStage, Any]) -> LocalStage:
+    return started[0]
+
+
+@pytest.fixture(scope="module")
+def browser(started: tuple[LocalStage, Any]) -> Any:
+    return started[1]
 
 
 @pytest.fixture(scope="module")
@@ -62,18 +91,13 @@ def api(stage: LocalStage) -> ApiClient:
     return ApiClient(stage.api_url, stage.environment["API_TOKEN"])
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as driver:
-        yield driver
-
-
 def wait(driver: Any, check: Callable[[Any], Any], what: str, timeout: float = 10) -> Any:
     return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: check(d) or None, message=what)
 
 
 def main_text(driver: Any) -> str:
-    return str(driver.find_element(By.ID, "main").text)
+    """The view and the notice above it (an action's answer)."""
+    return str(driver.find_element(By.ID, "notice").text) + "\n" + str(driver.find_element(By.ID, "main").text)
 
 
 def shows(driver: Any, words: str, timeout: float = 10) -> None:
