@@ -290,6 +290,26 @@ def test_the_views_are_keyboard_reachable_and_readable_at_320_px(browser: Any) -
         browser.set_window_size(size["width"], size["height"])
 
 
+def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stage: LocalStage, browser: Any) -> None:
+    """The console's pure decisions, given data of the test's own in the page that uses them."""
+    browser.get(stage.api_url + "/console")
+    wait(browser, lambda d: d.execute_script("return !!window.timekeeperConsole"), "the console's script")
+    found = browser.execute_script("""
+        const c = window.timekeeperConsole, now = Date.parse('2026-11-26T12:00:00Z');
+        const at = (s) => new Date(now + s * 1000).toISOString();
+        const done = Array.from({length: 100}, (_, i) => ({id: 't' + i, status: 'DONE', run_at: at(i), finished_at: at(2 * i + 1)}));
+        const late = c.lateness([...done, {id: 'x', run_at: null, finished_at: at(5)}]).map(p => p.seconds).sort((a, b) => a - b);
+        const due = c.perMinute([{run_at: at(-1)}, {run_at: at(0)}, {run_at: at(59)}, {run_at: at(61)},
+                                 {run_at: at(3599)}, {run_at: at(3600)}], now);
+        return {n: late.length, p50: c.percentile(late, 50), p99: c.percentile(late, 99), empty: c.percentile([], 50),
+                minutes: [due.minutes[0], due.minutes[1], due.minutes[59]], due: due.due.length,
+                capped: c.countLabel(500, false), counted: c.countLabel(7, true)};
+    """)
+    # lateness i + 1 s for i in 0..99: p50 is the 50th smallest (50 s), p99 the 99th (99 s); no due time, no point
+    assert found == {"n": 100, "p50": 50, "p99": 99, "empty": None, "minutes": [2, 1, 1], "due": 4,
+                     "capped": "500+", "counted": "7"}
+
+
 def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any) -> None:
     """As API Gateway serves it (/<stage>/console): every file and data call stays under the prefix."""
     with PrefixProxy(stage.api_url, "/api") as proxy:

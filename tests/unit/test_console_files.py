@@ -65,6 +65,7 @@ def test_the_page_and_its_files_are_served_with_their_types_and_a_strict_content
             policy = dict(part.strip().split(" ", 1) for part in response.headers["Content-Security-Policy"].split(";"))
             assert policy["default-src"] == "'self'" and policy["script-src"] == "'self'", path
             assert policy["connect-src"] == "'self'" and policy["frame-ancestors"] == "'none'", path
+            assert policy["require-trusted-types-for"] == "'script'" and policy["base-uri"] == "'none'", path
             assert "unsafe" not in response.headers["Content-Security-Policy"], path
             assert response.headers["X-Content-Type-Options"] == "nosniff", path
             assert response.headers["Referrer-Policy"] == "no-referrer", path
