@@ -7,6 +7,7 @@
 
 (() => {
   const TOKEN_KEY = 'timekeeper.console.token';
+  const SCHEME_KEY = 'timekeeper.console.scheme'; // how the token is sent: bearer (default), raw or api-key
   const PAGE = 50; // tasks per API page (the API's most)
   const COUNT_PAGES = 10; // at most this many pages are counted per status on the Now view
   const POLL_MS = 2000;
@@ -90,7 +91,10 @@
   async function api(method, route, body) {
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (!token) throw new SignedOut('Sign in with the API token to see the console.');
-    const headers = { Authorization: 'Bearer ' + token, Accept: 'application/json' };
+    const scheme = sessionStorage.getItem(SCHEME_KEY) || 'bearer';
+    const headers = { Accept: 'application/json' };
+    if (scheme === 'api-key') headers['x-api-key'] = token;
+    else headers.Authorization = scheme === 'raw' ? token : 'Bearer ' + token;
     const init = { method, headers, cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer' };
     if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
@@ -260,14 +264,16 @@
   const STRATEGIES = ['', 'exact', 'interval', 'lazy'];
 
   async function tasksView(main, live, params) {
-    const filters = { status: params.get('status') || '', strategy: params.get('strategy') || '', source: params.get('source') || '' };
+    const filters = { status: params.get('status') || '', strategy: params.get('strategy') || '', source: params.get('source') || '',
+      limit: params.get('limit') || '' }; // limit: the page's size (#/tasks?limit=10), the API's most by default
     const token = params.get('next_token') || '';
     const select = (name, options) => h('select', { id: 'filter-' + name, name },
       options.map((o) => h('option', { value: o, selected: o === filters[name] }, o || 'any')));
     const form = h('form', { class: 'filters', on: { submit: (event) => {
       event.preventDefault();
       const data = new FormData(form);
-      location.hash = '#/tasks' + query({ status: data.get('status'), strategy: data.get('strategy'), source: data.get('source').trim() });
+      location.hash = '#/tasks' + query({ status: data.get('status'), strategy: data.get('strategy'), source: data.get('source').trim(),
+        limit: filters.limit });
     } } },
     h('div', {}, h('label', { for: 'filter-status' }, 'status'), select('status', STATUSES)),
     h('div', {}, h('label', { for: 'filter-strategy' }, 'strategy'), select('strategy', STRATEGIES)),
@@ -286,7 +292,7 @@
     replace(main, h('h2', {}, 'Tasks'), form, results, h('h2', {}, "A task source item's task"), lookup);
     let page;
     try {
-      page = await api('GET', 'tasks' + query({ status: filters.status, source: filters.source, limit: PAGE, next_token: token }));
+      page = await api('GET', 'tasks' + query({ status: filters.status, source: filters.source, limit: filters.limit || PAGE, next_token: token }));
     } catch (failure) {
       if (failure instanceof SignedOut) throw failure;
       if (live()) replace(results, failureMessage(failure));
@@ -471,6 +477,11 @@
     return { name: parts[0] || 'now', parts, params: new URLSearchParams(search || '') };
   }
 
+  function forget() {
+    sessionStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(SCHEME_KEY);
+  }
+
   function showSignIn(why) {
     clearTimeout(pollTimer);
     $('sign-in').hidden = false;
@@ -514,7 +525,7 @@
       if (!live()) return;
       if (failure instanceof SignedOut) { showSignIn(failure.message); return; }
       if (failure instanceof ApiError && (failure.status === 401 || failure.status === 403)) {
-        sessionStorage.removeItem(TOKEN_KEY);
+        forget();
         showSignIn('Unauthorized: ' + failure.words());
         return;
       }
@@ -528,11 +539,12 @@
     const token = $('token').value.trim();
     if (!token) return;
     sessionStorage.setItem(TOKEN_KEY, token);
+    sessionStorage.setItem(SCHEME_KEY, $('scheme').value);
     $('token').value = '';
     try {
       await api('GET', 'tasks?limit=1'); // the token checked once, with the smallest answer
     } catch (failure) {
-      sessionStorage.removeItem(TOKEN_KEY);
+      forget();
       const refused = failure instanceof ApiError && (failure.status === 401 || failure.status === 403);
       showSignIn((refused ? 'Unauthorized: ' : 'Could not check the token: ') + (failure.words ? failure.words() : failure.message));
       return;
@@ -544,7 +556,7 @@
   document.addEventListener('DOMContentLoaded', () => {
     $('sign-in-form').addEventListener('submit', signIn);
     $('sign-out').addEventListener('click', () => {
-      sessionStorage.removeItem(TOKEN_KEY);
+      forget();
       showSignIn('Signed out.');
     });
     window.addEventListener('hashchange', () => { $('notice').replaceChildren(); render(); });

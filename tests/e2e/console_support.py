@@ -69,6 +69,7 @@ class PrefixProxy:
         self.prefix = prefix
         self.strays: list[str] = []
         self.seen: list[str] = []
+        self.credentials: dict[str, dict[str, str]] = {}  # request -> its Authorization and x-api-key headers
         target = urlsplit(upstream)
         proxy = self
 
@@ -82,6 +83,8 @@ class PrefixProxy:
                     self.send_error(404, "outside the stage prefix")
                     return
                 proxy.seen.append(f"{self.command} {self.path}")
+                proxy.credentials[f"{self.command} {self.path}"] = {
+                    k.lower(): v for k, v in self.headers.items() if k.lower() in ("authorization", "x-api-key")}
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}

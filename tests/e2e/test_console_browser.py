@@ -38,7 +38,7 @@ if MISSING is not None and os.environ.get(REQUIRED) != "1":
 if MISSING is None:  # Selenium is imported only where the browser is
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 BUDGET_BYTES = 100_000
@@ -140,11 +140,12 @@ def iso(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def sign_in(driver: Any, url: str, token: str) -> None:
+def sign_in(driver: Any, url: str, token: str, scheme: str = "bearer") -> None:
     driver.get(url)
     field = wait(driver, lambda d: d.find_element(By.ID, "token").is_displayed() and d.find_element(By.ID, "token"),
                  "the sign-in form")
     assert "Sign in" in driver.find_element(By.ID, "sign-in").text
+    Select(driver.find_element(By.ID, "scheme")).select_by_value(scheme)
     field.send_keys(token + Keys.ENTER)
 
 
@@ -242,6 +243,19 @@ def test_a_failed_task_is_listed_and_retried_with_the_apis_answer_shown(stage: L
     no_script_ran(browser)
 
 
+def test_the_task_list_pages_forward_and_back(browser: Any) -> None:
+    go(browser, "#/tasks?limit=1")
+    wait(browser, lambda d: d.find_elements(By.LINK_TEXT, "Next page"), "the next page's link")
+    first = browser.find_element(By.CSS_SELECTOR, "main tbody a").text
+    browser.find_element(By.LINK_TEXT, "Next page").click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "main tbody a")
+         and d.find_element(By.CSS_SELECTOR, "main tbody a").text not in ("", first), "another task on the next page")
+    [back] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main button") if b.text == "Previous page"]
+    back.click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "main tbody a")
+         and d.find_element(By.CSS_SELECTOR, "main tbody a").text == first, "the first page again")
+
+
 def test_a_backup_run_started_from_the_console_is_watched_to_complete(stage: LocalStage, api: ApiClient,
                                                                      browser: Any) -> None:
     go(browser, "#/backups")
@@ -257,6 +271,11 @@ def test_a_backup_run_started_from_the_console_is_watched_to_complete(stage: Loc
     shows(browser, run_id)
     shows(browser, "AVAILABLE")
     screenshot(browser, "backups")
+    confirm(browser, "Restore…")  # the first backup of the catalog, to the name proposed
+    shows(browser, "Restore…: done. Status now ")
+    [restore] = api.get("/backups/restores").body["restores"]
+    assert restore["target"].startswith(restore["table"] + "-restored-"), restore
+    shows(browser, restore["target"])  # in the restores' list, with its progress
     go(browser, "#/lateness")
     wait(browser, lambda d: d.find_element(By.ID, "p50").text.endswith(" s"), "the lateness percentiles")
     screenshot(browser, "lateness")
@@ -312,13 +331,19 @@ def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stag
 
 def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any) -> None:
     """As API Gateway serves it (/<stage>/console): every file and data call stays under the prefix."""
+    token = stage.environment["API_TOKEN"]
     with PrefixProxy(stage.api_url, "/api") as proxy:
-        sign_in(browser, proxy.url + "/console", stage.environment["API_TOKEN"])
+        # sent as an API key (API_AUTH api_key): this stage wants a bearer token and refuses it
+        sign_in(browser, proxy.url + "/console", token, "api-key")
+        wait(browser, lambda d: "Unauthorized: HTTP 401" in d.find_element(By.ID, "sign-in").text, "the refusal")
+        assert proxy.credentials["GET /api/tasks?limit=1"] == {"x-api-key": token}
+        sign_in(browser, proxy.url + "/console", token)
         shows(browser, "Due in the next hour")
         go(browser, "#/backups")
         shows(browser, "Catalog")
         assert proxy.strays == [], proxy.strays
         assert {"GET /api/console", "GET /api/console/app.js", "GET /api/console/app.css"} <= set(proxy.seen)
         assert any(line.startswith("GET /api/backups/runs") for line in proxy.seen), proxy.seen
-        assert json.loads(browser.execute_script("return JSON.stringify(Object.keys(sessionStorage))")) == [
-            "timekeeper.console.token"]
+        assert proxy.credentials["GET /api/backups/runs?limit=10"] == {"authorization": f"Bearer {token}"}
+        assert sorted(json.loads(browser.execute_script("return JSON.stringify(Object.keys(sessionStorage))"))) == [
+            "timekeeper.console.scheme", "timekeeper.console.token"]
