@@ -364,11 +364,11 @@
   }
 
   function latenessChart(points, p50, p99) {
-    const top = Math.max(...points.map((p) => p.seconds), 1);
+    const top = Math.max(...points.map((p) => p.seconds), 0.01);
     const low = Math.min(...points.map((p) => p.seconds), 0);
     const first = points[0].at;
     const span = Math.max(points[points.length - 1].at - first, 1);
-    const y = (value) => 105 - ((value - low) / (top - low)) * 100;
+    const y = (value) => 105 - ((value - low) / (top - low)) * 88; // room above for the p99 label
     const chart = s('svg', { class: 'chart', viewBox: '0 0 620 130', role: 'img',
       'aria-label': 'Lateness of ' + points.length + ' executions; p50 ' + seconds(p50) + ', p99 ' + seconds(p99) });
     for (const p of points) {
@@ -378,7 +378,7 @@
     }
     for (const [name, value] of [['p50', p50], ['p99', p99]]) {
       chart.append(s('line', { class: name, x1: 10, x2: 610, y1: y(value), y2: y(value) }));
-      chart.append(s('text', { x: 575, y: y(value) - 3 }, name));
+      chart.append(s('text', { x: name === 'p50' ? 14 : 585, y: y(value) - 3 }, name));
     }
     chart.append(s('line', { class: 'axis', x1: 10, y1: 105, x2: 610, y2: 105 }));
     chart.append(s('text', { x: 10, y: 122 }, seconds(low) + ' … ' + seconds(top)));
