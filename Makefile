@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo soak soak-fuzz bench test lint typecheck check clean deploy destroy
+.PHONY: run demo soak soak-fuzz bench test lint typecheck check clean deploy destroy console-screenshots
 
 # The first `make run` or `make test` installs (about 1-2 minutes): one line per step with the seconds
 # since the install began, and pip's own progress in between.
@@ -59,6 +59,10 @@ test: $(STAMP)
 soak-fuzz: $(STAMP)
 	FUZZ_EXAMPLES=10000 $(BIN)/pytest -n 0 -q tests/functional/test_api_fuzz.py
 	SCHEMA_FUZZ_EXAMPLES=5000 $(BIN)/pytest -n 0 -q tests/functional/test_api_schema_fuzz.py
+
+## console-screenshots: refresh docs/console/*.png with the console's browser test (needs chromium and chromium-driver; docs/console.md)
+console-screenshots: $(STAMP)
+	CONSOLE_SCREENSHOTS=1 CONSOLE_BROWSER_REQUIRED=1 $(BIN)/pytest -n 0 tests/e2e/test_console_browser.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

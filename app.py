@@ -46,7 +46,8 @@ def deps() -> Deps:
 # Every function: log lines carry the Lambda request id; the metrics recorded are flushed once at the end.
 app.register_middleware(observed(deps), "all")
 
-# Every route but GET /health and GET /openapi.json takes **protected: the authorizer API_AUTH chooses (chalicelib/auth.py).
+# Every route but GET /health, GET /openapi.json and the console's files (auth.PUBLIC_ROUTES) takes **protected:
+# the authorizer API_AUTH chooses (chalicelib/auth.py).
 protected = auth.route_auth(app, settings, lambda: deps().settings)
 
 
@@ -246,3 +247,17 @@ def health() -> Response:
 def openapi_document() -> Response:
     from chalicelib import openapi
     return respond(lambda: (200, openapi.document()))
+
+
+# --- the console: one web page for an operator (docs/console.md); its data calls go through the API ------
+
+@app.route("/console", methods=["GET"])
+def console_page() -> Response:
+    from chalicelib import console
+    return console.response(console.PAGE)
+
+
+@app.route("/console/{asset}", methods=["GET"])
+def console_asset(asset: str) -> Response:
+    from chalicelib import console
+    return console.response(asset)

@@ -18,7 +18,8 @@ none       nothing: only for tests of other features; ``make deploy``
            refuses a stage with it.
 =========  ==================================================================
 
-GET /health and GET /openapi.json never need credentials. Every refusal has the shape of every other
+GET /health, GET /openapi.json and the console's page and files (GET /console, GET /console/{asset})
+never need credentials. Every refusal has the shape of every other
 error, ``{"error": ..., "field": ...}``: without credentials 401, with wrong
 ones 403. On a deployed stage API Gateway answers them, through the gateway
 responses of the deploy template (deploy/template.py); with ``token`` the
@@ -63,7 +64,9 @@ def token_allows(settings: Settings, header: str) -> bool:
     return hmac.compare_digest(supplied.encode("utf-8", "replace"), expected.encode("utf-8", "replace"))
 
 
-PUBLIC_ROUTES = frozenset({("/health", "GET"), ("/openapi.json", "GET")})  # (path, method) that need no credentials
+# (path, method) that need no credentials: liveness, the API's description and the console's page and files
+# (chalicelib/console: the page asks the operator for the token its data calls carry).
+PUBLIC_ROUTES = frozenset({("/health", "GET"), ("/openapi.json", "GET"), ("/console", "GET"), ("/console/{asset}", "GET")})
 
 
 def token_refusal(settings: Settings, header: str | None) -> Response | None:

@@ -263,6 +263,7 @@ class LocalStage:
                      f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
                      f"\n  try        curl -H 'Authorization: Bearer {self.environment['API_TOKEN']}' "
                      f"{self.api_url}/backups/runs")
+        text += f"\n  console    {self.api_url}/console  (a web page for operators; sign in with the API token: docs/console.md)"
         if self.webhook is not None:
             text += (f"\n  webhooks   receiver {self.webhook.origin} (allowed origin; verifies the signature with "
                      f"{LOCAL_WEBHOOK_SECRET}, drops duplicate Idempotency-Keys; GET {self.webhook.origin}/received "

@@ -311,3 +311,12 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     if data:
         RECORDER.calls |= pickle.loads(base64.b64decode(data))  # our own worker's data
         node.config._policy_workers = getattr(node.config, "_policy_workers", 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line when the console's browser tests were skipped for want of Chromium (CI makes that a failure)."""
+    for skipped in terminalreporter.stats.get("skipped", []):
+        reason = skipped.longrepr[2] if isinstance(skipped.longrepr, tuple) else ""
+        if "console browser tests skipped" in reason:
+            terminalreporter.write_line(reason.removeprefix("Skipped: "), yellow=True)
+            return

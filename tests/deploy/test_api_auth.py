@@ -23,7 +23,8 @@ from tests.fixtures import use_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-for-tests"
-PUBLIC = {("/health", "GET"), ("/openapi.json", "GET")}
+# Liveness, the API's description and the console's page and files (its data calls carry the token).
+PUBLIC = {("/health", "GET"), ("/openapi.json", "GET"), ("/console", "GET"), ("/console/{asset}", "GET")}
 POOL_ARN = "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_example"
 
 
@@ -82,6 +83,14 @@ def test_no_mode_deploys_a_lambda_authorizer(monkeypatch: pytest.MonkeyPatch, ap
     module = import_app(monkeypatch, API_AUTH=api_auth, **extra)
     assert module.app.builtin_auth_handlers == []
     assert not any(isinstance(entry.authorizer, ChaliceAuthorizer) for _, _, entry in routes(module))
+
+
+def test_in_token_mode_the_consoles_page_and_files_need_no_token(token_app: ModuleType) -> None:
+    """The page asks the operator for the token; its data calls carry it (tests/e2e/test_console_browser.py)."""
+    with Client(token_app.app) as client:
+        for path in ("/console", "/console/app.js", "/console/app.css"):
+            assert client.http.get(path).status_code == 200, path
+        assert client.http.get("/tasks").status_code == 401
 
 
 def test_in_token_mode_a_route_added_without_protected_is_protected_all_the_same(token_app: ModuleType) -> None:

@@ -79,7 +79,7 @@ def test_every_route_but_health_requires_sigv4_on_the_deployed_prod_api(packaged
             if method == "options":
                 continue
             security = spec.get("security", [])
-            if (path, method) in {("/health", "get"), ("/openapi.json", "get")}:
+            if (path, method) in {("/health", "get"), ("/openapi.json", "get"), ("/console", "get"), ("/console/{asset}", "get")}:
                 assert security == [], path
             else:
                 assert security == [{"sigv4": []}], f"{method.upper()} {path} is not IAM-authorized"
@@ -142,6 +142,16 @@ def test_the_package_ships_valid_bytecode_for_app_py_and_every_chalicelib_module
             assert isinstance(marshal.loads(data[16:]), types.CodeType), source
         # The requirements' wheels (boto3, botocore, powertools) are compiled as well.
         assert [n for n in names if n.endswith(".py") and bytecode.cached_name(n) not in names] == []
+
+
+def test_the_package_ships_the_consoles_files_and_api_gateway_passes_them_through_as_text(packaged: Path) -> None:
+    from chalicelib import console
+    with zipfile.ZipFile(packaged.with_name("deployment.zip")) as zipped:
+        for name, text in console.FILES.items():
+            assert zipped.read(f"chalicelib/console/{name}").decode() == text, name
+    api = template(packaged)["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]
+    binary = set(api.get("x-amazon-apigateway-binary-media-types", []))
+    assert binary and not {kind.split(";")[0] for kind in console.ASSETS.values()} & binary, binary
 
 
 # In a fresh interpreter from the extracted package, as Lambda's /var/task: import app and every chalicelib

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import boto3
@@ -58,6 +59,10 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_pat
         assert re.search(r"^  webhooks   receiver http://127\.0\.0\.1:[1-9]\d* \(allowed origin; verifies", text,
                          re.MULTILINE), text
         assert "  chalice    .venv/bin/chalice local --stage local --port 8001: " in text, text
+        console = re.search(r"^  console    (http://127\.0\.0\.1:\d+/console)  \(a web page for operators", text, re.MULTILINE)
+        assert console and console.group(1) == f"{api.group(1)}/console", text
+        with urllib.request.urlopen(console.group(1), timeout=10) as page:  # no token needed for the page itself
+            assert page.headers["Content-Type"].startswith("text/html") and b"timekeeper console" in page.read()
         written = json.loads(run_file.read_text())["environment"]  # for chalice local, as the app reads it
         assert written["AWS_ENDPOINT_URL"] == aws.group(1) and written["DUE_ATTRIBUTE"] == "REMINDER_TIMESTAMP"
         assert written["TASKS_STREAM_ARN"].startswith("arn:aws:dynamodb:") and written["API_TOKEN"]

@@ -1,0 +1,565 @@
+// timekeeper console (docs/console.md): plain JavaScript, no build step, no library.
+// Every value from the API is shown with textContent or as an attribute value set through the DOM:
+// nothing is ever parsed as markup. The token lives in this tab's sessionStorage and travels only in
+// the Authorization header. Every URL is relative to where the page is served, so the console works
+// offline (/console) and under a deployed stage's prefix (/api/console).
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'timekeeper.console.token';
+  const SCHEME_KEY = 'timekeeper.console.scheme'; // how the token is sent: bearer (default), raw or api-key
+  const PAGE = 50; // tasks per API page (the API's most)
+  const COUNT_PAGES = 10; // at most this many pages are counted per status on the Now view
+  const POLL_MS = 2000;
+  const path = location.pathname;
+  const ROOT = path.slice(0, path.lastIndexOf('/console') + 1); // "/" offline, "/<stage>/" behind API Gateway
+  const $ = (id) => document.getElementById(id);
+  let pollTimer = 0;
+  let renderCount = 0; // a render outdated by a newer one drops its results
+
+  // --- DOM building: elements and text only -------------------------------------------------------
+  function h(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === 'on') {
+        for (const [event, handler] of Object.entries(value)) node.addEventListener(event, handler);
+      } else if (name === 'class') {
+        node.className = value;
+      } else {
+        node.setAttribute(name, value === true ? '' : String(value));
+      }
+    }
+    append(node, children);
+    return node;
+  }
+
+  function append(node, children) {
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  function s(tag, attrs, text) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
+    if (text !== undefined) node.textContent = String(text);
+    return node;
+  }
+
+  function replace(node, ...children) {
+    node.replaceChildren();
+    return append(node, children);
+  }
+
+  const text = (value) => (value === null || value === undefined || value === '' ? '—' : String(value));
+  const json = (value) => h('pre', {}, JSON.stringify(value, null, 2));
+  const status = (value) => h('span', { class: 's-' + String(value).replace(/[^A-Z_]/g, '') }, text(value));
+  const when = (iso) => (iso ? String(iso).replace('T', ' ').replace(/(\.\d+)?(Z|\+00:00)$/, 'Z') : '—');
+  const link = (hash, label) => h('a', { href: hash }, label);
+  const taskHash = (id) => '#/task/' + encodeURIComponent(id);
+  const message = (kind, ...words) => h('p', { class: 'message ' + kind, role: kind === 'error' ? 'alert' : null }, words);
+
+  function table(headers, rows, empty) {
+    if (!rows.length) return h('p', { class: 'muted' }, empty);
+    return h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {}, headers.map((name) => h('th', { scope: 'col' }, name)))),
+      h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell) => h('td', {}, cell)))))));
+  }
+
+  function fields(pairs) {
+    return h('dl', {}, pairs.map(([name, value]) => [h('dt', {}, name), h('dd', {}, value instanceof Node ? value : text(value))]));
+  }
+
+  function say(words) { $('status').textContent = words; }
+
+  // --- the API ---------------------------------------------------------------------------------------
+  class ApiError extends Error {
+    constructor(status, body) {
+      const error = body && typeof body === 'object' && typeof body.error === 'string' ? body.error : null;
+      super(error || (typeof body === 'string' && body ? body : 'the API answered HTTP ' + status));
+      this.status = status;
+      this.field = body && typeof body === 'object' && typeof body.field === 'string' ? body.field : null;
+    }
+    words() { return 'HTTP ' + this.status + ': ' + this.message + (this.field ? ' (field: ' + this.field + ')' : ''); }
+  }
+  class SignedOut extends Error {}
+
+  async function api(method, route, body) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (!token) throw new SignedOut('Sign in with the API token to see the console.');
+    const scheme = sessionStorage.getItem(SCHEME_KEY) || 'bearer';
+    const headers = { Accept: 'application/json' };
+    if (scheme === 'api-key') headers['x-api-key'] = token;
+    else headers.Authorization = scheme === 'raw' ? token : 'Bearer ' + token;
+    const init = { method, headers, cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(ROOT + route, init);
+    } catch (failure) {
+      throw new ApiError(0, 'the API could not be reached (' + failure.message + ')');
+    }
+    const raw = await response.text();
+    let data = raw;
+    try { data = raw ? JSON.parse(raw) : null; } catch (ignored) { /* shown as text */ }
+    if (!response.ok) throw new ApiError(response.status, data);
+    return data;
+  }
+
+  const query = (params) => {
+    const parts = Object.entries(params).filter(([, v]) => v !== '' && v !== null && v !== undefined)
+      .map(([k, v]) => encodeURIComponent(k) + '=' + encodeURIComponent(v));
+    return parts.length ? '?' + parts.join('&') : '';
+  };
+
+  // Every page of a listing up to `pages` pages: [items, complete?]
+  async function pagesOf(route, params, key, pages) {
+    const found = [];
+    let token = '';
+    for (let i = 0; i < pages; i += 1) {
+      const page = await api('GET', route + query({ ...params, next_token: token }));
+      found.push(...(page[key] || []));
+      token = page.next_token;
+      if (!token) return [found, true];
+    }
+    return [found, false];
+  }
+
+  // --- pure decisions (shared by the views) ----------------------------------------------------------
+  function percentile(sorted, p) {
+    if (!sorted.length) return null;
+    const rank = Math.ceil((p / 100) * sorted.length) - 1;
+    return sorted[Math.min(sorted.length - 1, Math.max(0, rank))];
+  }
+
+  function lateness(tasks) {
+    return tasks.filter((t) => t.run_at && t.finished_at)
+      .map((t) => ({ id: t.id, status: t.status, at: Date.parse(t.finished_at),
+                     seconds: (Date.parse(t.finished_at) - Date.parse(t.run_at)) / 1000 }))
+      .filter((p) => Number.isFinite(p.seconds) && Number.isFinite(p.at))
+      .sort((a, b) => a.at - b.at);
+  }
+
+  function perMinute(tasks, now) {
+    const minutes = new Array(60).fill(0);
+    const due = [];
+    for (const task of tasks) {
+      const at = Date.parse(task.run_at);
+      const minute = Math.floor((at - now) / 60000);
+      if (Number.isFinite(at) && minute >= 0 && minute < 60) {
+        minutes[minute] += 1;
+        due.push(task);
+      }
+    }
+    due.sort((a, b) => Date.parse(a.run_at) - Date.parse(b.run_at));
+    return { minutes, due };
+  }
+
+  const seconds = (value) => (value === null ? '—' : (Math.round(value * 100) / 100) + ' s');
+  const countLabel = (n, complete) => String(n) + (complete ? '' : '+'); // "500+": more than were counted
+
+  // The decisions above, for the browser test to check with data of its own (nothing else reads them).
+  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel });
+
+  // --- the confirmation dialog -------------------------------------------------------------------------
+  function confirmAction({ title, words, label, value, ok }) {
+    const dialog = $('confirm');
+    $('confirm-title').textContent = title;
+    $('confirm-text').textContent = words;
+    $('confirm-ok').textContent = ok || 'Confirm';
+    $('confirm-field').hidden = !label;
+    $('confirm-label').textContent = label || '';
+    $('confirm-input').value = value || '';
+    return new Promise((resolve) => {
+      dialog.addEventListener('close', () => {
+        resolve(dialog.returnValue === 'ok' ? { value: $('confirm-input').value.trim() } : null);
+      }, { once: true });
+      dialog.returnValue = '';
+      dialog.showModal();
+      (label ? $('confirm-input') : $('confirm-ok')).focus();
+    });
+  }
+
+  // An action button: a confirmation, the call, and the API's answer (or its error, as the API words it) in the
+  // notice above the view, which stays while the view reloads and goes when the operator moves to another.
+  function actionButton(label, ask, call, after, className) {
+    const out = $('notice');
+    return h('button', { type: 'button', class: className, on: { click: async () => {
+      const answer = await confirmAction(ask());
+      if (!answer) return;
+      replace(out, message('', label + '…'));
+      try {
+        const result = await call(answer.value);
+        replace(out, message('ok', label + ': done.', result && result.status ? ' Status now ' + result.status + '.' : ''));
+        if (after) after(result);
+      } catch (failure) {
+        replace(out, failureMessage(failure, label + ' refused — '));
+        if (failure instanceof SignedOut) showSignIn(failure.message);
+      }
+    } } }, label);
+  }
+
+  function failureMessage(failure, prefix) {
+    const words = failure instanceof ApiError ? failure.words() : failure.message;
+    return message('error', (prefix || 'Could not load: ') + words);
+  }
+
+  // --- views -----------------------------------------------------------------------------------------
+  async function nowView(main, live) {
+    const started = Date.now();
+    const [pendingResult, failedResult, runs] = await Promise.all([
+      pagesOf('tasks', { status: 'PENDING', limit: PAGE }, 'tasks', COUNT_PAGES),
+      pagesOf('tasks', { status: 'FAILED', limit: PAGE }, 'tasks', COUNT_PAGES),
+      api('GET', 'backups/runs?limit=1'),
+    ]);
+    if (!live()) return;
+    const [pending, pendingAll] = pendingResult;
+    const [failed, failedAll] = failedResult;
+    const running = pending.filter((t) => t.status === 'RUNNING').length;
+    const dead = pending.filter((t) => t.dead_letter).length;
+    const counts = [['pending', pending.length - running, pendingAll], ['running', running, pendingAll],
+      ['failed', failed.length, failedAll], ['dead-lettered', dead, pendingAll]];
+    const { minutes, due } = perMinute(pending, started);
+    const run = (runs.runs || [])[0];
+    replace(main,
+      h('h2', {}, 'Now'),
+      h('ul', { class: 'counts', 'aria-label': 'Tasks by status' }, counts.map(([name, n, all]) =>
+        h('li', { 'data-count': name }, h('span', { class: 'n' }, countLabel(n, all)), name))),
+      pendingAll && failedAll ? null : h('p', { class: 'muted' }, 'Counted from the first ' + COUNT_PAGES * PAGE + ' of each status.'),
+      h('h2', {}, 'Due in the next hour'),
+      due.length ? timeline(minutes) : null,
+      table(['due', 'task', 'strategy', 'status'], due.map((t) => [when(t.run_at), link(taskHash(t.id), t.id), text(t.strategy), status(t.status)]),
+        'No task is due in the next hour.'),
+      h('h2', {}, 'Last backup run'),
+      run ? fields([['run', link('#/run/' + encodeURIComponent(run.run_id), run.run_id)], ['status', status(run.status)],
+        ['trigger', run.trigger], ['started', when(run.started_at)], ['finished', when(run.finished_at)],
+        ['tables', run.table_count], ['summary', summaryText(run.summary)]])
+        : h('p', { class: 'muted' }, 'No backup run yet.'));
+  }
+
+  function timeline(minutes) {
+    const top = Math.max(...minutes, 1);
+    const chart = s('svg', { class: 'chart', viewBox: '0 0 620 130', role: 'img',
+      'aria-label': 'Tasks due per minute over the next hour (busiest minute: ' + top + ')' });
+    minutes.forEach((n, i) => {
+      if (!n) return;
+      const height = (n / top) * 100;
+      const bar = s('rect', { class: 'bar', x: 10 + i * 10, y: 105 - height, width: 8, height });
+      bar.append(s('title', {}, '+' + i + ' min: ' + n));
+      chart.append(bar);
+    });
+    chart.append(s('line', { class: 'axis', x1: 10, y1: 105, x2: 610, y2: 105 }));
+    for (const minute of [0, 15, 30, 45, 60]) chart.append(s('text', { x: 6 + minute * 10, y: 122 }, '+' + minute + 'm'));
+    return chart;
+  }
+
+  const STATUSES = ['', 'PENDING', 'DONE', 'FAILED', 'CANCELLED', 'DEAD_LETTERED'];
+  const STRATEGIES = ['', 'exact', 'interval', 'lazy'];
+
+  async function tasksView(main, live, params) {
+    const filters = { status: params.get('status') || '', strategy: params.get('strategy') || '', source: params.get('source') || '',
+      limit: params.get('limit') || '' }; // limit: the page's size (#/tasks?limit=10), the API's most by default
+    const token = params.get('next_token') || '';
+    const select = (name, options) => h('select', { id: 'filter-' + name, name },
+      options.map((o) => h('option', { value: o, selected: o === filters[name] }, o || 'any')));
+    const form = h('form', { class: 'filters', on: { submit: (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      location.hash = '#/tasks' + query({ status: data.get('status'), strategy: data.get('strategy'), source: data.get('source').trim(),
+        limit: filters.limit });
+    } } },
+    h('div', {}, h('label', { for: 'filter-status' }, 'status'), select('status', STATUSES)),
+    h('div', {}, h('label', { for: 'filter-strategy' }, 'strategy'), select('strategy', STRATEGIES)),
+    h('div', {}, h('label', { for: 'filter-source' }, 'source'),
+      h('input', { id: 'filter-source', name: 'source', value: filters.source, size: 14 })),
+    h('button', { type: 'submit' }, 'Show'));
+    const lookup = h('form', { class: 'filters', on: { submit: (event) => {
+      event.preventDefault();
+      const data = new FormData(lookup);
+      location.hash = '#/source/' + encodeURIComponent(data.get('source')) + '/' + encodeURIComponent(data.get('key'));
+    } } },
+    h('div', {}, h('label', { for: 'lookup-source' }, 'task source'), h('input', { id: 'lookup-source', name: 'source', required: true, size: 14 })),
+    h('div', {}, h('label', { for: 'lookup-key' }, 'item key (a value, or JSON)'), h('input', { id: 'lookup-key', name: 'key', required: true, size: 20 })),
+    h('button', { type: 'submit' }, 'Open'));
+    const results = h('div', { 'aria-live': 'polite' }, h('p', {}, 'Loading tasks…'));
+    replace(main, h('h2', {}, 'Tasks'), form, results, h('h2', {}, "A task source item's task"), lookup);
+    let page;
+    try {
+      page = await api('GET', 'tasks' + query({ status: filters.status, source: filters.source, limit: filters.limit || PAGE, next_token: token }));
+    } catch (failure) {
+      if (failure instanceof SignedOut) throw failure;
+      if (live()) replace(results, failureMessage(failure));
+      return;
+    }
+    if (!live()) return;
+    const shown = (page.tasks || []).filter((t) => !filters.strategy || t.strategy === filters.strategy);
+    replace(results,
+      table(['task', 'status', 'strategy', 'due', 'attempts', 'last error'], shown.map((t) => [
+        link(taskHash(t.id), t.id), status(t.dead_letter ? 'DEAD_LETTERED' : t.status), text(t.strategy), when(t.run_at),
+        text(t.attempts), text(t.last_error || t.error)]),
+      'No task on this page matches.'),
+      h('p', { class: 'buttons' },
+        token ? h('button', { type: 'button', on: { click: () => history.back() } }, 'Previous page') : null,
+        page.next_token ? link('#/tasks' + query({ ...filters, next_token: page.next_token }), 'Next page') : null));
+  }
+
+  async function taskView(main, live, route) {
+    const answer = await api('GET', route);
+    if (!live()) return;
+    const data = answer.task && answer.source ? answer.task : answer; // a task source's item: {source, key, task}
+    const id = data.id;
+    const reload = () => render();
+    const post = (verb) => (value) => api('POST', 'tasks/' + encodeURIComponent(id) + '/' + verb, value ? { run_at: value } : undefined);
+    const name = 'task ' + id;
+    replace(main,
+      h('h2', {}, 'Task ', h('code', {}, text(id))),
+      fields([['status', status(data.status)], ['strategy', data.strategy], ['due', when(data.run_at)], ['attempts', data.attempts],
+        ['created', when(data.created_at)], ['finished', when(data.finished_at)], ['recurrence', data.recurrence],
+        ['time zone', data.timezone], ['paused', data.paused === undefined ? null : String(data.paused)],
+        ['invalid item', data.error ? data.error + (data.field ? ' (field: ' + data.field + ')' : '') : null]]),
+      answer.source ? [h('h3', {}, 'Item of task source ', h('code', {}, answer.source)), json(answer.key)] : null,
+      h('h3', {}, 'Action'), json(data.action === undefined ? null : data.action),
+      h('h3', {}, 'Last result'), json(data.last_result === undefined ? null : data.last_result),
+      h('h3', {}, 'Last error'), h('pre', {}, text(data.last_error)),
+      h('h3', {}, 'Dead letter'), data.dead_letter ? json(data.dead_letter) : h('p', { class: 'muted' }, 'Not dead-lettered.'),
+      h('h3', {}, 'Act on it'),
+      h('p', { class: 'buttons' },
+        actionButton('Cancel', () => ({ title: 'Cancel the task?', words: 'Cancel ' + name + '? It will not run.', ok: 'Cancel the task' }),
+          () => api('DELETE', 'tasks/' + encodeURIComponent(id)), reload, 'danger'),
+        actionButton('Reschedule', () => ({ title: 'Reschedule the task?', words: 'Move ' + name + ' to a new due time.',
+          label: 'new due time (ISO-8601, UTC, or epoch seconds)', value: data.run_at || '', ok: 'Reschedule' }),
+        (value) => api('PATCH', 'tasks/' + encodeURIComponent(id), { run_at: value }), reload),
+        actionButton('Retry', () => ({ title: 'Retry the task?', words: 'Run ' + name + ' again, once.',
+          label: 'at (empty: now)', value: '', ok: 'Retry' }), post('retry'), reload),
+        actionButton('Pause', () => ({ title: 'Pause the task?', words: 'Skip the occurrences of ' + name + ' until it is resumed.', ok: 'Pause' }),
+          post('pause'), reload),
+        actionButton('Resume', () => ({ title: 'Resume the task?', words: 'Run ' + name + ' again from its next occurrence.', ok: 'Resume' }),
+          post('resume'), reload)));
+  }
+
+  async function latenessView(main, live) {
+    const [[done], [failed]] = await Promise.all([
+      pagesOf('tasks', { status: 'DONE', limit: PAGE }, 'tasks', 4),
+      pagesOf('tasks', { status: 'FAILED', limit: PAGE }, 'tasks', 2)]);
+    if (!live()) return;
+    const points = lateness([...done, ...failed]);
+    const sorted = points.map((p) => p.seconds).sort((a, b) => a - b);
+    const p50 = percentile(sorted, 50);
+    const p99 = percentile(sorted, 99);
+    replace(main, h('h2', {}, 'Lateness'),
+      h('p', { class: 'muted' }, 'Recent executions (the newest ' + (4 * PAGE) + ' done and ' + (2 * PAGE) +
+        ' failed tasks): seconds from the due time to the end of the run (finished_at − run_at; the API shows no start time).'),
+      fields([['executions', points.length], ['p50', h('span', { id: 'p50' }, seconds(p50))], ['p99', h('span', { id: 'p99' }, seconds(p99))],
+        ['worst', seconds(sorted.length ? sorted[sorted.length - 1] : null)]]),
+      points.length ? latenessChart(points, p50, p99) : h('p', { class: 'muted' }, 'No finished execution yet.'),
+      table(['finished', 'task', 'status', 'late by'], points.slice(-20).reverse().map((p) =>
+        [when(new Date(p.at).toISOString()), link(taskHash(p.id), p.id), status(p.status), seconds(p.seconds)]), ''));
+  }
+
+  function latenessChart(points, p50, p99) {
+    const top = Math.max(...points.map((p) => p.seconds), 0.01);
+    const low = Math.min(...points.map((p) => p.seconds), 0);
+    const first = points[0].at;
+    const span = Math.max(points[points.length - 1].at - first, 1);
+    const y = (value) => 105 - ((value - low) / (top - low)) * 88; // room above for the p99 label
+    const chart = s('svg', { class: 'chart', viewBox: '0 0 620 130', role: 'img',
+      'aria-label': 'Lateness of ' + points.length + ' executions; p50 ' + seconds(p50) + ', p99 ' + seconds(p99) });
+    for (const p of points) {
+      const dot = s('circle', { class: 'dot', cx: 10 + ((p.at - first) / span) * 600, cy: y(p.seconds), r: 3 });
+      dot.append(s('title', {}, p.id + ': ' + seconds(p.seconds)));
+      chart.append(dot);
+    }
+    for (const [name, value] of [['p50', p50], ['p99', p99]]) {
+      chart.append(s('line', { class: name, x1: 10, x2: 610, y1: y(value), y2: y(value) }));
+      chart.append(s('text', { x: name === 'p50' ? 14 : 585, y: y(value) - 3 }, name));
+    }
+    chart.append(s('line', { class: 'axis', x1: 10, y1: 105, x2: 610, y2: 105 }));
+    chart.append(s('text', { x: 10, y: 122 }, seconds(low) + ' … ' + seconds(top)));
+    return chart;
+  }
+
+  const restoreTarget = (table) => table + '-restored-' + new Date().toISOString().replace(/[-:]/g, '').slice(0, 15).toLowerCase();
+
+  async function backupsView(main, live, params, poll) {
+    const tableFilter = params.get('table') || '';
+    const token = params.get('next_token') || '';
+    const [runs, catalog, restores] = await Promise.all([
+      api('GET', 'backups/runs?limit=10'),
+      api('GET', 'backups' + query({ table: tableFilter, limit: 20, next_token: token })).catch((failure) => failure),
+      api('GET', 'backups/restores?limit=10')]);
+    if (!live()) return;
+    const filter = h('form', { class: 'filters', on: { submit: (event) => {
+      event.preventDefault();
+      location.hash = '#/backups' + query({ table: new FormData(filter).get('table').trim() });
+    } } }, h('div', {}, h('label', { for: 'catalog-table' }, 'table'),
+      h('input', { id: 'catalog-table', name: 'table', value: tableFilter, size: 18 })), h('button', { type: 'submit' }, 'Show'));
+    const restoreButton = (b) => actionButton('Restore…', () => ({ title: 'Restore to a new table?',
+      words: 'Restore the backup ' + b.name + ' of ' + b.table + ' into a new table.', label: 'new table name', value: restoreTarget(b.table),
+      ok: 'Restore' }), (target) => api('POST', 'backups/restores', { table: b.table, target, backup_arn: b.arn }), () => render());
+    const catalogPart = catalog instanceof Error ? failureMessage(catalog) : [
+      table(['table', 'backup', 'status', 'size', 'created', 'run', 'verification', 'kept', 'expires after', ''],
+        (catalog.backups || []).map((b) => [text(b.table), text(b.name), status(b.status), b.size_bytes === null ? '—' : b.size_bytes + ' B',
+          when(b.created), b.run_id ? link('#/run/' + encodeURIComponent(b.run_id), b.run_id) : '—', status(b.verification || (b.verified ? 'PASSED' : '—')),
+          text(b.kept || (b.retention ? 'unknown' : b.status === 'AVAILABLE' ? 'no: expired' : null)), when(b.expires_after),
+          b.status === 'AVAILABLE' ? restoreButton(b) : '']), 'No backup matches.'),
+      catalog.next_token ? h('p', {}, link('#/backups' + query({ table: tableFilter, next_token: catalog.next_token }), 'Next page')) : null];
+    const runList = runs.runs || [];
+    const restoreList = restores.restores || [];
+    replace(main, h('h2', {}, 'Backups'),
+      h('p', { class: 'buttons' }, actionButton('Start a backup run', () => ({ title: 'Start a backup run?',
+        words: "Back up the stage's selection of tables now.", ok: 'Start the run' }), () => api('POST', 'backups', {}),
+      (started) => { location.hash = '#/run/' + encodeURIComponent(started.run_id); }, 'primary')),
+      h('h3', {}, 'Recent runs'),
+      table(['run', 'status', 'trigger', 'started', 'finished', 'tables', 'summary'], runList.map((r) => [
+        link('#/run/' + encodeURIComponent(r.run_id), r.run_id), status(r.status), text(r.trigger), when(r.started_at), when(r.finished_at),
+        text(r.table_count), summaryText(r.summary)]), 'No backup run yet.'),
+      h('h3', {}, 'Restores'),
+      table(['restore', 'status', 'from', 'into', 'requested', 'finished', 'progress', 'error'], restoreList.map((r) => [
+        link('#/restore/' + encodeURIComponent(r.restore_id), r.restore_id), status(r.status), text(r.table), text(r.target),
+        when(r.requested_at), when(r.finished_at), progress(r), text(r.error)]), 'No restore yet.'),
+      h('h3', {}, 'Catalog'), filter, catalogPart);
+    if (runList.some((r) => r.status !== 'COMPLETE') || restoreList.some((r) => r.status === 'RESTORING')) poll();
+  }
+
+  // A run's counts as words ("backed_up 3, failed 0, ..."), without its own address.
+  const summaryText = (summary) => Object.entries(summary || {}).filter(([k]) => k !== 'href')
+    .map(([k, v]) => k + ' ' + (typeof v === 'object' ? JSON.stringify(v) : v)).join(', ');
+
+  function progress(restore) {
+    const c = restore.comparison;
+    if (restore.status === 'RESTORING') return 'restoring…';
+    if (!c) return '—';
+    const items = c.restored_items !== undefined ? c.restored_items + ' of ' + text(c.recorded_items) + ' items' : '';
+    const problems = (c.problems || []).length ? (c.problems || []).length + ' problems' : 'no problems';
+    return items ? items + ', ' + problems : problems;
+  }
+
+  async function runView(main, live, id, poll) {
+    const run = await api('GET', 'backups/runs/' + encodeURIComponent(id));
+    if (!live()) return;
+    const checks = new Map((run.verifications || []).map((v) => [v.table, v]));
+    replace(main, h('h2', {}, 'Backup run ', h('code', {}, text(run.run_id))),
+      fields([['status', h('span', { id: 'run-status' }, status(run.status))], ['trigger', run.trigger], ['started', when(run.started_at)],
+        ['finished', when(run.finished_at)], ['tables', run.table_count], ['summary', summaryText(run.summary)]]),
+      h('h3', {}, 'Tables'),
+      table(['table', 'status', 'backup', 'point-in-time recovery', 'verification', 'error'], (run.tables || []).map((t) => {
+        const check = checks.get(t.table);
+        return [text(t.table), status(t.status), text(t.backup_name), text(t.pitr),
+          check ? [status(check.status), check.error ? ' ' + check.error : ''] : (run.verify_plan || []).includes(t.table) ? 'planned' : '—', text(t.error)];
+      }), 'The run has no table.'),
+      h('p', {}, link('#/backups', 'All backups')));
+    if (run.status !== 'COMPLETE') poll();
+  }
+
+  async function restoreView(main, live, id, poll) {
+    const r = await api('GET', 'backups/restores/' + encodeURIComponent(id));
+    if (!live()) return;
+    replace(main, h('h2', {}, 'Restore ', h('code', {}, text(r.restore_id))),
+      fields([['status', status(r.status)], ['from table', r.table], ['into table', r.target], ['requested', when(r.requested_at)],
+        ['finished', when(r.finished_at)], ['progress', progress(r)], ['settings applied', (r.settings_applied || []).join(', ')],
+        ['billing', r.billing_mode], ['error', r.error]]),
+      h('h3', {}, 'Restored from'), json(r.restored_from), h('h3', {}, 'Comparison'), json(r.comparison),
+      h('p', {}, link('#/backups', 'All backups')));
+    if (r.status === 'RESTORING') poll();
+  }
+
+  // --- routing, sign-in, rendering -------------------------------------------------------------------
+  function routeOf(hash) {
+    const [pathPart, search] = hash.replace(/^#\/?/, '').split('?');
+    const parts = pathPart.split('/').map((p) => { try { return decodeURIComponent(p); } catch (e) { return p; } });
+    return { name: parts[0] || 'now', parts, params: new URLSearchParams(search || '') };
+  }
+
+  function forget() {
+    sessionStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(SCHEME_KEY);
+  }
+
+  function showSignIn(why) {
+    clearTimeout(pollTimer);
+    $('sign-in').hidden = false;
+    $('sign-out').hidden = true;
+    $('sign-in-why').textContent = why;
+    $('notice').replaceChildren();
+    replace($('main'), h('p', { class: 'muted' }, 'Signed out: nothing is shown until the API accepts a token.'));
+    say('');
+    $('token').focus();
+  }
+
+  async function render() {
+    clearTimeout(pollTimer);
+    const mine = ++renderCount;
+    const live = () => mine === renderCount;
+    const poll = () => { if (live()) pollTimer = setTimeout(() => { if (live()) render(); }, POLL_MS); };
+    const { name, parts, params } = routeOf(location.hash);
+    const view = { task: 'tasks', source: 'tasks', run: 'backups', restore: 'backups' }[name] || name;
+    for (const a of document.querySelectorAll('nav a')) {
+      if (a.dataset.view === view) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    }
+    const main = $('main');
+    if (!sessionStorage.getItem(TOKEN_KEY)) { showSignIn('Type the API token once; it is kept in this tab only.'); return; }
+    $('sign-in').hidden = true;
+    $('sign-out').hidden = false;
+    if (!main.firstChild || main.dataset.view !== view) replace(main, h('p', {}, 'Loading…'));
+    main.dataset.view = view;
+    say('Loading…');
+    try {
+      if (name === 'now') await nowView(main, live);
+      else if (name === 'tasks') await tasksView(main, live, params);
+      else if (name === 'task') await taskView(main, live, 'tasks/' + encodeURIComponent(parts[1] || ''));
+      else if (name === 'source') await taskView(main, live, 'tasks/' + encodeURIComponent(parts[1] || '') + '/' + encodeURIComponent(parts.slice(2).join('/')));
+      else if (name === 'lateness') await latenessView(main, live);
+      else if (name === 'backups') await backupsView(main, live, params, poll);
+      else if (name === 'run') await runView(main, live, parts[1] || '', poll);
+      else if (name === 'restore') await restoreView(main, live, parts[1] || '', poll);
+      else replace(main, message('error', 'No such view: ' + name + '.'), link('#/now', 'Now'));
+      if (live()) say('Updated ' + new Date().toLocaleTimeString() + '.');
+    } catch (failure) {
+      if (!live()) return;
+      if (failure instanceof SignedOut) { showSignIn(failure.message); return; }
+      if (failure instanceof ApiError && (failure.status === 401 || failure.status === 403)) {
+        forget();
+        showSignIn('Unauthorized: ' + failure.words());
+        return;
+      }
+      replace(main, failureMessage(failure));
+      say('');
+    }
+  }
+
+  async function signIn(event) {
+    event.preventDefault();
+    const token = $('token').value.trim();
+    if (!token) return;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    sessionStorage.setItem(SCHEME_KEY, $('scheme').value);
+    $('token').value = '';
+    try {
+      await api('GET', 'tasks?limit=1'); // the token checked once, with the smallest answer
+    } catch (failure) {
+      forget();
+      const refused = failure instanceof ApiError && (failure.status === 401 || failure.status === 403);
+      showSignIn((refused ? 'Unauthorized: ' : 'Could not check the token: ') + (failure.words ? failure.words() : failure.message));
+      return;
+    }
+    render();
+    $('main').focus();
+  }
+
+  document.addEventListener('DOMContentLoaded', () => {
+    $('sign-in-form').addEventListener('submit', signIn);
+    $('sign-out').addEventListener('click', () => {
+      forget();
+      showSignIn('Signed out.');
+    });
+    window.addEventListener('hashchange', () => { $('notice').replaceChildren(); render(); });
+    render();
+  });
+})();

@@ -1,0 +1,346 @@
+"""The console in a real browser (Debian's Chromium, driven by Selenium) against `make run`'s runtime, started
+in-process on free ports: sign in with the token, a task created through the API appears and is cancelled, a
+failed task retried, a backup run started and watched to the end, hostile text inert, the first view under
+100 KB, keyboard and 320 px, and the whole console under a stage prefix.  One browser and one stage serve the
+module; the tests run in order and share what they made.
+
+Without Chromium and its driver these tests are skipped (one line says so); CONSOLE_BROWSER_REQUIRED=1 (CI)
+makes that a failure.  CONSOLE_SCREENSHOTS=1 (make console-screenshots) also writes docs/console/*.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import boto3
+import pytest
+
+from local.client import ApiClient, wait_until
+from local.stage import LocalSettings, LocalStage, start_local_stage
+from tests.e2e.console_support import REQUIRED, SCREENSHOTS, PrefixProxy, chromium, missing_browser
+
+pytestmark = pytest.mark.e2e
+
+MISSING = missing_browser()
+if MISSING is not None and os.environ.get(REQUIRED) != "1":
+    pytest.skip(f"console browser tests skipped: {MISSING}; CI sets {REQUIRED}=1", allow_module_level=True)
+
+if MISSING is None:  # Selenium is imported only where the browser is
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
+BUDGET_BYTES = 100_000
+TAG = secrets.token_hex(3)
+# Markup and script in every field a user's data can fill: if any of it were parsed, window.__xss is set.
+IMG = "<img src=x onerror=window.__xss=1>"
+SCRIPT = "<script>window.__xss=2</script>"
+
+
+@pytest.fixture(scope="module")
+def started() -> Iterator[tuple[LocalStage, Any]]:
+    """The local stage and Chromium, started side by side (Chromium takes about 2 s of the stage's start)."""
+    if MISSING is not None:
+        pytest.fail(f"the console's browser tests need Chromium ({REQUIRED}=1): {MISSING}", pytrace=False)
+    opened: list[tuple[Any, Any]] = []  # (the context manager, its driver), entered by the thread
+
+    def open_browser() -> None:
+        manager = chromium()
+        opened.append((manager, manager.__enter__()))
+
+    opening = threading.Thread(target=open_browser, daemon=True)
+    opening.start()
+    with ExitStack() as stack:
+        try:
+            local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
+            # one attempt per execution (a failed task fails at once); the backup monitor polls every second
+            stage = start_local_stage(local, overrides={"TASK_MAX_ATTEMPTS": "1", "BACKUP_MONITOR_DELAY_SECONDS": "1"},
+                                      out=lambda line: None)
+            stack.callback(stage.stop)
+        finally:
+            opening.join(60)
+            for manager, _ in opened:
+                stack.push(manager)
+        assert opened, "Chromium did not start within 60 s"
+        yield stage, opened[0][1]
+
+
+@pytest.fixture(scope="module")
+def stage(started: tuple[LocalStage, Any]) -> LocalStage:
+    return started[0]
+
+
+@pytest.fixture(scope="module")
+def browser(started: tuple[LocalStage, Any]) -> Any:
+    return started[1]
+
+
+@pytest.fixture(scope="module")
+def api(stage: LocalStage) -> ApiClient:
+    return ApiClient(stage.api_url, stage.environment["API_TOKEN"])
+
+
+def wait(driver: Any, check: Callable[[Any], Any], what: str, timeout: float = 10) -> Any:
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: check(d) or None, message=what)
+
+
+def main_text(driver: Any) -> str:
+    """The view and the notice above it (an action's answer)."""
+    return str(driver.find_element(By.ID, "notice").text) + "\n" + str(driver.find_element(By.ID, "main").text)
+
+
+def shows(driver: Any, words: str, timeout: float = 10) -> None:
+    try:
+        wait(driver, lambda d: words in main_text(d), f"the console to show {words!r}", timeout)
+    except Exception as exc:
+        raise AssertionError(f"the console did not show {words!r}; it shows:\n{main_text(driver)}") from exc
+
+
+def go(driver: Any, hash_: str) -> None:
+    driver.execute_script("location.hash = arguments[0]", hash_)
+
+
+def confirm(driver: Any, button: str, value: str | None = None) -> None:
+    """Click the view's button, then Confirm in its dialog (typing ``value`` first when given)."""
+    wait(driver, lambda d: [b for b in d.find_elements(By.CSS_SELECTOR, "main button") if b.text == button],
+         f"the {button} button")[0].click()
+    dialog = driver.find_element(By.ID, "confirm")
+    wait(driver, lambda d: dialog.is_displayed(), "the confirmation dialog")
+    if value is not None:
+        field = driver.find_element(By.ID, "confirm-input")
+        field.clear()
+        field.send_keys(value)
+    driver.find_element(By.ID, "confirm-ok").click()
+
+
+def screenshot(driver: Any, name: str) -> None:
+    if os.environ.get(SCREENSHOTS) == "1":
+        DOCS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(DOCS / f"{name}.png"))
+
+
+def no_script_ran(driver: Any) -> None:
+    assert driver.execute_script("return window.__xss") is None
+    fetched = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert not [name for name in fetched if name.rstrip("/").endswith("/x")], fetched  # no <img src=x> loaded
+
+
+def iso(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sign_in(driver: Any, url: str, token: str, scheme: str = "bearer") -> None:
+    driver.get(url)
+    field = wait(driver, lambda d: d.find_element(By.ID, "token").is_displayed() and d.find_element(By.ID, "token"),
+                 "the sign-in form")
+    assert "Sign in" in driver.find_element(By.ID, "sign-in").text
+    Select(driver.find_element(By.ID, "scheme")).select_by_value(scheme)
+    field.send_keys(token + Keys.ENTER)
+
+
+def test_sign_in_shows_the_now_view_and_the_first_view_is_under_100_kb(stage: LocalStage, api: ApiClient,
+                                                                       browser: Any) -> None:
+    soon = datetime.now(UTC) + timedelta(minutes=20)
+    body = {"id": f"welcome-{TAG}", "run_at": iso(soon),
+            "action": {"type": "email", "to": "ops@example.com", "subject": "hello", "body": "due soon"}}
+    assert api.post("/tasks", body).status == 201
+    for i in range(6):  # executions for the Lateness view, done by the time it is shown
+        quick = {"id": f"quick-{i}-{TAG}", "run_at": iso(datetime.now(UTC) + timedelta(seconds=1 + i % 3)),
+                 "action": {"type": "email", "to": "ops@example.com", "subject": "quick", "body": "done soon"}}
+        assert api.post("/tasks", quick).status == 201
+
+    browser.get(stage.api_url + "/console")
+    wait(browser, lambda d: d.find_element(By.ID, "sign-in").is_displayed(), "the sign-in form")
+    sign_in(browser, stage.api_url + "/console", "not-the-token")
+    wait(browser, lambda d: "Unauthorized: HTTP 403" in d.find_element(By.ID, "sign-in").text, "the refusal's words")
+    assert browser.execute_script("return sessionStorage.length") == 0
+
+    sign_in(browser, stage.api_url + "/console", stage.environment["API_TOKEN"])
+    shows(browser, "Due in the next hour")
+    shows(browser, f"welcome-{TAG}")
+    assert "pending" in main_text(browser) and "dead-lettered" in main_text(browser)
+    wait(browser, lambda d: "Updated" in d.find_element(By.ID, "status").text, "the view to finish loading")
+    screenshot(browser, "now")
+
+    transferred = browser.execute_script(
+        "return performance.getEntries().filter(e => 'transferSize' in e).reduce((n, e) => n + e.transferSize, 0)")
+    assert 0 < transferred < BUDGET_BYTES, transferred
+    # the token: in this tab's sessionStorage only, never in a URL or a cookie
+    assert browser.execute_script("return document.cookie") == ""
+    assert stage.environment["API_TOKEN"] not in browser.current_url
+    names = browser.execute_script("return performance.getEntries().map(e => e.name)")
+    assert not [n for n in names if stage.environment["API_TOKEN"] in n]
+    problems = [e for e in browser.get_log("browser") if e["level"] == "SEVERE" and "favicon" not in e["message"]]
+    assert [e for e in problems if "403" not in e["message"]] == [], problems  # the wrong token's 403 only
+
+
+def test_a_task_created_through_the_api_appears_and_is_cancelled_from_its_page(api: ApiClient, browser: Any) -> None:
+    task_id = f"cancel-me-{TAG}"
+    body = {"id": task_id, "run_at": iso(datetime.now(UTC) + timedelta(minutes=30)),
+            "action": {"type": "email", "to": "ops@example.com", "subject": IMG, "body": SCRIPT}}
+    assert api.post("/tasks", body).status == 201
+    go(browser, "#/tasks?status=PENDING")
+    shows(browser, task_id)
+    screenshot(browser, "tasks")
+    browser.find_element(By.LINK_TEXT, task_id).click()
+    shows(browser, "Act on it")
+    assert IMG in main_text(browser) and SCRIPT in main_text(browser)  # shown as text, literally
+    screenshot(browser, "task")
+    confirm(browser, "Cancel")
+    shows(browser, "Cancel: done.")
+    shows(browser, "CANCELLED")
+    assert api.get(f"/tasks/{task_id}").body["status"] == "CANCELLED"
+    no_script_ran(browser)
+
+
+def test_hostile_keys_ids_and_error_texts_are_shown_as_text_and_nothing_runs(stage: LocalStage, browser: Any) -> None:
+    key = f"{IMG}{SCRIPT}@example.com"
+    boto3.client("dynamodb", endpoint_url=stage.aws_endpoint).put_item(
+        TableName="seed-sessions", Item={"email": {"S": key}, "expires_at": {"N": str(int(time.time()) + 3600)}})
+    go(browser, "#/source/sessions/" + quote(key, safe=""))
+    shows(browser, "Act on it")
+    assert IMG in main_text(browser) and SCRIPT in main_text(browser)
+    go(browser, f"#/task/welcome-{TAG}")
+    shows(browser, "Act on it")
+    confirm(browser, "Reschedule", IMG)  # refused: the API's error quotes what it was given
+    shows(browser, "Reschedule refused — HTTP 400")
+    assert IMG in main_text(browser), main_text(browser)  # the API's error text, literally
+    no_script_ran(browser)
+
+
+def test_a_failed_task_is_listed_and_retried_with_the_apis_answer_shown(stage: LocalStage, api: ApiClient,
+                                                                      browser: Any) -> None:
+    task_id = f"fails-{TAG}"
+    queue = f"{stage.aws_endpoint}/123456789012/no-such-queue-{TAG}"
+    body = {"id": task_id, "run_at": iso(datetime.now(UTC) + timedelta(seconds=1)),
+            "action": {"type": "sqs", "queue_url": queue, "message": SCRIPT}}
+    assert api.post("/tasks", body).status == 201
+    wait_until(lambda: api.get(f"/tasks/{task_id}").body["status"] == "FAILED", 20, "the task to fail", 0.2)
+    go(browser, "#/tasks?status=FAILED")
+    shows(browser, task_id)
+    browser.find_element(By.LINK_TEXT, task_id).click()
+    shows(browser, "Act on it")
+    confirm(browser, "Retry", "")
+    wait(browser, lambda d: "Retry: done." in main_text(d) or "Retry refused" in main_text(d), "the retry's answer")
+    shows(browser, "Retry: done.")  # POST /tasks/{id}/retry accepted the redrive (issue 23)
+    no_script_ran(browser)
+
+
+def test_the_task_list_pages_forward_and_back(browser: Any) -> None:
+    go(browser, "#/tasks?limit=1")
+    wait(browser, lambda d: d.find_elements(By.LINK_TEXT, "Next page"), "the next page's link")
+    first = browser.find_element(By.CSS_SELECTOR, "main tbody a").text
+    browser.find_element(By.LINK_TEXT, "Next page").click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "main tbody a")
+         and d.find_element(By.CSS_SELECTOR, "main tbody a").text not in ("", first), "another task on the next page")
+    [back] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main button") if b.text == "Previous page"]
+    back.click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "main tbody a")
+         and d.find_element(By.CSS_SELECTOR, "main tbody a").text == first, "the first page again")
+
+
+def test_a_backup_run_started_from_the_console_is_watched_to_complete(stage: LocalStage, api: ApiClient,
+                                                                     browser: Any) -> None:
+    go(browser, "#/backups")
+    shows(browser, "Catalog")
+    confirm(browser, "Start a backup run")
+    wait(browser, lambda d: d.current_url.split("#", 1)[-1].startswith("/run/"), "the run's page")
+    shows(browser, "sample-")  # its per-table grid
+    shows(browser, "COMPLETE", timeout=45)
+    run_id = browser.current_url.split("#/run/", 1)[1]
+    assert api.get(f"/backups/runs/{run_id}").body["status"] == "COMPLETE"
+    screenshot(browser, "run")
+    go(browser, "#/backups")
+    shows(browser, run_id)
+    shows(browser, "AVAILABLE")
+    screenshot(browser, "backups")
+    confirm(browser, "Restore…")  # the first backup of the catalog, to the name proposed
+    shows(browser, "Restore…: done. Status now ")
+    [restore] = api.get("/backups/restores").body["restores"]
+    assert restore["target"].startswith(restore["table"] + "-restored-"), restore
+    shows(browser, restore["target"])  # in the restores' list, with its progress
+    wait_until(lambda: all(api.get(f"/tasks/quick-{i}-{TAG}").body["status"] == "DONE" for i in range(6)), 20,
+               "the quick tasks to run")
+    go(browser, "#/lateness")
+    wait(browser, lambda d: d.find_element(By.ID, "p50").text.endswith(" s"), "the lateness percentiles")
+    assert "executions\n7" in main_text(browser), main_text(browser)  # six done, one failed
+    screenshot(browser, "lateness")
+
+
+def test_the_views_are_keyboard_reachable_and_readable_at_320_px(browser: Any) -> None:
+    go(browser, "#/now")
+    shows(browser, "Due in the next hour")
+    browser.execute_script("document.activeElement.blur(); window.scrollTo(0, 0)")
+    body = browser.find_element(By.TAG_NAME, "body")
+    reached = []
+    for _ in range(8):
+        body = browser.switch_to.active_element
+        body.send_keys(Keys.TAB)
+        reached.append(browser.switch_to.active_element.text)
+        if reached[-1] == "Tasks":
+            break
+    assert reached[-1] == "Tasks", reached
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    shows(browser, "strategy")
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(320, 800)
+        for view in ("#/now", "#/tasks", "#/backups"):
+            go(browser, view)
+            wait(browser, lambda d: "Updated" in d.find_element(By.ID, "status").text, f"{view} at 320 px")
+            width = browser.execute_script("return document.documentElement.scrollWidth")
+            inner = browser.execute_script("return window.innerWidth")
+            assert width <= inner, (view, width, inner)
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stage: LocalStage, browser: Any) -> None:
+    """The console's pure decisions, given data of the test's own in the page that uses them."""
+    browser.get(stage.api_url + "/console")
+    wait(browser, lambda d: d.execute_script("return !!window.timekeeperConsole"), "the console's script")
+    found = browser.execute_script("""
+        const c = window.timekeeperConsole, now = Date.parse('2026-11-26T12:00:00Z');
+        const at = (s) => new Date(now + s * 1000).toISOString();
+        const done = Array.from({length: 100}, (_, i) => ({id: 't' + i, status: 'DONE', run_at: at(i), finished_at: at(2 * i + 1)}));
+        const late = c.lateness([...done, {id: 'x', run_at: null, finished_at: at(5)}]).map(p => p.seconds).sort((a, b) => a - b);
+        const due = c.perMinute([{run_at: at(-1)}, {run_at: at(0)}, {run_at: at(59)}, {run_at: at(61)},
+                                 {run_at: at(3599)}, {run_at: at(3600)}], now);
+        return {n: late.length, p50: c.percentile(late, 50), p99: c.percentile(late, 99), empty: c.percentile([], 50),
+                minutes: [due.minutes[0], due.minutes[1], due.minutes[59]], due: due.due.length,
+                capped: c.countLabel(500, false), counted: c.countLabel(7, true)};
+    """)
+    # lateness i + 1 s for i in 0..99: p50 is the 50th smallest (50 s), p99 the 99th (99 s); no due time, no point
+    assert found == {"n": 100, "p50": 50, "p99": 99, "empty": None, "minutes": [2, 1, 1], "due": 4,
+                     "capped": "500+", "counted": "7"}
+
+
+def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any) -> None:
+    """As API Gateway serves it (/<stage>/console): every file and data call stays under the prefix."""
+    token = stage.environment["API_TOKEN"]
+    with PrefixProxy(stage.api_url, "/api") as proxy:
+        # sent as an API key (API_AUTH api_key): this stage wants a bearer token and refuses it
+        sign_in(browser, proxy.url + "/console", token, "api-key")
+        wait(browser, lambda d: "Unauthorized: HTTP 401" in d.find_element(By.ID, "sign-in").text, "the refusal")
+        assert proxy.credentials["GET /api/tasks?limit=1"] == {"x-api-key": token}
+        sign_in(browser, proxy.url + "/console", token)
+        shows(browser, "Due in the next hour")
+        go(browser, "#/backups")
+        shows(browser, "Catalog")
+        assert proxy.strays == [], proxy.strays
+        assert {"GET /api/console", "GET /api/console/app.js", "GET /api/console/app.css"} <= set(proxy.seen)
+        assert any(line.startswith("GET /api/backups/runs") for line in proxy.seen), proxy.seen
+        assert proxy.credentials["GET /api/backups/runs?limit=10"] == {"authorization": f"Bearer {token}"}
+        assert sorted(json.loads(browser.execute_script("return JSON.stringify(Object.keys(sessionStorage))"))) == [
+            "timekeeper.console.scheme", "timekeeper.console.token"]
