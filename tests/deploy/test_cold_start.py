@@ -63,8 +63,10 @@ def test_importing_app_loads_no_handlers_module_until_that_handler_runs(stage: s
     # per source), and checks their actions' templates against the action types.
     sources = json.loads(variables.get("TASK_SOURCES") or "{}")
     checked = {"chalicelib.sources"} if sources else set()
-    if any("action" in s for s in sources.values()):
-        checked |= {"chalicelib.tasks", "chalicelib.tasks.actions"}
+    if any("action" in s for s in sources.values()):  # the action types, with what their fields need
+        checked |= {"chalicelib.tasks", "chalicelib.tasks.actions", "chalicelib.tasks.webhook", "chalicelib.ddb"}
+    if variables.get("TASK_WEBHOOK_ORIGINS") or variables.get("TASK_WEBHOOK_SECRETS"):  # parsed at import
+        checked |= {"chalicelib.tasks", "chalicelib.tasks.webhook"}
     assert {name for name in loaded if name.split(".")[0] == "chalicelib"} == AT_IMPORT | checked
 
 

@@ -166,12 +166,19 @@ SECRET_LIKE = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=]
 SECRET_KEY_NAME = re.compile(r"secret|password|passwd|token|api_?key|private|credential", re.IGNORECASE)
 
 
+def names_secrets(value: Any) -> bool:
+    """True when a value only names where secrets are kept (TASK_WEBHOOK_SECRETS: ``ssm:<name>``,
+    ``secretsmanager:<name>``), holding none itself."""
+    parts = [part.strip() for part in value.split(",")] if isinstance(value, str) else []
+    return bool(parts) and all(part.startswith(("ssm:", "secretsmanager:")) and " " not in part for part in parts)
+
+
 def secrets_in(document: Any, path: str = "") -> list[str]:
     """Keys that name a secret and hold a non-empty value, anywhere in a JSON document."""
     found: list[str] = []
     if isinstance(document, dict):
         for key, value in document.items():
-            if SECRET_KEY_NAME.search(key) and value not in ("", None, [], {}):
+            if SECRET_KEY_NAME.search(key) and value not in ("", None, [], {}) and not names_secrets(value):
                 found.append(f"{path}/{key}")
             found += secrets_in(value, f"{path}/{key}")
     elif isinstance(document, list):
@@ -204,6 +211,8 @@ def test_the_secret_check_sees_a_leaked_key_a_secret_and_a_token() -> None:
     assert secrets_in(leaked) == ["/stages/prod/environment_variables/API_TOKEN",
                                   "/stages/prod/environment_variables/DB_PASSWORD"]
     assert secrets_in({"environment_variables": {"API_TOKEN": ""}}) == []
+    assert secrets_in({"TASK_WEBHOOK_SECRETS": "ssm:/tk/hook,secretsmanager:tk/hook"}) == []  # names, not values
+    assert secrets_in({"TASK_WEBHOOK_SECRETS": "ssm:/tk/hook,hunter2"}) == ["/TASK_WEBHOOK_SECRETS"]
     assert ACCESS_KEY_ID.search('"AWS_ACCESS_KEY_ID": "ASIAY34FZKBOKMUTVV7A"')
     assert SECRET_LIKE.search('"key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"')
 
