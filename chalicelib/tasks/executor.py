@@ -75,7 +75,7 @@ def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[d
         message_id = str(record.get("messageId", ""))
         try:
             outcome = execute(deps, str(record.get("body", "")), message_id, items_read)
-            logger.info("due message handled", extra={"message_id": message_id, "outcome": outcome})
+            _log_handled(message_id, outcome)
             return None
         except Exception:
             logger.exception("due message failed; it will be redelivered", extra={"message_id": message_id})
@@ -127,6 +127,16 @@ def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[Ta
         logger.warning("could not read the batch's items at once; each message reads its own",
                        extra={"error": repr(exc)})
         return {}
+
+
+def _log_handled(message_id: str, outcome: str) -> None:
+    """One INFO line per execution, with its outcome (and its task: ``about``); ingested logs are billed by the
+    byte, so the message's id (the task names it) is on the DEBUG line of a message only sent back for being
+    early, which is no execution."""
+    if outcome.startswith("requeued"):
+        logger.debug("due message handled", extra={"message_id": message_id, "outcome": outcome})
+    else:
+        logger.info("due message handled", extra={"outcome": outcome})
 
 
 def skip_reason(task: Task, message: DueMessage, bucket_minutes: int | None = None) -> str | None:

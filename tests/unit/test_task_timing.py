@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from chalicelib.settings import Settings
 from chalicelib.tasks.model import RetryPolicy, Strategy, Task, TaskKey
 from chalicelib.tasks.timing import (
-    RETRY_LATER_CAP_SECONDS,
     PRECISIONS,
+    RETRY_LATER_CAP_SECONDS,
     Arrival,
     arrival,
     backoff,
