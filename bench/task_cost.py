@@ -8,7 +8,8 @@ firing, the processor's minute) to app.py's handlers through Chalice's test clie
 items written by another program (``put_item`` through the bench's own client, not counted: the item write
 is excluded), due a few minutes apart at arbitrary fractions of a second, each with an email action; and
 the exact path via SQS delay once more per downstream action type (lambda, eventbridge, stepfunctions, on a
-function, bus and state machine of the bench's moto: local/sample_targets.py), whose own AWS price per
+function, bus and state machine of the bench's moto: local/sample_targets.py; webhook, on the offline
+receiver of local/webhook_receiver.py on a loopback port, its secret in moto's SSM), whose own AWS price per
 execution is listed apart (bench/prices.py ``ACTION_PRICES``), as the email's is.
 
 Counted: every call the app's clients make (a ``before-call`` hook), attributed to the function being
@@ -56,6 +57,7 @@ from chalicelib.metrics import Metrics
 from chalicelib.tasks import executor, interval, items
 from chalicelib.tasks.model import DueMessage, TaskKey
 from local.sample_targets import SampleTargets, provision_sample_targets
+from local.webhook_receiver import WebhookReceiver
 from tests.aws_limits import item_size
 
 if TYPE_CHECKING:
@@ -72,6 +74,9 @@ ACTION_OPERATIONS = frozenset({"sesv2:SendEmail", "lambda:Invoke", "events:PutEv
 #: Each action type's call, one per execution.
 ACTION_CALL = {"email": "sesv2:SendEmail", "lambda": "lambda:Invoke", "eventbridge": "events:PutEvents",
                "stepfunctions": "stepfunctions:StartExecution"}
+#: The webhook action's signing secret, in moto's SSM (the receiver verifies each request with it).
+WEBHOOK_SECRET = b"whsec-bench-p4"
+WEBHOOK_PARAMETER = "/bench/p4/webhook"
 #: Lambda's SQS poller: one ReceiveMessage and one DeleteMessageBatch per batch delivered.
 POLLER_REQUESTS_PER_BATCH = 2
 STREAM_BATCH = 100
@@ -104,7 +109,7 @@ WORKLOADS = (
     Workload("lazy", "lazy", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
     Workload(DENSE, "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS, together=10),
     *(Workload(f"exact via SQS delay, {action} action", "exact", timedelta(minutes=2), timedelta(minutes=10),
-               PATH_FUNCTIONS, action) for action in ("lambda", "eventbridge", "stepfunctions")),
+               PATH_FUNCTIONS, action) for action in ("lambda", "eventbridge", "stepfunctions", "webhook")),
 )
 
 
@@ -353,17 +358,18 @@ def memory_sizes(stage_name: str = "prod") -> dict[str, int]:
     return sizes
 
 
-def _item(workload: Workload, i: int, n: int, start: Any, settings: Any, targets: SampleTargets) -> dict[str, Any]:
+def _item(workload: Workload, i: int, n: int, start: Any, settings: Any, targets: SampleTargets,
+          hook: str = "") -> dict[str, Any]:
     groups = math.ceil(n / workload.together)
     step = workload.spread / max(1, groups - 1)
     group = i // workload.together
     fraction = timedelta(seconds=round((group * 0.37) % 1, 3))  # due at arbitrary fractions of a second
     due = start + workload.first_due + step * group + fraction
     return {"PK": f"{_prefix(workload)}{i}", "SK": "TASK", "strategy": workload.strategy,
-            settings.due_attribute: due.isoformat(), "action": _action(workload, i, targets)}
+            settings.due_attribute: due.isoformat(), "action": _action(workload, i, targets, hook)}
 
 
-def _action(workload: Workload, i: int, targets: SampleTargets) -> dict[str, Any]:
+def _action(workload: Workload, i: int, targets: SampleTargets, hook: str = "") -> dict[str, Any]:
     """The task's action: the workload's type, its JSON naming the task (``_subject``) as an email's subject does."""
     named = {"subject": _subject(workload, i)}
     actions: dict[str, dict[str, Any]] = {
@@ -372,6 +378,8 @@ def _action(workload: Workload, i: int, targets: SampleTargets) -> dict[str, Any
         "eventbridge": {"type": "eventbridge", "event_bus_arn": targets.bus_arn, "source": "bench.p4",
                         "detail_type": "p4", "detail": named},
         "stepfunctions": {"type": "stepfunctions", "state_machine_arn": targets.machine_arn, "input": named},
+        "webhook": {"type": "webhook", "url": f"{hook}/p4", "secret": f"ssm:{WEBHOOK_PARAMETER}",
+                    "body": json.dumps(named)},
     }
     return actions[workload.action]
 
@@ -436,6 +444,16 @@ def _stream_records(stage: task_stage.Stage, prefix: str) -> int:
     return count
 
 
+@contextmanager
+def webhook_receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
+    """The webhook action's receiver on a loopback port, on the emulation's clock (it checks the timestamp)."""
+    receiver = WebhookReceiver(WEBHOOK_SECRET, clock=lambda: clock.now.timestamp()).start()
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
+
+
 def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
     """Each workload in turn on one provisioned account and one emulation, each with a new container's deps:
     ``tasks`` each (``Workload.tasks``)."""
@@ -445,11 +463,14 @@ def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
     from tests.functional.task_support import emails_sent
 
     results = []
-    with task_stage.stage() as stage, counted_logs(stage_log_level()) as logs:
+    clock = FakeClock()
+    with task_stage.stage() as stage, counted_logs(stage_log_level()) as logs, webhook_receiver(clock) as receiver:
         targets = provision_sample_targets(stage.setup)
+        stage.setup.session.client("ssm", region_name=stage.settings.region).put_parameter(
+            Name=WEBHOOK_PARAMETER, Value=WEBHOOK_SECRET.decode(), Type="SecureString", Overwrite=True)
         stage.settings = replace(stage.settings, task_action_target_arns=(
-            targets.function_arn, targets.bus_arn, targets.machine_arn))
-        clock = FakeClock()
+            targets.function_arn, targets.bus_arn, targets.machine_arn), task_webhook_origins=(receiver.origin,),
+            task_webhook_secrets=(f"ssm:{WEBHOOK_PARAMETER}",), task_webhook_allow_loopback=True)
         # The processor has been running: its first run does not look back an hour.
         interval.save_progress(Deps(settings=stage.settings, clients=stage.setup, clock=clock, metrics=quiet()),
                                int(clock.now.timestamp()))
@@ -475,11 +496,14 @@ def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
                 for i in range(n):
                     stage.setup.dynamodb.put_item(TableName=stage.settings.tasks_table,
                                                   Item=ddb.serialize(_item(workload, i, n, start, stage.settings,
-                                                                           targets)))
+                                                                           targets, receiver.origin)))
                 subjects = frozenset(_subject(workload, i) for i in range(n))
 
                 def executed(subjects: frozenset[str] = subjects, workload: Workload = workload,
                              delivered: Delivered = delivered) -> Counter[str]:
+                    if workload.action == "webhook":
+                        return Counter(s for s in (str(json.loads(r.body).get("subject")) for r in receiver.received
+                                                   if r.verified) if s in subjects)
                     if workload.action != "email":
                         return Counter({s: c for s, c in delivered.subjects.items() if s in subjects})
                     return Counter(str(m.subject) for m in emails_sent() if str(m.subject) in subjects)
