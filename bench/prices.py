@@ -74,6 +74,7 @@ ACTION_PRICES: dict[str, tuple[tuple[Price, float], ...]] = {
     "lambda": ((LAMBDA_REQUEST, 1.0),),
     "eventbridge": ((EVENTBRIDGE_EVENT, 1.0),),
     "stepfunctions": ((STEP_FUNCTIONS_TRANSITION, 1.0),),
+    "webhook": (),  # an HTTPS POST to the user's receiver: no AWS charge (Lambda's data transfer out aside)
 }
 
 

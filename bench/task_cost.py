@@ -8,7 +8,8 @@ firing, the processor's minute) to app.py's handlers through Chalice's test clie
 items written by another program (``put_item`` through the bench's own client, not counted: the item write
 is excluded), due a few minutes apart at arbitrary fractions of a second, each with an email action; and
 the exact path via SQS delay once more per downstream action type (lambda, eventbridge, stepfunctions, on a
-function, bus and state machine of the bench's moto: local/sample_targets.py), whose own AWS price per
+function, bus and state machine of the bench's moto: local/sample_targets.py; webhook, on the offline
+receiver of local/webhook_receiver.py on a loopback port, its secret in moto's SSM), whose own AWS price per
 execution is listed apart (bench/prices.py ``ACTION_PRICES``), as the email's is.
 
 Counted: every call the app's clients make (a ``before-call`` hook), attributed to the function being
@@ -56,6 +57,7 @@ from chalicelib.metrics import Metrics
 from chalicelib.tasks import executor, interval, items
 from chalicelib.tasks.model import DueMessage, TaskKey
 from local.sample_targets import SampleTargets, provision_sample_targets
+from local.webhook_receiver import WebhookReceiver
 from tests.aws_limits import item_size
 
 if TYPE_CHECKING:
@@ -72,6 +74,9 @@ ACTION_OPERATIONS = frozenset({"sesv2:SendEmail", "lambda:Invoke", "events:PutEv
 #: Each action type's call, one per execution.
 ACTION_CALL = {"email": "sesv2:SendEmail", "lambda": "lambda:Invoke", "eventbridge": "events:PutEvents",
                "stepfunctions": "stepfunctions:StartExecution"}
+#: The webhook action's signing secret, in moto's SSM (the receiver verifies each request with it).
+WEBHOOK_SECRET = b"whsec-bench-p4"
+WEBHOOK_PARAMETER = "/bench/p4/webhook"
 #: Lambda's SQS poller: one ReceiveMessage and one DeleteMessageBatch per batch delivered.
 POLLER_REQUESTS_PER_BATCH = 2
 STREAM_BATCH = 100
@@ -87,8 +92,14 @@ class Workload:
     spread: timedelta        # the last task's due time after the first
     functions: frozenset[str]  # the handlers whose invocations the tasks cost
     action: str = "email"    # the tasks' action type
+    together: int = 1        # tasks due at the same time, in groups of this many (the executor's batches)
+
+    def tasks(self, n: int) -> int:
+        """How many tasks the workload runs at a scale of ``n``: whole groups of ``together``."""
+        return n if self.together == 1 else self.together * max(1, n // self.together)
 
 
+DENSE = "exact via SQS delay, 10 due together"
 PATH_FUNCTIONS = frozenset({"task_stream", "task_executor", "due_dead_letter"})
 WORKLOADS = (
     Workload("exact via SQS delay", "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
@@ -96,8 +107,9 @@ WORKLOADS = (
     Workload("interval", "interval", timedelta(minutes=2), timedelta(minutes=10),
              PATH_FUNCTIONS | {"interval_processor"}),
     Workload("lazy", "lazy", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
+    Workload(DENSE, "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS, together=10),
     *(Workload(f"exact via SQS delay, {action} action", "exact", timedelta(minutes=2), timedelta(minutes=10),
-               PATH_FUNCTIONS, action) for action in ("lambda", "eventbridge", "stepfunctions")),
+               PATH_FUNCTIONS, action) for action in ("lambda", "eventbridge", "stepfunctions", "webhook")),
 )
 
 
@@ -346,15 +358,18 @@ def memory_sizes(stage_name: str = "prod") -> dict[str, int]:
     return sizes
 
 
-def _item(workload: Workload, i: int, n: int, start: Any, settings: Any, targets: SampleTargets) -> dict[str, Any]:
-    step = workload.spread / max(1, n - 1)
-    fraction = timedelta(seconds=round((i * 0.37) % 1, 3))  # due at arbitrary fractions of a second
-    due = start + workload.first_due + step * i + fraction
+def _item(workload: Workload, i: int, n: int, start: Any, settings: Any, targets: SampleTargets,
+          hook: str = "") -> dict[str, Any]:
+    groups = math.ceil(n / workload.together)
+    step = workload.spread / max(1, groups - 1)
+    group = i // workload.together
+    fraction = timedelta(seconds=round((group * 0.37) % 1, 3))  # due at arbitrary fractions of a second
+    due = start + workload.first_due + step * group + fraction
     return {"PK": f"{_prefix(workload)}{i}", "SK": "TASK", "strategy": workload.strategy,
-            settings.due_attribute: due.isoformat(), "action": _action(workload, i, targets)}
+            settings.due_attribute: due.isoformat(), "action": _action(workload, i, targets, hook)}
 
 
-def _action(workload: Workload, i: int, targets: SampleTargets) -> dict[str, Any]:
+def _action(workload: Workload, i: int, targets: SampleTargets, hook: str = "") -> dict[str, Any]:
     """The task's action: the workload's type, its JSON naming the task (``_subject``) as an email's subject does."""
     named = {"subject": _subject(workload, i)}
     actions: dict[str, dict[str, Any]] = {
@@ -363,6 +378,8 @@ def _action(workload: Workload, i: int, targets: SampleTargets) -> dict[str, Any
         "eventbridge": {"type": "eventbridge", "event_bus_arn": targets.bus_arn, "source": "bench.p4",
                         "detail_type": "p4", "detail": named},
         "stepfunctions": {"type": "stepfunctions", "state_machine_arn": targets.machine_arn, "input": named},
+        "webhook": {"type": "webhook", "url": f"{hook}/p4", "secret": f"ssm:{WEBHOOK_PARAMETER}",
+                    "body": json.dumps(named)},
     }
     return actions[workload.action]
 
@@ -427,19 +444,33 @@ def _stream_records(stage: task_stage.Stage, prefix: str) -> int:
     return count
 
 
-def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
-    """Each workload in turn on one provisioned account and one emulation, each with a new container's deps."""
+@contextmanager
+def webhook_receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
+    """The webhook action's receiver on a loopback port, on the emulation's clock (it checks the timestamp)."""
+    receiver = WebhookReceiver(WEBHOOK_SECRET, clock=lambda: clock.now.timestamp()).start()
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
+
+
+def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
+    """Each workload in turn on one provisioned account and one emulation, each with a new container's deps:
+    ``tasks`` each (``Workload.tasks``)."""
     import app as app_module
     from tests.fixtures import FakeClock
     from tests.functional.lambda_sim import LambdaSim
     from tests.functional.task_support import emails_sent
 
     results = []
-    with task_stage.stage() as stage, counted_logs(stage_log_level()) as logs:
+    clock = FakeClock()
+    with task_stage.stage() as stage, counted_logs(stage_log_level()) as logs, webhook_receiver(clock) as receiver:
         targets = provision_sample_targets(stage.setup)
+        stage.setup.session.client("ssm", region_name=stage.settings.region).put_parameter(
+            Name=WEBHOOK_PARAMETER, Value=WEBHOOK_SECRET.decode(), Type="SecureString", Overwrite=True)
         stage.settings = replace(stage.settings, task_action_target_arns=(
-            targets.function_arn, targets.bus_arn, targets.machine_arn))
-        clock = FakeClock()
+            targets.function_arn, targets.bus_arn, targets.machine_arn), task_webhook_origins=(receiver.origin,),
+            task_webhook_secrets=(f"ssm:{WEBHOOK_PARAMETER}",), task_webhook_allow_loopback=True)
         # The processor has been running: its first run does not look back an hour.
         interval.save_progress(Deps(settings=stage.settings, clients=stage.setup, clock=clock, metrics=quiet()),
                                int(clock.now.timestamp()))
@@ -449,6 +480,7 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
         sim = LambdaSim(Deps(settings=stage.settings, clients=stage.setup, clock=clock, metrics=quiet()),
                         MeteredClient(app_module.app, meter, clock), clock)
         for workload in ordered:
+            n = workload.tasks(tasks)
             task_stage.new_container()
             sim.processor_period = (timedelta(minutes=1) if "interval_processor" in workload.functions
                                     else timedelta(days=1))
@@ -464,16 +496,19 @@ def measure(workloads: Sequence[Workload], n: int) -> list[Measured]:
                 for i in range(n):
                     stage.setup.dynamodb.put_item(TableName=stage.settings.tasks_table,
                                                   Item=ddb.serialize(_item(workload, i, n, start, stage.settings,
-                                                                           targets)))
+                                                                           targets, receiver.origin)))
                 subjects = frozenset(_subject(workload, i) for i in range(n))
 
                 def executed(subjects: frozenset[str] = subjects, workload: Workload = workload,
                              delivered: Delivered = delivered) -> Counter[str]:
+                    if workload.action == "webhook":
+                        return Counter(s for s in (str(json.loads(r.body).get("subject")) for r in receiver.received
+                                                   if r.verified) if s in subjects)
                     if workload.action != "email":
                         return Counter({s: c for s, c in delivered.subjects.items() if s in subjects})
                     return Counter(str(m.subject) for m in emails_sent() if str(m.subject) in subjects)
 
-                sim.run(until=lambda: len(executed()) == n,
+                sim.run(until=lambda n=n: len(executed()) == n,
                         limit=workload.first_due + workload.spread + timedelta(hours=1))
                 for _ in range(1000):  # the stream records the executions made, and anything else pending now
                     if not sim.step():
@@ -517,6 +552,34 @@ def executor_calls(batches: int, batch_size: int) -> float:
         return (counter.total - calls["sesv2:SendEmail"]) / n
 
 
+# --- the exactly-once floor ---------------------------------------------------------------------------------
+
+#: The app's log and metric bytes per task at INFO (CloudWatch Logs ingestion) at most this many.
+TARGET_LOG_BYTES = 300.0
+#: Our dollars at most this many times the floor of the same path and density.
+TARGET_FLOOR_RATIO = 1.10
+SEND_BATCH = 10  # SendMessageBatch: the stream sends the due messages of a burst ten to a call
+
+
+def floor_usage(batch: int, scheduler: bool = False, read: bool = False) -> Usage:
+    """What no exactly-once execution can do without, per task, when the executor's deliveries carry ``batch``
+    tasks: a claim write and a settle write (one unit each), the queue (the send, ten to a SendMessageBatch, or
+    with ``scheduler`` Scheduler's invocation and its own SQS request a task; the poller's receive and delete and
+    one Lambda request a batch; no duration) and, with ``read``, the read of the item (a consistent GetItem
+    alone, half a unit in a BatchGetItem)."""
+    return Usage(
+        lambda_requests=1 / batch,
+        write_units=2.0,
+        read_units=(1.0 if batch == 1 else 0.5) if read else 0.0,
+        sqs_requests=(1.0 if scheduler else 1 / SEND_BATCH) + POLLER_REQUESTS_PER_BATCH / batch,
+        scheduler_invocations=1.0 if scheduler else 0.0,
+    )
+
+
+#: The floor each measured workload is held to: (executor batch, through Scheduler).
+FLOORS = {"exact via SQS delay": (1, False), DENSE: (EXECUTOR_BATCH, False), "exact via Scheduler": (1, True)}
+
+
 # --- the seed's design ------------------------------------------------------------------------------------
 
 def seed_usage(n: int, memory_mb: int = 128) -> Usage:
@@ -554,14 +617,15 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         usage = m.usage()
         dollars = prices.per_million(usage)
         once = sum(1 for c in m.executed.values() if c == 1)
-        executor = sum(m.invocations.calls.get("task_executor", Counter()).values()) / n
-        section.rows.append([workload.name, n, once, m.calls_per_task(), executor, m.stream_records / n,
+        executor = sum(m.invocations.calls.get("task_executor", Counter()).values()) / m.tasks
+        section.rows.append([workload.name, m.tasks, once, m.calls_per_task(), executor, m.stream_records / n,
                              usage.lambda_requests, usage.write_units, usage.read_units, dollars,
                              dollars / seed_dollars, prices.action_per_million(workload.action)])
         calls = m.calls()
         figures["workloads"][workload.name] = {
-            "tasks": n, "executed_once": once, "executed_twice_or_more": sum(1 for c in m.executed.values() if c > 1),
-            "missing": n - len(m.executed), "calls_per_task": m.calls_per_task(),
+            "tasks": m.tasks, "executed_once": once,
+            "executed_twice_or_more": sum(1 for c in m.executed.values() if c > 1),
+            "missing": m.tasks - len(m.executed), "calls_per_task": m.calls_per_task(),
             "calls_by_operation": dict(calls), "invocations": dict(m.invocations.count),
             "billed_seconds": dict(m.invocations.billed_seconds), "stream_records": m.stream_records,
             "schedules_fired": m.schedules_fired, "usage_per_task": usage.as_dict(),
@@ -569,7 +633,23 @@ def run(scale: Scale, plots: Path) -> list[Section]:
             "dollars_per_task": prices.cost(usage), "dollars_per_million": dollars, "action": workload.action,
             "action_dollars_per_million": prices.action_per_million(workload.action)}
         section.notes.append(f"{workload.name}, calls per task: " + ", ".join(
-            f"{op.split(':')[1]} {c / n:.2f}" for op, c in calls.most_common()))
+            f"{op.split(':')[1]} {c / m.tasks:.2f}" for op, c in calls.most_common()))
+        if workload.name in FLOORS:
+            batch, scheduler = FLOORS[workload.name]
+            floor = prices.per_million(floor_usage(batch, scheduler))
+            read = prices.per_million(floor_usage(batch, scheduler, read=True)) - floor
+            figures["workloads"][workload.name].update(floor_dollars_per_million=floor, floor_batch=batch,
+                                                       floor_read_dollars_per_million=read)
+            density = "one task per batch" if batch == 1 else f"full batches of {batch}"
+            section.notes.append(
+                f"{workload.name}: the exactly-once floor, {density}: ${floor:.2f} a million (a claim and a settle "
+                "write, " + ("Scheduler's invocation and its SQS request" if scheduler else "the send, ten to a call")
+                + f", the poller's receive and delete and a Lambda request a batch; the read adds ${read:.3f}); "
+                f"ours ${dollars:.2f}, {dollars / floor:.2f}x")
+            section.targets.append(Target(f"{workload.name}: $ per million / the exactly-once floor ({density})",
+                                          dollars / floor, TARGET_FLOOR_RATIO, "x"))
+            section.targets.append(Target(f"{workload.name}: log and metric bytes per task at {stage_log_level()}",
+                                          usage.log_bytes, TARGET_LOG_BYTES, " B"))
         if workload.name in TARGET_CALLS:
             section.targets.append(Target(f"{workload.name}: AWS calls per task", m.calls_per_task(),
                                           TARGET_CALLS[workload.name]))

@@ -89,7 +89,7 @@ def new_container() -> None:
 def build_all(clients: Clients) -> list[Any]:
     """Every client the app builds (lazily, on first use), built now: the bench hooks each one."""
     return [clients.dynamodb, clients.sqs, clients.sns, clients.ses, clients.scheduler, clients.lambda_,
-            clients.events, clients.stepfunctions]
+            clients.events, clients.stepfunctions, clients.ssm]
 
 
 def empty_queue(settings: Settings, name: str) -> None:

@@ -61,6 +61,10 @@ class SafeLogger(Logger):
 
 
 logger = SafeLogger(service="timekeeper", level=os.environ.get("LOG_LEVEL", "INFO"))
+# Every line is ingested and billed (CloudWatch Logs, per byte): a line carries what locates it in the app's life
+# (the invocation, the function, the task or run, the outcome) and not Powertools' ``location`` (a source line:
+# the message names it) nor ``service`` (one service; the log group names the function).
+logger.remove_keys(["location", "service"])
 
 
 @contextmanager

@@ -5,7 +5,8 @@ at once), so one message waiting out its last second or retrying its action
 holds no other.  For every message (``model.DueMessage``):
 
 1. Never early: a message a second or more ahead goes back to the queue with
-   the remaining delay (at most 900 s a hop); under a second, it is waited out.
+   the remaining delay (at most 900 s a hop; rounded up or down by
+   TASK_PRECISION, ``timing.queue_delay``); under a second, it is waited out.
 2. Read what is due: the task's item (one GetItem), or the item image the
    message carries (or keeps in the state table) when the item is gone (a lazy
    task's TTL deleted it).  Skipped: a task gone, or rescheduled (its due
@@ -74,7 +75,7 @@ def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[d
         message_id = str(record.get("messageId", ""))
         try:
             outcome = execute(deps, str(record.get("body", "")), message_id, items_read)
-            logger.info("due message handled", extra={"message_id": message_id, "outcome": outcome})
+            _log_handled(message_id, outcome)
             return None
         except Exception:
             logger.exception("due message failed; it will be redelivered", extra={"message_id": message_id})
@@ -128,6 +129,16 @@ def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[Ta
         return {}
 
 
+def _log_handled(message_id: str, outcome: str) -> None:
+    """One INFO line per execution, with its outcome (and its task: ``about``); ingested logs are billed by the
+    byte, so the message's id (the task names it) is on the DEBUG line of a message only sent back for being
+    early, which is no execution."""
+    if outcome.startswith("requeued"):
+        logger.debug("due message handled", extra={"message_id": message_id, "outcome": outcome})
+    else:
+        logger.info("due message handled", extra={"outcome": outcome})
+
+
 def skip_reason(task: Task, message: DueMessage, bucket_minutes: int | None = None) -> str | None:
     """Why a due message must not run its task, as read from the item (or the image it carries), or None. Pure.
 
@@ -166,7 +177,7 @@ def execute(deps: Deps, body: str, message_id: str,
                     f"the due message names task source {message.key.source!r}, which the stage does not declare "
                     "(TASK_SOURCES)", body)
         return "dead-lettered"
-    arrival = timing.arrival(message.runs_at, deps.clock())
+    arrival = timing.arrival(message.runs_at, deps.clock(), settings.task_precision)
     if arrival.kind == "requeue":
         _send_back(deps, message, int(arrival.seconds))
         return "requeued"
@@ -202,7 +213,7 @@ def execute(deps: Deps, body: str, message_id: str,
         return "skipped: " + reason
     if retimed(task, message, bucket_minutes):
         message = replace(message, due=task.due)  # never early: at the task's own time, in the bucket
-        later = timing.arrival(task.due, deps.clock())
+        later = timing.arrival(task.due, deps.clock(), settings.task_precision)
         if later.kind == "requeue":
             _send_back(deps, message, int(later.seconds))
             return "requeued: due later in its bucket"

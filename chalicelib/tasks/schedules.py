@@ -31,7 +31,6 @@ The rules, per strategy (see docs/strategies.md):
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,6 +39,7 @@ from typing import Any
 from chalicelib import ddb
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 from chalicelib.sources import TaskSource
+from chalicelib.tasks import timing
 from chalicelib.tasks.buckets import bucket_start, due_bucket
 from chalicelib.tasks.model import (
     DueMessage,
@@ -306,9 +306,10 @@ def schedule_matches(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
             and cur_target.get("RoleArn") == want_target["RoleArn"])
 
 
-def delay_seconds(due: datetime, now: datetime) -> int:
-    """SQS DelaySeconds for a message due at ``due``: whole seconds, never late, 0-900."""
-    return max(0, min(MAX_DELAY_SECONDS, math.floor((due - now).total_seconds())))
+def delay_seconds(due: datetime, now: datetime, precision: str = timing.SECOND) -> int:
+    """SQS DelaySeconds for a message due at ``due``: whole seconds, 0-900, at the task precision
+    (``timing.queue_delay``: ``second`` brings it less than a second late, ``subsecond`` less than a second early)."""
+    return timing.queue_delay((due - now).total_seconds(), precision)
 
 
 # --- the decision --------------------------------------------------------------
@@ -351,7 +352,7 @@ def plan(change: Change, settings: Settings, now: datetime) -> list[Step]:
     if new.strategy is Strategy.EXACT:
         steps += _plan_exact(change, old, new, changed, settings, now)
     elif source is not None:
-        steps += _plan_source(new, source, changed, now)
+        steps += _plan_source(new, source, changed, settings, now)
     elif new.strategy is Strategy.INTERVAL:
         steps += _plan_interval(new, changed, settings, now)
     else:
@@ -405,13 +406,13 @@ def _plan_exact(change: Change, old: Task | None, new: Task, changed: bool,
     if old is not None and old.strategy is Strategy.EXACT and due_moved:
         steps.append(DeleteSchedule(new.key))  # it may have had a schedule for its old, later time
     if due_moved:
-        steps.append(SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now)))
+        steps.append(SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now, settings.task_precision)))
     return steps  # only the action changed: the queued message carries the key; the executor reads the item
 
 
 def _plan_interval(new: Task, changed: bool, settings: Settings, now: datetime) -> list[Step]:
     if new.due_epoch <= now.timestamp() + INTERVAL_DIRECT_SECONDS:
-        return [SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now))] if changed else []
+        return [SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now, settings.task_precision))] if changed else []
     bucket = due_bucket(new.due, settings.bucket_minutes, settings.bucket_shards, new.key)
     item = new.item
     if item.get(settings.bucket_attribute) == bucket and item.get(DUE_EPOCH_ATTRIBUTE) == new.due_epoch:
@@ -428,7 +429,7 @@ def _plan_lazy(new: Task, settings: Settings) -> list[Step]:
     return [SetTtl(new.key, new.due_epoch, seen_due=item.get(settings.due_attribute), seen_ttl=current)]
 
 
-def _plan_source(new: Task, source: TaskSource, changed: bool, now: datetime) -> list[Step]:
+def _plan_source(new: Task, source: TaskSource, changed: bool, settings: Settings, now: datetime) -> list[Step]:
     """An interval or lazy item of a user's table: the app writes only what the strategy cannot do without,
     never over the user's own value -- the bucket in the user's format when it has none (the user's index
     finds it), the TTL of a lazy item whose due time lives in another attribute."""
@@ -436,7 +437,7 @@ def _plan_source(new: Task, source: TaskSource, changed: bool, now: datetime) ->
     seen_due = ((source.due_attribute, item.get(source.due_attribute)),) if source.due_attribute else ()
     if new.strategy is Strategy.INTERVAL:
         if new.due_epoch <= now.timestamp() + INTERVAL_DIRECT_SECONDS:
-            return [SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now))] if changed else []
+            return [SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now, settings.task_precision))] if changed else []
         name = source.bucket_attribute or ""
         if item.get(name) is not None:
             return []  # the user's own bucket: the processor finds the item there

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -14,6 +15,12 @@ RETRY_CAP_SECONDS = 8.0  # a wait up to this long is slept in the delivery; a lo
 RETRY_LATER_CAP_SECONDS = 900.0  # the backoff's ceiling: one SQS delay
 IN_DELIVERY_SLEEP_SECONDS = 15.0  # at most this much sleeping in one delivery (the executor's timeout is 90 s)
 JITTER = 0.5  # the backoff is between (1 - JITTER) and 1 times its ceiling
+#: TASK_PRECISION: ``second`` rounds a due message's SQS delay up (it arrives at or just after its due time: the
+#: action runs less than a second late, no Lambda billed to wait); ``subsecond`` rounds it down (it arrives up to a
+#: second early and the executor sleeps out the rest: on time to the delivery's latency, the sleep billed).
+SECOND = "second"
+SUBSECOND = "subsecond"
+PRECISIONS = (SECOND, SUBSECOND)
 
 
 @dataclass(frozen=True)
@@ -34,15 +41,24 @@ class Arrival:
     seconds: float = 0.0
 
 
-def arrival(due: datetime, now: datetime) -> Arrival:
-    """Never early: a second or more ahead -> back to the queue (whole seconds, at most 900 a hop,
-    rounded down so it comes back just before the time); less -> wait it out here."""
+def queue_delay(remaining: float, precision: str = SECOND) -> int:
+    """SQS DelaySeconds (whole seconds, 0-900) for a message due ``remaining`` seconds from now, at the task
+    precision: ``second`` rounds up (it comes back at or after its time, less than a second late), ``subsecond``
+    rounds down (it comes back less than a second early, to be waited out). Pure."""
+    whole = math.ceil(remaining) if precision == SECOND else math.floor(remaining)
+    return max(0, min(MAX_DELAY_SECONDS, whole))
+
+
+def arrival(due: datetime, now: datetime, precision: str = SECOND) -> Arrival:
+    """Never early: a second or more ahead -> back to the queue (``queue_delay``: whole seconds at the
+    ``precision``, at most 900 a hop); less -> wait it out here.  A message sent with ``second``'s delay
+    arrives at or after its time, so there is nothing left to wait but the skew of the two clocks."""
     remaining = (due - now).total_seconds()
     if remaining <= 0:
         return Arrival("run")
     if remaining < 1:
         return Arrival("wait", remaining)
-    return Arrival("requeue", min(MAX_DELAY_SECONDS, int(remaining)))
+    return Arrival("requeue", queue_delay(remaining, precision))
 
 
 def backoff(failed_attempts: int, draw: float) -> float:

@@ -76,11 +76,13 @@ def test_the_stream_batch_targets_report_the_round_trips_of_the_table(sections: 
 
 def test_every_task_of_every_strategy_ran_its_action_exactly_once(sections: dict[str, Any]) -> None:
     workloads = sections["P4"]["figures"]["workloads"]
-    assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy",
-                              *(f"exact via SQS delay, {a} action" for a in ("lambda", "eventbridge", "stepfunctions"))}
+    assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy", task_cost.DENSE,
+                              *(f"exact via SQS delay, {a} action"
+                                for a in ("lambda", "eventbridge", "stepfunctions", "webhook"))}
     for name, w in workloads.items():
         assert (w["executed_once"], w["executed_twice_or_more"], w["missing"]) == (w["tasks"], 0, 0), name
-        assert w["calls_by_operation"][task_cost.ACTION_CALL[w["action"]]] == w["tasks"], name
+        if w["action"] in task_cost.ACTION_CALL:  # a webhook's POST is no AWS call: its receiver counted it
+            assert w["calls_by_operation"][task_cost.ACTION_CALL[w["action"]]] == w["tasks"], name
 
 
 def test_each_action_types_row_lists_its_own_price_apart_from_the_apps_cost(sections: dict[str, Any]) -> None:
@@ -95,6 +97,11 @@ def test_each_action_types_row_lists_its_own_price_apart_from_the_apps_cost(sect
         # the same path as the email's: the action changes its own call, not the app's (within a few percent)
         assert row[3] == pytest.approx(email[3], rel=0.1) and row[9] == pytest.approx(email[9], rel=0.25), action
     assert email[column] == pytest.approx(prices.SES_EMAIL.usd * 1e6)
+    webhook = rows["exact via SQS delay, webhook action"]
+    assert webhook[column] == 0  # the receiver is the user's: no AWS charge
+    # the same path as the email's, less its SendEmail, plus the signing secret's GetParameter once a container
+    # and then every SECRET_TTL_SECONDS
+    assert webhook[9] == pytest.approx(email[9], rel=0.25)
 
 
 def test_the_cost_counts_the_app_calls_of_each_path(sections: dict[str, Any]) -> None:
@@ -132,7 +139,8 @@ def test_the_dollars_are_the_usage_at_the_listed_prices_and_each_unit_has_its_ca
         assert usage["write_units"] >= writes / n, name
         reads = sum(c for op, c in calls.items() if op.split(":")[1] in ("GetItem", "Query"))
         assert usage["read_units"] >= 0.5 * reads / n, name
-        assert usage["lambda_requests"] >= 1, name  # the executor runs every task
+        together = 10 if name == task_cost.DENSE else 1  # the executor runs every task, in batches of that many
+        assert usage["lambda_requests"] * together >= 1, name
         assert usage["lambda_gb_seconds"] > 0, name
     seed = p4["figures"]["seed"]
     assert seed["dollars_per_million"] == pytest.approx(
@@ -173,3 +181,28 @@ def test_the_dollars_count_schedulers_delivery_the_log_lines_and_the_records_kep
         assert usage["stored_byte_months"] == pytest.approx(
             (w["record_bytes"] + prices.ITEM_OVERHEAD_BYTES) * retention * 24 / prices.HOURS_A_MONTH), name
         assert w["dollars_per_task"]["log_bytes"] > 0 and w["dollars_per_task"]["stored_byte_months"] > 0, name
+
+
+def test_the_floor_ratios_divide_the_rows_dollars_by_the_exactly_once_floor_at_the_same_prices(
+        sections: dict[str, Any]) -> None:
+    p4 = sections["P4"]
+    workloads, targets = p4["figures"]["workloads"], {t["name"]: t for t in p4["targets"]}
+    # Two writes a task, the queue (ten sends a call, receive, delete and a Lambda request a batch) and no more.
+    queue = prices.SQS_REQUEST.usd * (0.1 + 2 / 1) + prices.LAMBDA_REQUEST.usd
+    assert workloads["exact via SQS delay"]["floor_dollars_per_million"] == pytest.approx(
+        (2 * prices.DYNAMODB_WRITE_UNIT.usd + queue) * 1e6)
+    dense = workloads[task_cost.DENSE]
+    assert dense["tasks"] % 10 == 0 and dense["invocations"]["task_executor"] == dense["tasks"] / 10  # full batches
+    assert dense["floor_dollars_per_million"] == pytest.approx(
+        (2 * prices.DYNAMODB_WRITE_UNIT.usd + prices.SQS_REQUEST.usd * 0.3 + prices.LAMBDA_REQUEST.usd / 10) * 1e6)
+    scheduler = workloads["exact via Scheduler"]["floor_dollars_per_million"]
+    assert scheduler == pytest.approx(workloads["exact via SQS delay"]["floor_dollars_per_million"]
+                                      + (prices.SCHEDULER_INVOCATION.usd + 0.9 * prices.SQS_REQUEST.usd) * 1e6)
+    for name, density in (("exact via SQS delay", "one task per batch"), ("exact via Scheduler", "one task per batch"),
+                          (task_cost.DENSE, "full batches of 10")):
+        target = targets[f"{name}: $ per million / the exactly-once floor ({density})"]
+        w = workloads[name]
+        assert target["figure"] == pytest.approx(w["dollars_per_million"] / w["floor_dollars_per_million"]), name
+        assert target["limit"] == 1.10 and target["figure"] > 1, name
+        logged = targets[f"{name}: log and metric bytes per task at INFO"]
+        assert (logged["figure"], logged["limit"]) == (w["log_bytes_per_task"], 300), name

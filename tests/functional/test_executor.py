@@ -76,7 +76,7 @@ def test_an_early_message_goes_back_with_the_remaining_delay(
     assert deliver(client, due_body(SEED_KEY, due)) == set()
     assert emails_sent() == []
     [(body, delay)] = aws.sent(deps.settings.due_queue)
-    assert delay == 120  # 120.4 s left: whole seconds, rounded down; the rest is waited out on arrival
+    assert delay == 121  # 120.4 s left: whole seconds, rounded up at TASK_PRECISION=second (nothing to wait out)
     back = DueMessage.from_json(body)
     assert (back.key, back.due, back.hops) == (SEED_KEY, due, 1)
 

@@ -281,6 +281,22 @@ def test_every_executor_log_line_carries_the_request_id_and_its_task(
     assert later and {line.get("function_request_id") for line in later}.isdisjoint(request_ids)
 
 
+def test_an_execution_logs_one_short_info_line_with_its_outcome_and_an_early_message_none(
+        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    due = arrange_seed(deps, strategy="exact")
+    clock.now = due - timedelta(seconds=60)  # a schedule fired SCHEDULE_LEAD_SECONDS early: sent back
+    _read(log_out)
+    deliver(client, due_body(SEED_KEY, due))
+    assert _log_lines(_read(log_out)) == []
+    clock.now = due
+    deliver(client, due_body(SEED_KEY, due))
+    [line] = _log_lines(_read(log_out))
+    assert (line["level"], line["message"], line["outcome"], line["task_id"]) == (
+        "INFO", "due message handled", "done", SEED_KEY.task_id)
+    assert set(line) == {"level", "message", "timestamp", "function_request_id", "function_name", "task_id",
+                         "outcome"}  # no source location, service or message id: each line is billed by the byte
+
+
 def test_every_backup_log_line_carries_the_request_id_and_its_run(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client, log_out: io.StringIO) -> None:
     create_tables(deps, ["orders", "users"])

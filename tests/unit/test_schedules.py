@@ -89,8 +89,14 @@ def test_at_expressions_are_utc_whole_seconds_never_later_than_asked() -> None:
 
 
 @pytest.mark.parametrize(("seconds", "delay"), [(-5, 0), (0, 0), (0.5, 0), (61.9, 61), (899, 899), (5000, 900)])
-def test_delay_seconds_are_whole_never_late_and_at_most_900(seconds: float, delay: int) -> None:
-    assert schedules.delay_seconds(NOW + timedelta(seconds=seconds), NOW) == delay
+def test_subsecond_delay_seconds_are_whole_never_late_and_at_most_900(seconds: float, delay: int) -> None:
+    assert schedules.delay_seconds(NOW + timedelta(seconds=seconds), NOW, "subsecond") == delay
+
+
+@pytest.mark.parametrize(("seconds", "delay"), [(-5, 0), (0, 0), (0.5, 1), (61.0, 61), (61.1, 62), (899.5, 900),
+                                                (5000, 900)])
+def test_second_delay_seconds_are_whole_never_early_and_at_most_900(seconds: float, delay: int) -> None:
+    assert schedules.delay_seconds(NOW + timedelta(seconds=seconds), NOW, "second") == delay
 
 
 def test_the_schedule_request_targets_the_due_queue_with_a_due_message() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from chalicelib.settings import Settings
 from chalicelib.tasks.model import RetryPolicy, Strategy, Task, TaskKey
 from chalicelib.tasks.timing import (
+    PRECISIONS,
     RETRY_LATER_CAP_SECONDS,
     Arrival,
     arrival,
@@ -18,25 +19,45 @@ from chalicelib.tasks.timing import (
     claim_held_delay,
     next_due,
     next_retry,
+    queue_delay,
 )
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("ahead", "expected"), [
-    (-5.0, Arrival("run")),
-    (0.0, Arrival("run")),
-    (0.25, Arrival("wait", 0.25)),
-    (0.999, Arrival("wait", 0.999)),
-    (1.0, Arrival("requeue", 1)),
-    (60.7, Arrival("requeue", 60)),
-    (900.0, Arrival("requeue", 900)),
-    (86400.0, Arrival("requeue", 900)),
+@pytest.mark.parametrize(("ahead", "precision", "expected"), [
+    (-5.0, "subsecond", Arrival("run")),
+    (0.0, "subsecond", Arrival("run")),
+    (0.25, "subsecond", Arrival("wait", 0.25)),
+    (0.999, "subsecond", Arrival("wait", 0.999)),
+    (1.0, "subsecond", Arrival("requeue", 1)),
+    (60.7, "subsecond", Arrival("requeue", 60)),
+    (900.0, "subsecond", Arrival("requeue", 900)),
+    (86400.0, "subsecond", Arrival("requeue", 900)),
+    (-5.0, "second", Arrival("run")),
+    (0.0, "second", Arrival("run")),
+    (0.25, "second", Arrival("wait", 0.25)),  # only clock skew brings a second's message this early
+    (1.0, "second", Arrival("requeue", 1)),
+    (60.7, "second", Arrival("requeue", 61)),
+    (899.2, "second", Arrival("requeue", 900)),
+    (86400.0, "second", Arrival("requeue", 900)),
 ])
-def test_a_message_never_runs_before_its_due_time(ahead: float, expected: Arrival) -> None:
-    result = arrival(NOW + timedelta(seconds=ahead), NOW)
+def test_a_message_never_runs_before_its_due_time(ahead: float, precision: str, expected: Arrival) -> None:
+    result = arrival(NOW + timedelta(seconds=ahead), NOW, precision)
     assert result.kind == expected.kind
     assert result.seconds == pytest.approx(expected.seconds)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 900_000_000), st.sampled_from(PRECISIONS))
+def test_a_queue_delay_is_never_early_at_second_and_never_late_at_subsecond_each_within_a_second(
+        microseconds: int, precision: str) -> None:
+    remaining = timedelta(microseconds=microseconds).total_seconds()
+    delay = queue_delay(remaining, precision)
+    if precision == "second":
+        assert remaining <= delay < remaining + 1  # it comes back at or after its time: nothing to wait out
+    else:
+        assert remaining - 1 < delay <= remaining  # it comes back before its time: the executor waits the rest
 
 
 @pytest.mark.parametrize(("failures", "ceiling"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (10, 512.0), (11, 900.0),
