@@ -185,7 +185,8 @@ class RuntimeProcess:
     def __init__(self, token: str, python: str = sys.executable, env: Mapping[str, str] | None = None) -> None:
         # Its run file (for chalice local) in a directory of its own: never over a `make run`'s .local/make-run.json.
         run_file = str(Path(tempfile.mkdtemp(prefix="timekeeper-run-")) / "make-run.json")
-        env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "LOCAL_SCHEDULER_JITTER_SECONDS": "0",
+        env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "LOCAL_WEBHOOK_PORT": "0",
+               "LOCAL_SCHEDULER_JITTER_SECONDS": "0",
                "LOCAL_TTL_LAG_SECONDS": "1", "LOCAL_RUN_FILE": run_file, **(env or {}), "API_TOKEN": token,
                "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen([python, "-m", "local.run"], cwd=PROJECT, env=env, text=True,
