@@ -108,8 +108,8 @@ class HandlerProcesses:
         self._memory_size = memory_size
         self._report = report
         self._key = secrets.token_bytes(32)
-        self._directory = tempfile.mkdtemp(prefix="timekeeper-handlers-")
-        self._address = str(Path(self._directory) / "socket")
+        self._directory = ""
+        self._address = ""
         self._listener: Listener | None = None
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
@@ -120,6 +120,8 @@ class HandlerProcesses:
     # --- starting ---------------------------------------------------------------------
 
     def start(self) -> HandlerProcesses:
+        self._directory = tempfile.mkdtemp(prefix="timekeeper-handlers-")
+        self._address = str(Path(self._directory) / "socket")
         self._listener = Listener(self._address, family="AF_UNIX", authkey=self._key)
         threading.Thread(target=self._accept, name="handlers-accept", daemon=True).start()
         environment = {**self._environ, ADDRESS_VARIABLE: self._address, KEY_VARIABLE: self._key.hex(),
@@ -207,13 +209,12 @@ class HandlerProcesses:
             with worker.send_lock:
                 assert worker.connection is not None
                 worker.connection.send((number, handler, source, event, records, timeout))
-        except Exception as exc:  # the worker went away, or the event cannot be sent
+        except Exception as exc:  # the worker went away, or the event cannot be sent: run it in this process
             with self._lock:
                 worker.pending.pop(number, None)
             if isinstance(exc, OSError):
                 self._lost(worker)
-                return None
-            raise
+            return None
         return future.result()
 
     def _read_outcomes(self, worker: _Worker) -> None:
@@ -265,7 +266,8 @@ class HandlerProcesses:
             if worker.process.poll() is None:
                 worker.process.kill()
                 worker.process.wait()
-        shutil.rmtree(self._directory, ignore_errors=True)
+        if self._directory:
+            shutil.rmtree(self._directory, ignore_errors=True)
 
 
 class ProcessInvoker(Invoker):
