@@ -237,9 +237,10 @@ class HandlerProcesses:
             worker.alive = False
             pending = list(worker.pending.values())
             worker.pending.clear()
-        if not self._stopped:
-            self._report(f"handler process {worker.process.pid} ended (exit code {worker.process.poll()}); "
-                         "its invocations run in this process from now on")
+        if self._stopped:  # its invocations are abandoned, as a handler still running in this process would be
+            return
+        self._report(f"handler process {worker.process.pid} ended (exit code {worker.process.poll()}); "
+                     "its invocations run in this process from now on")
         for future in pending:
             future.set_result(Outcome(None, "HandlerProcessEnded", f"handler process {worker.process.pid} ended",
                                       0.0, False, ()))

@@ -74,8 +74,9 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_pat
         assert written["TASKS_STREAM_ARN"].startswith("arn:aws:dynamodb:") and written["API_TOKEN"]
         assert ("    IGNORED BACKUP_SCHEDULE=rate(1 hour): the local stage sets BACKUP_SCHEDULE=rate(5 minutes)"
                 in text.splitlines()), text
-        boto3.client("dynamodb", endpoint_url=aws.group(1), region_name="us-east-1", aws_access_key_id="x",
-                     aws_secret_access_key="x").put_item(
+        ddb = boto3.client("dynamodb", endpoint_url=aws.group(1), region_name="us-east-1", aws_access_key_id="x",
+                           aws_secret_access_key="x")
+        ddb.put_item(
             TableName="timekeeper-local-tasks",
             Item={"PK": {"S": "USER#nodue"}, "SK": {"S": "R#1"}, "email": {"S": "nodue@example.com"}})
         def stream_lines() -> list[str]:  # the runtime's invocation lines, not the app's JSON log
@@ -86,6 +87,13 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_pat
         assert " ok; dead-lettered 1: " in dead, dead
         assert "the item has no REMINDER_TIMESTAMP (due time)" in dead and dead.rstrip().endswith(
             "(set DUE_ATTRIBUTE?)"), dead
+        os.kill(handlers[0], signal.SIGKILL)  # a handler process that dies: its invocations run in make run's
+        wait_until(lambda: any(f"handler process {handlers[0]} ended" in line for line in lines), 10,
+                   "the line saying so", 0.1)
+        ddb.put_item(TableName="timekeeper-local-tasks",
+                     Item={"PK": {"S": "USER#nodue2"}, "SK": {"S": "R#1"}, "email": {"S": "nodue@example.com"}})
+        wait_until(lambda: sum("dead-lettered" in line for line in stream_lines()) == 2, 30,
+                   "the next stream invocation, in make run's process", 0.1)
         interrupted, before = time.monotonic(), len(lines)
         os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to every process of the group
         code = process.wait(timeout=5)
