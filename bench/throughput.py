@@ -17,8 +17,9 @@ no more tasks than that).  It uses as many threads as the runtime has run execut
 once (the most seen overlapping in its output; 1 before any round): a round that ran more at once
 gets its floor measured again with that many, on another fresh runtime.
 
-Peak RSS is /proc's VmHWM of the ``local.run`` process (moto's server lives in it): at idle, just
-after it started, and at the end of each round.
+Peak RSS is /proc's VmHWM of the ``local.run`` process (moto's server lives in it) and of its handler
+processes (local/handler_processes.py), added up: at idle, just after it started, and at the end of each
+round.
 """
 
 from __future__ import annotations

@@ -47,22 +47,21 @@ class InProcessTransport:
         client.meta.events.register_last("before-send", self.send)
         return client
 
+    def serving(self) -> bool:
+        return self._serving()
+
     def send(self, request: AWSPreparedRequest, **kwargs: Any) -> AWSResponse | None:
         """moto's answer to ``request``, or None (botocore sends it over HTTP) when it is not moto's."""
         if not request.url.startswith(self.endpoint + "/") or not self._serving():
             return None
-        url = urlsplit(request.url)
-        body = request.body
-        data: str | bytes = b""
-        if isinstance(body, str | bytes):
-            data = body
-        elif isinstance(body, bytearray):
-            data = bytes(body)
-        elif body is not None:
-            data = body.read()
-        headers = [(name, value.decode() if isinstance(value, bytes) else str(value))
-                   for name, value in request.headers.items()]
-        environ = EnvironBuilder(path=url.path or "/", query_string=url.query, method=request.method,
+        status, headers, content = self.answer(request_parts(request))
+        return response(request.url, status, headers, content)
+
+    def answer(self, parts: RequestParts) -> Answer:
+        """moto's answer (status, headers, body) to a request given as ``request_parts`` makes it."""
+        method, url, headers, data = parts
+        split = urlsplit(url)
+        environ = EnvironBuilder(path=split.path or "/", query_string=split.query, method=method,
                                  headers=headers, data=data, base_url=self.endpoint).get_environ()
         chunks, status, response_headers = run_wsgi_app(self._app, environ, buffered=True)
         try:
@@ -71,5 +70,28 @@ class InProcessTransport:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
-        return AWSResponse(request.url, int(status.split(" ", 1)[0]), cast(Any, dict(response_headers.items())),
-                           MockRawResponse(content))
+        return int(status.split(" ", 1)[0]), dict(response_headers.items()), content
+
+
+# (method, URL, headers, body) of a request, and (status, headers, body) of its answer: plain values, so that
+# another process can send one and receive the other (local/handler_processes.py)
+RequestParts = tuple[str, str, list[tuple[str, str]], bytes | str]
+Answer = tuple[int, dict[str, str], bytes]
+
+
+def request_parts(request: AWSPreparedRequest) -> RequestParts:
+    body = request.body
+    data: str | bytes = b""
+    if isinstance(body, str | bytes):
+        data = body
+    elif isinstance(body, bytearray):
+        data = bytes(body)
+    elif body is not None:
+        data = body.read()
+    headers = [(name, value.decode() if isinstance(value, bytes) else str(value))
+               for name, value in request.headers.items()]
+    return request.method, request.url, headers, data
+
+
+def response(url: str, status: int, headers: dict[str, str], content: bytes) -> AWSResponse:
+    return AWSResponse(url, status, cast(Any, headers), MockRawResponse(content))

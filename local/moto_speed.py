@@ -45,7 +45,10 @@ functional tests' fixture calls it, since an e2e test in the same pytest worker 
   so no message sent meanwhile is lost), and a SendMessage reads the one queue
   attribute it needs (ContentBasedDeduplication) without counting the queue's
   messages.  Same answers, same semantics.  moto's update expressions are parsed
-  once per text and checked in linear time (same nodes, same errors).
+  once per text and checked in linear time (same nodes, same errors); one made of
+  plain SETs (``if_not_exists`` too) and REMOVEs of top-level attributes is applied
+  without copying and traversing its tree, and wherever moto could answer an error
+  it goes through moto's own validation.
 """
 
 from __future__ import annotations
@@ -390,6 +393,8 @@ def install() -> None:
         _list_services_once()
         _fast_sqs()
         _fast_expression_traversal()
+        _plain_updates()
+        _fast_attribute_picking()
         _announce_schedule_changes()
         _installed = True
 
@@ -633,3 +638,232 @@ def _announce_schedule_changes() -> None:
 
     for name in ("create_schedule", "update_schedule", "delete_schedule", "delete_schedule_group"):
         _patch(EventBridgeSchedulerBackend, name, _schedule_announced(getattr(EventBridgeSchedulerBackend, name)))
+
+
+# --- UpdateItem: plain SET and REMOVE of top-level attributes without moto's expression machinery -----
+
+# One action of a plain update expression: ("set", target, value, if_not_exists source or None) or
+# ("remove", target, None, None); a target or source is ("attr", name) or ("name", "#placeholder").
+_Token = tuple[str, str]
+_Action = tuple[str, _Token, str | None, _Token | None]
+_ITEM_SIZE_LIMIT = 405000  # moto's LimitedSizeDict: over this, an update fails (ItemSizeToUpdateTooLarge)
+
+
+class _PlainUpdate:
+    """A validated plain update, in place of moto's validated tree: ``normalize()`` as moto calls it, and the
+    changes ``UpdateExpressionExecutor.execute`` applies (attribute name -> DynamoType, or None to remove)."""
+
+    def __init__(self, changes: list[tuple[str, Any]]) -> None:
+        self.changes = changes
+
+    def normalize(self) -> None:
+        pass
+
+
+def _plain_actions(ast: Any) -> tuple[_Action, ...] | None:
+    """The actions of an update expression made only of ``SET top = :value``, ``SET top = if_not_exists(top2,
+    :value)`` and ``REMOVE top`` (each clause once), in the expression's order; None for anything else (nested
+    paths, list indexes, arithmetic, list_append, ADD, DELETE), which goes through moto's own validation."""
+    nodes = importlib.import_module("moto.dynamodb.parsing.ast_nodes")
+    plain_names = (nodes.ExpressionAttribute, nodes.ExpressionAttributeName)
+
+    def top(path: Any) -> _Token | None:
+        if type(path) is not nodes.UpdateExpressionPath or len(path.children) != 1:
+            return None
+        part = path.children[0]
+        if type(part) not in plain_names or not isinstance(part.children[0], str):
+            return None
+        return ("attr" if type(part) is nodes.ExpressionAttribute else "name", part.children[0])
+
+    def value_name(node: Any) -> str | None:
+        if type(node) is nodes.ExpressionAttributeValue and isinstance(node.children[0], str):
+            return str(node.children[0])
+        return None
+
+    actions: list[_Action] = []
+    clauses: set[type] = set()
+
+    def walk(node: Any) -> bool:
+        kind = type(node)
+        if kind in (nodes.UpdateExpressionSetClause, nodes.UpdateExpressionRemoveClause):
+            if kind in clauses:
+                return False
+            clauses.add(kind)
+        if kind in (nodes.UpdateExpression, nodes.UpdateExpressionSetClause, nodes.UpdateExpressionSetActions,
+                    nodes.UpdateExpressionRemoveClause, nodes.UpdateExpressionRemoveActions):
+            return all(walk(child) for child in node.children)
+        if kind is nodes.UpdateExpressionSetAction and len(node.children) == 2:
+            target, value = top(node.children[0]), node.children[1]
+            if target is None or type(value) is not nodes.UpdateExpressionValue or len(value.children) != 1:
+                return False
+            operand = value.children[0]
+            if value_name(operand) is not None:
+                actions.append(("set", target, value_name(operand), None))
+                return True
+            if (type(operand) is nodes.UpdateExpressionFunction and len(operand.children) == 3
+                    and operand.children[0] == "if_not_exists"):
+                source, default = top(operand.children[1]), value_name(operand.children[2])
+                if source is None or default is None:
+                    return False
+                actions.append(("set", target, default, source))
+                return True
+            return False
+        if kind is nodes.UpdateExpressionRemoveAction and len(node.children) == 1:
+            target = top(node.children[0])
+            if target is None:
+                return False
+            actions.append(("remove", target, None, None))
+            return True
+        return False
+
+    return tuple(actions) if walk(ast) else None
+
+
+def _plain_changes(actions: tuple[_Action, ...], names: dict[str, str] | None, values: dict[str, Any] | None,
+                   item: Any, table: Any) -> list[tuple[str, Any]] | None:
+    """What a plain update does to ``item``, as moto's validation and execution would do it; None wherever
+    moto could answer an error (a name or value not defined, a reserved word, two actions on one attribute, a
+    key attribute, an index key's type or emptiness, the item's size limit): moto's own path then raises it."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.utilities import bytesize
+
+    reserved = _reserved_words()
+    names = names or {}
+    values = values or {}
+
+    def resolve(token: _Token) -> str | None:
+        kind, text = token
+        if kind == "name":
+            return names.get(text)
+        return None if text.upper() in reserved else text
+
+    typed = {d["AttributeName"]: d["AttributeType"] for d in table.attr}
+    keys = set(table.table_key_attrs)
+    index_keys = set(table.attribute_keys)
+    changes: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    attrs = item.attrs
+    grows = 0
+    for action, target_token, value_token, source_token in actions:
+        target = resolve(target_token)
+        if target is None or target in seen or target in keys or target_token[1] in keys:
+            return None
+        seen.add(target)
+        if action == "remove":
+            changes.append((target, None))
+            continue
+        assert value_token is not None
+        if value_token not in values:
+            return None
+        value = DynamoType(values[value_token])
+        if source_token is not None:
+            source = resolve(source_token)
+            if source is None:
+                return None
+            value = attrs.get(source, value)
+        for name in {target, target_token[1]}:
+            if name in typed and typed[name] != value.type:
+                return None
+            if name in index_keys and value.type in ("S", "B") and not value.value:
+                return None
+        grows += bytesize(target) + value.size()
+        changes.append((target, value))
+    if grows and sum(v.size() if type(v) is DynamoType else bytesize(str(v))
+                     for v in (*attrs.keys(), *attrs.values())) + grows > _ITEM_SIZE_LIMIT:
+        return None
+    return changes
+
+
+@functools.cache
+def _reserved_words() -> frozenset[str]:
+    from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
+
+    return frozenset(ReservedKeywords.get_reserved_keywords())
+
+
+def _plain_updates() -> None:
+    """moto validated every update expression by copying its tree and running ten traversals over it (the
+    offline runtime's claim, nine SETs, two of them ``if_not_exists``, and five REMOVEs, spent most of its
+    UpdateItem there).  An expression of plain SETs and REMOVEs of top-level attributes is analysed once per
+    tree (trees are cached per text, above) and applied directly: the same attributes set to the same values
+    (the existing attribute's own value for ``if_not_exists``, as moto), in the same order, and wherever moto
+    could answer an error the request goes through moto's own validation, which raises it."""
+    validators = importlib.import_module("moto.dynamodb.parsing.validators")
+    executors = importlib.import_module("moto.dynamodb.parsing.executors")
+    validator: Any = validators.UpdateExpressionValidator
+    executor: Any = executors.UpdateExpressionExecutor
+    plans: dict[int, tuple[Any, tuple[_Action, ...] | None]] = {}
+    original_init, original_validate, original_execute = validator.__init__, validator.validate, executor.execute
+
+    def init(self: Any, expression: Any, expression_attribute_names: Any, expression_attribute_values: Any,
+             item: Any, table: Any) -> None:
+        known = plans.get(id(expression))
+        if known is None or known[0] is not expression:
+            if len(plans) >= 2048:
+                plans.clear()
+            known = plans[id(expression)] = (expression, _plain_actions(expression))
+        changes = None if known[1] is None else _plain_changes(
+            known[1], expression_attribute_names, expression_attribute_values, item, table)
+        self.__dict__["_plain"] = None if changes is None else _PlainUpdate(changes)
+        if changes is None:
+            original_init(self, expression, expression_attribute_names, expression_attribute_values, item, table)
+
+    def validate(self: Any) -> Any:
+        plain = self.__dict__.get("_plain")
+        return plain if plain is not None else original_validate(self)
+
+    def execute(self: Any, node: Any = None) -> None:
+        if node is None and isinstance(self.update_ast, _PlainUpdate):
+            attrs = self.item.attrs
+            for name, value in self.update_ast.changes:
+                if value is None:
+                    attrs.pop(name, None)
+                else:
+                    dict.__setitem__(attrs, name, value)  # the size was checked with the changes
+            return
+        original_execute(self, node)
+
+    _patch(validator, "__init__", init)
+    _patch(validator, "validate", validate)
+    _patch(executor, "execute", execute)
+
+
+def _fast_attribute_picking() -> None:
+    """moto's response serializer finds each member's value in the result through six alias providers, built
+    for every member of every response (on GetRecords' 100 records with their images, most of the call's
+    time).  For a result held in a plain dict, which keys they try depends only on the member's shape (and the
+    shape's parent, which the serializer sets) and its name: the keys are worked out once per shape and name,
+    and tried in the same order, so every response has the same values."""
+    serialize: Any = importlib.import_module("moto.core.serialize")
+    picker: Any = serialize.AttributePicker
+    get_value: Callable[[Any, Any, Any], Any] = importlib.import_module("moto.core.utils").get_value
+    missing = serialize.MISSING
+    original_call = picker.__call__
+    known: dict[tuple[type, int, str, int], tuple[Any, Any, tuple[str, ...]]] = {}
+
+    def call(self: Any, context: Any) -> Any:
+        obj = context.obj
+        if type(obj) is not dict:
+            return original_call(self, context)
+        shape = context.shape
+        parent = getattr(shape, "parent", None)
+        entry = (type(self), id(shape), context.key, id(parent))
+        found = known.get(entry)
+        if found is None or found[0] is not shape or found[1] is not parent:
+            if len(known) >= 4096:
+                known.clear()
+            found = known[entry] = (shape, parent, tuple(self.get_possible_keys(context)))
+        for possible_key in found[2]:
+            value = get_value(obj, possible_key, missing)
+            if value is not missing:
+                break
+        else:
+            value = None
+        if self.response_transformers:
+            key_path = f"{context.key_path}.{context.key}"
+            for transform_path, transform in self.response_transformers.items():
+                if key_path.endswith(transform_path):
+                    return transform(value)
+        return value
+
+    _patch(picker, "__call__", call)

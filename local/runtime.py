@@ -22,6 +22,7 @@ STOP_TIMEOUT_SECONDS overall.
 
 from __future__ import annotations
 
+import functools
 import queue
 import random
 import sys
@@ -41,6 +42,7 @@ from chalice.local import CustomLocalChalice, LocalChalice, LocalDevServer, Thre
 
 from deploy.lambda_events import ACCOUNT
 from local.aws import LOCAL_HOST
+from local.handler_processes import HandlerProcesses, ProcessInvoker
 from local.invoker import Clock, Invoker, Out, Reporter, print_line, utc_now
 from local.sources import Source
 from local.sources.retention import MotoRetention
@@ -192,7 +194,7 @@ class Runtime:
                  config: Config | None = None, clock: Clock = utc_now, out: Out = print_line,
                  rng: random.Random | None = None, session: boto3.session.Session | None = None,
                  writes: WriteFeed | None = None, schedule_changes: ScheduleFeed | None = None,
-                 attach: Callable[[Any], Any] | None = None) -> None:
+                 attach: Callable[[Any], Any] | None = None, handlers: HandlerProcesses | None = None) -> None:
         self.app = app
         self.endpoint_url = endpoint_url
         self.options = options
@@ -200,7 +202,9 @@ class Runtime:
                                        user_provided_params={"app_name": app.app_name})
         self.clock = clock
         self.reporter = Reporter(out, clock)
-        self.invoker = Invoker(app, self.reporter, stage=options.stage, timeout_seconds=self.lambda_timeout,
+        # the event handlers' invocations: in processes of their own (local/handler_processes.py) or in this one
+        invoker = functools.partial(ProcessInvoker, processes=handlers) if handlers is not None else Invoker
+        self.invoker = invoker(app, self.reporter, stage=options.stage, timeout_seconds=self.lambda_timeout,
                                memory_size=self.config.lambda_memory_size or 128)
         self.stop_event = threading.Event()
         self.executor = DaemonExecutor(options.workers, "invoke", self.reporter.line)

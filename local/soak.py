@@ -176,6 +176,33 @@ class SoakResult:
 
 # --- the process under test ------------------------------------------------------------
 
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM of one process, in MB (0 once it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes under ``pid`` (children, their children ...), from /proc."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found.extend(children)
+        frontier = children
+    return found
+
+
 class RuntimeProcess:
     """``python -m local.run`` on free ports; its output is drained (the last lines kept).
 
@@ -236,13 +263,9 @@ class RuntimeProcess:
         return wait_until(found, timeout, "local.run's banner", 0.1)
 
     def peak_rss_mb(self) -> float:
-        """VmHWM: the most resident memory the process has had."""
-        try:
-            status = Path(f"/proc/{self.process.pid}/status").read_text()
-        except OSError:
-            return 0.0
-        match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
-        return int(match.group(1)) / 1024 if match else 0.0
+        """VmHWM, the most resident memory a process has had, of the process and every process under it (its
+        handler processes, local/handler_processes.py) added up: at most what they held together."""
+        return sum(peak_rss_mb(pid) for pid in [self.process.pid, *descendants(self.process.pid)])
 
     def terminate(self, within: float) -> float | None:
         """SIGTERM; seconds until it exited (None: it did not, and was killed)."""

@@ -35,6 +35,7 @@ from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
 from local import moto_speed
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
+from local.handler_processes import HandlerProcesses
 from local.invoker import Out, print_line
 from local.runtime import STOP_TIMEOUT_SECONDS, Runtime, RuntimeOptions
 from local.sample_sources import SourceTable, provision_sources
@@ -46,6 +47,7 @@ from local.webhook_receiver import WebhookReceiver
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_TABLES = ("sample-orders", "sample-customers", "sample-invoices")
 SAMPLE_ROWS = 25
+HANDLERS_READY_SECONDS = 60.0  # the handler processes import the app and build its clients within this
 _copies = itertools.count(1)
 
 
@@ -58,6 +60,7 @@ LOCAL_VARIABLES = {
     "LOCAL_SQS_MAX_CONCURRENCY": str(DEFAULT_MAX_CONCURRENCY),
     "LOCAL_RUN_FILE": DEFAULT_RUN_FILE,
     "LOCAL_WEBHOOK_PORT": "8010",
+    "LOCAL_HANDLER_PROCESSES": "1",
 }
 # The signing secret of the local receiver's webhooks (in moto's SSM, fresh each start), which the stage allows.
 LOCAL_WEBHOOK_SECRET = "ssm:/timekeeper-local/webhook-secret"
@@ -134,6 +137,7 @@ class LocalSettings:
     sqs_max_concurrency: int = DEFAULT_MAX_CONCURRENCY  # LOCAL_SQS_MAX_CONCURRENCY: pollers per SQS source
     run_file: str = DEFAULT_RUN_FILE       # LOCAL_RUN_FILE: make run's environment, for chalice local
     webhook_port: int = 0                  # LOCAL_WEBHOOK_PORT: the webhook receiver (from_env: 8010)
+    handler_processes: int = 0             # LOCAL_HANDLER_PROCESSES: 0 runs handlers in moto's process (from_env: 1)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LocalSettings:
@@ -159,6 +163,7 @@ class LocalSettings:
             sqs_max_concurrency=int(number("LOCAL_SQS_MAX_CONCURRENCY", default["LOCAL_SQS_MAX_CONCURRENCY"], 1, 100)),
             run_file=environ.get("LOCAL_RUN_FILE", "").strip() or DEFAULT_RUN_FILE,
             webhook_port=int(number("LOCAL_WEBHOOK_PORT", default["LOCAL_WEBHOOK_PORT"], 0, 65535)),
+            handler_processes=int(number("LOCAL_HANDLER_PROCESSES", default["LOCAL_HANDLER_PROCESSES"], 0, 8)),
         )
 
 
@@ -237,6 +242,7 @@ class LocalStage:
     run_file: Path | None = None  # where make run wrote its environment for chalice local (removed on stop)
     webhook: WebhookReceiver | None = None  # the receiver of the stage's webhook tasks
     targets: SampleTargets | None = None  # the sample lambda, eventbridge and stepfunctions targets
+    handlers: HandlerProcesses | None = None  # the processes the event handlers run in (LOCAL_HANDLER_PROCESSES)
 
     @property
     def app(self) -> Chalice:
@@ -255,6 +261,10 @@ class LocalStage:
         made = len(self.provisioned.changes)
         text = (self.runtime.banner(self.moto.endpoint)
                 + f"\n  provisioned {made} resources with deploy.provision (sample tables: {', '.join(SAMPLE_TABLES)})")
+        if self.handlers is not None:
+            count = self.handlers.count
+            text += (f"\n  handlers   run in {count} process{'es' if count > 1 else ''} of their own, moto and the "
+                     "event sources in this one (LOCAL_HANDLER_PROCESSES)")
         text += "\n" + self.settings_text()
         if self.targets is not None:
             text += "\n" + self.targets.banner_line()
@@ -295,6 +305,8 @@ class LocalStage:
                 remove_run_file(self.run_file)
             self.runtime.stop(timeout)
         finally:
+            if self.handlers is not None:
+                self.handlers.stop()
             if self.webhook is not None:
                 self.webhook.stop()
             self.moto.stop()
@@ -334,6 +346,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     webhook_secret = secrets.token_hex(24)
     receiver = WebhookReceiver(webhook_secret.encode(), local.webhook_port, LOCAL_HOST).start()
     saved: dict[str, str | None] = {}
+    handlers: HandlerProcesses | None = None
     log_level = logger.log_level  # app.py sets the stage's level on the logger this process shares
     try:
         environment = stage_environment(config)
@@ -364,8 +377,11 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         report = ShellReport.of(shell, environment)
         app_module = load_app(project_dir)
         transport = moto.in_process()
-        warm(app_module, transport.attach)
         chalice_config = load_chalice_config(project_dir, stage)
+        if local.handler_processes:  # they import the app while this process does
+            handlers = HandlerProcesses(local.handler_processes, transport, environ, project_dir, stage,
+                                        chalice_config.lambda_memory_size or 128, out).start()
+        warm(app_module, transport.attach)
         runtime = Runtime(
             app_module.app, moto.endpoint,
             RuntimeOptions(api_port=local.api_port, stage=stage, region=region,
@@ -374,11 +390,17 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
                            sqs_max_concurrency=local.sqs_max_concurrency,
                            stream_failure=stream_failure_policy(shell, settings.task_dlq)),
             config=chalice_config, out=out, writes=moto_speed.watch_writes,
-            schedule_changes=moto_speed.watch_schedules, attach=transport.attach, **runtime_kwargs)
+            schedule_changes=moto_speed.watch_schedules, attach=transport.attach, handlers=handlers,
+            **runtime_kwargs)
+        if handlers is not None and not handlers.wait_ready(HANDLERS_READY_SECONDS):
+            out(f"handler processes not ready after {HANDLERS_READY_SECONDS:g}s: handlers run in this process "
+                "until they are")
         runtime.start()
         if run_file is not None:  # the app's settings as it read them, the shell's taken ones included
             write_run_file(run_file, {**environment, **report.taken}, runtime.api_url)
     except BaseException:
+        if handlers is not None:
+            handlers.stop()
         receiver.stop()
         moto.stop()
         restore(environ, saved)
@@ -389,4 +411,4 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     effective = {name: value for name, value in effective.items() if value or name not in SHOWN_WHEN_SET}
     return LocalStage(moto, runtime, app_module, environment, provisioned, environ, saved, shell=report,
                       effective=effective, sources=source_lines(settings.task_sources, tables), log_level=log_level,
-                      run_file=run_file, webhook=receiver, targets=targets)
+                      run_file=run_file, webhook=receiver, targets=targets, handlers=handlers)

@@ -20,11 +20,19 @@ import boto3
 import pytest
 
 from local.client import ApiClient, wait_until
-from local.soak import STRATEGIES, RuntimeProcess, task_body
+from local.soak import STRATEGIES, RuntimeProcess, descendants, task_body
 
 pytestmark = pytest.mark.e2e
 
 PROJECT = Path(__file__).resolve().parents[2]
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_path: Path) -> None:
@@ -37,7 +45,7 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_pat
            "DUE_ATTRIBUTE": "REMINDER_TIMESTAMP", "BACKUP_SCHEDULE": "rate(1 hour)", "LOCAL_RUN_FILE": str(run_file)}
     env.pop("API_TOKEN", None)
     process = subprocess.Popen([sys.executable, "-m", "local.run"], cwd=PROJECT, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
     reader.start()
@@ -63,13 +71,17 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_pat
         assert console and console.group(1) == f"{api.group(1)}/console", text
         with urllib.request.urlopen(console.group(1), timeout=10) as page:  # no token needed for the page itself
             assert page.headers["Content-Type"].startswith("text/html") and b"timekeeper console" in page.read()
+        assert "  handlers   run in 1 process of their own, moto and the event sources in this one" in text, text
+        handlers = descendants(process.pid)  # the handler process: its invocations are the lines checked below
+        assert len(handlers) == 1, handlers
         written = json.loads(run_file.read_text())["environment"]  # for chalice local, as the app reads it
         assert written["AWS_ENDPOINT_URL"] == aws.group(1) and written["DUE_ATTRIBUTE"] == "REMINDER_TIMESTAMP"
         assert written["TASKS_STREAM_ARN"].startswith("arn:aws:dynamodb:") and written["API_TOKEN"]
         assert ("    IGNORED BACKUP_SCHEDULE=rate(1 hour): the local stage sets BACKUP_SCHEDULE=rate(5 minutes)"
                 in text.splitlines()), text
-        boto3.client("dynamodb", endpoint_url=aws.group(1), region_name="us-east-1", aws_access_key_id="x",
-                     aws_secret_access_key="x").put_item(
+        ddb = boto3.client("dynamodb", endpoint_url=aws.group(1), region_name="us-east-1", aws_access_key_id="x",
+                           aws_secret_access_key="x")
+        ddb.put_item(
             TableName="timekeeper-local-tasks",
             Item={"PK": {"S": "USER#nodue"}, "SK": {"S": "R#1"}, "email": {"S": "nodue@example.com"}})
         def stream_lines() -> list[str]:  # the runtime's invocation lines, not the app's JSON log
@@ -80,13 +92,22 @@ def test_make_run_prints_its_banner_and_exits_within_5_seconds_of_ctrl_c(tmp_pat
         assert " ok; dead-lettered 1: " in dead, dead
         assert "the item has no REMINDER_TIMESTAMP (due time)" in dead and dead.rstrip().endswith(
             "(set DUE_ATTRIBUTE?)"), dead
-        interrupted = time.monotonic()
-        process.send_signal(signal.SIGINT)
+        os.kill(handlers[0], signal.SIGKILL)  # a handler process that dies: its invocations run in make run's
+        wait_until(lambda: any(f"handler process {handlers[0]} ended" in line for line in lines), 10,
+                   "the line saying so", 0.1)
+        ddb.put_item(TableName="timekeeper-local-tasks",
+                     Item={"PK": {"S": "USER#nodue2"}, "SK": {"S": "R#1"}, "email": {"S": "nodue@example.com"}})
+        wait_until(lambda: sum("dead-lettered" in line for line in stream_lines()) == 2, 30,
+                   "the next stream invocation, in make run's process", 0.1)
+        interrupted, before = time.monotonic(), len(lines)
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to every process of the group
         code = process.wait(timeout=5)
         assert time.monotonic() - interrupted < 5.0
         reader.join(2)
         assert code == 0 and "stopped" in [line.strip() for line in lines], "".join(lines[-20:])
+        assert not any("Traceback" in line or "KeyboardInterrupt" in line for line in lines[before:]), lines[before:]
         assert not run_file.exists()
+        wait_until(lambda: not any(map(running, handlers)), 2, "the handler process to end", 0.1)
     finally:
         if process.poll() is None:
             process.kill()
@@ -116,9 +137,12 @@ def test_make_run_stops_within_5_seconds_of_sigterm_while_handlers_are_busy() ->
         wait_until(lambda: process.invocations["task_executor"] >= 3, 180,
                    "the executor to be busy", 0.2)
         load.set()  # the runtime stays busy with what was posted; this process only reads its output now
+        handlers = descendants(process.process.pid)
         seconds = process.terminate(10)
         assert seconds is not None and seconds < 5.0, f"exited after {seconds}s" + "".join(process.tail)
         assert process.stopped and process.process.returncode == 0, "".join(list(process.tail)[-20:])
+        assert handlers  # busy in their own process, and gone with make run
+        wait_until(lambda: not any(map(running, handlers)), 2, "the handler process to end", 0.1)
     finally:
         load.set()
         process.kill()

@@ -1,0 +1,171 @@
+"""local/moto_speed.py answers what moto answers: an UpdateItem made of plain SETs (``if_not_exists`` too) and
+REMOVEs of top-level attributes skips moto's expression machinery, errors included; responses serialised with
+the member keys worked out once per shape are the same, to the byte.
+
+Each scenario runs against moto with the speed-ups and against moto without them (the corrections installed in
+both), in this process; the speed-ups are left installed or not as they were found."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from local import moto_corrections, moto_speed
+
+S: Any = "S"
+
+
+def values(**named: Any) -> dict[str, Any]:
+    return {f":{name}": value for name, value in named.items()}
+
+
+BIG = "x" * 250_000
+# (UpdateExpression, ExpressionAttributeNames, ExpressionAttributeValues), in order, on one item
+REQUESTS: list[tuple[str, dict[str, str] | None, dict[str, Any] | None]] = [
+    ("SET exec_due = :due, exec_state = :running, id = if_not_exists(id, :id), #s = :pending "
+     "REMOVE dead_lettered, alerted", {"#s": "status"},
+     values(due={S: "d1"}, running={S: "RUNNING"}, id={S: "task"}, pending={S: "PENDING"})),
+    ("SET id = if_not_exists(id, :id), dup = if_not_exists(exec_due, :id), fresh = if_not_exists(nope, :n)",
+     None, values(id={S: "other"}, n={"N": "7"})),
+    ("SET #s = :done, m = :m REMOVE exec_state, absent", {"#s": "status"},
+     values(done={S: "DONE"}, m={"M": {"a": {"L": [{S: "b"}]}}})),
+    ("SET #s = :empty", {"#s": "status"}, values(empty={S: ""})),            # an index key: moto's checks
+    ("SET #s = :number", {"#s": "status"}, values(number={"N": "1"})),
+    ("SET status = :a", None, values(a={S: "a"})),                           # a reserved word
+    ("SET PK = :a", None, values(a={S: "a"})),                               # the table's key
+    ("REMOVE PK", None, None),
+    ("SET a = :a, a = :b", None, values(a={S: "a"}, b={S: "b"})),            # overlapping paths
+    ("SET #a = :a REMOVE #b", {"#a": "a", "#b": "a"}, values(a={S: "a"})),
+    ("SET a = :a SET b = :a", None, values(a={S: "a"})),                     # SET twice
+    ("SET a = :missing", None, None),                                         # a value not defined
+    ("SET big = :big", None, values(big={S: BIG})),
+    ("SET big2 = :big", None, values(big={S: BIG})),                         # over the item size limit
+    ("SET n = :n ADD tally :n", None, values(n={"N": "1"})),               # not plain: moto's path
+    ("SET l = :l, l2 = l", None, values(l={"L": []})),
+]
+
+
+def answers() -> list[Any]:
+    """Each request's answer (ALL_NEW, or the error), then the item's stream records' images."""
+    out: list[Any] = []
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(
+            TableName="t", BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": S},
+                                  {"AttributeName": "status", "AttributeType": S}],
+            GlobalSecondaryIndexes=[{"IndexName": "by-status", "Projection": {"ProjectionType": "ALL"},
+                                     "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"}]}])
+        for expression, names, given in REQUESTS:
+            extra: dict[str, Any] = {}
+            if names:
+                extra["ExpressionAttributeNames"] = names
+            if given:
+                extra["ExpressionAttributeValues"] = given
+            try:
+                out.append(ddb.update_item(TableName="t", Key={"PK": {S: "k"}}, UpdateExpression=expression,
+                                           ReturnValues="ALL_NEW", **extra)["Attributes"])
+            except ClientError as exc:
+                out.append(exc.response["Error"])
+    return out
+
+
+@pytest.fixture
+def speed_as_found() -> Iterator[None]:
+    moto_corrections.install()
+    was = moto_speed._installed
+    yield
+    (moto_speed.install if was else moto_speed.uninstall)()
+
+
+def test_plain_updates_answer_as_moto_answers_and_skip_its_validation(speed_as_found: None) -> None:
+    moto_speed.uninstall()
+    plain = answers()
+    moto_speed.install()
+    fast = answers()
+    assert fast == plain
+    assert fast[0]["id"] == {S: "task"} and fast[1]["dup"] == {S: "d1"} and fast[1]["fresh"] == {"N": "7"}
+    assert sum("Code" in answer for answer in fast) == 9
+
+    parser: Any = importlib.import_module("moto.dynamodb.parsing.expressions").UpdateExpressionParser
+    validator: Any = importlib.import_module("moto.dynamodb.parsing.validators").UpdateExpressionValidator
+
+    table = SimpleNamespace(attr=[{"AttributeName": "PK", "AttributeType": S}], table_key_attrs=["PK"],
+                            attribute_keys=["PK"])
+    claim = parser.make(REQUESTS[0][0])
+    validated = validator(claim, REQUESTS[0][1], REQUESTS[0][2], SimpleNamespace(attrs={}),
+                                          table).validate()
+    assert isinstance(validated, moto_speed._PlainUpdate)  # no tree copied, no traversal
+
+
+def stream_answers() -> list[bytes]:
+    """The raw bodies of GetRecords (every kind of attribute value, binary keys, a REMOVE), DescribeTable and
+    ReceiveMessage, with moto's random ids and times made fixed."""
+    bodies: list[bytes] = []
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        arn = ddb.create_table(
+            TableName="s", BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "B"},
+                                  {"AttributeName": "SK", "AttributeType": "S"}],
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )["TableDescription"]["LatestStreamArn"]
+        every: dict[str, Any] = {"s": {S: "text"}, "n": {"N": "1.5"}, "b": {"B": b"\x00\xff"}, "t": {"BOOL": True},
+                                 "z": {"NULL": True}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2"]},
+                                 "bs": {"BS": [b"\x01"]}, "l": {"L": [{S: "x"}, {"M": {"k": {"N": "3"}}}]},
+                                 "m": {"M": {"deep": {"L": [{"B": b"\x02"}]}}}}
+        key: dict[str, Any] = {"PK": {"B": b"\x01key"}, "SK": {S: "one"}}
+        ddb.put_item(TableName="s", Item={**key, **every})
+        ddb.update_item(TableName="s", Key=key, UpdateExpression="SET s = :s", ExpressionAttributeValues={":s": {S: "v2"}})
+        ddb.delete_item(TableName="s", Key=key)
+        streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard,
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="q")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="m", MessageAttributes={"a": {"DataType": "String",
+                                                                               "StringValue": "v"}})
+        captured: list[bytes] = []
+
+        def keep(http_response: Any, **_: Any) -> None:
+            captured.append(http_response.content)
+
+        for client in (streams, ddb, sqs):
+            client.meta.events.register("after-call", keep)
+        streams.get_records(ShardIterator=iterator)
+        ddb.describe_table(TableName="s")
+        sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], AttributeNames=["All"])
+        bodies.extend(captured)
+    return [fixed(body) for body in bodies]
+
+
+def fixed(body: bytes) -> bytes:
+    """``body`` with the times (epoch or ISO), receipt handles, shard iterators and stream records' sizes (moto
+    counts the record's time in them) masked: they differ from run to run."""
+    body = re.sub(rb'"(ReceiptHandle|NextShardIterator)": "[^"]*"', b'"\\1": "R"', body)
+    body = re.sub(rb'"SizeBytes": \d+', b'"SizeBytes": 0', body)
+    body = re.sub(rb"\d{4}-\d\d-\d\dT[\d:.]+", b"ISO", body)
+    return re.sub(rb"\d{10,}(\.\d+)?", b"EPOCH", body)
+
+
+def test_responses_are_serialised_as_moto_serialises_them(speed_as_found: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.moto_api._internal import mock_random
+
+    monkeypatch.setattr(mock_random, "uuid4", lambda: __import__("uuid").UUID(int=7))
+    moto_speed.uninstall()
+    plain = stream_answers()
+    moto_speed.install()
+    fast = stream_answers()
+    assert len(fast) == 3 and b"NewImage" in fast[0] and b"REMOVE" in fast[0]
+    assert fast == plain
