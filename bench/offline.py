@@ -8,13 +8,20 @@ each with an SQS action that sends the task's id to a queue made for the run,
 and ``local.soak.ActionCounter`` drains that queue.  An action's time is the
 message's ``SentTimestamp``: the moment moto's SQS took the action's
 SendMessage, to the millisecond, on the same machine's clock as the due times.
+A task with a webhook action POSTs to the runtime's own receiver
+(local/webhook_receiver.py, the origin the banner names, signed with the
+stage's secret) at ``/bench/<id>``; its time is when the receiver read the
+request (``GET /received``), on the same clock.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import secrets
 import time
+import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +31,9 @@ import boto3
 from botocore.config import Config as BotoConfig
 
 from bench.core import percentile
+from local.client import wait_until
 from local.soak import TASKS_TABLE, ActionCounter, RuntimeProcess
+from local.stage import LOCAL_WEBHOOK_SECRET
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"          # moto's
@@ -32,6 +41,9 @@ STATE_TABLE = "timekeeper-local-state"
 DUE_QUEUE = "timekeeper-local-due"
 BATCH_WRITE = 25                  # BatchWriteItem's limit
 START_SECONDS = 120.0             # local.run prints its banner within this
+WEBHOOK_PATH = "/bench/"          # a webhook task POSTs to <the receiver>/bench/<its id>
+WEBHOOK_POLL_SECONDS = 1.0        # GET /received at most this often while waiting (it runs in local.run)
+WEBHOOK_LINE = re.compile(r"^  webhooks   receiver (http://\S+) ", re.MULTILINE)
 
 
 def iso(epoch: float) -> str:
@@ -45,12 +57,26 @@ class Planned:
     id: str
     strategy: str     # exact | interval | lazy, or "at" for a baseline Scheduler schedule
     due: int          # epoch seconds (whole: run_at and TTLs are whole seconds)
+    action: str = "sqs"   # sqs (to the bench queue) | webhook (to the runtime's receiver)
 
 
-def spread(prefix: str, strategy: str, count: int, first: float, seconds: float) -> list[Planned]:
+def spread(prefix: str, strategy: str, count: int, first: float, seconds: float,
+           action: str = "sqs") -> list[Planned]:
     """``count`` tasks due from ``first`` (epoch seconds) over ``seconds``, evenly, in whole seconds."""
     start = math.ceil(first)
-    return [Planned(f"{prefix}-{i}", strategy, start + int(seconds * i / max(1, count))) for i in range(count)]
+    return [Planned(f"{prefix}-{i}", strategy, start + int(seconds * i / max(1, count)), action)
+            for i in range(count)]
+
+
+def webhook_times(received: Iterable[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Task id -> the times the receiver read a signed POST of it (its ``GET /received`` records); an unsigned
+    one (401) is not the action."""
+    times: dict[str, list[float]] = {}
+    for request in received:
+        path = str(request.get("path", ""))
+        if request.get("verified") and path.startswith(WEBHOOK_PATH):
+            times.setdefault(path.removeprefix(WEBHOOK_PATH), []).append(float(request["received_at"]))
+    return times
 
 
 class OfflineRuntime:
@@ -63,6 +89,11 @@ class OfflineRuntime:
         try:
             self.api_url, self.endpoint = self.process.urls(START_SECONDS)
             self.started = time.time()
+            self.webhook_origin: str = wait_until(
+                lambda: (m.group(1) if (m := WEBHOOK_LINE.search("".join(self.process.banner))) else None),
+                10.0, "the webhook receiver in local.run's banner", 0.05)
+            self._webhooks: dict[str, list[float]] = {}
+            self._polled = 0.0
             config = BotoConfig(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=32)
             aws: dict[str, Any] = {"endpoint_url": self.endpoint, "region_name": REGION, "config": config,
                                    "aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
@@ -80,10 +111,13 @@ class OfflineRuntime:
     # --- the workload ---------------------------------------------------------------
 
     def task_item(self, task: Planned) -> dict[str, Any]:
+        action: dict[str, Any] = {"type": {"S": "sqs"}, "queue_url": {"S": self.queue_url},
+                                  "message": {"S": task.id}}
+        if task.action == "webhook":
+            action = {"type": {"S": "webhook"}, "url": {"S": self.webhook_origin + WEBHOOK_PATH + task.id},
+                      "secret": {"S": LOCAL_WEBHOOK_SECRET}, "body": {"S": json.dumps({"bench": task.id})}}
         return {"PK": {"S": f"BENCH#{task.id}"}, "SK": {"S": "TASK"}, "run_at": {"S": iso(task.due)},
-                "strategy": {"S": task.strategy},
-                "action": {"M": {"type": {"S": "sqs"}, "queue_url": {"S": self.queue_url},
-                                 "message": {"S": task.id}}}}
+                "strategy": {"S": task.strategy}, "action": {"M": action}}
 
     def write_items(self, table: str, items: Sequence[dict[str, Any]]) -> None:
         """BatchWriteItem, 25 at a time, until every item is written."""
@@ -118,14 +152,30 @@ class OfflineRuntime:
         epoch time ``until``.  Whether every one arrived."""
         assert self.counter is not None
         while time.time() < until:
-            if ids <= set(self.counter.snapshot()):
+            if ids <= self.arrived():
                 time.sleep(max(0.0, min(quiet, until - time.time())))
                 return True
             time.sleep(0.2)
-        return ids <= set(self.counter.snapshot())
+        return ids <= self.arrived(force=True)
+
+    def arrived(self, force: bool = False) -> set[str]:
+        """The ids whose action came: the bench queue's and the receiver's (asked at most every
+        WEBHOOK_POLL_SECONDS unless ``force``: it answers from inside local.run)."""
+        assert self.counter is not None
+        return set(self.counter.snapshot()) | set(self.webhook_received(force))
+
+    def webhook_received(self, force: bool = True) -> dict[str, list[float]]:
+        """Task id -> when the runtime's receiver read each signed POST of it (``GET /received``)."""
+        if force or time.monotonic() - self._polled >= WEBHOOK_POLL_SECONDS:
+            self._polled = time.monotonic()
+            with urllib.request.urlopen(self.webhook_origin + "/received", timeout=10) as response:
+                self._webhooks = webhook_times(json.load(response))
+        return self._webhooks
 
     def sent_times(self) -> dict[str, list[float]]:
-        return self.counter.sent_times() if self.counter else {}
+        """Task id -> the times each copy of its action came: SentTimestamp, or the receiver's time."""
+        sent = self.counter.sent_times() if self.counter else {}
+        return {**sent, **self.webhook_received()}
 
     def peak_rss_mb(self) -> float:
         return self.process.peak_rss_mb()

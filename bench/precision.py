@@ -10,9 +10,11 @@ action came or the phase's time budget ran out.  Lateness is the action message'
 (moto's SQS sets it when it takes the SendMessage, to the millisecond) minus the due time; the
 first copy counts, a copy before the due time makes the task early, a second copy doubled, none
 by the cut missing (counted at its lateness at the cut: a percentile it reaches is a lower bound,
-shown as ">=").
+shown as ">=").  For the webhook path (exact tasks whose action POSTs to the runtime's own
+receiver, ``make run``'s) the time the receiver read the signed request stands for the
+SentTimestamp.
 
-Full scale runs three phases, one runtime each, so that a backlog of one path never delays another:
+Full scale runs four phases, one runtime each, so that a backlog of one path never delays another:
 
 1. exact tasks via the SQS-delay path (due within DIRECT_QUEUE_HORIZON_SECONDS: the stream sends them
    with DelaySeconds);
@@ -20,7 +22,8 @@ Full scale runs three phases, one runtime each, so that a backlog of one path ne
    SCHEDULE_LEAD_SECONDS) and, in the same runtime at the same time, the baseline: one
    ``at(due)`` schedule per task created straight in the emulation, its target the bench queue;
 3. interval tasks due over one processor period, aligned to the interval processor's ticks (which
-   start with the runtime), and lazy tasks at the stage's local TTL lag.
+   start with the runtime), and lazy tasks at the stage's local TTL lag;
+4. exact tasks via the SQS-delay path whose action is a webhook.
 
 Quick and tiny scales run one phase with every batch at once, a shorter Scheduler window and lead,
 and interval tasks due within INTERVAL_DIRECT_SECONDS (the stream sends those itself): the section's
@@ -47,6 +50,7 @@ INTERVAL_SLACK_SECONDS = 5.0      # interval p99 at most the processor's period 
 DUE_QUEUE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{DUE_QUEUE}"
 
 SQS_PATH, SCHEDULER_PATH = "exact via SQS delay", "exact via Scheduler"
+WEBHOOK_PATH = "exact webhook via SQS delay (receiver's time)"
 INTERVAL, LAZY, BASELINE = "interval", "lazy", "at(due), the seed's schedule"
 INTERVAL_DIRECT = f"interval, due within {INTERVAL_DIRECT_SECONDS} s (the stream sends it)"
 
@@ -58,6 +62,7 @@ class Batch:
     count: int
     first: float          # the first due time, seconds after the runtime started
     seconds: float        # due times spread evenly over this many seconds
+    action: str = "sqs"   # sqs | webhook (bench/offline.py)
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,8 @@ def phases(scale: Scale) -> list[Phase]:
                                         "LOCAL_TTL_LAG_SECONDS": f"{ttl_lag:g}"},
                   (Batch(INTERVAL, "interval", 200, period + 1, period - 2), Batch(LAZY, "lazy", 200, 8, 60)),
                   budget=2 * period + 15),
+            Phase("webhook", {"LOCAL_SCHEDULER_JITTER_SECONDS": f"{window:g}", "LOCAL_TTL_LAG_SECONDS": f"{ttl_lag:g}"},
+                  (Batch(WEBHOOK_PATH, "exact", exact, 6, 60, "webhook"),), budget=78),
         ]
     # quick and tiny: every batch in one runtime; a shorter window (the lead equals it, as the stage's do)
     window, horizon, first, width, budget = scale.pick(None, (10, 12, 4, 8, 33), (2, 5, 3, 2, 30))
@@ -121,13 +128,16 @@ def phases(scale: Scale) -> list[Phase]:
         Batch(BASELINE, "at", exact, first, width),
         Batch(INTERVAL_DIRECT, "interval", few, first, width),
         Batch(LAZY, "lazy", few, first, width),
+        # few, as interval and lazy: due in the same seconds as the SQS-delay batch, in its runtime, so it
+        # adds little load to that batch; full scale measures 1,000 in a phase of their own
+        Batch(WEBHOOK_PATH, "exact", few, first, width, "webhook"),
     ), budget=budget)]
 
 
 def run_phase(phase: Phase, quiet: float) -> PhaseResult:
     with OfflineRuntime(phase.env) as runtime:
         began = runtime.started
-        tasks = {b.label: spread(f"{b.strategy}{i}", b.strategy, b.count, began + b.first, b.seconds)
+        tasks = {b.label: spread(f"{b.strategy}{i}", b.strategy, b.count, began + b.first, b.seconds, b.action)
                  for i, b in enumerate(phase.batches)}
         written = [t for b in phase.batches if b.strategy != "at" for t in tasks[b.label]]
         runtime.write_tasks(written)
@@ -160,6 +170,10 @@ def checks(result: PhaseResult, bench_queue_arn: str) -> list[str]:
         notes.append(f"{SCHEDULER_PATH}: the Scheduler emulation delivered {fired} due messages for "
                      f"{via_scheduler} tasks" + (f"; {ran - fired} that ran did not go through it (the stream "
                                                   "handled them too late for a schedule)" if fired < ran else ""))
+    hooks = len(result.tasks.get(WEBHOOK_PATH, []))
+    if hooks:
+        notes.append(f"{WEBHOOK_PATH}: lateness is when local.run's receiver read the signed POST (its clock, "
+                     "to the microsecond; the request's Timekeeper-Timestamp is whole seconds) minus due")
     baseline = len(result.tasks.get(BASELINE, []))
     if baseline:
         notes.append(f"{BASELINE}: {result.scheduler_deliveries.get(bench_queue_arn, 0)} deliveries for "
@@ -245,7 +259,7 @@ def plot_lateness(results: Sequence[PhaseResult], path: Path) -> None:
     ax.xaxis.set_minor_locator(FixedLocator([]))
     ax.set_xlim(0, max(2.0, longest * 1.2))
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("lateness: action's SentTimestamp minus due (s, linear to 1 s, then log)")
+    ax.set_xlabel("lateness: action's SentTimestamp (webhook: received) minus due (s, linear to 1 s, then log)")
     ax.set_ylabel("fraction of the tasks")
     ax.set_title("P3: lateness per strategy and path against at(due), offline runtime\n"
                  "(a curve that stops below 1: the rest had not run when the budget ran out)", fontsize=10)

@@ -3,8 +3,8 @@
 It does what the docs ask of a receiver: it verifies ``Timekeeper-Signature``
 over ``Timekeeper-Timestamp`` and the body (401 when it does not match), and
 drops a duplicate by its ``Idempotency-Key`` (answers 200 and does nothing
-more).  Everything it got is recorded (``received``) and served as JSON on
-``GET /received``.  For the tests it answers scripted replies first (a status
+more).  Everything it got is recorded (``received``, with the moment it was read)
+and served as JSON on ``GET /received``.  For the tests it answers scripted replies first (a status
 and headers, a request held past the sender's timeout, a connection dropped
 after the request was taken: a lost response), then 200.
 """
@@ -48,6 +48,7 @@ class Received:
     duplicate: bool
     status: int
     host: str
+    received_at: float  # the receiver's clock (epoch seconds) when the request was read: what P3 measures
 
 
 class WebhookReceiver:
@@ -86,9 +87,10 @@ class WebhookReceiver:
 
     def handle(self, path: str, headers: Any, body: bytes) -> Reply:
         """Record one POST and decide its answer."""
+        now = self.clock()
         key = headers.get(IDEMPOTENCY_HEADER, "")
         timestamp = headers.get(TIMESTAMP_HEADER, "")
-        verified = verify(self.secret, timestamp, headers.get(SIGNATURE_HEADER, ""), body, self.clock())
+        verified = verify(self.secret, timestamp, headers.get(SIGNATURE_HEADER, ""), body, now)
         with self._lock:
             reply = self.replies.pop(0) if self.replies else Reply()
             if not verified:
@@ -98,7 +100,7 @@ class WebhookReceiver:
             if verified and ok:
                 self.taken.add(key)
             self.received.append(Received(path, key, timestamp, body.decode("utf-8", "replace"), verified,
-                                          duplicate, reply.status, headers.get("Host", "")))
+                                          duplicate, reply.status, headers.get("Host", ""), now))
         if reply.hang:
             self._released.wait()
         return reply

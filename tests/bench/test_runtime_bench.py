@@ -9,7 +9,7 @@ import pytest
 
 from bench import precision, throughput
 from bench.core import TINY
-from bench.offline import Lateness, Planned, peak_concurrency
+from bench.offline import Lateness, Planned, peak_concurrency, webhook_times
 
 
 def test_lateness_counts_the_first_copy_and_names_early_missing_and_doubled_tasks() -> None:
@@ -39,13 +39,21 @@ def test_peak_concurrency_counts_invocations_that_overlap_and_not_ones_that_touc
     assert peak_concurrency([(10.0, 2.0), (10.5, 2.0), (9.8, 0.5), (20.0, 1.0)]) == 3
 
 
+def test_a_webhook_task_came_when_the_receiver_read_a_signed_post_of_its_path() -> None:
+    received = [{"path": "/bench/a", "verified": True, "received_at": 100.25},
+                {"path": "/bench/a", "verified": True, "received_at": 101.0},     # a second POST: doubled
+                {"path": "/bench/b", "verified": False, "received_at": 100.5},    # unsigned: not the action
+                {"path": "/demo", "verified": True, "received_at": 100.75}]       # not a bench task
+    assert webhook_times(received) == {"a": [100.25, 101.0]}
+
+
 @pytest.mark.e2e
 def test_precision_at_tiny_scale_runs_every_task_of_every_path_once_never_early_and_plots_it(
         tmp_path: Path) -> None:
     [section] = precision.run(TINY, tmp_path)
     labels = [row[0] for row in section.rows]
     assert labels == [precision.SQS_PATH, precision.SCHEDULER_PATH, precision.BASELINE,
-                      precision.INTERVAL_DIRECT, precision.LAZY]
+                      precision.INTERVAL_DIRECT, precision.LAZY, precision.WEBHOOK_PATH]
     for label in labels:
         figures = section.figures[label]
         assert figures["n"] > 0 and figures["ran"] == figures["n"], (label, figures, section.notes)
@@ -56,6 +64,9 @@ def test_precision_at_tiny_scale_runs_every_task_of_every_path_once_never_early_
     assert phase["completed"] and phase["peak_rss_mb"] > 0
     # the Scheduler path was really taken: one delivery to the due queue per task
     assert phase["scheduler_deliveries"][precision.DUE_QUEUE_ARN] == section.figures[precision.SCHEDULER_PATH]["n"]
+    assert section.figures[precision.WEBHOOK_PATH]["n"] == 3   # through the runtime's receiver, signed
+    assert any(t.name.startswith(precision.WEBHOOK_PATH) and t.limit == precision.EXACT_P99_SECONDS
+               for t in section.targets)
     assert [t.name for t in section.targets if t.name.startswith(("early", "missing", "doubled"))] == [
         "early, every strategy and path", "missing, every strategy and path", "doubled, every strategy and path"]
     assert all(t.met for t in section.targets if t.limit == 0)

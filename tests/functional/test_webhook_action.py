@@ -78,6 +78,7 @@ def test_a_webhook_posts_its_body_once_signed_with_the_executions_key_even_when_
     assert (got.path, got.body, got.verified, got.duplicate) == ("/hooks/orders?src=tk", BODY, True, False)
     assert got.key == "ping@2026-11-22T12:10:00Z"
     assert got.host == receiver.origin.removeprefix("http://")
+    assert got.received_at == clock().timestamp()  # the receiver's clock when it read the request (bench P3)
     item = state_of(deps, TaskKey.for_id("ping"))
     assert (item["status"], item["attempts"]) == ("DONE", 1)
     assert item["last_result"] == {"type": "webhook", "status": 200, "idempotency_key": got.key}
