@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import retention_scale, seed_backups
-from bench.core import BENCH_ENV, PROJECT, CallCounter, Scale, Section, Target
+from bench.core import BENCH_ENV, PROJECT, CallCounter, Clock, Scale, Section, Target
 
 ACCOUNT = "123456789012"  # moto's default account
 PAGE = 100  # AWS's ListBackups page (local.moto_corrections.LIST_BACKUPS_PAGE)
@@ -294,19 +294,6 @@ def faster_updates() -> Iterator[None]:
 
 
 # --- the world every design runs in ---------------------------------------------------------
-
-
-class Clock:
-    """The injected clock; ``sleep`` moves it instead of waiting."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @dataclass

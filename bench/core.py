@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,16 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 def median(values: Iterable[float]) -> float:
     return float(statistics.median(list(values)))
+
+
+class Clock:
+    """The benches' injected clock; ``sleep`` (the app's pacing) moves it instead of waiting."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)

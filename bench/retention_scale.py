@@ -30,26 +30,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.core import BENCH_ENV, Scale, Section, Target
+from bench.core import BENCH_ENV, Clock, Scale, Section, Target
 
 START = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)  # a Wednesday: a backup a table leaves the policy
 RETENTION = "daily=7,weekly=4,monthly=12,yearly=3"
 INVOCATION_SECONDS = 240.0  # backup_monitor's lambda_timeout (.chalice/config.json)
 PAGE = 100                  # AWS's ListBackups page (local.moto_corrections.LIST_BACKUPS_PAGE)
 ACCOUNT_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table"
-
-
-class Clock:
-    """The injected clock; ``sleep`` (the app's pacing) moves it."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 class CountedBackups:
