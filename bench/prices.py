@@ -27,6 +27,9 @@ LAMBDA_REQUEST = Price("Lambda requests", 0.20 / 1e6, "request (an invocation, w
                        "https://aws.amazon.com/lambda/pricing/")
 LAMBDA_GB_SECOND = Price("Lambda duration", 0.0000166667, "GB-second (x86, first 6 billion GB-s a month; "
                          "billed per 1 ms)", "https://aws.amazon.com/lambda/pricing/")
+LAMBDA_GB_SECOND_ARM64 = Price("Lambda duration (arm64)", 0.0000133334,
+                               "GB-second (arm64, first 7.5 billion GB-s a month; billed per 1 ms)",
+                               "https://aws.amazon.com/lambda/pricing/")
 DYNAMODB_WRITE_UNIT = Price("DynamoDB write request units", 0.625 / 1e6,
                             "write request unit (1 KB of item; 2 per KB in a transaction)",
                             "https://aws.amazon.com/dynamodb/pricing/on-demand/")
@@ -65,7 +68,8 @@ STEP_FUNCTIONS_TRANSITION = Price("Step Functions Standard state transitions", 0
 
 TABLE: tuple[Price, ...] = (LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_UNIT, DYNAMODB_READ_UNIT, SQS_REQUEST,
                             SNS_PUBLISH, SCHEDULER_INVOCATION, STREAM_READ_BY_LAMBDA, TTL_DELETE, LOG_INGESTION,
-                            DYNAMODB_STORAGE, SES_EMAIL, EVENTBRIDGE_EVENT, STEP_FUNCTIONS_TRANSITION)
+                            DYNAMODB_STORAGE, SES_EMAIL, EVENTBRIDGE_EVENT, STEP_FUNCTIONS_TRANSITION,
+                            LAMBDA_GB_SECOND_ARM64)
 
 #: What one execution of each action type costs on its own (the target's side: a lambda action's invocation is a
 #: Lambda request, its function's duration the user's; a Standard execution of one state is one transition).
@@ -100,6 +104,7 @@ class Usage:
     scheduler_invocations: float = 0.0
     log_bytes: float = 0.0
     stored_byte_months: float = 0.0
+    lambda_arm64_gb_seconds: float = 0.0  # duration of the functions .chalice/config.json deploys on arm64
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -116,6 +121,7 @@ PRICE_OF: dict[str, Price] = {
     "scheduler_invocations": SCHEDULER_INVOCATION,
     "log_bytes": LOG_INGESTION,
     "stored_byte_months": DYNAMODB_STORAGE,
+    "lambda_arm64_gb_seconds": LAMBDA_GB_SECOND_ARM64,
 }
 
 

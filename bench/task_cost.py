@@ -37,10 +37,11 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from chalice.test import Client, InvokeResponse, TestLambdaClient
 
 from bench import prices, seed_tasks, task_stage
-from bench.core import PROJECT, CallCounter, Scale, Section, Target
+from bench.core import PROJECT, CallCounter, Scale, Section, Target, percentile
 from bench.prices import Usage
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
@@ -132,8 +133,9 @@ class Capacity:
         self._local = threading.local()
 
     def attach(self, client: Any) -> Capacity:
-        client.meta.events.register("provide-client-params.dynamodb.*", self._before)
-        client.meta.events.register("after-call.dynamodb.*", self._after)
+        # The bench's own work (its reads of the items), not the handler's: left out of the handler's CPU time.
+        client.meta.events.register("provide-client-params.dynamodb.*", HANDLER_CPU.excluding(self._before))
+        client.meta.events.register("after-call.dynamodb.*", HANDLER_CPU.excluding(self._after))
         return self
 
     def _current(self, table: str, key: dict[str, Any]) -> int:
@@ -240,6 +242,8 @@ class Invocations:
     write_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     read_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     log_bytes: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cpu_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # see HandlerCpu
+    cpu_before_action: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
 
 @dataclass
@@ -263,6 +267,7 @@ class MeteredLambda(TestLambdaClient):
         counter, capacity, out = self.meter.counter, self.meter.capacity, self.meter.invocations
         calls, slept = Counter(counter.calls), self._clock.slept
         writes, reads, logged = capacity.write_units, capacity.read_units, self.meter.logs.bytes
+        cpu = HANDLER_CPU.begin()
         try:
             return super().invoke(function_name, payload)
         finally:
@@ -276,6 +281,8 @@ class MeteredLambda(TestLambdaClient):
             out.write_units[function_name] += capacity.write_units - writes
             out.read_units[function_name] += capacity.read_units - reads
             out.log_bytes[function_name] += self.meter.logs.bytes - logged
+            out.cpu_seconds[function_name] += HANDLER_CPU.since(cpu)
+            out.cpu_before_action[function_name].extend(HANDLER_CPU.actions())
 
 
 class MeteredClient(Client):
@@ -325,9 +332,12 @@ class Measured:
         calls = self.calls()
         sqs = sum(c for op, c in calls.items() if op.startswith("sqs:"))
         polled = sum(inv.count[f] for f in functions if f in ("task_executor", "due_dead_letter"))
+        gb_seconds = sum(inv.billed_seconds[f] * self.memory_mb[f] / 1024 for f in functions) / n
+        arm64 = lambda_architecture() == "arm64"  # priced at the architecture the stage deploys
         return Usage(
             lambda_requests=sum(inv.count[f] for f in functions) / n,
-            lambda_gb_seconds=sum(inv.billed_seconds[f] * self.memory_mb[f] / 1024 for f in functions) / n,
+            lambda_gb_seconds=0.0 if arm64 else gb_seconds,
+            lambda_arm64_gb_seconds=gb_seconds if arm64 else 0.0,
             write_units=sum(inv.write_units[f] for f in functions) / n,
             read_units=sum(inv.read_units[f] for f in functions) / n,
             # Scheduler's delivery of each schedule into the due queue is an SQS request too.
@@ -464,7 +474,8 @@ def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
 
     results = []
     clock = FakeClock()
-    with task_stage.stage() as stage, counted_logs(stage_log_level()) as logs, webhook_receiver(clock) as receiver:
+    with (task_stage.stage() as stage, counted_logs(stage_log_level()) as logs, webhook_receiver(clock) as receiver,
+          HANDLER_CPU.counting()):
         targets = provision_sample_targets(stage.setup)
         stage.setup.session.client("ssm", region_name=stage.settings.region).put_parameter(
             Name=WEBHOOK_PARAMETER, Value=WEBHOOK_SECRET.decode(), Type="SecureString", Overwrite=True)
@@ -485,7 +496,9 @@ def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
             sim.processor_period = (timedelta(minutes=1) if "interval_processor" in workload.functions
                                     else timedelta(days=1))
             clients = Clients(stage.settings, session=stage.setup.session)
-            meter.counter = CallCounter().attach(*task_stage.build_all(clients))
+            built = task_stage.build_all(clients)
+            meter.counter = CallCounter().attach(*built)
+            HANDLER_CPU.attach(*built)
             delivered = Delivered().attach(clients)
             meter.capacity = Capacity(stage.setup.dynamodb).attach(clients.dynamodb)
             meter.invocations = Invocations()
@@ -687,4 +700,263 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         f"({measured[0].record_days:g} days, its TTL) and priced as storage, bytes: " + ", ".join(
             f"{m.workload.name} {m.record_bytes:,.0f}" for m in measured)
         + "; Scheduler's delivery into the due queue counted as one SQS request a task")
-    return [section]
+    return [section, memory_section(measured)]
+
+
+# --- Lambda memory and architecture: the handlers' CPU seconds per task, priced at each memory size -------------
+
+class HandlerCpu:
+    """The handlers' own CPU time, in-process: the process's CPU time during an invocation (every thread's: the
+    executor and the stream handler make their calls on threads), less moto's, answering the calls (AWS's side of a
+    round trip: each answer's thread time, as bench/stream_batch.py's ``MotoCpu`` counts it), less the bench's own
+    work inside the app's calls (hooks wrapped by ``excluding``: ``Capacity``'s reads of the items, moto's answers to
+    them included once)."""
+
+    def __init__(self) -> None:
+        self.moto_seconds = 0.0
+        self.bench_seconds = 0.0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._invocation: tuple[float, float, float] | None = None
+        self._actions: list[float] = []
+
+    @contextmanager
+    def counting(self) -> Iterator[HandlerCpu]:
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        answer = BotocoreStubber.__call__
+
+        def timed(stubber: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(self._local, "excluded", False):  # the bench's own call: counted in bench_seconds
+                return answer(stubber, *args, **kwargs)
+            start = time.thread_time()
+            try:
+                return answer(stubber, *args, **kwargs)
+            finally:
+                with self._lock:
+                    self.moto_seconds += time.thread_time() - start
+
+        BotocoreStubber.__call__ = timed  # type: ignore[method-assign,assignment]
+        try:
+            yield self
+        finally:
+            BotocoreStubber.__call__ = answer  # type: ignore[method-assign]
+
+    def excluding(self, hook: Any) -> Any:
+        """``hook`` (a botocore event handler), its CPU time counted as the bench's, not the handler's."""
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if getattr(self._local, "excluded", False):
+                return hook(*args, **kwargs)
+            self._local.excluded = True
+            start = time.thread_time()
+            try:
+                return hook(*args, **kwargs)
+            finally:
+                self._local.excluded = False
+                with self._lock:
+                    self.bench_seconds += time.thread_time() - start
+
+        return timed
+
+    def start(self) -> tuple[float, float, float]:
+        with self._lock:
+            return time.process_time(), self.moto_seconds, self.bench_seconds
+
+    def begin(self) -> tuple[float, float, float]:
+        """An invocation starts: ``start()``, and the CPU before each action call is noted from here."""
+        started = self.start()
+        with self._lock:
+            self._invocation, self._actions = started, []
+        return started
+
+    def actions(self) -> list[float]:
+        """The handler's CPU seconds from the invocation's start to each of its action calls (``begin``)."""
+        with self._lock:
+            taken, self._actions, self._invocation = self._actions, [], None
+        return taken
+
+    def attach(self, *clients: Any) -> HandlerCpu:
+        """Note the handler's CPU time at each action call the given clients make (``ACTION_OPERATIONS``)."""
+        for client in clients:
+            client.meta.events.register("before-call.*.*", self._action)
+        return self
+
+    def _action(self, model: Any, **_: Any) -> None:
+        started = self._invocation
+        if started is not None and f"{model.service_model.service_name}:{model.name}" in ACTION_OPERATIONS:
+            spent = self.since(started)
+            with self._lock:
+                self._actions.append(spent)
+
+    def since(self, started: tuple[float, float, float]) -> float:
+        """The handler's CPU seconds since ``started`` (``start()``)."""
+        cpu, moto, bench = started
+        with self._lock:
+            return max(0.0, time.process_time() - cpu - (self.moto_seconds - moto) - (self.bench_seconds - bench))
+
+
+HANDLER_CPU = HandlerCpu()
+
+#: Lambda allocates CPU in proportion to memory: the equivalent of one vCPU at 1,769 MB
+#: (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html).
+FULL_VCPU_MB = 1769
+MEMORY_SIZES = (128, 256, 512, 1024, 1769)
+#: What the handler's CPU, stretched, may add to a task's lateness (its p99, measured up to the task's action call), at
+#: each TASK_PRECISION: ``second`` promises less than a second late, its delay rounded up; ``subsecond`` on time to the
+#: delivery's latency.
+LATENESS_BUDGET_SECONDS = {"second": 1.0, "subsecond": 0.1}
+#: The workloads whose invocations the CPU figures come from: the email action (the others' targets run in-process,
+#: the webhook's receiver on a thread of this process: their CPU would count as the handler's).
+CPU_WORKLOADS = ("exact via SQS delay", "exact via Scheduler", DENSE, "interval", "lazy")
+
+
+def lambda_architecture(stage_name: str = "prod") -> str:
+    """The stage's Lambda architecture as Chalice resolves ``lambda_architecture`` (the stage's, then the
+    top-level one; x86_64 when nothing sets it)."""
+    config = json.loads((PROJECT / ".chalice" / "config.json").read_text())
+    stage = config.get("stages", {}).get(stage_name, {})
+    return str(stage.get("lambda_architecture") or config.get("lambda_architecture") or "x86_64")
+
+
+def cpu_stretch(memory_mb: int) -> float:
+    """How many times longer CPU work takes at ``memory_mb`` than on a full vCPU: 1,769 / memory, never less than
+    1 (a Python handler runs on one vCPU at a time: the GIL)."""
+    return max(1.0, FULL_VCPU_MB / memory_mb)
+
+
+def billed_seconds(wait_seconds: float, cpu_seconds: float, memory_mb: int) -> float:
+    """Billed duration: the wait-bound part (calls x ``CALL_SECONDS`` + waits, the same at any memory) plus the CPU
+    seconds (measured as a full vCPU's) stretched by the memory's CPU share.  Added, not overlapped: a handler's CPU
+    work between its calls runs while no call is in flight (the upper bound; the threaded parts overlap some)."""
+    return wait_seconds + cpu_seconds * cpu_stretch(memory_mb)
+
+
+def duration_per_million(wait_seconds: float, cpu_seconds: float, memory_mb: int,
+                         price: prices.Price = prices.LAMBDA_GB_SECOND) -> float:
+    """Dollars a million of the duration billed for ``wait_seconds`` and ``cpu_seconds`` (a task's) at ``memory_mb``.
+    Below 1,769 MB the CPU part costs the same GB-seconds at every size (stretched as much as the memory shrinks):
+    only the wait-bound part grows with memory."""
+    return billed_seconds(wait_seconds, cpu_seconds, memory_mb) * memory_mb / 1024 * price.usd * 1e6
+
+
+def choose_memory(wait_seconds: float, cpu_seconds: float, cpu_before_action: float, budget: float) -> int:
+    """The cheapest memory size (``MEMORY_SIZES``; the smaller on a tie) for a function whose task costs
+    ``wait_seconds`` and ``cpu_seconds``, among those at which ``cpu_before_action`` (its CPU before a task's action,
+    0 for a function that runs none) stretched is within ``budget``; the largest if none is.  Pure."""
+    fits = [m for m in MEMORY_SIZES if cpu_before_action * cpu_stretch(m) <= budget]
+    if not fits:
+        return MEMORY_SIZES[-1]
+    return min(fits, key=lambda m: (duration_per_million(wait_seconds, cpu_seconds, m), m))
+
+
+@dataclass(frozen=True)
+class FunctionCpu:
+    """One function's figures over the CPU workloads: per task, and the worst workload's per invocation."""
+
+    function: str
+    invocations: float          # per task
+    wait_seconds: float         # per task: calls x CALL_SECONDS + waits
+    cpu_seconds: float          # per task
+    cpu_per_invocation: float   # the largest average over the workloads (the dense batches' for the executor)
+    cpu_before_action: float    # p99 over the tasks: the invocation's CPU before the task's action call (0: none)
+
+
+def function_cpu(measured: Sequence[Measured]) -> list[FunctionCpu]:
+    chosen = [m for m in measured if m.workload.name in CPU_WORKLOADS]
+    tasks = sum(m.tasks for m in chosen)
+    out = []
+    for function in sorted({f for m in chosen for f in m.invocations.count if f in m.workload.functions}):
+        runs = [m for m in chosen if m.invocations.count[function]]
+        out.append(FunctionCpu(
+            function, sum(m.invocations.count[function] for m in runs) / tasks,
+            sum(m.invocations.billed_seconds[function] for m in runs) / tasks,
+            sum(m.invocations.cpu_seconds[function] for m in runs) / tasks,
+            max(m.invocations.cpu_seconds[function] / m.invocations.count[function] for m in runs),
+            percentile([s for m in runs for s in m.invocations.cpu_before_action[function]], 99)
+            if any(m.invocations.cpu_before_action[function] for m in runs) else 0.0))
+    return out
+
+
+def task_precision(stage_name: str = "prod") -> str:
+    """The stage's TASK_PRECISION in .chalice/config.json (the setting's default, ``second``, when unset)."""
+    config = json.loads((PROJECT / ".chalice" / "config.json").read_text())
+    stage = config.get("stages", {}).get(stage_name, {})
+    return str(stage.get("environment_variables", {}).get("TASK_PRECISION")
+               or config.get("environment_variables", {}).get("TASK_PRECISION") or "second")
+
+
+def memory_section(measured: Sequence[Measured]) -> Section:
+    """P4's runs once more: each function's CPU seconds per task priced at each memory size, and the choice."""
+    configured, architecture, precision = memory_sizes(), lambda_architecture(), task_precision()
+    price = prices.LAMBDA_GB_SECOND_ARM64 if architecture == "arm64" else prices.LAMBDA_GB_SECOND
+    section = Section(
+        key="P4m", title="Lambda memory and architecture: each function's CPU per task, priced at each memory size",
+        columns=["function", "memory MB", "CPU stretch", "wait-bound ms/task", "CPU ms/task", "billed ms/task",
+                 "x86 duration $/million", "arm64 duration $/million", "an invocation's CPU, stretched, ms",
+                 "task lateness added p99 ms", "chosen (second)", "chosen (subsecond)", "configured"])
+    figures: dict[str, Any] = {"full_vcpu_mb": FULL_VCPU_MB, "lateness_budget_seconds": LATENESS_BUDGET_SECONDS,
+                               "architecture": architecture, "task_precision": precision,
+                               "workloads": list(CPU_WORKLOADS), "functions": {}}
+    for f in function_cpu(measured):
+        chosen = {p: choose_memory(f.wait_seconds, f.cpu_seconds, f.cpu_before_action, budget)
+                  for p, budget in LATENESS_BUDGET_SECONDS.items()}
+        at = configured.get(f.function, 128)
+        figures["functions"][f.function] = {
+            **asdict(f), "chosen_mb": chosen, "configured_mb": at,
+            "by_memory": {m: {"billed_seconds": billed_seconds(f.wait_seconds, f.cpu_seconds, m),
+                              "x86_dollars_per_million": duration_per_million(f.wait_seconds, f.cpu_seconds, m),
+                              "arm64_dollars_per_million": duration_per_million(
+                                  f.wait_seconds, f.cpu_seconds, m, prices.LAMBDA_GB_SECOND_ARM64),
+                              "invocation_cpu_seconds": f.cpu_per_invocation * cpu_stretch(m),
+                              "lateness_seconds": f.cpu_before_action * cpu_stretch(m)} for m in MEMORY_SIZES}}
+        for m in MEMORY_SIZES:
+            section.rows.append([
+                f.function, m, cpu_stretch(m), f.wait_seconds * 1000, f.cpu_seconds * 1000,
+                billed_seconds(f.wait_seconds, f.cpu_seconds, m) * 1000,
+                duration_per_million(f.wait_seconds, f.cpu_seconds, m),
+                duration_per_million(f.wait_seconds, f.cpu_seconds, m, prices.LAMBDA_GB_SECOND_ARM64),
+                f.cpu_per_invocation * cpu_stretch(m) * 1000, f.cpu_before_action * cpu_stretch(m) * 1000,
+                "yes" if m == chosen["second"] else "", "yes" if m == chosen["subsecond"] else "",
+                "yes" if m == at else ""])
+        lateness = f.cpu_before_action * cpu_stretch(at)
+        section.notes.append(
+            f"{f.function}: {f.invocations:.2f} invocations a task, CPU {f.cpu_seconds * 1000:.1f} ms a task "
+            f"({f.cpu_per_invocation * 1000:.1f} ms an invocation, the worst workload's average); chosen "
+            f"{chosen['second']} MB at TASK_PRECISION=second, {chosen['subsecond']} MB at subsecond; configured {at} MB "
+            f"({architecture}): duration ${duration_per_million(f.wait_seconds, f.cpu_seconds, at, price):.3f} a "
+            f"million tasks, CPU stretch {cpu_stretch(at):.1f}x"
+            + (f", adds {lateness * 1000:.0f} ms to a task's lateness (p99)" if f.cpu_before_action else ""))
+        if f.cpu_before_action:
+            by_workload = {m.workload.name: percentile(m.invocations.cpu_before_action[f.function], 99)
+                           * cpu_stretch(at) for m in measured
+                           if m.workload.name in CPU_WORKLOADS and m.invocations.cpu_before_action[f.function]}
+            figures["functions"][f.function]["lateness_p99_seconds_by_workload"] = by_workload
+            section.notes.append(f"{f.function} at {at} MB, a task's lateness added, p99 by workload: " + ", ".join(
+                f"{name} {seconds * 1000:.0f} ms" for name, seconds in by_workload.items()))
+            section.targets.append(Target(
+                f"{f.function}: lateness its CPU adds at {at} MB, p99 (TASK_PRECISION={precision})",
+                lateness, LATENESS_BUDGET_SECONDS[precision], " s"))
+    exact = next((m for m in measured if m.workload.name == "exact via SQS delay"), None)
+    if exact is not None:
+        usage = exact.usage()
+        cpu_gb_seconds = sum(exact.invocations.cpu_seconds[f] * cpu_stretch(exact.memory_mb[f]) * exact.memory_mb[f]
+                             / 1024 for f in exact._functions()) / exact.tasks
+        arm64 = architecture == "arm64"
+        with_cpu = prices.per_million(replace(
+            usage, lambda_gb_seconds=usage.lambda_gb_seconds + (0.0 if arm64 else cpu_gb_seconds),
+            lambda_arm64_gb_seconds=usage.lambda_arm64_gb_seconds + (cpu_gb_seconds if arm64 else 0.0)))
+        figures["exact_via_sqs_delay_with_cpu_dollars_per_million"] = with_cpu
+        section.notes.append(
+            f"exact via SQS delay: P4's ${prices.per_million(usage):.2f} a million (calls x "
+            f"{CALL_SECONDS * 1000:.0f} ms + waits) is ${with_cpu:.2f} with the handlers' CPU at the configured memory")
+    section.notes.append(
+        f"model: Lambda allocates CPU in proportion to memory, one vCPU at {FULL_VCPU_MB:,} MB (AWS: configuration-"
+        "memory); billed = calls x 20 ms + waits + CPU x max(1, 1769 / memory); CPU = the process's CPU time during "
+        "the invocation less moto's answers and the bench's own reads, this machine's second taken as a vCPU second; "
+        f"from the workloads {', '.join(CPU_WORKLOADS)}; a task's lateness added = the invocation's CPU up to the "
+        "task's action call, stretched (p99 over the tasks, dense batches of 10 included); budget "
+        + ", ".join(f"{s:g} s at {p}" for p, s in LATENESS_BUDGET_SECONDS.items())
+        + f"; prices ${prices.LAMBDA_GB_SECOND.usd} (x86) and ${prices.LAMBDA_GB_SECOND_ARM64.usd} (arm64) a GB-second")
+    section.figures = figures
+    return section

@@ -141,7 +141,10 @@ def test_the_dollars_are_the_usage_at_the_listed_prices_and_each_unit_has_its_ca
         assert usage["read_units"] >= 0.5 * reads / n, name
         together = 10 if name == task_cost.DENSE else 1  # the executor runs every task, in batches of that many
         assert usage["lambda_requests"] * together >= 1, name
-        assert usage["lambda_gb_seconds"] > 0, name
+        assert usage["lambda_gb_seconds"] + usage["lambda_arm64_gb_seconds"] > 0, name
+        # Priced at the architecture the stage deploys (.chalice/config.json).
+        assert usage["lambda_arm64_gb_seconds" if task_cost.lambda_architecture() == "arm64"
+                     else "lambda_gb_seconds"] > 0, name
     seed = p4["figures"]["seed"]
     assert seed["dollars_per_million"] == pytest.approx(
         (seed["usage_per_task"]["scheduler_invocations"] * prices.SCHEDULER_INVOCATION.usd
@@ -206,3 +209,27 @@ def test_the_floor_ratios_divide_the_rows_dollars_by_the_exactly_once_floor_at_t
         assert target["limit"] == 1.10 and target["figure"] > 1, name
         logged = targets[f"{name}: log and metric bytes per task at INFO"]
         assert (logged["figure"], logged["limit"]) == (w["log_bytes_per_task"], 300), name
+
+
+def test_the_memory_table_prices_each_functions_measured_cpu_at_each_size_and_reports_the_choice(
+        sections: dict[str, Any]) -> None:
+    p4m = sections["P4m"]
+    functions = p4m["figures"]["functions"]
+    assert {"task_stream", "task_executor"} <= set(functions)
+    for name, f in functions.items():
+        assert f["cpu_seconds"] > 0, name  # the handler's own CPU, measured
+        rows = {row[1]: row for row in p4m["rows"] if row[0] == name}
+        assert sorted(rows) == list(task_cost.MEMORY_SIZES)
+        for memory, row in rows.items():
+            billed = task_cost.billed_seconds(f["wait_seconds"], f["cpu_seconds"], memory)
+            assert row[5] == pytest.approx(billed * 1000)
+            assert row[6] == pytest.approx(billed * memory / 1024 * prices.LAMBDA_GB_SECOND.usd * 1e6)
+        for precision, budget in task_cost.LATENESS_BUDGET_SECONDS.items():
+            assert f["chosen_mb"][precision] == task_cost.choose_memory(
+                f["wait_seconds"], f["cpu_seconds"], f["cpu_before_action"], budget)
+    executor = functions["task_executor"]
+    assert executor["cpu_before_action"] > 0  # its action calls, timed
+    assert functions["task_stream"]["cpu_before_action"] == 0  # no action of its own
+    [target] = p4m["targets"]
+    assert target["figure"] == pytest.approx(executor["cpu_before_action"] * task_cost.cpu_stretch(
+        executor["configured_mb"]))
