@@ -171,7 +171,7 @@ def console(session: boto3.session.Session, endpoint: str) -> dict[str, Any]:
             found = lam.get_function_configuration(FunctionName=function["FunctionName"])
             functions[function["FunctionName"]] = {
                 **{key: found.get(key) for key in ("FunctionArn", "Role", "Handler", "Runtime", "Timeout", "MemorySize",
-                                                   "CodeSha256")},
+                                                   "CodeSha256", "Architectures")},
                 "Environment": found.get("Environment", {}).get("Variables", {})}
     mappings = {
         m["UUID"]: {key: m.get(key) for key in (
@@ -310,6 +310,10 @@ def test_the_functions_environment_holds_the_provisioned_names_and_arns(deployme
         assert deployed["Environment"] == env, function
         timeout = config.get("lambda_functions", {}).get(function, {}).get("lambda_timeout", 60)  # Chalice's default
         assert deployed["Timeout"] == timeout, function
+        # The memory and architecture docs/benchmarks.md chose from the handlers' measured CPU ("Lambda memory and
+        # architecture"): Chalice's default 128 MB, on arm64 (every runtime dependency is pure Python).
+        memory = config.get("lambda_functions", {}).get(function, {}).get("lambda_memory_size", 128)
+        assert (deployed["MemorySize"], deployed["Architectures"]) == (memory, ["arm64"]), function
         assert deployed["Handler"] == ("app.app" if function == iam.API_HANDLER else f"app.{function}")
 
 

@@ -99,6 +99,15 @@ def test_the_stream_event_reads_the_tasks_table_stream_with_the_failure_settings
     assert sqs_events and all(p["FunctionResponseTypes"] == ["ReportBatchItemFailures"] for p in sqs_events)
 
 
+def test_every_function_is_packaged_for_arm64_at_the_memory_the_benchmarks_chose(packaged: Path) -> None:
+    """docs/benchmarks.md, "Lambda memory and architecture": 128 MB (Chalice's default) and arm64."""
+    functions = {name: r["Properties"] for name, r in template(packaged)["Resources"].items()
+                 if r.get("Type") == "AWS::Serverless::Function"}
+    assert len(functions) >= 7, sorted(functions)
+    assert {name: (f["Architectures"], f["MemorySize"]) for name, f in functions.items()} == {
+        name: (["arm64"], 128) for name in functions}
+
+
 def test_data_tables_outlive_the_stack(packaged: Path) -> None:
     resources = template(packaged)["Resources"]
     for name in ("StateTable", "TasksTable"):
