@@ -140,10 +140,15 @@ def test_a_carried_log_line_rides_on_the_first_document_which_then_names_the_inv
     assert other["request_id"] == "r-1" and "message" not in other
 
 
-def test_a_carried_line_with_no_metrics_to_ride_on_is_logged_alone(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("disabled", [False, True])
+def test_a_carried_line_with_no_metrics_to_ride_on_is_logged_alone(
+        disabled: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     lines: list[str] = []
     metrics = Metrics(emit=lines.append, stage="prod")
     metrics.carry({"level": "INFO", "message": "due message handled", "task_id": "t-1", "outcome": "skipped: gone"})
+    if disabled:  # points recorded, none emitted
+        monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+        metrics.count("TasksSkippedCancelled", 1, Strategy="unknown")
     with caplog.at_level("INFO", logger="timekeeper"):
         assert metrics.flush({"request_id": "r-1"}) == 0
     assert lines == []
