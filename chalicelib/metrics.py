@@ -9,9 +9,9 @@ the package loads with its Logger anyway: no cold-start cost; a metric's one val
 written as a number, ``compact``), one JSON line each on stdout, which
 Lambda's log agent turns into CloudWatch metrics; offline (``make run``) the lines
 are simply printed.  Logs are billed by the byte, so one log line an invocation may
-ride on its first document (``carry``: the executor's line of an execution).  Recording or emitting never raises into the handler: a
-failure is logged and the points are dropped.  POWERTOOLS_METRICS_DISABLED=true
-turns emission off.
+ride on its first document (``carry``: the executor's line of an execution).
+Recording or emitting never raises into the handler: a failure is logged and the
+points are dropped.  POWERTOOLS_METRICS_DISABLED=true turns emission off.
 
 Every metric is in the namespace ``Timekeeper`` with the dimension ``Stage``; task
 metrics add ``Strategy`` (exact, interval, lazy, or unknown for a record that
@@ -175,7 +175,8 @@ def compact(document: Mapping[str, Any]) -> dict[str, Any]:
     names = {m["Name"] for directive in document["_aws"]["CloudWatchMetrics"] for m in directive["Metrics"]}
     out = dict(document)
     for name in names & out.keys():
-        values = [int(v) if isinstance(v, float) and v.is_integer() else v for v in out[name]]
+        raw = out[name] if isinstance(out[name], list) else [out[name]]
+        values = [int(v) if isinstance(v, float) and v.is_integer() else v for v in raw]
         out[name] = values[0] if len(values) == 1 else values
     return out
 
