@@ -63,8 +63,21 @@ class SafeLogger(Logger):
 logger = SafeLogger(service="timekeeper", level=os.environ.get("LOG_LEVEL", "INFO"))
 # Every line is ingested and billed (CloudWatch Logs, per byte): a line carries what locates it in the app's life
 # (the invocation, the function, the task or run, the outcome) and not Powertools' ``location`` (a source line:
-# the message names it) nor ``service`` (one service; the log group names the function).
-logger.remove_keys(["location", "service"])
+# the message names it), ``service`` (one service; the log group names the function) nor ``timestamp`` (CloudWatch
+# Logs stamps every event it ingests, ``@timestamp``; Lambda's log agent when the line is written).
+logger.remove_keys(["location", "service", "timestamp"])
+
+
+def line_fields(level: int, message: str, **fields: object) -> dict[str, object] | None:
+    """The JSON fields the logger would write now for a line at ``level`` (the invocation's keys, this thread's,
+    ``fields``), for a line another writer writes: the executor's line rides on an EMF document
+    (chalicelib/metrics.py ``Metrics.carry``).  None when ``level`` is not logged."""
+    if not logging.getLogger(logger.name).isEnabledFor(level):
+        return None
+    invocation = {k: v for k, v in logger.get_current_keys().items()
+                  if v is not None and not (isinstance(v, str) and "%(" in v) and k not in ("level", "message")}
+    return {"level": logging.getLevelName(level), "message": message, **invocation,
+            **logger.thread_safe_get_current_keys(), **safe_extra(None, fields)}
 
 
 @contextmanager

@@ -5,11 +5,13 @@ in-memory append under a lock, no AWS call, safe from the executor's and the
 stream scheduler's threads.  The invocation's middleware (chalicelib/invocation.py)
 calls ``flush`` when the handler returns or raises: the points become EMF
 documents (serialised by aws-lambda-powertools' CloudWatch EMF provider, which
-the package loads with its Logger anyway: no cold-start cost), one JSON line each on stdout, which
+the package loads with its Logger anyway: no cold-start cost; a metric's one value
+written as a number, ``compact``), one JSON line each on stdout, which
 Lambda's log agent turns into CloudWatch metrics; offline (``make run``) the lines
-are simply printed.  Recording or emitting never raises into the handler: a
-failure is logged and the points are dropped.  POWERTOOLS_METRICS_DISABLED=true
-turns emission off.
+are simply printed.  Logs are billed by the byte, so one log line an invocation may
+ride on its first document (``carry``: the executor's line of an execution).
+Recording or emitting never raises into the handler: a failure is logged and the
+points are dropped.  POWERTOOLS_METRICS_DISABLED=true turns emission off.
 
 Every metric is in the namespace ``Timekeeper`` with the dimension ``Stage``; task
 metrics add ``Strategy`` (exact, interval, lazy, or unknown for a record that
@@ -83,6 +85,7 @@ class Metrics:
         self.namespace = namespace
         self._lock = threading.Lock()
         self._points: dict[Dimensions, dict[str, tuple[str, list[float]]]] = {}
+        self._line: Mapping[str, Any] | None = None
 
     def count(self, name: str, value: float = 1, /, **dimensions: str) -> None:
         """Add ``value`` to a counter (one value per flush: the invocation's sum)."""
@@ -109,6 +112,18 @@ class Metrics:
         except Exception:  # never the handler's problem
             logger.warning("metric not recorded", extra={"metric": name}, exc_info=True)
 
+    def carry(self, line: Mapping[str, Any]) -> bool:
+        """Write the log ``line`` (its JSON fields: chalicelib/log.py ``line_fields``) at the flush, on the first
+        EMF document: one line for both (EMF lets a document carry other top-level properties, which CloudWatch
+        Logs indexes as log fields), as its logger would with no document to ride on.  Logs are billed by the
+        byte: a lone execution's line and its metrics cost one JSON line, not two.  One line a flush: False
+        when one is carried already (the caller logs its own)."""
+        with self._lock:
+            if self._line is not None:
+                return False
+            self._line = dict(line)
+            return True
+
     def pending(self) -> dict[Dimensions, dict[str, tuple[str, list[float]]]]:
         with self._lock:
             return {k: {n: (u, list(v)) for n, (u, v) in m.items()} for k, m in self._points.items()}
@@ -118,17 +133,20 @@ class Metrics:
         a failure is logged and its points dropped (they are never emitted twice)."""
         with self._lock:
             points, self._points = self._points, {}
-        if not points:
-            return 0
+            line, self._line = self._line, None
         emitted = 0
         try:
-            if is_metrics_disabled():
-                return 0
-            for document in self.documents(points, metadata or {}):
-                self.emit(json.dumps(document, separators=(",", ":")))
-                emitted += 1
+            if points and not is_metrics_disabled():
+                for document in self.documents(points, metadata or {}):
+                    if line is not None:  # the line names the invocation: its request id, once
+                        document = {**line, **{k: v for k, v in document.items() if k not in (metadata or {})}}
+                    self.emit(json.dumps(document, separators=(",", ":")))
+                    emitted, line = emitted + 1, None
         except Exception:
             logger.warning("metrics could not be emitted", extra={"emitted": emitted}, exc_info=True)
+        if line is not None:  # no document to ride on: written alone, as the logger writes it
+            logger.info(str(line.get("message", "")),
+                        extra={k: v for k, v in line.items() if k not in ("level", "message")})
         return emitted
 
     def documents(self, points: Mapping[Dimensions, Mapping[str, tuple[str, list[float]]]],
@@ -147,8 +165,20 @@ class Metrics:
                     for name, unit, values in chunk[first:first + PER_DOCUMENT]:
                         for value in values:
                             provider.add_metric(name=name, unit=unit, value=value)
-                    yield dict(provider.serialize_metric_set(
+                    yield compact(provider.serialize_metric_set(
                         metrics=provider.metric_set, dimensions=provider.dimension_set, metadata=provider.metadata_set))
+
+
+def compact(document: Mapping[str, Any]) -> dict[str, Any]:
+    """An EMF document with each metric's values as short as EMF reads them: one value as a number, not a list of
+    one (``[1.0]`` -> ``1``), whole numbers without ``.0``.  CloudWatch extracts the same values."""
+    names = {m["Name"] for directive in document["_aws"]["CloudWatchMetrics"] for m in directive["Metrics"]}
+    out = dict(document)
+    for name in names & out.keys():
+        raw = out[name] if isinstance(out[name], list) else [out[name]]
+        values = [int(v) if isinstance(v, float) and v.is_integer() else v for v in raw]
+        out[name] = values[0] if len(values) == 1 else values
+    return out
 
 
 def strategy_of_record(record: Any) -> str | None:

@@ -41,6 +41,7 @@ handling raised is reported in ``batchItemFailures`` so only it is redelivered.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -55,7 +56,8 @@ from chalicelib import alerts, ddb
 from chalicelib import metrics as m
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
-from chalicelib.log import about, logger
+from chalicelib.invocation import REQUEST_ID
+from chalicelib.log import about, line_fields, logger
 from chalicelib.settings import Settings
 from chalicelib.tasks import actions, buckets, items, timing
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, read_task
@@ -75,7 +77,7 @@ def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[d
         message_id = str(record.get("messageId", ""))
         try:
             outcome = execute(deps, str(record.get("body", "")), message_id, items_read)
-            _log_handled(message_id, outcome)
+            _log_handled(deps, message_id, outcome)
             return None
         except Exception:
             logger.exception("due message failed; it will be redelivered", extra={"message_id": message_id})
@@ -129,13 +131,16 @@ def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[Ta
         return {}
 
 
-def _log_handled(message_id: str, outcome: str) -> None:
+def _log_handled(deps: Deps, message_id: str, outcome: str) -> None:
     """One INFO line per execution, with its outcome (and its task: ``about``); ingested logs are billed by the
     byte, so the message's id (the task names it) is on the DEBUG line of a message only sent back for being
-    early, which is no execution."""
+    early, which is no execution, and the first execution line of an invocation is written at its end as part
+    of the invocation's EMF document (``Metrics.carry``): a lone task's line and metrics are one JSON line."""
     if outcome.startswith("requeued"):
         logger.debug("due message handled", extra={"message_id": message_id, "outcome": outcome})
-    else:
+        return
+    line = line_fields(logging.INFO, "due message handled", outcome=outcome)
+    if line is not None and not (line.get(REQUEST_ID) and deps.metrics.carry(line)):  # no flush without one
         logger.info("due message handled", extra={"outcome": outcome})
 
 

@@ -77,12 +77,21 @@ def test_the_stream_batch_targets_report_the_round_trips_of_the_table(sections: 
 def test_every_task_of_every_strategy_ran_its_action_exactly_once(sections: dict[str, Any]) -> None:
     workloads = sections["P4"]["figures"]["workloads"]
     assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy", task_cost.DENSE,
-                              *(f"exact via SQS delay, {a} action"
+                              task_cost.ONE_HOP, *(f"exact via SQS delay, {a} action"
                                 for a in ("lambda", "eventbridge", "stepfunctions", "webhook"))}
     for name, w in workloads.items():
         assert (w["executed_once"], w["executed_twice_or_more"], w["missing"]) == (w["tasks"], 0, 0), name
         if w["action"] in task_cost.ACTION_CALL:  # a webhook's POST is no AWS call: its receiver counted it
             assert w["calls_by_operation"][task_cost.ACTION_CALL[w["action"]]] == w["tasks"], name
+
+
+def test_past_sqss_delay_one_re_queue_hop_costs_less_than_a_schedule(sections: dict[str, Any]) -> None:
+    workloads = sections["P4"]["figures"]["workloads"]
+    hop, scheduler = workloads[task_cost.ONE_HOP], workloads["exact via Scheduler"]
+    assert hop["schedules_fired"] == 0 and scheduler["schedules_fired"] == scheduler["tasks"]
+    assert hop["calls_by_operation"]["sqs:SendMessage"] == hop["tasks"]  # each sent back once by the executor
+    compared = sections["P4"]["figures"]["one_hop_vs_scheduler"]
+    assert compared["one_hop"] == hop["dollars_per_million"] < scheduler["dollars_per_million"]
 
 
 def test_each_action_types_row_lists_its_own_price_apart_from_the_apps_cost(sections: dict[str, Any]) -> None:

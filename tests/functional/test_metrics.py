@@ -69,7 +69,7 @@ def test_the_emitted_documents_are_cloudwatch_emf_in_the_timekeeper_namespace_wi
     assert {m["Name"]: m["Unit"] for m in directive["Metrics"]} == {
         "TaskLateness": "Milliseconds", "TasksExecuted": "Count"}
     assert isinstance(document["_aws"]["Timestamp"], int)
-    assert document["request_id"]  # metadata: the invocation's log lines carry the same id
+    assert document["function_request_id"]  # the execution's log line rides on it, naming the invocation
 
 
 def test_retries_failures_and_the_dead_letter_count_by_strategy(
@@ -212,12 +212,20 @@ def test_a_run_polled_past_its_deadline_counts_overdue_and_its_stuck_backups(
 
 
 @pytest.fixture
-def log_out() -> Iterator[io.StringIO]:
-    """The app's log lines as the handler emits them (Powertools' JSON, with the keys appended then)."""
+def log_out(deps: Deps) -> Iterator[io.StringIO]:
+    """What a function writes to stdout, as Lambda's log agent reads it: the app's log lines as the handler emits
+    them (Powertools' JSON, with the keys appended then) and the EMF documents of its metrics."""
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(logger.registered_formatter)
     logging.getLogger(logger.name).addHandler(handler)
+    emit = deps.metrics.emit
+
+    def to_stdout(line: str) -> None:
+        emit(line)
+        out.write(line + "\n")
+
+    deps.metrics.emit = to_stdout
     yield out
     logging.getLogger(logger.name).removeHandler(handler)
 
@@ -236,6 +244,8 @@ def test_a_failure_to_emit_metrics_is_logged_and_the_handler_still_succeeds(
     lines = _log_lines(_read(log_out))
     assert any(line["message"] == "metrics could not be emitted" for line in lines)
     assert deps.metrics.pending() == {}
+    [handled] = [line for line in lines if line["message"] == "due message handled"]  # written alone then
+    assert (handled["outcome"], handled["task_id"]) == ("done", SEED_KEY.task_id)
 
 
 # --- log context -----------------------------------------------------------------------------------------------
@@ -288,13 +298,57 @@ def test_an_execution_logs_one_short_info_line_with_its_outcome_and_an_early_mes
     _read(log_out)
     deliver(client, due_body(SEED_KEY, due))
     assert _log_lines(_read(log_out)) == []
-    clock.now = due
+    clock.now = due + timedelta(seconds=0.25)
     deliver(client, due_body(SEED_KEY, due))
-    [line] = _log_lines(_read(log_out))
+    [written] = _read(log_out).splitlines()  # the execution's line and its metrics: one JSON line
+    line = json.loads(written)
     assert (line["level"], line["message"], line["outcome"], line["task_id"]) == (
         "INFO", "due message handled", "done", SEED_KEY.task_id)
-    assert set(line) == {"level", "message", "timestamp", "function_request_id", "function_name", "task_id",
-                         "outcome"}  # no source location, service or message id: each line is billed by the byte
+    assert line["function_request_id"] and line["function_name"] == "task_executor"
+    assert _extracted(line) == {("TaskLateness", "Milliseconds"): [250], ("TasksExecuted", "Count"): [1]}
+    assert (line["Stage"], line["Strategy"]) == (deps.settings.stage, "exact")
+    # no source location, service, message id, Powertools timestamp (EMF's and CloudWatch's are the time) nor a
+    # second request id: each byte is billed
+    assert set(line) == {"_aws", "level", "message", "function_request_id", "function_name", "task_id", "outcome",
+                         "Stage", "Strategy", "TaskLateness", "TasksExecuted"}
+    assert len(written.encode()) + 1 <= LONE_EXECUTION_BYTES
+
+
+def test_in_a_batch_the_first_execution_line_rides_on_the_emf_document_and_the_others_are_lines_of_their_own(
+        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
+    keys = [TaskKey("USER#ada", f"REMINDER#{i}") for i in range(3)]
+    for key in keys:
+        put_item(deps, {"PK": key.pk, "SK": key.sk, "REMINDER_TIMESTAMP": DUE, "email": "ada@example.com"})
+    clock.now = parse_due(DUE)
+    _read(log_out)
+    deliver(client, *[due_body(key, parse_due(DUE)) for key in keys])
+    written = [json.loads(text) for text in _read(log_out).splitlines()]
+    handled = [line for line in written if line.get("message") == "due message handled"]
+    assert sorted(line["task_id"] for line in handled) == sorted(key.task_id for key in keys)
+    assert all(line["outcome"] == "done" for line in handled)
+    [document] = [line for line in written if "_aws" in line]
+    assert document in handled  # one document, carrying one of the lines
+    assert all(set(line) == {"level", "message", "function_request_id", "function_name", "task_id", "outcome"}
+               for line in handled if line is not document)  # no Powertools timestamp: CloudWatch stamps each
+    assert _extracted(document) == {("TaskLateness", "Milliseconds"): [0, 0, 0], ("TasksExecuted", "Count"): [3]}
+
+
+#: A lone execution's one line at INFO: the EMF document of its two metrics (about 290 bytes at a stage named
+#: ``prod``: the contract's names, dimensions and units) and the log line's fields (docs/benchmarks.md).
+LONE_EXECUTION_BYTES = 490
+
+
+def _extracted(document: dict[str, Any]) -> dict[tuple[str, str], list[float]]:
+    """The metric values CloudWatch extracts from an EMF document: each declared metric's value or values."""
+    [directive] = document["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "Timekeeper" and isinstance(document["_aws"]["Timestamp"], int)
+    assert all(isinstance(document[name], str) for name in directive["Dimensions"][0])
+    out = {}
+    for metric in directive["Metrics"]:
+        value = document[metric["Name"]]
+        out[(metric["Name"], metric["Unit"])] = value if isinstance(value, list) else [value]
+    return out
 
 
 def test_every_backup_log_line_carries_the_request_id_and_its_run(

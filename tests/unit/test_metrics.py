@@ -15,6 +15,12 @@ def documents(lines: list[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
+def values(document: dict[str, Any], name: str) -> list[float]:
+    """A metric's values in a document as CloudWatch reads them: a number, or a list of numbers."""
+    found = document.get(name, [])
+    return found if isinstance(found, list) else [found]
+
+
 def test_counters_add_up_to_one_value_per_flush_and_observations_stay_apart() -> None:
     lines: list[str] = []
     metrics = Metrics(emit=lines.append, stage="prod")
@@ -24,8 +30,8 @@ def test_counters_add_up_to_one_value_per_flush_and_observations_stay_apart() ->
     metrics.observe("TaskLateness", "Milliseconds", 80, Strategy="exact")
     assert metrics.flush() == 1
     [document] = documents(lines)
-    assert document["TasksExecuted"] == [3.0]
-    assert document["TaskLateness"] == [120.0, 80.0]
+    assert document["TasksExecuted"] == 3  # one value: a number, not a list of one (bytes are billed)
+    assert document["TaskLateness"] == [120, 80]
     assert (document["Stage"], document["Strategy"]) == ("prod", "exact")
     assert "service" not in document  # the dimensions are exactly the documented ones
 
@@ -50,8 +56,8 @@ def test_a_thousand_observations_are_split_into_documents_of_at_most_100_values(
     metrics.flush()
     found = documents(lines)
     assert all(len(d["TaskLateness"]) <= 100 for d in found if "TaskLateness" in d)
-    assert sorted(v for d in found for v in d.get("TaskLateness", [])) == [float(i) for i in range(1000)]
-    assert sum(v for d in found for v in d.get("TasksExecuted", [])) == 1000
+    assert sorted(v for d in found for v in values(d, "TaskLateness")) == [float(i) for i in range(1000)]
+    assert sum(v for d in found for v in values(d, "TasksExecuted")) == 1000
 
 
 def test_a_flush_emits_each_point_once() -> None:
@@ -77,7 +83,7 @@ def test_points_recorded_from_many_threads_are_all_counted() -> None:
     for thread in threads:
         thread.join()
     metrics.flush()
-    assert sum(documents(lines)[0]["TasksExecuted"]) == 4000
+    assert values(documents(lines)[0], "TasksExecuted") == [4000]
 
 
 def test_an_emit_that_raises_is_logged_not_raised_and_its_points_are_dropped() -> None:
@@ -117,3 +123,34 @@ def test_powertools_metrics_disabled_turns_emission_off(monkeypatch: pytest.Monk
 ])
 def test_a_dead_lettered_records_strategy_is_the_one_its_item_names(record: Any, strategy: str | None) -> None:
     assert strategy_of_record(record) == strategy
+
+
+def test_a_carried_log_line_rides_on_the_first_document_which_then_names_the_invocation_once() -> None:
+    lines: list[str] = []
+    metrics = Metrics(emit=lines.append, stage="prod")
+    line = {"level": "INFO", "message": "due message handled", "function_request_id": "r-1", "outcome": "done"}
+    assert metrics.carry(line)
+    assert not metrics.carry({**line, "outcome": "failed"})  # one a flush: the caller logs its own
+    metrics.count("TasksExecuted", 1, Strategy="exact")
+    metrics.count("BackupRunsStarted", 1, Trigger="api")
+    assert metrics.flush({"request_id": "r-1"}) == 2
+    carrying, other = documents(lines)
+    assert {k: carrying[k] for k in line} == line and "request_id" not in carrying
+    assert carrying["TasksExecuted"] == 1 and carrying["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+    assert other["request_id"] == "r-1" and "message" not in other
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_a_carried_line_with_no_metrics_to_ride_on_is_logged_alone(
+        disabled: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines: list[str] = []
+    metrics = Metrics(emit=lines.append, stage="prod")
+    metrics.carry({"level": "INFO", "message": "due message handled", "task_id": "t-1", "outcome": "skipped: gone"})
+    if disabled:  # points recorded, none emitted
+        monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+        metrics.count("TasksSkippedCancelled", 1, Strategy="unknown")
+    with caplog.at_level("INFO", logger="timekeeper"):
+        assert metrics.flush({"request_id": "r-1"}) == 0
+    assert lines == []
+    [record] = [r for r in caplog.records if r.getMessage() == "due message handled"]
+    assert (record.__dict__["task_id"], record.__dict__["outcome"]) == ("t-1", "skipped: gone")
