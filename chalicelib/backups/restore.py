@@ -8,8 +8,10 @@ poll and calls RestoreTableFromBackup or RestoreTableToPointInTime. Whatever hap
 monitor's polls take it from there, no Lambda waiting: each claims its number on the record, then
 describes the target and moves the restore on as far as it goes now:
 
-- no target table yet: the restore is started (again); a TableAlreadyExistsException, or a table
-  DynamoDB says was restored from this restore's backup (or source), is this restore's own;
+- no target table yet: the restore is started (again), from the same backup or to the same point in
+  time (``latest_restorable`` is resolved once, when the restore is asked for, and recorded); a
+  TableAlreadyExistsException, or a table DynamoDB says was restored from this restore's backup (or
+  source), is this restore's own;
 - the table still CREATING (or UPDATING while its settings are applied): the next poll;
 - ACTIVE: compared as restore verification compares (key schema, indexes, at least the backup's
   recorded item count), then, unless ``copy_settings`` is false, what DynamoDB does not restore is
@@ -116,7 +118,7 @@ def _resolve(deps: Deps, request: rr.RestoreRequest) -> dict[str, Any]:
             raise bad_request("point_in_time", f"point-in-time recovery is off for {request.table!r}: "
                               "no point in time to restore")
         window = {"earliest": earliest.isoformat() if earliest else None, "latest": latest.isoformat()}
-        if request.point_in_time is None:
+        if request.point_in_time is None:  # pinned now: every start of the restore restores to this point
             return {"from": rr.FROM_POINT, "point_in_time": latest.isoformat(), "latest_restorable": True,
                     "window": window}
         refusal = rr.window_refusal(request.point_in_time, earliest, latest)
@@ -196,10 +198,7 @@ def _start_restore(deps: Deps, restore: Restore) -> str | None:
         if restore.source["from"] == rr.FROM_BACKUP:
             retry_transient(lambda: client.restore_table_from_backup(
                 BackupArn=restore.source["backup_arn"], **kwargs), deps.sleep)
-        elif restore.source.get("latest_restorable"):
-            retry_transient(lambda: client.restore_table_to_point_in_time(
-                SourceTableName=restore.table, UseLatestRestorableTime=True, **kwargs), deps.sleep)
-        else:
+        else:  # the point recorded when the restore was asked for (``latest_restorable``: as resolved then)
             retry_transient(lambda: client.restore_table_to_point_in_time(
                 SourceTableName=restore.table, RestoreDateTime=rr.parse_time(restore.source["point_in_time"]),
                 **kwargs), deps.sleep)
