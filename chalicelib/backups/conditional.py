@@ -1,4 +1,5 @@
-"""Conditional writes of the state table's items that recognise their own earlier attempt (RunStore, RestoreStore).
+"""Conditional writes of the state table's items that recognise their own earlier attempt (RunStore, RestoreStore,
+both a ``StateStore``).
 
 Every such write is retried on transient errors (retry.py) and stamps the item with a fresh ``write_id``.
 When its condition fails, the item is read again: if it holds this write's ``write_id``, the write was this
@@ -14,7 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
-from chalicelib.aws import Sleep
+from chalicelib.aws import Deps, Sleep
 from chalicelib.backups.retry import retry_transient
 from chalicelib.throttle import error_code
 
@@ -75,3 +76,14 @@ class ConditionalItems:
             return self.holds(key, write_id), {}
         item = self.read(key)
         return (True, item) if item is not None and item.get("write_id") == write_id else (False, {})
+
+
+class StateStore:
+    """What a store of the state table's items starts from: the client, the table, the sleep between retries,
+    and its conditional writes (``_items``)."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._ddb = deps.clients.dynamodb
+        self._table = deps.settings.state_table
+        self._sleep = deps.sleep
+        self._items = ConditionalItems(self._ddb, self._table, self._sleep)

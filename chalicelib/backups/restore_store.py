@@ -21,8 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
-from chalicelib.aws import Deps
-from chalicelib.backups.conditional import ConditionalItems, conditional_failed
+from chalicelib.backups.conditional import StateStore, conditional_failed
 from chalicelib.backups.restore_rules import RESTORE_ID, RESTORING
 from chalicelib.backups.retry import retry_transient
 
@@ -81,12 +80,8 @@ class Restore:
         }
 
 
-class RestoreStore:
-    def __init__(self, deps: Deps) -> None:
-        self._ddb = deps.clients.dynamodb
-        self._table = deps.settings.state_table
-        self._sleep = deps.sleep
-        self._items = ConditionalItems(self._ddb, self._table, self._sleep)
+class RestoreStore(StateStore):
+    """Restores on demand in the state table (see the module's docstring)."""
 
     @staticmethod
     def _key(restore_id: str) -> dict[str, Any]:

@@ -43,8 +43,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
-from chalicelib.aws import Deps
-from chalicelib.backups.conditional import ConditionalItems, conditional_failed
+from chalicelib.backups.conditional import StateStore, conditional_failed
 from chalicelib.backups.retry import retry_transient
 
 PARTITION = "BACKUP_RUN"
@@ -268,12 +267,8 @@ class Run:
         return view
 
 
-class RunStore:
-    def __init__(self, deps: Deps) -> None:
-        self._ddb = deps.clients.dynamodb
-        self._table = deps.settings.state_table
-        self._sleep = deps.sleep
-        self._items = ConditionalItems(self._ddb, self._table, self._sleep)
+class RunStore(StateStore):
+    """Backup runs in the state table (see the module's docstring)."""
 
     def _key(self, run_id: str, page: int | str = INLINE) -> dict[str, Any]:
         if isinstance(page, str):  # a verification's sort key
