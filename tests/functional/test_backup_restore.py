@@ -429,3 +429,18 @@ def test_a_restore_two_deliveries_settle_at_once_has_one_outcome_and_one_alert(w
     assert done["status"] == "FAILED" and "no restored table" in done["error"]
     [alert] = world.aws.alerts()
     assert alert["message"]["restore_id"] == restore_id
+
+
+def test_a_failed_restore_whose_settle_answer_is_lost_still_sends_its_one_alert(world: World, client: Client) -> None:
+    """The write that records FAILED applied, its answer lost: the retry finds its own write (not another
+    delivery's) and alerts."""
+    deps, restore_id = world.deps, f"lost-{world.target}"
+    world.faults.inject("dynamodb.RestoreTableFromBackup", "error", times=ATTEMPTS)  # the API's start: not yet
+    post(client, {"table": "orders", "latest": True, "target": world.target, "restore_id": restore_id})
+    world.clock.advance(minutes=deps.settings.backup_deadline_minutes + 1)
+    settle = world.faults.inject("dynamodb.UpdateItem", "lost",
+                                 match=lambda p: str(p.get("UpdateExpression", "")).startswith("SET #s = :status"))
+    assert deliver(world) == ["failed"]
+    assert settle.hits == 1 and shown(client, restore_id)["status"] == "FAILED"
+    [alert] = world.aws.alerts()
+    assert alert["message"]["restore_id"] == restore_id
