@@ -24,7 +24,6 @@ A FAILED restore is alerted once: only the delivery whose conditional write sett
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -36,6 +35,7 @@ from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import restore_rules as rr
 from chalicelib.backups import rules, verify, verify_rules
+from chalicelib.backups.api import not_allowed, query_limit
 from chalicelib.backups.messages import RestoreMessage, send_restore_poll
 from chalicelib.backups.restore_store import Restore, RestoreStore
 from chalicelib.backups.retry import is_transient, retry_transient
@@ -63,7 +63,6 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
     refusal = rr.target_refusal(request, s.restore_target_pattern, own, s.backup_name_prefix)
     if refusal is not None:
         raise refusal
-    from chalicelib.backups.api import not_allowed
     if not_allowed(deps, [request.table]):
         raise bad_request("table", f"table {request.table!r} is not one this stage backs up (BACKUP_TABLES, "
                           "BACKUP_TABLE_PATTERN, BACKUP_TABLE_TAG or BACKUP_API_TABLES)")
@@ -171,12 +170,7 @@ def recent(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any
     """``GET /backups/restores``: the newest restores first, ``limit`` of them (default 20)."""
     query = query or {}
     reject_unknown(query, {"limit"})
-    limit = 20
-    if "limit" in query:
-        if not re.fullmatch(r"[0-9]{1,4}", query["limit"]) or not 1 <= int(query["limit"]) <= LIMIT_MAX:
-            raise bad_request("limit", f"limit must be a whole number from 1 to {LIMIT_MAX}")
-        limit = int(query["limit"])
-    return 200, {"restores": [r.view() for r in RestoreStore(deps).recent(limit)]}
+    return 200, {"restores": [r.view() for r in RestoreStore(deps).recent(query_limit(query, 20, LIMIT_MAX))]}
 
 
 # --- restoring (the API's first try, and the monitor's polls) ---------------------------------------------
