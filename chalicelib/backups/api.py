@@ -75,15 +75,19 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
                  "tables": sorted(run.tables), "href": f"/backups/runs/{run.run_id}"}
 
 
+def query_limit(query: dict[str, str], default: int, maximum: int) -> int:
+    """A listing's ``limit`` query parameter (``default`` when absent), or a 400 naming it."""
+    if "limit" not in query:
+        return default
+    if not re.fullmatch(r"[0-9]{1,4}", query["limit"]) or not 1 <= int(query["limit"]) <= maximum:
+        raise bad_request("limit", f"limit must be a whole number from 1 to {maximum}")
+    return int(query["limit"])
+
+
 def recent(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any]]:
     query = query or {}
     reject_unknown(query, {"limit"})
-    limit = 20
-    if "limit" in query:
-        if not re.fullmatch(r"[0-9]{1,4}", query["limit"]) or not 1 <= int(query["limit"]) <= RECENT_LIMIT_MAX:
-            raise bad_request("limit", f"limit must be a whole number from 1 to {RECENT_LIMIT_MAX}")
-        limit = int(query["limit"])
-    runs = RunStore(deps).recent(limit, with_tables=False)
+    runs = RunStore(deps).recent(query_limit(query, 20, RECENT_LIMIT_MAX), with_tables=False)
     return 200, {"runs": [r.view(with_tables=False) for r in runs]}
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from chalicelib.aws import Deps
 from chalicelib.backups import rules
+from chalicelib.backups.api import query_limit
 from chalicelib.backups.monitor import retention_policy
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import retry_transient
@@ -126,11 +127,7 @@ def parse_query(query: dict[str, str] | None) -> tuple[Query, str | None]:
     status = query.get("status")
     if status is not None and status not in STATUSES:
         raise bad_request("status", f"status must be one of {', '.join(STATUSES)}")
-    limit = LIMIT_DEFAULT
-    if "limit" in query:
-        if not re.fullmatch(r"[0-9]{1,4}", query["limit"]) or not 1 <= int(query["limit"]) <= LIMIT_MAX:
-            raise bad_request("limit", f"limit must be a whole number from 1 to {LIMIT_MAX}")
-        limit = int(query["limit"])
+    limit = query_limit(query, LIMIT_DEFAULT, LIMIT_MAX)
     after, before = _time(query, "after"), _time(query, "before")
     if after and before and after >= before:
         raise bad_request("after", "after must be earlier than before")

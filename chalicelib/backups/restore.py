@@ -8,8 +8,10 @@ poll and calls RestoreTableFromBackup or RestoreTableToPointInTime. Whatever hap
 monitor's polls take it from there, no Lambda waiting: each claims its number on the record, then
 describes the target and moves the restore on as far as it goes now:
 
-- no target table yet: the restore is started (again); a TableAlreadyExistsException, or a table
-  DynamoDB says was restored from this restore's backup (or source), is this restore's own;
+- no target table yet: the restore is started (again), from the same backup or to the same point in
+  time (``latest_restorable`` is resolved once, when the restore is asked for, and recorded); a
+  TableAlreadyExistsException, or a table DynamoDB says was restored from this restore's backup (or
+  source), is this restore's own;
 - the table still CREATING (or UPDATING while its settings are applied): the next poll;
 - ACTIVE: compared as restore verification compares (key schema, indexes, at least the backup's
   recorded item count), then, unless ``copy_settings`` is false, what DynamoDB does not restore is
@@ -22,7 +24,6 @@ A FAILED restore is alerted once: only the delivery whose conditional write sett
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -34,6 +35,7 @@ from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import restore_rules as rr
 from chalicelib.backups import rules, verify, verify_rules
+from chalicelib.backups.api import not_allowed, query_limit
 from chalicelib.backups.messages import RestoreMessage, send_restore_poll
 from chalicelib.backups.restore_store import Restore, RestoreStore
 from chalicelib.backups.retry import is_transient, retry_transient
@@ -61,7 +63,6 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
     refusal = rr.target_refusal(request, s.restore_target_pattern, own, s.backup_name_prefix)
     if refusal is not None:
         raise refusal
-    from chalicelib.backups.api import not_allowed
     if not_allowed(deps, [request.table]):
         raise bad_request("table", f"table {request.table!r} is not one this stage backs up (BACKUP_TABLES, "
                           "BACKUP_TABLE_PATTERN, BACKUP_TABLE_TAG or BACKUP_API_TABLES)")
@@ -116,7 +117,7 @@ def _resolve(deps: Deps, request: rr.RestoreRequest) -> dict[str, Any]:
             raise bad_request("point_in_time", f"point-in-time recovery is off for {request.table!r}: "
                               "no point in time to restore")
         window = {"earliest": earliest.isoformat() if earliest else None, "latest": latest.isoformat()}
-        if request.point_in_time is None:
+        if request.point_in_time is None:  # pinned now: every start of the restore restores to this point
             return {"from": rr.FROM_POINT, "point_in_time": latest.isoformat(), "latest_restorable": True,
                     "window": window}
         refusal = rr.window_refusal(request.point_in_time, earliest, latest)
@@ -169,12 +170,7 @@ def recent(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any
     """``GET /backups/restores``: the newest restores first, ``limit`` of them (default 20)."""
     query = query or {}
     reject_unknown(query, {"limit"})
-    limit = 20
-    if "limit" in query:
-        if not re.fullmatch(r"[0-9]{1,4}", query["limit"]) or not 1 <= int(query["limit"]) <= LIMIT_MAX:
-            raise bad_request("limit", f"limit must be a whole number from 1 to {LIMIT_MAX}")
-        limit = int(query["limit"])
-    return 200, {"restores": [r.view() for r in RestoreStore(deps).recent(limit)]}
+    return 200, {"restores": [r.view() for r in RestoreStore(deps).recent(query_limit(query, 20, LIMIT_MAX))]}
 
 
 # --- restoring (the API's first try, and the monitor's polls) ---------------------------------------------
@@ -196,10 +192,7 @@ def _start_restore(deps: Deps, restore: Restore) -> str | None:
         if restore.source["from"] == rr.FROM_BACKUP:
             retry_transient(lambda: client.restore_table_from_backup(
                 BackupArn=restore.source["backup_arn"], **kwargs), deps.sleep)
-        elif restore.source.get("latest_restorable"):
-            retry_transient(lambda: client.restore_table_to_point_in_time(
-                SourceTableName=restore.table, UseLatestRestorableTime=True, **kwargs), deps.sleep)
-        else:
+        else:  # the point recorded when the restore was asked for (``latest_restorable``: as resolved then)
             retry_transient(lambda: client.restore_table_to_point_in_time(
                 SourceTableName=restore.table, RestoreDateTime=rr.parse_time(restore.source["point_in_time"]),
                 **kwargs), deps.sleep)

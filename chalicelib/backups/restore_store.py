@@ -21,10 +21,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
-from chalicelib.aws import Deps
+from chalicelib.backups.conditional import StateStore, conditional_failed
 from chalicelib.backups.restore_rules import RESTORE_ID, RESTORING
 from chalicelib.backups.retry import retry_transient
-from chalicelib.throttle import error_code
 
 PARTITION = "BACKUP_RESTORE"
 LISTING = "BACKUP_RESTORES"
@@ -81,33 +80,17 @@ class Restore:
         }
 
 
-def _conditional_failed(exc: ClientError) -> bool:
-    if error_code(exc) == "ConditionalCheckFailedException":
-        return True
-    reasons = exc.response.get("CancellationReasons") or []
-    return error_code(exc) == "TransactionCanceledException" and any(
-        r.get("Code") == "ConditionalCheckFailed" for r in reasons)
-
-
-class RestoreStore:
-    def __init__(self, deps: Deps) -> None:
-        self._ddb = deps.clients.dynamodb
-        self._table = deps.settings.state_table
-        self._sleep = deps.sleep
+class RestoreStore(StateStore):
+    """Restores on demand in the state table (see the module's docstring)."""
 
     @staticmethod
     def _key(restore_id: str) -> dict[str, Any]:
         return {"PK": {"S": PARTITION}, "SK": {"S": restore_id}}
 
-    def _read(self, restore_id: str) -> dict[str, Any] | None:
-        item = retry_transient(lambda: self._ddb.get_item(
-            TableName=self._table, Key=self._key(restore_id), ConsistentRead=True), self._sleep).get("Item")
-        return ddb.deserialize(item) if item else None
-
     def get(self, restore_id: str) -> Restore | None:
         if not RESTORE_ID.fullmatch(restore_id):
             return None
-        item = self._read(restore_id)
+        item = self._items.read(self._key(restore_id))
         return Restore.from_item(item) if item else None
 
     def create(self, restore: Restore) -> bool:
@@ -124,10 +107,9 @@ class RestoreStore:
             ]), self._sleep)
             return True
         except ClientError as exc:
-            if not _conditional_failed(exc):
+            if not conditional_failed(exc):
                 raise
-        item = self._read(restore.restore_id)
-        return item is not None and item.get("write_id") == write_id
+        return self._items.holds(self._key(restore.restore_id), write_id)
 
     def recent(self, limit: int) -> list[Restore]:
         """The newest ``limit`` restores: a reverse Query of the listing, then their records (BatchGetItem)."""
@@ -151,25 +133,10 @@ class RestoreStore:
 
     def _update(self, restore_id: str, update: str, condition: str, values: dict[str, Any],
                 returning: bool = False, names: dict[str, str] | None = None) -> tuple[bool, dict[str, Any]]:
-        """A conditional UpdateItem of the record that counts as done when the write standing in the way is
-        this call's own earlier attempt (its ``write_id``); with ``returning``, the record as written."""
-        write_id = uuid.uuid4().hex
-        sets, _, removes = update.partition(" REMOVE ")
-        kwargs: dict[str, Any] = {
-            "TableName": self._table, "Key": self._key(restore_id),
-            "UpdateExpression": f"{sets}, write_id = :w" + (f" REMOVE {removes}" if removes else ""),
-            "ConditionExpression": condition, "ExpressionAttributeNames": {"#s": "status", **(names or {})},
-            "ExpressionAttributeValues": {k: ddb.value(v) for k, v in {**values, ":w": write_id}.items()}}
-        if returning:
-            kwargs["ReturnValues"] = "ALL_NEW"
-        try:
-            response = retry_transient(lambda: self._ddb.update_item(**kwargs), self._sleep)
-            return True, ddb.deserialize(response["Attributes"]) if returning else {}
-        except ClientError as exc:
-            if not _conditional_failed(exc):
-                raise
-        item = self._read(restore_id)
-        return (True, item) if item is not None and item.get("write_id") == write_id else (False, {})
+        """A conditional UpdateItem of the record (conditional.py: this call's own earlier attempt counts as
+        done); with ``returning``, the record as written."""
+        return self._items.update(self._key(restore_id), update, condition, {"#s": "status", **(names or {})},
+                                  values, returning)
 
     def claim_poll(self, restore_id: str, poll: int, now: datetime, message_id: str) -> Restore | None:
         """Claim poll ``poll`` of a RESTORING restore for SQS message ``message_id``, reading the record in

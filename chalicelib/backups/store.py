@@ -19,7 +19,8 @@ and stop. Every such write is retried on transient errors (retry.py) and stamps
 the item with a fresh ``write_id``. When a write's condition fails, the item is
 read again: if it holds this write's ``write_id``, the write was this worker's
 own earlier attempt whose response was lost (or botocore's retry of it), and it
-counts as done; otherwise another worker got there first.
+counts as done; otherwise another worker got there first (conditional.py, which
+RestoreStore shares).
 
 Restore verifications (verify.py): PK="BACKUP_RUN#<run id>", SK="verify#<table>", one small
 item each (at most 50 a run), written when the run's verification starts and settled one
@@ -42,7 +43,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
-from chalicelib.aws import Deps
+from chalicelib.backups.conditional import StateStore, conditional_failed
 from chalicelib.backups.retry import retry_transient
 
 PARTITION = "BACKUP_RUN"
@@ -266,15 +267,8 @@ class Run:
         return view
 
 
-def _conditional_failed(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-
-
-class RunStore:
-    def __init__(self, deps: Deps) -> None:
-        self._ddb = deps.clients.dynamodb
-        self._table = deps.settings.state_table
-        self._sleep = deps.sleep
+class RunStore(StateStore):
+    """Backup runs in the state table (see the module's docstring)."""
 
     def _key(self, run_id: str, page: int | str = INLINE) -> dict[str, Any]:
         if isinstance(page, str):  # a verification's sort key
@@ -294,9 +288,9 @@ class RunStore:
             retry_transient(lambda: self._ddb.put_item(
                 TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(PK)"), self._sleep)
         except ClientError as exc:
-            if not _conditional_failed(exc):
+            if not conditional_failed(exc):
                 raise
-            if not self._holds(self._key(run.run_id), write_id):
+            if not self._items.holds(self._key(run.run_id), write_id):
                 return False
         self.write_pages(run)
         return True
@@ -323,13 +317,6 @@ class RunStore:
             self._sleep(min(5.0, 0.05 * 2 ** attempt))
         raise RuntimeError(f"BatchWriteItem left {sum(len(v) for v in pending.values())} items unprocessed "
                            f"after {BATCH_ATTEMPTS} attempts")
-
-    def _holds(self, key: dict[str, Any], write_id: str) -> bool:
-        """After a failed condition: the item holds this very write (its earlier attempt was applied)."""
-        response = retry_transient(lambda: self._ddb.get_item(
-            TableName=self._table, Key=key, ConsistentRead=True,
-            ProjectionExpression="write_id"), self._sleep)
-        return response.get("Item", {}).get("write_id", {}).get("S") == write_id
 
     def get(self, run_id: str, with_tables: bool = True) -> Run | None:
         """The run, with every table's result (``with_tables``: read from its pages), or None."""
@@ -479,39 +466,8 @@ class RunStore:
         """``update`` ("SET ..." with an optional " REMOVE ...") of the run item (or of its ``page``) if
         ``condition`` holds, or held for this very write (see the module's docstring); False when
         another worker's write stands in the way."""
-        done, _ = self._apply(run_id, update, condition, names, values, page, returning=False)
+        done, _ = self._items.update(self._key(run_id, page), update, condition, names, values)
         return done
-
-    def _apply(self, run_id: str, update: str, condition: str, names: dict[str, str] | None,
-               values: dict[str, Any] | None, page: int | str, returning: bool) -> tuple[bool, dict[str, Any]]:
-        """``_update``; with ``returning``, also the item as written (read again when the write that
-        stands was this worker's earlier attempt)."""
-        write_id = uuid.uuid4().hex
-        sets, _, removes = update.partition(" REMOVE ")
-        key = self._key(run_id, page)
-        kwargs: dict[str, Any] = {
-            "TableName": self._table, "Key": key,
-            "UpdateExpression": f"{sets}, write_id = :write_id" + (f" REMOVE {removes}" if removes else ""),
-            "ConditionExpression": condition,
-            "ExpressionAttributeValues": {k: ddb.value(v) for k, v in {**(values or {}), ":write_id": write_id}.items()},
-        }
-        if names:
-            kwargs["ExpressionAttributeNames"] = names
-        if returning:
-            kwargs["ReturnValues"] = "ALL_NEW"
-        try:
-            response = retry_transient(lambda: self._ddb.update_item(**kwargs), self._sleep)
-            return True, ddb.deserialize(response["Attributes"]) if returning else {}
-        except ClientError as exc:
-            if not _conditional_failed(exc):
-                raise
-        if not self._holds(key, write_id):
-            return False, {}
-        if not returning:
-            return True, {}
-        item = retry_transient(lambda: self._ddb.get_item(
-            TableName=self._table, Key=key, ConsistentRead=True), self._sleep).get("Item")
-        return True, ddb.deserialize(item) if item else {}
 
     def reclaim_start(self, run_id: str, claimed_before: datetime, now: datetime) -> bool:
         """Take over a run whose starter died while STARTING (claimed before ``claimed_before``)."""
@@ -638,11 +594,11 @@ class RunStore:
         than it expects (polls that found every backup CREATING went unclaimed: monitor.py), never an earlier."""
         if not RUN_ID.fullmatch(run_id):
             return None
-        done, item = self._apply(
-            run_id, "SET poll = :next, poll_queued = :f, advanced_at = :now, poll_message = :message",
+        done, item = self._items.update(
+            self._key(run_id), "SET poll = :next, poll_queued = :f, advanced_at = :now, poll_message = :message",
             "(poll = :poll AND #s = :verifying) OR (poll <= :poll AND #s = :running)", {"#s": "status"},
             {":next": poll + 1, ":poll": poll, ":running": RUNNING, ":verifying": VERIFYING, ":f": False,
-             ":now": now.isoformat(), ":message": message_id}, INLINE, returning=True)
+             ":now": now.isoformat(), ":message": message_id}, returning=True)
         return Run.from_item(item) if done and item else None
 
     def claim_finish(self, run_id: str, poll: int, now: datetime, stale_before: datetime) -> bool:

@@ -6,8 +6,9 @@ the ``aws`` fixture has moto stamp backups at the test's clock (``moto_correctio
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -131,6 +132,24 @@ class Intercept:
 
 def crash(code: str = "InternalServerError") -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": "simulated failure"}}, "Simulated")
+
+
+@contextlib.contextmanager
+def failing_calls(deps: Deps, client: str, method: str,
+                  when: Callable[..., bool] = lambda **_: True) -> Iterator[None]:
+    """Inside the block, ``deps.clients.<client>.<method>`` raises ``crash()`` instead of the calls ``when``
+    picks (by their arguments); the real client is back after it, whatever the block raised."""
+    real = getattr(deps.clients, client)
+
+    def fail(**kwargs: Any) -> None:
+        if when(**kwargs):
+            raise crash()
+
+    setattr(deps.clients, client, Intercept(real, method, fail))
+    try:
+        yield
+    finally:
+        setattr(deps.clients, client, real)
 
 
 def monitor_messages(aws: Aws, deps: Deps, watches: bool = False) -> list[tuple[str, int]]:

@@ -20,8 +20,8 @@ from chalicelib.settings import SettingsError
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     Intercept,
-    crash,
     create_tables,
+    failing_calls,
     monitor_messages,
     our_backup,
     set_status,
@@ -163,12 +163,9 @@ def test_a_run_whose_monitor_message_could_not_be_sent_gets_it_from_the_duplicat
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
     create_tables(deps, ["orders"])
     use_settings(deps, backup_tables=("orders",))
-    real = deps.clients.sqs
-    deps.clients.sqs = Intercept(real, "send_message", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
     run_id = trigger.new_run_id(clock.now, "scheduled")
-    with pytest.raises(Exception, match="simulated"):
+    with failing_calls(deps, "sqs", "send_message"), pytest.raises(Exception, match="simulated"):
         trigger.start_run(deps, "schedule", run_id=run_id)
-    deps.clients.sqs = real
     assert monitor_messages(aws, deps) == []
 
     clock.advance(seconds=60)  # Lambda's async retry of the scheduled event
@@ -183,11 +180,8 @@ def test_an_api_run_left_without_its_monitor_gets_one_from_the_next_trigger(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
     create_tables(deps, ["orders"])
     use_settings(deps, backup_tables=("orders",))
-    real = deps.clients.sqs
-    deps.clients.sqs = Intercept(real, "send_message", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
-    with pytest.raises(Exception, match="simulated"):
+    with failing_calls(deps, "sqs", "send_message"), pytest.raises(Exception, match="simulated"):
         trigger.start_run(deps, "api", tables=["orders"])
-    deps.clients.sqs = real
     (stranded,) = RunStore(deps).recent(1)
 
     clock.advance(seconds=deps.settings.backup_run_lease_seconds + deps.settings.backup_monitor_delay_seconds + 1)

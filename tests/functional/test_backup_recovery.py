@@ -10,13 +10,13 @@ import pytest
 
 from chalicelib.aws import Deps
 from chalicelib.backups import monitor, trigger
-from chalicelib.backups.store import RunStore
+from chalicelib.backups.store import Run, RunStore
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     CallCounter,
     Intercept,
-    crash,
     create_tables,
+    failing_calls,
     monitor_messages,
     our_backup,
     set_status,
@@ -33,16 +33,33 @@ def _start(aws: Aws, deps: Deps, tables: list[str]) -> str:
     return body
 
 
+def _start_creating(aws: Aws, deps: Deps, tables: list[str]) -> tuple[str, Run]:
+    """A run started (its first poll's body) whose backup of orders is still CREATING."""
+    body = _start(aws, deps, tables)
+    run = RunStore(deps).get(json.loads(body)["run_id"])
+    assert run is not None
+    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    return body, run
+
+
+def _strand_a_starter(deps: Deps, clock: FakeClock) -> str:
+    """A scheduled run of orders whose starter died while STARTING (before the run went RUNNING): its id."""
+    create_tables(deps, ["orders"])
+    use_settings(deps, backup_tables=("orders",))
+    run_id = trigger.new_run_id(clock.now, "scheduled")
+    with failing_calls(deps, "dynamodb", "update_item", when=lambda **kw: "tables = :tables" in kw["UpdateExpression"]), \
+            pytest.raises(Exception, match="simulated"):
+        trigger.start_run(deps, "schedule", run_id=run_id)
+    return run_id
+
+
 def _polls(aws: Aws, deps: Deps) -> list[int]:
     return [json.loads(body)["poll"] for body, _ in monitor_messages(aws, deps)]
 
 
 def test_two_deliveries_racing_on_one_claimed_poll_send_one_next_message(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    body = _start(aws, deps, ["orders", "users"])
-    run = RunStore(deps).get(json.loads(body)["run_id"])
-    assert run is not None
-    set_status(deps, run.tables["orders"].backup_arn, "CREATING")  # users' is done: the poll is claimed
+    body, _ = _start_creating(aws, deps, ["orders", "users"])  # users' is done: the poll is claimed
     real = deps.clients.dynamodb
     twin_ran: list[bool] = []
 
@@ -64,16 +81,9 @@ def test_two_deliveries_racing_on_one_claimed_poll_send_one_next_message(
 
 def test_a_worker_dying_between_claiming_a_poll_and_sending_is_repaired_by_the_redelivery(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    body = _start(aws, deps, ["orders", "users"])
-    run = RunStore(deps).get(json.loads(body)["run_id"])
-    assert run is not None
-    set_status(deps, run.tables["orders"].backup_arn, "CREATING")  # users' is done: the poll is claimed
-    real = deps.clients.sqs
-    deps.clients.sqs = Intercept(real, "send_message", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
-
-    with pytest.raises(Exception, match="simulated"):
+    body, _ = _start_creating(aws, deps, ["orders", "users"])  # users' is done: the poll is claimed
+    with failing_calls(deps, "sqs", "send_message"), pytest.raises(Exception, match="simulated"):
         monitor.check_run(deps, body, "m-1")
-    deps.clients.sqs = real
     assert _polls(aws, deps) == []
 
     assert monitor.check_run(deps, body, "m-1") == "duplicate"  # a racing twin: too soon to take over
@@ -86,16 +96,9 @@ def test_a_worker_dying_between_claiming_a_poll_and_sending_is_repaired_by_the_r
 
 def test_a_worker_dying_before_sending_an_unclaimed_poll_is_repaired_by_the_redelivery(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    body = _start(aws, deps, ["orders"])
-    run = RunStore(deps).get(json.loads(body)["run_id"])
-    assert run is not None
-    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
-    real = deps.clients.sqs
-    deps.clients.sqs = Intercept(real, "send_message", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
-
-    with pytest.raises(Exception, match="simulated"):
+    body, run = _start_creating(aws, deps, ["orders"])
+    with failing_calls(deps, "sqs", "send_message"), pytest.raises(Exception, match="simulated"):
         monitor.check_run(deps, body, "m-1")
-    deps.clients.sqs = real
     clock.advance(seconds=300)  # SQS redelivers after the visibility timeout
     assert monitor.check_run(deps, body, "m-1") == "requeued"
 
@@ -106,10 +109,7 @@ def test_a_worker_dying_before_sending_an_unclaimed_poll_is_repaired_by_the_rede
 
 def test_a_message_delivered_twice_while_backups_are_creating_leaves_one_chain_at_the_first_claim(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    body = _start(aws, deps, ["orders"])
-    run = RunStore(deps).get(json.loads(body)["run_id"])
-    assert run is not None
-    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    body, run = _start_creating(aws, deps, ["orders"])
     reads = CallCounter().watch(deps.clients.dynamodb)
 
     assert [monitor.check_run(deps, body, m) for m in ("m-1", "m-1")] == ["requeued", "requeued"]
@@ -128,13 +128,9 @@ def test_a_finisher_dying_mid_retention_is_taken_over_after_its_lease(
     body = _start(aws, deps, ["orders"])
     old = [our_backup(deps, "orders", clock.now - timedelta(days=5 + i))
            for i in range(4)]
-    real = deps.clients.dynamodb
-    deps.clients.dynamodb = Intercept(  # type: ignore[assignment]
-        real, "delete_backup", lambda **kw: (_ for _ in ()).throw(crash()) if kw["BackupArn"] == old[2] else None)
-
-    with pytest.raises(Exception, match="simulated"):
+    with failing_calls(deps, "dynamodb", "delete_backup", when=lambda **kw: kw["BackupArn"] == old[2]), \
+            pytest.raises(Exception, match="simulated"):
         monitor.check_run(deps, body, "m-1")
-    deps.clients.dynamodb = real
     run_id = json.loads(body)["run_id"]
     assert RunStore(deps).get(run_id).status == "FINISHING"  # type: ignore[union-attr]
 
@@ -152,17 +148,7 @@ def test_a_finisher_dying_mid_retention_is_taken_over_after_its_lease(
 
 def test_a_run_whose_starter_died_is_closed_and_alerted_by_the_next_trigger(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    create_tables(deps, ["orders"])
-    use_settings(deps, backup_tables=("orders",))
-    real = deps.clients.dynamodb
-    deps.clients.dynamodb = Intercept(  # type: ignore[assignment]
-        real, "update_item",
-        lambda **kw: (_ for _ in ()).throw(crash()) if "tables = :tables" in kw["UpdateExpression"] else None)
-    run_id = trigger.new_run_id(clock.now, "scheduled")
-
-    with pytest.raises(Exception, match="simulated"):
-        trigger.start_run(deps, "schedule", run_id=run_id)
-    deps.clients.dynamodb = real
+    run_id = _strand_a_starter(deps, clock)
     with pytest.raises(trigger.StartInProgress):  # Lambda's async retry a minute later
         clock.advance(seconds=60)
         trigger.start_run(deps, "schedule", run_id=run_id)
@@ -180,10 +166,8 @@ def test_a_run_whose_starter_died_is_closed_and_alerted_by_the_next_trigger(
 def test_a_failing_alert_does_not_leave_the_run_without_its_monitor(aws: Aws, deps: Deps, clock: FakeClock) -> None:
     create_tables(deps, ["orders"])
     use_settings(deps, backup_tables=("orders", "missing"))
-    real = deps.clients.sns
-    deps.clients.sns = Intercept(real, "publish", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
 
-    with pytest.raises(Exception, match="simulated"):
+    with failing_calls(deps, "sns", "publish"), pytest.raises(Exception, match="simulated"):
         trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))
 
     assert _polls(aws, deps) == [0]
@@ -191,11 +175,8 @@ def test_a_failing_alert_does_not_leave_the_run_without_its_monitor(aws: Aws, de
 
 def test_a_run_whose_monitor_message_was_dead_lettered_is_re_queued_by_the_next_trigger(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    body = _start(aws, deps, ["orders"])
-    run_id = json.loads(body)["run_id"]
-    run = RunStore(deps).get(run_id)
-    assert run is not None
-    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    _, run = _start_creating(aws, deps, ["orders"])
+    run_id = run.run_id
     # The monitor message failed five deliveries and went to the dead-letter queue: nothing polls the run.
     # While its backups may be CREATING a silent run may be a healthy one (its polls go unclaimed): the
     # first trigger past its deadline mends it.
@@ -211,10 +192,7 @@ def test_a_run_whose_monitor_message_was_dead_lettered_is_re_queued_by_the_next_
 
 def test_a_run_polling_unclaimed_is_not_re_queued_before_its_deadline(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    body = _start(aws, deps, ["orders"])
-    run = RunStore(deps).get(json.loads(body)["run_id"])
-    assert run is not None
-    set_status(deps, run.tables["orders"].backup_arn, "CREATING")
+    body, run = _start_creating(aws, deps, ["orders"])
     for _ in range(6):  # half an hour of polls that find the backup CREATING: none claims the run
         clock.advance(seconds=deps.settings.backup_monitor_delay_seconds)
         assert monitor.check_run(deps, body) == "requeued"
@@ -238,22 +216,10 @@ def test_a_healthy_run_is_not_re_queued(aws: Aws, deps: Deps, clock: FakeClock) 
 
 def test_an_abandoned_run_whose_alert_failed_is_alerted_by_a_later_trigger(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    create_tables(deps, ["orders"])
-    use_settings(deps, backup_tables=("orders",))
-    real_ddb = deps.clients.dynamodb
-    deps.clients.dynamodb = Intercept(  # type: ignore[assignment]
-        real_ddb, "update_item",
-        lambda **kw: (_ for _ in ()).throw(crash()) if "tables = :tables" in kw["UpdateExpression"] else None)
-    stranded = trigger.new_run_id(clock.now, "scheduled")
-    with pytest.raises(Exception, match="simulated"):
-        trigger.start_run(deps, "schedule", run_id=stranded)
-    deps.clients.dynamodb = real_ddb
+    stranded = _strand_a_starter(deps, clock)
     clock.advance(days=1)
-    real_sns = deps.clients.sns
-    deps.clients.sns = Intercept(real_sns, "publish", lambda **_: (_ for _ in ()).throw(crash()))  # type: ignore[assignment]
-
-    trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))  # today's run still starts
-    deps.clients.sns = real_sns
+    with failing_calls(deps, "sns", "publish"):
+        trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))  # today's run still starts
     assert RunStore(deps).get(stranded).status == "STARTING"  # type: ignore[union-attr]
     clock.advance(days=1)
     trigger.start_run(deps, "schedule", run_id=trigger.new_run_id(clock.now, "scheduled"))

@@ -370,3 +370,77 @@ def test_a_fault_at_any_call_of_a_restore_still_ends_in_one_active_restore_witho
     assert record["settings_applied"] == ALL_SETTINGS and record["comparison"]["problems"] == []
     assert target_settings(world, world.target)["deletion_protection"] is True
     assert world.aws.alerts() == []
+
+
+def test_a_point_in_time_restore_started_again_restores_to_the_point_its_request_resolved(
+        world: World, client: Client) -> None:
+    """The first RestoreTableToPointInTime refused (after every retry): the next poll starts it again, to the
+    point the request named, or for ``latest_restorable`` the one resolved when it was asked for."""
+    made: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        made.append(dict(params))
+
+    earliest = world.deps.clients.dynamodb.describe_continuous_backups(TableName="orders")[
+        "ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"]["EarliestRestorableDateTime"]
+    world.faults.inject("dynamodb.RestoreTableToPointInTime", "error", times=2 * ATTEMPTS)  # each first start
+    events = world.deps.clients.dynamodb.meta.events
+    events.register("before-parameter-build.dynamodb.RestoreTableToPointInTime", record)
+    try:
+        _, named = post(client, {"table": "orders", "point_in_time": earliest.isoformat(), "target": world.target,
+                                 "copy_settings": False})
+        _, latest = post(client, {"table": "orders", "point_in_time": "latest_restorable",
+                                  "target": f"{world.target}-2", "copy_settings": False})
+        world.clock.advance(minutes=10)  # the source's latest restorable time moves on (on AWS)
+        assert deliver(world) == ["requeued", "requeued", "active", "active"]
+    finally:
+        events.unregister("before-parameter-build.dynamodb.RestoreTableToPointInTime", record)
+    for started in (named, latest):
+        calls = [c for c in made if c["TargetTableName"] == started["target"]]
+        assert len(calls) == ATTEMPTS + 1  # refused after every retry, then started again by the poll
+        point = started["restored_from"]["point_in_time"]
+        assert all("UseLatestRestorableTime" not in c and c["RestoreDateTime"].isoformat() == point for c in calls)
+        assert shown(client, started["restore_id"])["restored_from"]["point_in_time"] == point
+
+
+def test_a_restore_two_deliveries_settle_at_once_has_one_outcome_and_one_alert(world: World, client: Client) -> None:
+    """SQS delivers a poll again while its first worker is still at it (the visibility timeout passed): both
+    claim it (the same message), both find no table past the deadline; only the first settle counts and alerts."""
+    deps, restore_id = world.deps, f"twice-{world.target}"
+    world.faults.inject("dynamodb.RestoreTableFromBackup", "error", times=ATTEMPTS)  # the API's start: not yet
+    post(client, {"table": "orders", "latest": True, "target": world.target, "restore_id": restore_id})
+    [(body, _)] = world.aws.sent(deps.settings.backup_monitor_queue)
+    world.clock.advance(minutes=deps.settings.backup_deadline_minutes + 1)
+    twin: list[str] = []
+
+    def redelivered(params: dict[str, Any], **_: Any) -> None:  # the twin runs whole before the first one settles
+        if not twin and str(params.get("UpdateExpression", "")).startswith("SET #s = :status"):
+            twin.append("running")
+            twin[0] = monitor.check_run(deps, body, "m-1")
+
+    events = deps.clients.dynamodb.meta.events
+    events.register("before-parameter-build.dynamodb.UpdateItem", redelivered)
+    try:
+        first = monitor.check_run(deps, body, "m-1")
+    finally:
+        events.unregister("before-parameter-build.dynamodb.UpdateItem", redelivered)
+    assert (first, twin) == ("failed", ["failed"])
+    done = shown(client, restore_id)
+    assert done["status"] == "FAILED" and "no restored table" in done["error"]
+    [alert] = world.aws.alerts()
+    assert alert["message"]["restore_id"] == restore_id
+
+
+def test_a_failed_restore_whose_settle_answer_is_lost_still_sends_its_one_alert(world: World, client: Client) -> None:
+    """The write that records FAILED applied, its answer lost: the retry finds its own write (not another
+    delivery's) and alerts."""
+    deps, restore_id = world.deps, f"lost-{world.target}"
+    world.faults.inject("dynamodb.RestoreTableFromBackup", "error", times=ATTEMPTS)  # the API's start: not yet
+    post(client, {"table": "orders", "latest": True, "target": world.target, "restore_id": restore_id})
+    world.clock.advance(minutes=deps.settings.backup_deadline_minutes + 1)
+    settle = world.faults.inject("dynamodb.UpdateItem", "lost",
+                                 match=lambda p: str(p.get("UpdateExpression", "")).startswith("SET #s = :status"))
+    assert deliver(world) == ["failed"]
+    assert settle.hits == 1 and shown(client, restore_id)["status"] == "FAILED"
+    [alert] = world.aws.alerts()
+    assert alert["message"]["restore_id"] == restore_id
