@@ -169,3 +169,15 @@ def test_responses_are_serialised_as_moto_serialises_them(speed_as_found: None, 
     fast = stream_answers()
     assert len(fast) == 3 and b"NewImage" in fast[0] and b"REMOVE" in fast[0]
     assert fast == plain
+
+
+def test_a_response_classs_method_names_are_listed_once_as_moto_lists_them(speed_as_found: None) -> None:
+    from moto.core import responses, utils
+    from moto.scheduler.responses import EventBridgeSchedulerResponse
+
+    moto_speed.install()
+    first = responses.method_names_from_class(EventBridgeSchedulerResponse)
+    assert first == utils.method_names_from_class(EventBridgeSchedulerResponse) and "create_schedule" in first
+    assert responses.method_names_from_class(EventBridgeSchedulerResponse) is first  # not listed again
+    moto_speed.uninstall()
+    assert responses.method_names_from_class is utils.method_names_from_class
