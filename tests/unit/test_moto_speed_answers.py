@@ -175,9 +175,13 @@ def test_a_response_classs_method_names_are_listed_once_as_moto_lists_them(speed
     from moto.core import responses, utils
     from moto.scheduler.responses import EventBridgeSchedulerResponse
 
+    def dispatch_lists(clazz: object) -> list[str]:  # the name moto's dispatch calls (moto.core.responses)
+        listed: list[str] = vars(responses)["method_names_from_class"](clazz)
+        return listed
+
     moto_speed.install()
-    first = responses.method_names_from_class(EventBridgeSchedulerResponse)
+    first = dispatch_lists(EventBridgeSchedulerResponse)
     assert first == utils.method_names_from_class(EventBridgeSchedulerResponse) and "create_schedule" in first
-    assert responses.method_names_from_class(EventBridgeSchedulerResponse) is first  # not listed again
+    assert dispatch_lists(EventBridgeSchedulerResponse) is first  # not listed again
     moto_speed.uninstall()
-    assert responses.method_names_from_class is utils.method_names_from_class
+    assert vars(responses)["method_names_from_class"] is utils.method_names_from_class
