@@ -9,6 +9,7 @@ a sleep that only moves that clock.
 
 from __future__ import annotations
 
+import platform
 import random as _random
 import threading
 import time
@@ -19,6 +20,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 import boto3
+import botocore
 from botocore.config import Config
 
 from chalicelib.metrics import Metrics
@@ -44,8 +46,15 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def client_config(settings: Settings, attempts: int | None = None) -> Config:
-    """botocore's settings of every client: ``attempts`` in all (AWS_MAX_ATTEMPTS unless given)."""
+#: The User-Agent of every request, built once: botocore otherwise builds it from some 16 parts twice a request
+#: (a tenth of its CPU a call in a stream batch: docs/benchmarks.md, P2); AWS reads it for its own statistics only.
+USER_AGENT = f"timekeeper botocore/{botocore.__version__} Python/{platform.python_version()}"
+
+
+def client_config(settings: Settings, attempts: int | None = None, validate: bool = True) -> Config:
+    """botocore's settings of every client: ``attempts`` in all (AWS_MAX_ATTEMPTS unless given); ``validate``
+    False skips botocore's check of the parameters against the service model before each call (for a client
+    whose every parameter the app builds itself: AWS still checks them, and says ValidationException)."""
     return Config(
         region_name=settings.region,
         retries=cast("_RetryDict", {"mode": settings.aws_retry_mode,
@@ -54,6 +63,8 @@ def client_config(settings: Settings, attempts: int | None = None) -> Config:
         read_timeout=30,
         # One connection per thread of a stream batch (botocore keeps 10 by default, and discards the rest).
         max_pool_connections=max(10, settings.stream_concurrency, settings.executor_concurrency),
+        parameter_validation=validate,
+        user_agent=USER_AGENT,
     )
 
 
@@ -65,10 +76,10 @@ class Clients:
     session: boto3.session.Session = field(default_factory=boto3.session.Session)
     _making: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def _make(self, service: str, attempts: int | None = None) -> Any:
+    def _make(self, service: str, attempts: int | None = None, validate: bool = True) -> Any:
         """A client (thread-safe once made); made under a lock, as a boto3 session is not thread-safe and the
         executor's and stream scheduler's threads may ask for the same client at once on a cold start."""
-        kwargs: dict[str, Any] = {"config": client_config(self.settings, attempts)}
+        kwargs: dict[str, Any] = {"config": client_config(self.settings, attempts, validate)}
         if self.settings.endpoint_url:
             kwargs["endpoint_url"] = self.settings.endpoint_url
         with self._making:
@@ -104,7 +115,10 @@ class Clients:
 
     @cached_property
     def scheduler(self) -> EventBridgeSchedulerClient:
-        client: EventBridgeSchedulerClient = self._make("scheduler")
+        """Unvalidated by botocore: every request is ``schedules.schedule_request``'s (or a name and group), built
+        from a task already read and checked, and a stream batch makes up to 100 of them in a row (botocore's
+        check was a tenth of its CPU a call: docs/benchmarks.md, P2)."""
+        client: EventBridgeSchedulerClient = self._make("scheduler", validate=False)
         return client
 
     # The task actions' targets (chalicelib/tasks/actions.py): lambda, eventbridge and stepfunctions.

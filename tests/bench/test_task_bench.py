@@ -11,7 +11,7 @@ import pytest
 
 from bench import __main__ as bench_main
 from bench import prices, task_cost
-from bench.core import TINY
+from bench.core import TINY, median, percentile
 from chalicelib.settings import Settings
 
 
@@ -72,6 +72,21 @@ def test_the_stream_batch_targets_report_the_round_trips_of_the_table(sections: 
         assert target["figure"] == ours[(path, container)] == batches[math.ceil(0.9 * len(batches)) - 1]
         assert target["limit"] == 8
         assert target["met"] == (target["figure"] <= 8)
+
+
+def test_the_round_trips_without_motos_cpu_are_the_wall_time_less_motos_shown_beside_the_targets_figure(
+        sections: dict[str, Any]) -> None:
+    p2 = sections["P2"]
+    latency = p2["figures"]["latency_seconds"]
+    rows = [row for row in p2["rows"] if row[1] == "timekeeper"]
+    assert len(rows) == 4
+    for row in rows:
+        batches = _batches(p2, row[0], f"ours {row[2]}")
+        without = [(b["seconds"] - b["moto_cpu_seconds"]) / latency for b in batches]
+        assert [b["round_trips_without_moto"] for b in batches] == pytest.approx(without)
+        assert row[13] == pytest.approx(median(without))
+        assert row[14] == pytest.approx(percentile(without, 90))
+        assert all(w < b["round_trips"] and b["full_gc_seconds"] >= 0 for w, b in zip(without, batches, strict=True))
 
 
 def test_every_task_of_every_strategy_ran_its_action_exactly_once(sections: dict[str, Any]) -> None:

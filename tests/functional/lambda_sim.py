@@ -17,7 +17,8 @@ the next (no real waiting):
 - DynamoDB's TTL: items whose TTL has passed are deleted by "the service", and
   their REMOVE records carry its userIdentity;
 - EventBridge Scheduler: one-time ``at()`` schedules of the app's group fire
-  their input into the due queue and delete themselves;
+  their input into the due queue (``schedule_lateness`` after their time) and
+  delete themselves;
 - EventBridge rules: the interval processor every ``processor_period``.
 
 The emulation's own reads and writes go through clients no fault hooks, so a
@@ -70,10 +71,12 @@ class LambdaSim:
     deps: Deps
     client: Client
     clock: FakeClock
-    processor_period: timedelta = timedelta(minutes=1)
+    processor_period: timedelta | None = timedelta(minutes=1)  # None: the interval processor never runs
     # SQS's at-least-once delivery: every due message the app sends (its first hop) comes once more after each
     # of these delays, a copy of its own (a duplicate, or a redelivery of a message whose handler finished).
     due_duplicates: tuple[timedelta, ...] = ()
+    # How late Scheduler fires a schedule after its at() time (AWS: within 60 s, "60 second precision").
+    schedule_lateness: timedelta = timedelta(0)
     failed_invocations: int = 0
     ttl_deletes: int = 0
     schedules_fired: int = 0
@@ -98,7 +101,7 @@ class LambdaSim:
             s.due_dlq: SimQueue(s.due_dlq, "due_dead_letter", 10, 30, redrive=False),
             s.backup_monitor_queue: SimQueue(s.backup_monitor_queue, "backup_monitor", 1, 300),
         }
-        self._next_tick = self.clock.now
+        self._next_tick = self.clock.now if self.processor_period is not None else None
 
     # --- one step of every source ----------------------------------------------------------------------
 
@@ -112,7 +115,7 @@ class LambdaSim:
         self._collect_sent()
         for queue in self._queues.values():
             busy |= self._deliver_queue(queue)
-        if self._next_tick is not None and self.clock.now >= self._next_tick:
+        if self._next_tick is not None and self.processor_period is not None and self.clock.now >= self._next_tick:
             self._invoke("interval_processor", events.scheduled_event(self.clock.now))
             self._next_tick = self.clock.now + self.processor_period
             busy = True
@@ -257,7 +260,7 @@ class LambdaSim:
                 match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
                 if match is None:
                     continue
-                at = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC)
+                at = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC) + self.schedule_lateness
                 if at > self.clock.now:
                     self._next_schedule = min(at, self._next_schedule or at)
                     continue

@@ -169,3 +169,19 @@ def test_responses_are_serialised_as_moto_serialises_them(speed_as_found: None, 
     fast = stream_answers()
     assert len(fast) == 3 and b"NewImage" in fast[0] and b"REMOVE" in fast[0]
     assert fast == plain
+
+
+def test_a_response_classs_method_names_are_listed_once_as_moto_lists_them(speed_as_found: None) -> None:
+    from moto.core import responses, utils
+    from moto.scheduler.responses import EventBridgeSchedulerResponse
+
+    def dispatch_lists(clazz: object) -> list[str]:  # the name moto's dispatch calls (moto.core.responses)
+        listed: list[str] = vars(responses)["method_names_from_class"](clazz)
+        return listed
+
+    moto_speed.install()
+    first = dispatch_lists(EventBridgeSchedulerResponse)
+    assert first == utils.method_names_from_class(EventBridgeSchedulerResponse) and "create_schedule" in first
+    assert dispatch_lists(EventBridgeSchedulerResponse) is first  # not listed again
+    moto_speed.uninstall()
+    assert vars(responses)["method_names_from_class"] is utils.method_names_from_class
