@@ -413,7 +413,7 @@ def _walk_unclaimed_settles(walk: Walk) -> None:
             elif state is State.CANCELLED:  # deleted by a user, written again with the same due time
                 walk.user_deletes(key)
                 walk.put(key, at, action=once)
-            elif state is State.DEAD_LETTERED:
-                walk.due_dead_letter(key, at)
+            elif state is State.DEAD_LETTERED:  # the handler's own write (walked through the handler above)
+                store.note_dead_letter(key, at, {"run_at": iso(at), "reason": "walk", "claim": "none"})
             assert walk.state(key) is state, (name, state)
             assert store.settle_once(key, at, "worker", outcome, clock.now, lease).won, (name, state)
