@@ -135,6 +135,8 @@ def test_a_failure_retried_later_takes_the_claim_and_a_refused_target_fails_dead
     shown = get_task(client, "later")
     assert (shown["status"], shown["attempts"]) == ("PENDING", 5) and shown.get("retry_at")
     [(again, _)] = aws.sent(deps.settings.due_queue)
+    assert run(deps, clock, body) == "skipped: retrying"  # a copy of the first message: it leaves the retry be
+    assert (get_task(client, "later")["attempts"], get_task(client, "later")["status"]) == (5, "PENDING")
     clock.now = DueMessage.from_json(again).runs_at
     before = writes(faults)
     assert run(deps, clock, again) == "done"
