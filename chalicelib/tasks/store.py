@@ -495,16 +495,17 @@ class TaskStore:
                     lease_seconds: int, shape: Mapping[str, Any] | None = None) -> Claim:
         """``settle_once_done``, ``_retry``, ``_failed``: the outcome of a one-time task's execution run without a
         claim (its action's target drops a repeat: ``executor.settles_once``), written as ``settle`` writes it,
-        with what a claim would have written
-        (``exec_due``, ``exec_due_ms``, this worker's token, the task's ``shape``), on the claim's condition for a
-        new execution (``NEW_EXECUTION``): no execution of this due time nor of a later one on the record, the task
-        not paused, not cancelled at this time by the API nor moved from it.  One conditional UpdateItem; won when
-        the outcome is there (this write, or an earlier attempt of it whose response was lost), else lost with the
-        reason (``lost_reason``: done or failed -- a duplicate delivery --, retrying, running, cancelled,
-        rescheduled, paused, superseded) and the record as found."""
+        with what a claim would have written (``exec_due``, ``exec_due_ms``, ``run_at``, this worker's token, the
+        task's ``shape``), on the claim's condition for a new execution (``NEW_EXECUTION``): no execution of this
+        due time nor of a later one on the record, the task not paused, not cancelled at this time by the API nor
+        moved from it.  One conditional UpdateItem; won when the outcome is there (this write, or an earlier
+        attempt of it whose response was lost), else lost with the reason (``lost_reason``: done or failed -- a
+        duplicate delivery --, retrying, running, cancelled, rescheduled, paused, superseded) and the record as
+        found."""
         due_text = iso(due)
         sets, removed = self._outcome(due, outcome, now, None)  # a one-time task's (executor.settles_once)
-        sets.update({"exec_due": due_text, "exec_due_ms": due_ms(due), "exec_owner": owner, **(shape or {})})
+        sets.update({"exec_due": due_text, "exec_due_ms": due_ms(due), "exec_owner": owner, "run_at": due_text,
+                     **(shape or {})})
         listed = items.listed_of(key)
         if listed is not None:
             sets[items.LISTED] = listed

@@ -26,7 +26,16 @@ from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.stream_support import Table, stream
-from tests.functional.task_support import EMAIL_ACTION, FlakySes, deliver, due_body, patch_task, post_task, use_client
+from tests.functional.task_support import (
+    EMAIL_ACTION,
+    FlakySes,
+    deliver,
+    due_body,
+    patch_task,
+    post_task,
+    record_of,
+    use_client,
+)
 
 STORE_WRITERS = {"claim", "settle", "settle_once", "mark", "note_dead_letter", "note_stream_dead_letter", "cancel_by_item", "redrive",
                  "pause"}
@@ -417,3 +426,4 @@ def _walk_unclaimed_settles(walk: Walk) -> None:
                 store.note_dead_letter(key, at, {"run_at": iso(at), "reason": "walk", "claim": "none"})
             assert walk.state(key) is state, (name, state)
             assert store.settle_once(key, at, "worker", outcome, clock.now, lease).won, (name, state)
+            assert (record_of(deps, key) or {}).get("run_at") == iso(at), (name, state)  # as a claim would write
