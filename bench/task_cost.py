@@ -95,6 +95,7 @@ class Workload:
     functions: frozenset[str]  # the handlers whose invocations the tasks cost
     action: str = "email"    # the tasks' action type
     together: int = 1        # tasks due at the same time, in groups of this many (the executor's batches)
+    deduplicated: bool = False  # the action says ``target_deduplicates``: one write a task, no claim
 
     def tasks(self, n: int) -> int:
         """How many tasks the workload runs at a scale of ``n``: whole groups of ``together``."""
@@ -104,6 +105,9 @@ class Workload:
 DENSE = "exact via SQS delay, 10 due together"
 ONE_HOP = "exact via SQS delay, 16-26 min ahead (one re-queue hop)"
 HORIZON_SECONDS = Settings.from_env({}).direct_queue_horizon_seconds
+#: One write a task (docs/executor.md, "One write"): the target drops a repeat, in full batches of 10.
+ONE_WRITE = tuple(f"exact via SQS delay, {action} action, target_deduplicates, 10 due together"
+                  for action in ("stepfunctions", "webhook"))
 PATH_FUNCTIONS = frozenset({"task_stream", "task_executor", "due_dead_letter"})
 WORKLOADS = (
     Workload("exact via SQS delay", "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
@@ -116,6 +120,8 @@ WORKLOADS = (
     Workload(DENSE, "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS, together=10),
     *(Workload(f"exact via SQS delay, {action} action", "exact", timedelta(minutes=2), timedelta(minutes=10),
                PATH_FUNCTIONS, action) for action in ("lambda", "eventbridge", "stepfunctions", "webhook")),
+    *(Workload(name, "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS, action, together=10,
+               deduplicated=True) for name, action in zip(ONE_WRITE, ("stepfunctions", "webhook"), strict=True)),
 )
 
 
@@ -396,7 +402,7 @@ def _action(workload: Workload, i: int, targets: SampleTargets, hook: str = "") 
         "webhook": {"type": "webhook", "url": f"{hook}/p4", "secret": f"ssm:{WEBHOOK_PARAMETER}",
                     "body": json.dumps(named)},
     }
-    return actions[workload.action]
+    return {**actions[workload.action], **({"target_deduplicates": True} if workload.deduplicated else {})}
 
 
 class Delivered:
@@ -579,15 +585,15 @@ TARGET_FLOOR_RATIO = 1.10
 SEND_BATCH = 10  # SendMessageBatch: the stream sends the due messages of a burst ten to a call
 
 
-def floor_usage(batch: int, scheduler: bool = False, read: bool = False) -> Usage:
+def floor_usage(batch: int, scheduler: bool = False, read: bool = False, writes: float = 2.0) -> Usage:
     """What no exactly-once execution can do without, per task, when the executor's deliveries carry ``batch``
-    tasks: a claim write and a settle write (one unit each), the queue (the send, ten to a SendMessageBatch, or
-    with ``scheduler`` Scheduler's invocation and its own SQS request a task; the poller's receive and delete and
-    one Lambda request a batch; no duration) and, with ``read``, the read of the item (a consistent GetItem
-    alone, half a unit in a BatchGetItem)."""
+    tasks: a claim write and a settle write (one unit each; ``writes`` 1: the settle alone, where the target drops
+    a repeat), the queue (the send, ten to a SendMessageBatch, or with ``scheduler`` Scheduler's invocation and its
+    own SQS request a task; the poller's receive and delete and one Lambda request a batch; no duration) and, with
+    ``read``, the read of the item (a consistent GetItem alone, half a unit in a BatchGetItem)."""
     return Usage(
         lambda_requests=1 / batch,
-        write_units=2.0,
+        write_units=writes,
         read_units=(1.0 if batch == 1 else 0.5) if read else 0.0,
         sqs_requests=(1.0 if scheduler else 1 / SEND_BATCH) + POLLER_REQUESTS_PER_BATCH / batch,
         scheduler_invocations=1.0 if scheduler else 0.0,
@@ -596,6 +602,8 @@ def floor_usage(batch: int, scheduler: bool = False, read: bool = False) -> Usag
 
 #: The floor each measured workload is held to: (executor batch, through Scheduler).
 FLOORS = {"exact via SQS delay": (1, False), DENSE: (EXECUTOR_BATCH, False), "exact via Scheduler": (1, True)}
+#: Write units a task where the target drops a repeat: the settle alone.
+ONE_WRITE_UNITS = 1.0
 
 
 # --- the seed's design ------------------------------------------------------------------------------------
@@ -673,6 +681,19 @@ def run(scale: Scale, plots: Path) -> list[Section]:
                                           TARGET_CALLS[workload.name]))
             section.targets.append(Target(f"{workload.name}: $ per million tasks beyond the action", dollars,
                                           TARGET_DOLLARS, "$"))
+        if workload.name in ONE_WRITE:
+            floor = prices.per_million(floor_usage(EXECUTOR_BATCH, writes=ONE_WRITE_UNITS))
+            figures["workloads"][workload.name].update(floor_dollars_per_million=floor, floor_batch=EXECUTOR_BATCH,
+                                                       floor_write_units=ONE_WRITE_UNITS)
+            section.notes.append(
+                f"{workload.name}: the floor with one write (the target drops a repeat, so no claim: "
+                f"docs/executor.md, One write), full batches of {EXECUTOR_BATCH}: ${floor:.2f} a million; ours "
+                f"${dollars:.2f}, {dollars / floor:.2f}x, {usage.write_units:.2f} write units a task; the seed's "
+                f"${seed_dollars:.2f}")
+            section.targets.append(Target(f"{workload.name}: write units per task", usage.write_units,
+                                          ONE_WRITE_UNITS))
+            section.targets.append(Target(f"{workload.name}: $ per million tasks beyond the action, below the "
+                                          "seed's", dollars, seed_dollars, "$"))
     by_name = {m.workload.name: prices.per_million(m.usage()) for m in measured}
     if ONE_HOP in by_name and "exact via Scheduler" in by_name:
         hop, schedule = by_name[ONE_HOP], by_name["exact via Scheduler"]

@@ -50,6 +50,7 @@ TASKS_RETRIED = "TasksRetried"              # attempts of an action after its fi
 TASKS_DEAD_LETTERED = "TasksDeadLettered"   # a task record or due message sent to TASK_DLQ
 TASKS_SKIPPED_CANCELLED = "TasksSkippedCancelled"      # a due message for a task cancelled since
 TASKS_SKIPPED_RESCHEDULED = "TasksSkippedRescheduled"  # a due message for a task moved to another time
+TASKS_RAN_AFTER_CHANGE = "TasksRanAfterChange"  # an unclaimed action ran for a task cancelled or moved after its read
 TASK_LATENESS = "TaskLateness"              # ms from the due time to the action's start
 # Backup runs (Stage only; BackupRunsStarted also by Trigger).
 BACKUP_RUNS_STARTED = "BackupRunsStarted"

@@ -351,7 +351,7 @@ def _check_bucket_format(name: str, fmt: str, minutes: int) -> None:
 
 
 def _action(name: str, spec: Any) -> dict[str, Any] | None:
-    from chalicelib.tasks.actions import ACTIONS, JsonObject  # imports nothing of the model or settings at run time
+    from chalicelib.tasks.actions import ACTIONS, Flag, JsonObject  # imports nothing of the model or settings at run time
 
     if spec is None:
         return None
@@ -367,6 +367,13 @@ def _action(name: str, spec: Any) -> dict[str, Any] | None:
             raise SourceError(name, f"action.{field_name}", f"is not a field of a {kind} action")
     for field_name, check in action.fields.items():
         value = spec.get(field_name)
+        if isinstance(check, Flag):  # optional, never a template
+            if field_name in spec:
+                problem = check(value)
+                if problem:
+                    raise SourceError(name, f"action.{field_name}", problem)
+                clean[field_name] = value
+            continue
         if isinstance(check, JsonObject):
             clean[field_name] = _json_field(name, field_name, value, check)
             continue

@@ -2,8 +2,8 @@
 
 A class declares everything about its type: the ``type`` name, its ``fields``
 (each required: a non-empty string with a check of its own, an email address,
-an SQS queue URL...; or a ``JsonObject``, a JSON object within a size limit)
-and ``run``, which performs the action.  ``@register``
+an SQS queue URL...; or a ``JsonObject``, a JSON object within a size limit; or
+a ``Flag``, an optional true or false) and ``run``, which performs the action.  ``@register``
 makes it known by its type: ``model.parse_action`` validates an action spec
 with the class's fields and the executor runs it with the class's ``run``.
 Adding an action type is one registered class here, nothing else.
@@ -178,6 +178,29 @@ class JsonObject:
         return _storable(value, 1)
 
 
+@dataclass(frozen=True)
+class Flag:
+    """A field kind: an optional JSON boolean (absent: false).  Called as a check with the value, it says what is
+    wrong, like a string field's check."""
+
+    def __call__(self, value: Any) -> str | None:
+        return None if isinstance(value, bool) else f"must be true or false, got {type(value).__name__}"
+
+
+# The optional field by which a task says its action's target drops a repeat of one execution (task, due time):
+# a Standard state machine (a second StartExecution of the same name starts nothing) or a webhook receiver that
+# honours the Idempotency-Key.  Such a task runs with one write and no claim (docs/executor.md, "One write").
+TARGET_DEDUPLICATES = "target_deduplicates"
+
+
+def deduplicated_by_target(spec: Mapping[str, Any]) -> bool:
+    """True when the validated action ``spec`` declares that its target drops a repeat of one execution: its type
+    has the ``target_deduplicates`` flag (stepfunctions, webhook) and the task set it true. Pure."""
+    action = ACTIONS.get(str(spec.get("type")))
+    return (action is not None and isinstance(action.fields.get(TARGET_DEDUPLICATES), Flag)
+            and spec.get(TARGET_DEDUPLICATES) is True)
+
+
 # DynamoDB keeps a task's action in its item: at most 32 levels of nesting, numbers of at most 38 digits, no
 # empty key in a map.
 MAX_NESTING = 32
@@ -316,7 +339,7 @@ class Action(ABC):
     """One action type: its name, its fields and how it runs."""
 
     type: ClassVar[str]
-    fields: ClassVar[Mapping[str, Check]]  # every one required, in this order
+    fields: ClassVar[Mapping[str, Check]]  # every one required (but a ``Flag``), in this order
 
     @abstractmethod
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
@@ -493,10 +516,13 @@ class StepFunctionsAction(Action):
     """A StartExecution of a state machine with the JSON object ``input``, named by ``execution_name`` from the
     task and its due time: a second start of the same execution (a redelivery, a lost answer) is refused by
     Step Functions with ExecutionAlreadyExists, which means done.  (Express state machines do not check names:
-    for them it is at least once.)"""
+    for them it is at least once.)  ``target_deduplicates``: true says the state machine is a Standard workflow,
+    which starts a name once (an open execution started again with the same input answers success, a closed one
+    ExecutionAlreadyExists), so the executor may run it with one write; never set it for an Express one."""
 
     type = "stepfunctions"
-    fields: ClassVar[Mapping[str, Check]] = {"state_machine_arn": state_machine_arn, "input": JsonObject()}
+    fields: ClassVar[Mapping[str, Check]] = {"state_machine_arn": state_machine_arn, "input": JsonObject(),
+                                             TARGET_DEDUPLICATES: Flag()}
     refused: ClassVar[frozenset[str]] = _REFUSED | {
         "StateMachineDoesNotExist", "StateMachineDeleting", "InvalidArn", "InvalidName", "InvalidExecutionInput",
         "KmsAccessDeniedException", "KmsInvalidStateException"}
@@ -518,11 +544,12 @@ class StepFunctionsAction(Action):
 
 @register
 class WebhookAction(Action):
-    """A signed HTTPS POST of a JSON body to an allow-listed origin (chalicelib/tasks/webhook.py)."""
+    """A signed HTTPS POST of a JSON body to an allow-listed origin (chalicelib/tasks/webhook.py).
+    ``target_deduplicates``: true says the receiver drops a repeat of an ``Idempotency-Key`` it has seen."""
 
     type = "webhook"
     fields: ClassVar[Mapping[str, Check]] = {"url": webhook.url_problem, "secret": webhook.secret_problem,
-                                             "body": json_body_text}
+                                             "body": json_body_text, TARGET_DEDUPLICATES: Flag()}
 
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         try:

@@ -34,7 +34,10 @@ holds no other.  For every message (``model.DueMessage``):
    at the old time writes it.
 
 So a one-time task costs three AWS calls besides its action: read, claim and
-settle.  An unreadable message is dead-lettered, not failed; a message whose
+settle.  One whose action's target drops a repeat (``settles_once``: a Standard
+state machine, a webhook receiver that honours the Idempotency-Key, as the task
+declares) costs two: no claim, the action, then one conditional settle
+(docs/executor.md, "One write").  An unreadable message is dead-lettered, not failed; a message whose
 handling raised is reported in ``batchItemFailures`` so only it is redelivered.
 """
 
@@ -226,8 +229,10 @@ def execute(deps: Deps, body: str, message_id: str,
     if early > 0:  # the message's time was rounded down to the second
         deps.sleep(early)
     owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised
-    claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner,
-                        shape={"strategy": task.strategy.value, "action": task.action})
+    shape = {"strategy": task.strategy.value, "action": task.action}
+    if settles_once(task, message):
+        return _execute_once(deps, store, task, message, owner, shape, message_id, body)
+    claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner, shape=shape)
     if not claim.won:
         _measure_skip(deps, task, claim.lost)
         return _claim_lost(deps, store, task, message, image, claim, message_id, body)
@@ -244,14 +249,63 @@ def execute(deps: Deps, body: str, message_id: str,
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})
         return "skipped: taken over by another worker"
+    return _settled(deps, store, task, message, image, owner, outcome, next_due, message_id, body,
+                    retried=given_up is None)
+
+
+def _settled(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None, owner: str,
+             outcome: Outcome, next_due: datetime | None, message_id: str, body: str, retried: bool = True) -> str:
+    """What follows this worker's settle: a retry's message sent back, or the outcome measured and its follow-ups
+    (``_after``)."""
     if outcome.retry_at is not None:  # settle_retry: the same due message comes back at the retry time
         _send_back(deps, replace(message, not_before=outcome.retry_at), _delay_until(outcome.retry_at, deps.clock()))
         deps.metrics.task(m.TASKS_RETRIED, task.strategy.value)
         return "retry later"
-    _measure_outcome(deps, task, outcome, retried=given_up is None)
+    _measure_outcome(deps, task, outcome, retried=retried)
     _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
            outcome, message_id, body)
     return "failed" if outcome.status is Status.FAILED else "done"
+
+
+def settles_once(task: Task, message: DueMessage) -> bool:
+    """True when the execution runs with one write and no claim (docs/executor.md, "One write"): the task's action
+    declares that its target drops a repeat (``actions.deduplicated_by_target``: a Standard state machine, a
+    webhook receiver that honours the Idempotency-Key), the task is a one-time one read from its item (a recurring
+    task's pause and a lazy task's cancel live on its record alone, which only the claim reads), and the message
+    is the execution's first, not a retry's (``not_before``: a retry or a redrive takes the claim, which counts
+    its attempts). Pure."""
+    return (actions.deduplicated_by_target(task.action) and task.recurrence is None
+            and task.strategy is not Strategy.LAZY and not message.carries_item and message.not_before is None)
+
+
+def _execute_once(deps: Deps, store: TaskStore, task: Task, message: DueMessage, owner: str,
+                  shape: dict[str, Any], message_id: str, body: str) -> str:
+    """Steps 3 to 5 for a task that ``settles_once``: the action runs (retried as step 4 says), then its outcome
+    is written with one conditional UpdateItem (``TaskStore.settle_once``).  A settle refused because the
+    execution is settled already is a duplicate delivery (the target dropped its repeat): what the settled one
+    left undone is finished.  Refused because the API cancelled the task or moved it after the read: the action
+    ran all the same; logged and counted (``TasksRanAfterChange``), the record left as the API wrote it."""
+    started = deps.clock()
+    outcome = _run_with_retries(deps, task)
+    lease = deps.settings.task_claim_lease_seconds
+    settled = _persisted(deps, "the task's outcome", lambda: store.settle_once(
+        task.key, task.due, owner, outcome, deps.clock(), lease, shape))
+    if settled.won:
+        _measure_lateness(deps, task, started)
+        return _settled(deps, store, task, message, None, owner, outcome, None, message_id, body)
+    found, lost = settled.found, settled.lost
+    if lost in ("done", "failed"):
+        if _after(deps, store, task, message, None, found, None, None, message_id, body):
+            return f"finished: {lost}"
+        return "skipped: " + lost
+    if lost in ("cancelled", "rescheduled", "paused"):
+        logger.warning("the action ran, but the task was changed after it was read; its outcome is not recorded",
+                       extra={"task_id": task.id, "change": lost, "status": outcome.status.value})
+        deps.metrics.task(m.TASKS_RAN_AFTER_CHANGE, task.strategy.value)
+        return "ran after: " + lost
+    logger.info("the action ran again; the execution is another delivery's",
+                extra={"task_id": task.id, "found": lost})
+    return "skipped: " + lost
 
 
 def _given_up(deps: Deps, task: Task, takeovers: int) -> Outcome | None:
@@ -426,9 +480,10 @@ def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: d
 
 # --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------
 
-def _measure_lateness(deps: Deps, task: Task) -> None:
-    """The action starts now: how late, in ms (executed minus due; negative never, as it waits out early)."""
-    late = (deps.clock() - task.due).total_seconds() * 1000
+def _measure_lateness(deps: Deps, task: Task, started: datetime | None = None) -> None:
+    """The action starts now (or started at ``started``): how late, in ms (executed minus due; negative never, as
+    it waits out early)."""
+    late = ((started or deps.clock()) - task.due).total_seconds() * 1000
     deps.metrics.observe(m.TASK_LATENESS, m.MILLISECONDS, late, **{m.STRATEGY: task.strategy.value})
 
 

@@ -6,7 +6,8 @@ execution lives.  Its state is read from the record alone (``state_of``):
 - ``none``: no record yet (a task of another program nobody has claimed, noted or changed);
 - PENDING: waiting for its due time (``run_at``);
 - RUNNING: an executor claimed the execution of ``run_at`` (``exec_state`` RUNNING at ``exec_due`` =
-  ``run_at``, status PENDING) and has not settled it;
+  ``run_at``, status PENDING) and has not settled it (an action whose target drops a repeat runs unclaimed
+  and is settled from PENDING: ``settle_once_*``);
 - DONE, FAILED: a one-time task's outcome (a recurring task that succeeds goes back to PENDING at its next
   due time; one that fails stops);
 - CANCELLED: ``DELETE /tasks/{id}``, or the task's item deleted by a user (``cancelled_by: "item"``);
@@ -72,6 +73,7 @@ def _states(*states: State) -> frozenset[State]:
 
 P, R, D, F, C, N = State.PENDING, State.RUNNING, State.DONE, State.FAILED, State.CANCELLED, State.NONE
 DL, PA = State.DEAD_LETTERED, State.PAUSED
+ONCE = _states(N, P, R, D, F, C, DL)  # a claim's sources: settle_once has the claim's condition for a new execution
 
 TRANSITIONS: tuple[Transition, ...] = (
     Transition("create", _states(N), P, "POST /tasks: the record with the item, in one transaction"),
@@ -92,6 +94,14 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("settle_failed", _states(R, DL), F,
                "the retry policy is spent (max_attempts, max_age_seconds), a permanent error, or more takeovers "
                "than TASK_MAX_TAKEOVERS"),
+    Transition("settle_once_done", ONCE, D,
+               "a one-time task whose action's target drops a repeat (target_deduplicates) ran, settled without a "
+               "claim by one write on the claim's condition for a new execution (from the states a claim leaves; "
+               "recurring and lazy tasks keep the claim)"),
+    Transition("settle_once_retry", ONCE, P,
+               "as settle_once_done, the action failed with an attempt left for later: RETRYING until retry_at (the "
+               "retry takes the claim)"),
+    Transition("settle_once_failed", ONCE, F, "as settle_once_done, the action failed for good"),
     Transition("mark_dead_lettered", _states(F), None, "the failure was sent to TASK_DLQ"),
     Transition("mark_alerted", _states(F), None, "the failure was sent to ALERT_TOPIC_ARN"),
     Transition("cancel", _states(N, P, DL, PA), C,
@@ -121,6 +131,8 @@ WRITERS: Mapping[str, str] = {
     "create": "TaskStore.create", "claim": "TaskStore.claim", "takeover": "TaskStore.claim",
     "settle_done": "TaskStore.settle", "settle_next": "TaskStore.settle", "settle_retry": "TaskStore.settle",
     "settle_failed": "TaskStore.settle",
+    "settle_once_done": "TaskStore.settle_once", "settle_once_retry": "TaskStore.settle_once",
+    "settle_once_failed": "TaskStore.settle_once",
     "mark_dead_lettered": "TaskStore.mark", "mark_alerted": "TaskStore.mark",
     "cancel": "TaskStore.cancel", "reschedule": "TaskStore.reschedule", "cancel_by_item": "TaskStore.cancel_by_item",
     "note_dead_letter": "TaskStore.note_dead_letter", "note_stream_dead_letter": "TaskStore.note_stream_dead_letter",

@@ -37,7 +37,7 @@ from typing import Any
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 from chalicelib.sources import MissingAttribute, TaskSource, render, render_value
-from chalicelib.tasks.actions import ACTIONS, EMAIL, JsonObject, action_refusal
+from chalicelib.tasks.actions import ACTIONS, EMAIL, Flag, JsonObject, action_refusal
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
@@ -301,13 +301,18 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
             raise InvalidTask(f"{where}.{name}", f"unknown field {where}.{name} for a {kind} action")
     clean: dict[str, Any] = {"type": kind}
     for name, check in action.fields.items():
-        if isinstance(check, JsonObject):  # a JSON object: checked whole (kind and size), kept as it is
+        if isinstance(check, Flag):  # optional: kept only when given
+            if name in spec:
+                clean[name] = spec[name]
+        elif isinstance(check, JsonObject):  # a JSON object: checked whole (kind and size), kept as it is
             if name not in spec:
                 raise InvalidTask(f"{where}.{name}", f"{where}.{name} is required and must be a JSON object")
             clean[name] = spec[name]
         else:
             clean[name] = _text(spec, name, where)
     for name, check in action.fields.items():
+        if name not in clean:
+            continue
         problem = check(clean[name])
         if problem:
             raise InvalidTask(f"{where}.{name}", f"{where}.{name} {problem}")

@@ -8,11 +8,12 @@ another request or delivery got there first.
 
 The executor never writes a one-time task's item and makes no transaction: it
 claims an execution and settles it with one conditional UpdateItem each on the
-task's record, which also keeps the outcome ``GET /tasks/{id}`` shows.
+task's record, which also keeps the outcome ``GET /tasks/{id}`` shows (or, for
+an action whose target drops a repeat, settles it with one: ``settle_once``).
 
 Every write of a task's record is here, one method per transition of
 ``chalicelib.tasks.lifecycle`` (``create``, ``claim``/``takeover``,
-``settle``, ``mark``, ``cancel``, ``reschedule``, ``note_dead_letter``,
+``settle``, ``settle_once``, ``mark``, ``cancel``, ``reschedule``, ``note_dead_letter``,
 ``note_stream_dead_letter``, ``cancel_by_item``); the API's three return the item of its
 transaction rather than writing.  The
 record's ``status`` and ``listed`` (API tasks only) are the keys of the sparse
@@ -22,7 +23,7 @@ moves it in the listing without another write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -166,6 +167,25 @@ def _text(value: Any) -> str | None:
     return str(value) if value is not None else None
 
 
+def _written(found: Execution, due: str, owner: str, outcome: Outcome) -> bool:
+    """True when the record ``found`` holds ``outcome`` of ``due`` by ``owner``: an earlier attempt of this very
+    write whose response was lost (botocore's retry then failed its condition). Pure."""
+    written = RETRYING if outcome.retry_at is not None else outcome.status.value
+    return found.of_due(due) and found.owner == owner and found.state == written
+
+
+def _applied(write: Callable[[], object]) -> bool:
+    """True when a conditional write was applied, False when its condition failed (another write got there
+    first); any other error raises."""
+    try:
+        write()
+        return True
+    except ClientError as exc:
+        if error_code(exc) == "ConditionalCheckFailedException":
+            return False
+        raise
+
+
 @dataclass(frozen=True)
 class Claim:
     """The outcome of claiming one execution (task, due time): ``won`` (``takeovers``: how often a claim of it
@@ -303,16 +323,9 @@ class TaskStore:
     def update_item(self, key: TaskKey, attributes: Mapping[str, Any], condition: str,
                     names: Mapping[str, str], values: Mapping[str, Any], remove: Iterable[str] = ()) -> bool:
         expression, set_names, set_values = set_attributes(attributes, remove)
-        try:
-            self._ddb.update_item(
-                TableName=self.table_of(key), Key=key.dynamo(),
-                UpdateExpression=expression, ConditionExpression=condition,
-                **_expression_args({**set_names, **names}, {**set_values, **values}))
-            return True
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
+        return _applied(lambda: self._ddb.update_item(
+            TableName=self.table_of(key), Key=key.dynamo(), UpdateExpression=expression,
+            ConditionExpression=condition, **_expression_args({**set_names, **names}, {**set_values, **values})))
 
     # --- the API's transitions: items of its transactions (lifecycle: create, cancel, reschedule) ------
 
@@ -359,15 +372,9 @@ class TaskStore:
                        ":r_running": RUNNING, ":r_stale": now.timestamp() - lease_seconds, ":r_id": retry_id})
         condition = ("(#rs = :r_failed AND #rd = :r_due) OR (#rs = :r_dead AND #rr = :r_due AND (attribute_not_exists(#re)"
                      " OR #re <> :r_running OR #rd <> :r_due OR #rc < :r_stale)) OR #ri = :r_id")
-        try:
-            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                                  UpdateExpression=expression, ConditionExpression=condition,
-                                  **_expression_args(names, values))
-            return True
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
+        return _applied(lambda: self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)), UpdateExpression=expression,
+            ConditionExpression=condition, **_expression_args(names, values)))
 
     def pause(self, key: TaskKey, record: Mapping[str, Any], due: str, now: datetime) -> bool:
         """``pause``: the record PAUSED (``record``: what a task without one gets -- ``items.record_of``), on the
@@ -382,16 +389,10 @@ class TaskStore:
         condition, condition_names, condition_values = not_executing(due, False)
         names.update({**condition_names, "#ps": "status"})
         values.update({**condition_values, ":p_pending": Status.PENDING.value})
-        try:
-            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                                  UpdateExpression=expression,
-                                  ConditionExpression=f"(attribute_not_exists(#ps) OR #ps = :p_pending) AND ({condition})",
-                                  **_expression_args(names, values))
-            return True
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
+        return _applied(lambda: self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)), UpdateExpression=expression,
+            ConditionExpression=f"(attribute_not_exists(#ps) OR #ps = :p_pending) AND ({condition})",
+            **_expression_args(names, values)))
 
     def resume(self, key: TaskKey, run_at: str, moved_from: str | None) -> dict[str, Any]:
         """``resume``: the record PENDING again at ``run_at`` (the next occurrence after now; ``moved_from``: the
@@ -480,6 +481,52 @@ class TaskStore:
         response was lost); False when the claim is no longer this worker's (its lease ran out and another
         worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
         left RUNNING)."""
+        due_text = iso(due)
+        expression, names, values = set_attributes(*self._outcome(due, outcome, now, next_due))
+        alias = {name: placeholder for placeholder, name in names.items()}  # one placeholder per attribute
+        status, run_at = alias.get("status", "#st"), alias.get("run_at", "#ra")
+        names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state", status: "status", run_at: "run_at"})
+        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value,
+                       ":dead_lettered": Status.DEAD_LETTERED.value})
+        found = self._update_or_found(key, expression, SETTLEABLE.format(status=status, run_at=run_at), names, values)
+        return found is None or _written(found, due_text, owner, outcome)
+
+    def settle_once(self, key: TaskKey, due: datetime, owner: str, outcome: Outcome, now: datetime,
+                    lease_seconds: int, shape: Mapping[str, Any] | None = None) -> Claim:
+        """``settle_once_done``, ``_retry``, ``_failed``: the outcome of a one-time task's execution run without a
+        claim (its action's target drops a repeat: ``executor.settles_once``), written as ``settle`` writes it,
+        with what a claim would have written (``exec_due``, ``exec_due_ms``, ``run_at``, this worker's token, the
+        task's ``shape``), on the claim's condition for a new execution (``NEW_EXECUTION``): no execution of this
+        due time nor of a later one on the record, the task not paused, not cancelled at this time by the API nor
+        moved from it.  One conditional UpdateItem; won when the outcome is there (this write, or an earlier
+        attempt of it whose response was lost), else lost with the reason (``lost_reason``: done or failed -- a
+        duplicate delivery --, retrying, running, cancelled, rescheduled, paused, superseded) and the record as
+        found."""
+        due_text = iso(due)
+        sets, removed = self._outcome(due, outcome, now, None)  # a one-time task's (executor.settles_once)
+        sets.update({"exec_due": due_text, "exec_due_ms": due_ms(due), "exec_owner": owner, "run_at": due_text,
+                     **(shape or {})})
+        listed = items.listed_of(key)
+        if listed is not None:
+            sets[items.LISTED] = listed
+        removed += ["dead_lettered", "alerted", "claimed_at", "exec_takeovers", "next_run_at", items.CANCELLED_BY,
+                    STATE_TTL_ATTRIBUTE]
+        expression, names, values = set_attributes(sets, removed)
+        for i, (name, value) in enumerate((("id", key.task_id), ("task_pk", key.pk), ("task_sk", key.sk))):
+            names[f"#k{i}"], values[f":k{i}"] = name, value
+            expression = expression.replace("SET ", f"SET #k{i} = if_not_exists(#k{i}, :k{i}), ", 1)
+        status = {name: placeholder for placeholder, name in names.items()}["status"]
+        values.update({":due": due_text, ":due_ms": due_ms(due), ":paused": PAUSED,
+                       ":cancelled": Status.CANCELLED.value, ":by_item": items.BY_ITEM})
+        found = self._update_or_found(key, expression, NEW_EXECUTION.replace("#s", status), names, values)
+        if found is None or _written(found, due_text, owner, outcome):
+            return Claim(True, found=found or Execution())
+        return Claim(False, lost_reason(found, due_text, now.timestamp() - lease_seconds, due_ms(due)), found)
+
+    def _outcome(self, due: datetime, outcome: Outcome, now: datetime,
+                 next_due: datetime | None) -> tuple[dict[str, Any], list[str]]:
+        """(attributes to set, to remove) of an execution's outcome on its record: status, attempts, result or
+        error; a retry's time (RETRYING); a recurring task's next due time; a finished one's expiry."""
         due_text, stamp = iso(due), iso(now)
         retry = outcome.retry_at is not None
         attributes: dict[str, Any] = {"exec_state": RETRYING if retry else outcome.status.value,
@@ -498,25 +545,21 @@ class TaskStore:
         else:
             attributes.update({"status": outcome.status.value, "finished_at": stamp,
                                STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
-        expression, names, values = set_attributes(attributes, removed)
-        alias = {name: placeholder for placeholder, name in names.items()}  # one placeholder per attribute
-        status, run_at = alias.get("status", "#st"), alias.get("run_at", "#ra")
-        names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state", status: "status", run_at: "run_at"})
-        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value,
-                       ":dead_lettered": Status.DEAD_LETTERED.value})
-        condition = SETTLEABLE.format(status=status, run_at=run_at)
+        return attributes, removed
+
+    def _update_or_found(self, key: TaskKey, expression: str, condition: str, names: Mapping[str, str],
+                         values: Mapping[str, Any]) -> Execution | None:
+        """One conditional UpdateItem of the task's record: None when applied, else the record as it was."""
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
                 UpdateExpression=expression, ConditionExpression=condition,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD", **_expression_args(names, values))
-            return True
+            return None
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            found = Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
-        written = RETRYING if retry else outcome.status.value
-        return found.of_due(due_text) and found.owner == owner and found.state == written
+            return Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
 
     def mark(self, key: TaskKey, flag: str) -> None:
         """``mark_dead_lettered``, ``mark_alerted``: note on the record that a step after a failure
@@ -528,15 +571,10 @@ class TaskStore:
     def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any], key: TaskKey | None = None) -> bool:
         """Put a lazy task's item back (DynamoDB JSON as it was, binary as bytes) with ``changes`` (DynamoDB
         JSON): False when an item with its key exists again (written by its program meanwhile)."""
-        try:
-            self._ddb.put_item(TableName=self.table_of(key) if key else self.tasks_table, Item={**image, **changes},
-                               ConditionExpression="attribute_not_exists(#k)",
-                               ExpressionAttributeNames={"#k": key.key_attribute if key else "PK"})
-            return True
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
+        return _applied(lambda: self._ddb.put_item(
+            TableName=self.table_of(key) if key else self.tasks_table, Item={**image, **changes},
+            ConditionExpression="attribute_not_exists(#k)",
+            ExpressionAttributeNames={"#k": key.key_attribute if key else "PK"}))
 
     # --- due messages SQS gave up on ------------------------------------------------
 
@@ -605,15 +643,10 @@ class TaskStore:
                        ":cancelled_c": Status.CANCELLED.value})
         condition = (f"attribute_not_exists(PK) OR ({status} = :pending AND (attribute_not_exists(#es) OR "
                      f"#es <> :running OR #ed <> {run_at})) OR ({status} = :cancelled_c AND {by} = :by_item_c)")
-        try:
-            self._ddb.update_item(TableName=self.state_table, Key=ddb.serialize(items.record_key(task.id)),
-                                  UpdateExpression=expression, ConditionExpression=condition,
-                                  **_expression_args(names, values))
-            return True
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False  # finished, cancelled by the API, or running: its own transition decides
-            raise
+        # False: finished, cancelled by the API, or running (its own transition decides)
+        return _applied(lambda: self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.record_key(task.id)), UpdateExpression=expression,
+            ConditionExpression=condition, **_expression_args(names, values)))
 
     # --- images of lazy items too large for a due message -------------------------
 
@@ -651,6 +684,10 @@ NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attr
 CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms OR (exec_due = :due AND exec_state = :retrying"
              " AND retry_due = :due AND retry_at_ms <= :now_ms)) AND (attribute_not_exists(#s) OR #s <> :paused) AND "
              + NOT_CANCELLED_OR_MOVED)
+# A settle without a claim (settle_once): the claim's condition for a new execution, checked when the outcome is
+# written (no retry clause: a retry of the execution takes the claim).
+NEW_EXECUTION = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms) AND (attribute_not_exists(#s) OR #s <> :paused)"
+                 " AND " + NOT_CANCELLED_OR_MOVED)
 # A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not
 # cancelled or moved by the API since (which it may do to a claim its dead-lettered due message left RUNNING).
 SETTLEABLE = ("#ed = :due AND #eo = :me AND #es = :running AND {status} IN (:pending, :dead_lettered)"

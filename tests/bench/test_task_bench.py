@@ -93,7 +93,7 @@ def test_every_task_of_every_strategy_ran_its_action_exactly_once(sections: dict
     workloads = sections["P4"]["figures"]["workloads"]
     assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy", task_cost.DENSE,
                               task_cost.ONE_HOP, *(f"exact via SQS delay, {a} action"
-                                for a in ("lambda", "eventbridge", "stepfunctions", "webhook"))}
+                                for a in ("lambda", "eventbridge", "stepfunctions", "webhook")), *task_cost.ONE_WRITE}
     for name, w in workloads.items():
         assert (w["executed_once"], w["executed_twice_or_more"], w["missing"]) == (w["tasks"], 0, 0), name
         if w["action"] in task_cost.ACTION_CALL:  # a webhook's POST is no AWS call: its receiver counted it
@@ -107,6 +107,13 @@ def test_past_sqss_delay_one_re_queue_hop_costs_less_than_a_schedule(sections: d
     assert hop["calls_by_operation"]["sqs:SendMessage"] == hop["tasks"]  # each sent back once by the executor
     compared = sections["P4"]["figures"]["one_hop_vs_scheduler"]
     assert compared["one_hop"] == hop["dollars_per_million"] < scheduler["dollars_per_million"]
+
+
+def test_a_task_whose_target_drops_a_repeat_costs_one_write_unit_and_no_claim(sections: dict[str, Any]) -> None:
+    for name in task_cost.ONE_WRITE:
+        w = sections["P4"]["figures"]["workloads"][name]
+        assert w["usage_per_task"]["write_units"] == 1.0, name
+        assert w["calls_by_operation"]["dynamodb:UpdateItem"] == w["tasks"], name  # the settle alone
 
 
 def test_each_action_types_row_lists_its_own_price_apart_from_the_apps_cost(sections: dict[str, Any]) -> None:
@@ -163,7 +170,7 @@ def test_the_dollars_are_the_usage_at_the_listed_prices_and_each_unit_has_its_ca
         assert usage["write_units"] >= writes / n, name
         reads = sum(c for op, c in calls.items() if op.split(":")[1] in ("GetItem", "Query"))
         assert usage["read_units"] >= 0.5 * reads / n, name
-        together = 10 if name == task_cost.DENSE else 1  # the executor runs every task, in batches of that many
+        together = 10 if name in (task_cost.DENSE, *task_cost.ONE_WRITE) else 1  # the executor's batches
         assert usage["lambda_requests"] * together >= 1, name
         assert usage["lambda_gb_seconds"] + usage["lambda_arm64_gb_seconds"] > 0, name
         # Priced at the architecture the stage deploys (.chalice/config.json).

@@ -24,11 +24,20 @@ from chalicelib.tasks.model import DueMessage, Status, TaskKey, iso
 from chalicelib.tasks.store import Outcome, TaskStore
 from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
-from tests.fixtures import Aws, FakeClock
+from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.stream_support import Table, stream
-from tests.functional.task_support import EMAIL_ACTION, FlakySes, deliver, due_body, patch_task, post_task, use_client
+from tests.functional.task_support import (
+    EMAIL_ACTION,
+    FlakySes,
+    deliver,
+    due_body,
+    patch_task,
+    post_task,
+    record_of,
+    use_client,
+)
 
-STORE_WRITERS = {"claim", "settle", "mark", "note_dead_letter", "note_stream_dead_letter", "cancel_by_item", "redrive",
+STORE_WRITERS = {"claim", "settle", "settle_once", "mark", "note_dead_letter", "note_stream_dead_letter", "cancel_by_item", "redrive",
                  "pause"}
 # Functions whose transactions hold the store's create, cancel, reschedule and resume.
 API_WRITERS = {("chalicelib.tasks.api", "create"), ("chalicelib.tasks.api", "cancel"),
@@ -95,13 +104,13 @@ def _writer() -> str:
 def _transition(writer: str, op: dict[str, Any]) -> str:
     if writer == "claim" and "exec_takeovers :one" in op.get("UpdateExpression", ""):
         return "takeover"
-    if writer == "settle":  # named by the outcome it writes, not by the state it leads to
+    if writer in ("settle", "settle_once"):  # named by the outcome it writes, not by the state it leads to
         written = {name: ddb.deserialize({"v": op["ExpressionAttributeValues"][":" + alias[1:]]})["v"]
                    for alias, name in op["ExpressionAttributeNames"].items() if alias.startswith("#a")}
         if "next_run_at" in written:
-            return "settle_next"
-        return {"DONE": "settle_done", "FAILED": "settle_failed", "RETRYING": "settle_retry"}.get(
-            str(written.get("exec_state")), "settle")
+            return writer + "_next"
+        return {"DONE": writer + "_done", "FAILED": writer + "_failed", "RETRYING": writer + "_retry"}.get(
+            str(written.get("exec_state")), writer)
     if writer == "mark":
         return "mark_" + str(op["ExpressionAttributeNames"]["#f"])
     return writer
@@ -277,6 +286,7 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
         assert walk.state(walk.key(name)) is state
 
     _walk_retries_and_pauses(walk)
+    _walk_unclaimed_settles(walk)
 
     assert watch.seen - lifecycle.edges() == set(), "writes the diagram lacks"
     assert lifecycle.edges() - watch.seen == set(), "declared transitions not walked"
@@ -373,3 +383,47 @@ def test_a_worker_that_outlived_its_dead_lettered_message_does_not_settle_over_a
         before = walk.state(key)
         assert store.settle(key, at, "slow-worker", done, clock.now, None) is False
         assert walk.state(key) is before
+
+
+def _walk_unclaimed_settles(walk: Walk) -> None:
+    """settle_once_done, _retry and _failed (a one-time task whose action's target drops a repeat: one write, no
+    claim) from every state a claim leaves: once through the executor with a Standard state machine, then by the
+    store from each state."""
+    client, deps, clock, aws = walk.client, walk.deps, walk.clock, walk.aws
+    role = aws.clients.session.client("iam", region_name=aws.settings.region).create_role(
+        RoleName="walk", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    machine = aws.clients.stepfunctions.create_state_machine(
+        name="walk", roleArn=role, type="STANDARD",
+        definition=json.dumps({"StartAt": "Go", "States": {"Go": {"Type": "Pass", "End": True}}}))["stateMachineArn"]
+    use_settings(deps, task_action_target_arns=(*deps.settings.task_action_target_arns, machine))
+    once = {"type": "stepfunctions", "state_machine_arn": machine, "input": {}, "target_deduplicates": True}
+    at = clock.now + timedelta(minutes=1)
+    ran = walk.key("once-run")
+    walk.put(ran, at, action=once)
+    walk.run(ran, at)  # none -> settle_once_done, by the executor
+    assert walk.state(ran) is State.DONE
+
+    store, lease = TaskStore(deps), deps.settings.task_claim_lease_seconds
+    before, at = clock.now + timedelta(minutes=1), clock.now + timedelta(minutes=2)
+    outcomes = {"done": Outcome(Status.DONE, 1, {}), "failed": Outcome(Status.FAILED, 1, None, "e"),
+                "retry": Outcome(Status.PENDING, 1, None, "e", retry_at=at + timedelta(hours=1))}
+    for name, outcome in outcomes.items():
+        for state in (State.NONE, State.PENDING, State.RUNNING, State.DONE, State.FAILED, State.CANCELLED,
+                      State.DEAD_LETTERED):
+            key = walk.key(f"once-{name}-{state.value}")
+            walk.put(key, before if state is State.PENDING else at, action=once)
+            if state is State.PENDING:  # a record: the API's PATCH of another program's task, to this due time
+                assert patch_task(client, quote(key.task_id, safe=""), {"run_at": iso(at)}).status_code == 200
+            elif state in (State.RUNNING, State.DONE, State.FAILED):  # an earlier due time's claim, settled or not
+                walk.claim(key, before)
+                if state is not State.RUNNING:
+                    settled = Outcome(Status.DONE if state is State.DONE else Status.FAILED, 1, {})
+                    assert store.settle(key, before, "dead-worker", settled, clock.now, None)
+            elif state is State.CANCELLED:  # deleted by a user, written again with the same due time
+                walk.user_deletes(key)
+                walk.put(key, at, action=once)
+            elif state is State.DEAD_LETTERED:  # the handler's own write (walked through the handler above)
+                store.note_dead_letter(key, at, {"run_at": iso(at), "reason": "walk", "claim": "none"})
+            assert walk.state(key) is state, (name, state)
+            assert store.settle_once(key, at, "worker", outcome, clock.now, lease).won, (name, state)
+            assert (record_of(deps, key) or {}).get("run_at") == iso(at), (name, state)  # as a claim would write

@@ -179,6 +179,24 @@ def test_an_execution_run_again_after_a_crash_before_its_settle_sends_the_same_k
     assert state_of(deps, TaskKey.for_id("again"))["status"] == "DONE"
 
 
+def test_a_webhook_whose_receiver_drops_a_repeated_key_costs_one_write_and_a_duplicate_is_dropped_by_it(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver,
+        faults: Faults) -> None:
+    created = post_task(client, {"id": "keyed", "run_at": RUN_AT,
+                                 "action": {**action(receiver.origin + "/"), "target_deduplicates": True}})
+    assert created.status_code == 201, created.body
+    clock.advance(minutes=10)
+    body = due_body(TaskKey.for_id("keyed"), parse_due(RUN_AT))
+    before = faults.calls["dynamodb.UpdateItem"] + faults.calls["dynamodb.TransactWriteItems"]
+    assert deliver(client, body) == set()
+    assert faults.calls["dynamodb.UpdateItem"] + faults.calls["dynamodb.TransactWriteItems"] - before == 1
+    assert deliver(client, body) == set()  # a duplicate: posted again with the same key, dropped, found settled
+    first, second = receiver.received
+    assert first.key == second.key and (first.duplicate, second.duplicate) == (False, True)
+    assert receiver.taken_bodies() == [BODY]
+    assert shown(deps, "keyed") == ("DONE", 1)
+
+
 def test_the_api_refuses_a_webhook_to_an_origin_or_with_a_secret_the_stage_does_not_allow(
         client: Client, hooks: Deps, receiver: WebhookReceiver) -> None:
     elsewhere = post_task(client, {"run_at": RUN_AT, "action": action("https://hooks.example.com/x")})

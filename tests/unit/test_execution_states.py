@@ -69,12 +69,21 @@ def test_the_state_is_read_from_the_record_alone(record: dict[str, str] | None, 
     assert lifecycle.state_of(record) is state
 
 
-def test_every_state_but_none_is_reached_and_every_finished_one_is_left_only_by_a_claim_a_retry_or_a_note() -> None:
+def test_every_state_but_none_is_reached_and_every_finished_one_is_left_only_by_a_new_execution_a_retry_or_a_note(
+        ) -> None:
     targets = {b for _, _, b in lifecycle.edges()}
     assert targets == set(State) - {State.NONE}
     for name, a, b in lifecycle.edges():
         if a in (State.DONE, State.FAILED, State.CANCELLED) and a is not b:
-            assert name == "claim" or (name, a) == ("redrive", State.FAILED), (name, a, b)
+            assert name == "claim" or name.startswith("settle_once_") or (name, a) == ("redrive", State.FAILED), (
+                name, a, b)
+
+
+def test_an_unclaimed_settle_leaves_exactly_the_states_a_claim_leaves_and_never_a_paused_task() -> None:
+    claim = next(t for t in lifecycle.TRANSITIONS if t.name == "claim")
+    once = [t for t in lifecycle.TRANSITIONS if t.name.startswith("settle_once_")]
+    assert {t.target for t in once} == {State.DONE, State.PENDING, State.FAILED}
+    assert all(t.sources == claim.sources and State.PAUSED not in t.sources for t in once)
 
 
 def test_a_paused_task_is_never_claimed_and_only_the_api_leaves_the_pause() -> None:

@@ -6,9 +6,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from chalicelib.settings import Settings
 from chalicelib.tasks import items
-from chalicelib.tasks.executor import skip_reason
+from chalicelib.tasks.executor import settles_once, skip_reason
 from chalicelib.tasks.model import DueMessage, Strategy, Task, TaskKey, task_from_item
 from chalicelib.tasks.store import Execution, due_ms, lost_reason
 
@@ -98,3 +100,27 @@ def test_a_view_takes_the_outcome_from_the_record_never_from_the_item() -> None:
     assert (view["status"], view["attempts"], view["last_error"]) == ("FAILED", 3, "boom")
     item_says = items.view_of_task(task(status="DONE", attempts=2, last_result={"type": "email"}), None)
     assert (item_says["status"], item_says["attempts"], item_says["last_result"]) == ("PENDING", 0, None)
+
+
+MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:fulfil"
+SFN = {"type": "stepfunctions", "state_machine_arn": MACHINE, "input": {}}
+HOOK = {"type": "webhook", "url": "https://hooks.example.com/", "secret": "ssm:/s", "body": "{}"}
+
+
+@pytest.mark.parametrize(("action", "strategy", "extra", "message", "once"), [
+    ({**SFN, "target_deduplicates": True}, Strategy.EXACT, {}, DueMessage(KEY, DUE), True),
+    ({**HOOK, "target_deduplicates": True}, Strategy.INTERVAL, {}, DueMessage(KEY, DUE), True),
+    (SFN, Strategy.EXACT, {}, DueMessage(KEY, DUE), False),  # not declared: an Express one starts every repeat
+    ({**SFN, "target_deduplicates": False}, Strategy.EXACT, {}, DueMessage(KEY, DUE), False),
+    ({**HOOK, "target_deduplicates": "true"}, Strategy.EXACT, {}, DueMessage(KEY, DUE), False),  # true only
+    ({"type": "email", "target_deduplicates": True}, Strategy.EXACT, {}, DueMessage(KEY, DUE), False),  # no flag
+    ({**SFN, "target_deduplicates": True}, Strategy.EXACT, {"recurrence": "rate(1 day)"}, DueMessage(KEY, DUE),
+     False),  # a pause is on the record alone
+    ({**SFN, "target_deduplicates": True}, Strategy.LAZY, {}, DueMessage(KEY, DUE), False),  # so is its cancel
+    ({**SFN, "target_deduplicates": True}, Strategy.EXACT, {}, DueMessage(KEY, DUE, image={"PK": {"S": "x"}}),
+     False),  # the item gone, read from the message
+    ({**SFN, "target_deduplicates": True}, Strategy.EXACT, {}, DueMessage(KEY, DUE, not_before=DUE), False),  # a retry
+])
+def test_only_a_first_run_of_a_one_time_task_whose_target_drops_a_repeat_settles_once(
+        action: dict[str, Any], strategy: Strategy, extra: dict[str, Any], message: DueMessage, once: bool) -> None:
+    assert settles_once(Task(KEY, DUE, strategy, action, **extra), message) is once

@@ -61,6 +61,8 @@ def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
                                                   "cc": "x"}), "action.cc"),
     ("appointments", _with(APPOINTMENTS, action={"type": "sqs", "queue_url": "{q}", "message": "{x y}"}),
      "action.message"),
+    ("appointments", _with(APPOINTMENTS, action={"type": "stepfunctions", "state_machine_arn": "{arn}", "input": {},
+                                                  "target_deduplicates": "{flag}"}), "action.target_deduplicates"),
     ("appointments", _with(APPOINTMENTS, recurrence="every day"), "recurrence"),
     ("appointments", _with(APPOINTMENTS, timezone="Mars/Olympus"), "timezone"),
     ("appointments", _with(APPOINTMENTS, colour="blue"), "colour"),
@@ -86,6 +88,13 @@ def test_a_bad_source_fails_at_import_naming_the_source_and_the_field(name: str,
     assert error.value.source == name
     assert error.value.field == field
     assert repr(name) in str(error.value) and repr(field) in str(error.value)
+
+
+def test_a_sources_action_keeps_target_deduplicates_as_a_boolean_not_a_template() -> None:
+    action = {"type": "webhook", "url": "https://hooks.example.com/{id}", "secret": "ssm:/s", "body": "{{}}",
+              "target_deduplicates": True}
+    [source] = parse_sources(json.dumps({"appointments": _with(APPOINTMENTS, action=action)}), "{}")
+    assert source.action == action
 
 
 def test_two_sources_may_not_share_a_table() -> None:
