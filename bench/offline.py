@@ -97,9 +97,10 @@ class OfflineRuntime:
             config = BotoConfig(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=32)
             aws: dict[str, Any] = {"endpoint_url": self.endpoint, "region_name": REGION, "config": config,
                                    "aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
-            self.sqs = boto3.client("sqs", **aws)
-            self.dynamodb = boto3.client("dynamodb", **aws)
-            self.scheduler = boto3.client("scheduler", **aws)
+            session = boto3.session.Session()  # its own: runtimes may be driven from threads at once
+            self.sqs = session.client("sqs", **aws)
+            self.dynamodb = session.client("dynamodb", **aws)
+            self.scheduler = session.client("scheduler", **aws)
             name = f"bench-{secrets.token_hex(4)}"
             self.queue_url: str = self.sqs.create_queue(QueueName=name)["QueueUrl"]
             self.queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"

@@ -494,9 +494,10 @@ class Settings:
     schedule_lead_seconds: int = setting("SCHEDULE_LEAD_SECONDS", "60",
         "Exact tasks' schedules fire this early; the executor waits out the rest.", integer(0, 900))
     task_precision: str = setting("TASK_PRECISION", "second",
-        "`second`: a due message's SQS delay is rounded up, so an action runs less than a second late and no "
-        "Lambda is billed to wait; `subsecond`: rounded down, the executor sleeps out the last fraction "
-        "([Executor](executor.md#precision-second-or-subsecond)).", choice("second", "subsecond"))
+        "`second`: a due message's SQS delay is rounded up, so an action runs up to a second late beyond its "
+        "delivery (p99 within 2 s) and no Lambda is billed to wait; `subsecond`: rounded down, the executor "
+        "sleeps out the last fraction (p99 within 1 s) ([Executor](executor.md#precision-second-or-subsecond)).",
+        choice("second", "subsecond"))
     past_due_grace_seconds: int = setting("PAST_DUE_GRACE_SECONDS", "60",
         "The API accepts a due time this far in the past.", integer(0, 86400))
     task_record_retention_days: int = setting("TASK_RECORD_RETENTION_DAYS", "30",

@@ -23,6 +23,7 @@ from chalicelib.tasks.webhook import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMES
 
 LOCAL_HOST = "127.0.0.1"
 POLL_SECONDS = 0.05  # how soon stop() is noticed
+LISTEN_BACKLOG = 1024  # connections the kernel holds before the server accepts them
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class WebhookReceiver:
         self.taken: set[str] = set()  # idempotency keys already acted on
         self._lock = threading.Lock()
         self._released = threading.Event()
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server = _Server((host, port), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_SECONDS,),
                                         name="webhook-receiver", daemon=True)
@@ -104,6 +105,12 @@ class WebhookReceiver:
         if reply.hang:
             self._released.wait()
         return reply
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: POSTs arriving together past it have their SYN dropped and retried by
+    # the sender's kernel 1 s, then 3 s later, which P3's webhook row measured as lateness
+    request_queue_size = LISTEN_BACKLOG
 
 
 def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:

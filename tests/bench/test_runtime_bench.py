@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import precision, throughput
-from bench.core import TINY
+from bench.core import FULL, TINY
 from bench.offline import Lateness, Planned, peak_concurrency, webhook_times
 
 
@@ -47,26 +47,52 @@ def test_a_webhook_task_came_when_the_receiver_read_a_signed_post_of_its_path() 
     assert webhook_times(received) == {"a": [100.25, 101.0]}
 
 
+def test_each_precision_has_its_own_exact_bound_named_in_its_target() -> None:
+    # subsecond: the runtime's 1 s (the target before issue 25); second: that plus its rounding up, up to 1 s
+    assert precision.exact_p99_bound("subsecond") == 1.0
+    assert precision.exact_p99_bound("second") == 2.0
+    late = precision.exact_target("exact via SQS delay, second", "second", 1000, 1.32)
+    assert (late.limit, late.met) == (2.0, True)
+    assert "TASK_PRECISION=second" in late.name and "1 s + 1 s of rounding" in late.name
+    assert not precision.exact_target("exact via SQS delay, subsecond", "subsecond", 1000, 1.32).met
+    phases = precision.phases(FULL)
+    assert [p.precision for p in phases] == ["second", "second", "subsecond", "second", "second"]  # not the shell's
+    assert [b.label for p in phases[:3] for b in p.batches if b.strategy == "exact"] == [
+        f"{path}, {p}" for p in ("second", "subsecond") for path in (precision.SQS_PATH, precision.SCHEDULER_PATH)]
+    # subsecond's SQS-delay batch within the horizon, its Scheduler batch past it by the stream's first seconds
+    horizon = float(phases[2].env["DIRECT_QUEUE_HORIZON_SECONDS"])
+    sqs, scheduler = phases[2].batches
+    assert sqs.first + sqs.seconds <= horizon < scheduler.first - 10
+
+
 @pytest.mark.e2e
 def test_precision_at_tiny_scale_runs_every_task_of_every_path_once_never_early_and_plots_it(
         tmp_path: Path) -> None:
     [section] = precision.run(TINY, tmp_path)
     labels = [row[0] for row in section.rows]
-    assert labels == [precision.SQS_PATH, precision.SCHEDULER_PATH, precision.BASELINE,
-                      precision.INTERVAL_DIRECT, precision.LAZY, precision.WEBHOOK_PATH]
+    exact = {f"{path}, {p}": p for p in ("second", "subsecond")
+             for path in (precision.SQS_PATH, precision.SCHEDULER_PATH)}
+    assert labels == [*list(exact)[:2], precision.BASELINE, precision.INTERVAL_DIRECT, precision.LAZY,
+                      precision.WEBHOOK_PATH, *list(exact)[2:]]
+    assert [row[-2] for row in section.rows] == ["second"] * 6 + ["subsecond"] * 2  # each row's TASK_PRECISION
     for label in labels:
         figures = section.figures[label]
         assert figures["n"] > 0 and figures["ran"] == figures["n"], (label, figures, section.notes)
         assert (figures["early"], figures["missing"], figures["doubled"]) == (0, 0, 0), (label, figures)
         assert 0 <= figures["min_s"] <= figures["p50_s"] <= figures["p99_s"] <= figures["max_s"] < 30
         assert figures["lower_bound"] is False
-    [phase] = section.figures["phases"]
-    assert phase["completed"] and phase["peak_rss_mb"] > 0
-    # the Scheduler path was really taken: one delivery to the due queue per task
-    assert phase["scheduler_deliveries"][precision.DUE_QUEUE_ARN] == section.figures[precision.SCHEDULER_PATH]["n"]
+    phases = section.figures["phases"]
+    assert [p["env"]["TASK_PRECISION"] for p in phases] == ["second", "subsecond"]
+    for phase, label in zip(phases, (f"{precision.SCHEDULER_PATH}, second", f"{precision.SCHEDULER_PATH}, subsecond"),
+                            strict=True):
+        assert phase["completed"] and phase["peak_rss_mb"] > 0
+        # the Scheduler path was really taken: one delivery to the due queue per task
+        assert phase["scheduler_deliveries"][precision.DUE_QUEUE_ARN] == section.figures[label]["n"]
     assert section.figures[precision.WEBHOOK_PATH]["n"] == 3   # through the runtime's receiver, signed
-    assert any(t.name.startswith(precision.WEBHOOK_PATH) and t.limit == precision.EXACT_P99_SECONDS
-               for t in section.targets)
+    bounds = {label: t.limit for t in section.targets for label in [*exact, precision.WEBHOOK_PATH]
+              if t.name.startswith(label + ":")}
+    assert bounds == {**{label: 2.0 if p == "second" else 1.0 for label, p in exact.items()},
+                      precision.WEBHOOK_PATH: 2.0}
     assert [t.name for t in section.targets if t.name.startswith(("early", "missing", "doubled"))] == [
         "early, every strategy and path", "missing, every strategy and path", "doubled, every strategy and path"]
     assert all(t.met for t in section.targets if t.limit == 0)
