@@ -48,7 +48,11 @@ functional tests' fixture calls it, since an e2e test in the same pytest worker 
   once per text and checked in linear time (same nodes, same errors); one made of
   plain SETs (``if_not_exists`` too) and REMOVEs of top-level attributes is applied
   without copying and traversing its tree, and wherever moto could answer an error
-  it goes through moto's own validation.
+  it goes through moto's own validation.  A condition expression is lexed and parsed
+  once per text and names (each request's own values put in the kept tree; a text
+  that fails goes through moto's parse every time), and a Query no longer sorts the
+  whole table before keeping the queried key's items (a Query of the table reads
+  only that hash key's items): same answers, same errors.
 """
 
 from __future__ import annotations
@@ -395,6 +399,8 @@ def install() -> None:
         _fast_expression_traversal()
         _plain_updates()
         _fast_attribute_picking()
+        _conditions_parsed_once()
+        _queries_without_sorting()
         _announce_schedule_changes()
         _installed = True
 
@@ -867,3 +873,116 @@ def _fast_attribute_picking() -> None:
         return value
 
     _patch(picker, "__call__", call)
+
+
+# --- ConditionExpression and Query: without re-parsing a text, without sorting the whole table ------------------
+
+def _conditions_parsed_once() -> None:
+    """moto lexed and parsed a condition expression on every request that carries one, twice for an
+    UpdateItem (the response handler's check of the names and values used, then the backend): the
+    executor's claim and settle spent a fifth of moto's time there.  A parse depends on the text and the
+    attribute names only, the values being looked up by placeholder: the tree of a text parsed without
+    error is kept (the last 1,024 texts and names) and each request builds its condition from it with its
+    own values, through moto's own builder.  A request that lacks a value its text uses goes through moto's
+    parse, which raises what it always raised; so does every text that failed to parse."""
+    parser: Any = importlib.import_module("moto.dynamodb.comparisons").ConditionExpressionParser
+    value_kind = parser.Kind.EXPRESSION_ATTRIBUTE_VALUE
+    original_parse = parser.parse
+    node_type: Any = parser.Node
+    trees: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, tuple[str, ...], tuple[str, ...]]] = {}
+    lock = threading.Lock()
+
+    def with_values(node: Any, values: dict[str, Any]) -> Any:
+        """The tree with this request's values; the subtrees without a value are the cached ones."""
+        if node.kind == value_kind:
+            return node_type(node.nonterminal, node.kind, node.text, values[node.text], node.children)
+        children = node.children
+        if not children:
+            return node
+        replaced = [with_values(child, values) for child in children]
+        if all(new is old for new, old in zip(replaced, children, strict=True)):
+            return node
+        return node_type(node.nonterminal, node.kind, node.text, node.value, replaced)
+
+    def parse(self: Any) -> Any:
+        text, names, values = self.condition_expression, self.expression_attribute_names, self.expression_attribute_values
+        if not text or not isinstance(text, str) or (names is not None and not isinstance(names, dict)):
+            return original_parse(self)
+        try:
+            key = (text, tuple(sorted(names.items())) if names else ())
+            hash(key)
+        except TypeError:  # a name that is not a string: moto's own parse
+            return original_parse(self)
+        known = trees.get(key)
+        if known is None:
+            op = original_parse(self)  # raises on a bad text: nothing kept
+            tree = getattr(self, "_fast_tree", None)
+            if tree is not None:
+                with lock:
+                    if len(trees) >= 1024:
+                        trees.clear()
+                    trees[key] = (tree, tuple(self.expr_attr_names_found), tuple(self.expr_attr_values_found))
+            return op
+        tree, names_found, values_found = known
+        if values_found and (not isinstance(values, dict) or any(name not in values for name in values_found)):
+            return original_parse(self)
+        self.expr_attr_names_found.extend(names_found)
+        self.expr_attr_values_found.extend(values_found)
+        return self._make_op_condition(with_values(tree, values) if values_found else tree)
+
+    original_make = parser._make_op_condition
+
+    def make_op_condition(self: Any, node: Any) -> Any:  # the root, as moto's parse built it: kept for the cache
+        if "_fast_tree" not in self.__dict__:
+            self.__dict__["_fast_tree"] = node
+        return original_make(self, node)
+
+    _patch(parser, "parse", parse)
+    _patch(parser, "_make_op_condition", make_op_condition)
+
+
+_query_scope = threading.local()
+
+
+def _queries_without_sorting() -> None:
+    """moto's Query sorted every item of the table (``Table.all_items``, DynamoType comparisons in Python) and
+    only then kept the ones of the queried key, which it sorts again: at 10,000 tasks each of the interval
+    processor's Queries on the bucket index sorted the whole table.  Within a Query, ``all_items`` gives the
+    items unsorted (the Query sorts what it keeps by a key unique to each item, so the order it started from
+    never shows), and for a Query of the table itself only the items of the queried hash key (moto keeps a
+    table's items by hash key: the same items its comparison kept).  Scan, and everything else, still gets
+    the sorted list."""
+    table_class: Any = importlib.import_module("moto.dynamodb.models.table").Table
+    dynamo_type: type = importlib.import_module("moto.dynamodb.models.dynamo_type").DynamoType
+    original_query, original_all_items = table_class.query, table_class.all_items
+
+    def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = kwargs["index_name"] if "index_name" in kwargs else (args[6] if len(args) > 6 else None)
+        previous = getattr(_query_scope, "scope", None)
+        _query_scope.scope = (self, None if index_name else hash_key)
+        try:
+            return original_query(self, hash_key, *args, **kwargs)
+        finally:
+            _query_scope.scope = previous
+
+    def all_items(self: Any) -> Any:
+        scope = getattr(_query_scope, "scope", None)
+        if scope is None or scope[0] is not self:
+            return original_all_items(self)
+        _query_scope.scope = None  # one call per Query
+        hash_key = scope[1]
+        if isinstance(hash_key, dynamo_type):
+            try:
+                found = self.items.get(hash_key)  # a defaultdict: get never adds a key
+            except TypeError:  # not a key's type: the whole table, as moto compares
+                found = _MISSING
+            if found is None:
+                return []
+            if found is not _MISSING:
+                return list(found.values()) if self.range_key_attr else [found]
+        if self.range_key_attr:
+            return [item for hash_set in self.items.values() for item in hash_set.values()]
+        return list(self.items.values())
+
+    _patch(table_class, "query", query)
+    _patch(table_class, "all_items", all_items)

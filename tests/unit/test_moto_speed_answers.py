@@ -169,3 +169,179 @@ def test_responses_are_serialised_as_moto_serialises_them(speed_as_found: None, 
     fast = stream_answers()
     assert len(fast) == 3 and b"NewImage" in fast[0] and b"REMOVE" in fast[0]
     assert fast == plain
+
+
+# --- condition expressions parsed once per text; Query without sorting the whole table -------------------------
+
+def condition_answers() -> list[Any]:
+    """Conditional writes, the same texts again with other values, and each way a condition can be refused:
+    each answer (the item, or the error's code and message)."""
+    out: list[Any] = []
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(TableName="c", BillingMode="PAY_PER_REQUEST",
+                         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": S}])
+        claim = "attribute_not_exists(PK) OR (#s = :pending AND (lease < :now OR NOT attribute_exists(lease)))"
+        requests: list[tuple[str, dict[str, str] | None, dict[str, Any] | None]] = [
+            (claim, {"#s": "status"}, values(pending={S: "PENDING"}, now={"N": "5"})),
+            (claim, {"#s": "status"}, values(pending={S: "PENDING"}, now={"N": "6"})),   # the item exists now
+            (claim, {"#s": "st"}, values(pending={S: "PENDING"}, now={"N": "6"})),       # other names
+            ("#s IN (:a, :b) AND n BETWEEN :low AND :high", {"#s": "status"},
+             values(a={S: "x"}, b={S: "PENDING"}, low={"N": "0"}, high={"N": "9"})),
+            ("#s IN (:a, :b) AND n BETWEEN :low AND :high", {"#s": "status"},
+             values(a={S: "x"}, b={S: "y"}, low={"N": "0"}, high={"N": "9"})),
+            ("begins_with(#s, :p) AND size(#s) > :n", {"#s": "status"}, values(p={S: "PEN"}, n={"N": "3"})),
+            ("begins_with(#s, :p) AND size(#s) > :n", {"#s": "status"}, values(p={S: "PEN"}, n={"N": "30"})),
+            ("#s = :v", {"#s": "status"}, None),                                     # a value missing
+            ("#s = :v", {"#s": "status"}, values(w={S: "a"})),                        # another value missing
+            ("#s = :v", None, values(v={S: "a"})),                                    # a name missing
+            ("#s = :v", {"#s": "status"}, values(v={S: "PENDING"}, unused={S: "u"})),  # a value not used
+            ("status = :v", None, values(v={S: "PENDING"})),                          # a reserved word
+            ("#s = = :v", {"#s": "status"}, values(v={S: "PENDING"})),                # not a condition
+            ("((#s = :v))", {"#s": "status"}, values(v={S: "PENDING"})),              # redundant parentheses
+            ("#s = :v", {"#s": "status"}, values(v={S: "PENDING"})),
+        ]
+        for index, (condition, names, given) in enumerate(requests):
+            extra: dict[str, Any] = {"ConditionExpression": condition}
+            if names:
+                extra["ExpressionAttributeNames"] = names
+            if given:
+                extra["ExpressionAttributeValues"] = {**given, ":i": {"N": str(index)}}
+            else:
+                extra["ExpressionAttributeValues"] = {":i": {"N": str(index)}}
+            try:
+                out.append(ddb.update_item(TableName="c", Key={"PK": {S: "k"}}, UpdateExpression="SET n = :i",
+                                           ReturnValues="ALL_NEW", **extra)["Attributes"])
+            except ClientError as exc:
+                out.append(exc.response["Error"])
+            except (KeyError, ValueError) as exc:  # moto raises these for a lacking value, a bad text
+                out.append({"Code": type(exc).__name__, "Message": str(exc)})
+            if index == 0:
+                ddb.put_item(TableName="c", Item={"PK": {S: "k"}, "status": {S: "PENDING"}, "n": {"N": "1"}})
+    return out
+
+
+def test_conditions_parsed_once_answer_as_moto_answers(speed_as_found: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    moto_speed.uninstall()
+    plain = condition_answers()
+    moto_speed.install()
+    fast = condition_answers()
+    assert fast == plain
+    assert sum("Code" in answer for answer in fast) == 10 and sum("Code" not in answer for answer in fast) == 5
+
+    parser: Any = importlib.import_module("moto.dynamodb.comparisons").ConditionExpressionParser
+    lexed: list[str] = []
+    lex = parser._lex_condition_expression
+
+    def counted(self: Any) -> Any:
+        lexed.append(self.condition_expression)
+        return lex(self)
+
+    monkeypatch.setattr(parser, "_lex_condition_expression", counted)
+    op = parser("#s = :v AND n > :n", {"#s": "status"}, values(v={S: "a"}, n={"N": "1"})).parse()
+    again = parser("#s = :v AND n > :n", {"#s": "status"}, values(v={S: "b"}, n={"N": "2"}))
+    other = again.parse()
+    assert len(lexed) == 1  # the second text was not lexed again
+    assert repr(op) != repr(other) and ":v" in again.expr_attr_values_found and "#s" in again.expr_attr_names_found
+
+
+def put_all(ddb: Any, table: str, items: list[dict[str, Any]]) -> None:
+    for start in range(0, len(items), 25):
+        ddb.batch_write_item(RequestItems={table: [{"PutRequest": {"Item": item}} for item in items[start:start + 25]]})
+
+
+def query_answers() -> list[Any]:
+    """Queries of a table and of its indexes (ranges, reversed, filtered, in pages) and a Scan in pages."""
+    out: list[Any] = []
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(
+            TableName="q", BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
+                                  {"AttributeName": "SK", "AttributeType": "S"},
+                                  {"AttributeName": "bucket", "AttributeType": "S"},
+                                  {"AttributeName": "due", "AttributeType": "N"}],
+            GlobalSecondaryIndexes=[
+                {"IndexName": "by-bucket", "Projection": {"ProjectionType": "ALL"},
+                 "KeySchema": [{"AttributeName": "bucket", "KeyType": "HASH"},
+                               {"AttributeName": "due", "KeyType": "RANGE"}]},
+                {"IndexName": "bucket-only", "Projection": {"ProjectionType": "KEYS_ONLY"},
+                 "KeySchema": [{"AttributeName": "bucket", "KeyType": "HASH"}]}])
+        ddb.create_table(TableName="n", BillingMode="PAY_PER_REQUEST",
+                         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "N"}])
+        items: list[dict[str, Any]] = []
+        for i in range(40):  # every third item outside the indexes; dues repeat across buckets
+            item: dict[str, Any] = {"PK": {S: f"p{i % 4}"}, "SK": {S: f"s{(i * 7) % 40:02}"}, "v": {"N": str(i)}}
+            if i % 3:
+                item |= {"bucket": {S: f"b{i % 2}"}, "due": {"N": str(i % 5)}}
+            items.append(item)
+        put_all(ddb, "q", items)
+        put_all(ddb, "n", [{"id": {"N": str(i)}, "v": {S: str(i)}} for i in (3, 1, 2)])
+        queries: list[dict[str, Any]] = [
+            {"KeyConditionExpression": "PK = :p", "ExpressionAttributeValues": {":p": {S: "p1"}}},
+            {"KeyConditionExpression": "PK = :p AND SK > :s", "ExpressionAttributeValues": {":p": {S: "p2"},
+                                                                                        ":s": {S: "s10"}},
+             "ScanIndexForward": False},
+            {"KeyConditionExpression": "PK = :p", "ExpressionAttributeValues": {":p": {S: "none"}}},
+            {"KeyConditionExpression": "PK = :p", "FilterExpression": "v > :v",
+             "ExpressionAttributeValues": {":p": {S: "p3"}, ":v": {"N": "10"}}},
+            {"IndexName": "by-bucket", "KeyConditionExpression": "bucket = :b",
+             "ExpressionAttributeValues": {":b": {S: "b1"}}},
+            {"IndexName": "by-bucket", "KeyConditionExpression": "bucket = :b AND due BETWEEN :l AND :h",
+             "ExpressionAttributeValues": {":b": {S: "b0"}, ":l": {"N": "1"}, ":h": {"N": "3"}},
+             "ScanIndexForward": False},
+            {"IndexName": "bucket-only", "KeyConditionExpression": "bucket = :b",
+             "ExpressionAttributeValues": {":b": {S: "b0"}}},
+        ]
+        for query in queries:
+            out.append(ddb.query(TableName="q", **query))
+            start: dict[str, Any] = {}
+            while True:  # the same in pages of 3
+                page = ddb.query(TableName="q", Limit=3, **query, **start)
+                out.append(page)
+                if "LastEvaluatedKey" not in page:
+                    break
+                start = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+        out.append(ddb.query(TableName="n", KeyConditionExpression="id = :i",
+                             ExpressionAttributeValues={":i": {"N": "2.0"}}))  # a number equal to 2
+        out.append(ddb.scan(TableName="q", Limit=7))
+        out.append(ddb.scan(TableName="n"))
+    for answer in out:
+        answer.pop("ResponseMetadata", None)
+    return out
+
+
+def test_queries_answer_as_moto_answers_without_sorting_the_table(speed_as_found: None,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    moto_speed.uninstall()
+    plain = query_answers()
+    moto_speed.install()
+    fast = query_answers()
+    assert fast == plain
+    assert fast[0]["Count"] == 10 and fast[-3]["Items"] == [{"id": {"N": "2"}, "v": {S: "2"}}]
+
+    dynamo_type: Any = importlib.import_module("moto.dynamodb.models.dynamo_type").DynamoType
+    compared = [0]
+    less = dynamo_type.__lt__
+    monkeypatch.setattr(dynamo_type, "__lt__", lambda self, other: compared.__setitem__(0, compared[0] + 1)
+                        or less(self, other))
+
+    def comparisons_in_one_query() -> int:
+        with mock_aws():
+            ddb = boto3.client("dynamodb", region_name="us-east-1")
+            ddb.create_table(TableName="big", BillingMode="PAY_PER_REQUEST",
+                             KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
+                                        {"AttributeName": "SK", "KeyType": "RANGE"}],
+                             AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": S},
+                                                   {"AttributeName": "SK", "AttributeType": S}])
+            put_all(ddb, "big", [{"PK": {S: f"p{i}"}, "SK": {S: "TASK"}} for i in range(150)])
+            compared[0] = 0
+            ddb.query(TableName="big", KeyConditionExpression="PK = :p", ExpressionAttributeValues={":p": {S: "p7"}})
+            return compared[0]
+
+    assert comparisons_in_one_query() == 0  # only the queried key's one item: nothing sorted
+    moto_speed.uninstall()
+    assert comparisons_in_one_query() > 150  # moto's Query sorts the whole table
