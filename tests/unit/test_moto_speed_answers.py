@@ -7,6 +7,7 @@ both), in this process; the speed-ups are left installed or not as they were fou
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Iterator
@@ -163,12 +164,23 @@ def test_responses_are_serialised_as_moto_serialises_them(speed_as_found: None, 
     from moto.moto_api._internal import mock_random
 
     monkeypatch.setattr(mock_random, "uuid4", lambda: __import__("uuid").UUID(int=7))
+    json_serializer: Any = importlib.import_module("moto.core.serialize").BaseJSONSerializer
+    maps = [0]  # maps moto's serializer walked: GetRecords' keys and images, ReceiveMessage's two attribute maps
+    walk_map = json_serializer._serialize_type_map
+
+    def counted(self: Any, *args: Any) -> None:
+        maps[0] += 1
+        walk_map(self, *args)
+
+    monkeypatch.setattr(json_serializer, "_serialize_type_map", counted)
     moto_speed.uninstall()
     plain = stream_answers()
+    plain_maps, maps[0] = maps[0], 0
     moto_speed.install()
     fast = stream_answers()
     assert len(fast) == 3 and b"NewImage" in fast[0] and b"REMOVE" in fast[0]
     assert fast == plain
+    assert plain_maps > 10 and maps[0] == 2  # GetRecords' records serialised without moto's serializer
 
 
 # --- condition expressions parsed once per text; Query without sorting the whole table -------------------------
@@ -325,23 +337,78 @@ def test_queries_answer_as_moto_answers_without_sorting_the_table(speed_as_found
 
     dynamo_type: Any = importlib.import_module("moto.dynamodb.models.dynamo_type").DynamoType
     compared = [0]
-    less = dynamo_type.__lt__
-    monkeypatch.setattr(dynamo_type, "__lt__", lambda self, other: compared.__setitem__(0, compared[0] + 1)
-                        or less(self, other))
+    for method in ("__lt__", "__ne__"):
+        monkeypatch.setattr(dynamo_type, method, functools.partialmethod(
+            lambda self, other, original: compared.__setitem__(0, compared[0] + 1) or original(self, other),
+            original=getattr(dynamo_type, method)))
 
-    def comparisons_in_one_query() -> int:
+    def comparisons_in_queries() -> tuple[int, int]:
+        """DynamoType comparisons in a Query of one key of a 150-item table, then of one of its index's keys."""
         with mock_aws():
             ddb = boto3.client("dynamodb", region_name="us-east-1")
             ddb.create_table(TableName="big", BillingMode="PAY_PER_REQUEST",
                              KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
                                         {"AttributeName": "SK", "KeyType": "RANGE"}],
                              AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": S},
-                                                   {"AttributeName": "SK", "AttributeType": S}])
-            put_all(ddb, "big", [{"PK": {S: f"p{i}"}, "SK": {S: "TASK"}} for i in range(150)])
+                                                   {"AttributeName": "SK", "AttributeType": S},
+                                                   {"AttributeName": "bucket", "AttributeType": S}],
+                             GlobalSecondaryIndexes=[{"IndexName": "by-bucket", "Projection": {"ProjectionType": "ALL"},
+                                                      "KeySchema": [{"AttributeName": "bucket", "KeyType": "HASH"}]}])
+            put_all(ddb, "big", [{"PK": {S: f"p{i}"}, "SK": {S: "TASK"}, "bucket": {S: f"b{i % 50}"}}
+                                 for i in range(150)])
             compared[0] = 0
             ddb.query(TableName="big", KeyConditionExpression="PK = :p", ExpressionAttributeValues={":p": {S: "p7"}})
-            return compared[0]
+            table, compared[0] = compared[0], 0
+            ddb.query(TableName="big", IndexName="by-bucket", KeyConditionExpression="bucket = :b",
+                      ExpressionAttributeValues={":b": {S: "b7"}})
+            return table, compared[0]
 
-    assert comparisons_in_one_query() == 0  # only the queried key's one item: nothing sorted
+    table, index = comparisons_in_queries()
+    assert table == 0 and index <= 10  # only the queried key's items compared and sorted (1, then 3)
     moto_speed.uninstall()
-    assert comparisons_in_one_query() > 150  # moto's Query sorts the whole table
+    table, index = comparisons_in_queries()
+    assert table > 150 and index > 150  # moto's Query sorts, then compares, the whole table
+
+
+def delete_answers() -> list[Any]:
+    """Deletes of messages in flight, of one received again after its visibility ended (its old and new
+    handles), twice, and of an unknown handle, with delayed messages in the queue; then what is left."""
+    out: list[Any] = []
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="d")["QueueUrl"]
+        for i in range(12):
+            sqs.send_message(QueueUrl=url, MessageBody=f"m{i}", DelaySeconds=900 if i % 3 == 0 else 0)
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=5)["Messages"]
+        handles = [message["ReceiptHandle"] for message in got]
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handles[0], VisibilityTimeout=0)
+        again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+        renewed = next(m["ReceiptHandle"] for m in again if m["Body"] == got[0]["Body"])
+        entries = [(handles[1], "a"), (handles[0], "old"), ("bogus", "c"), (handles[2], "d")]
+        answer = sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": i, "ReceiptHandle": h} for h, i in entries])
+        out.append((sorted(answer.get("Successful", []), key=str), sorted(answer.get("Failed", []), key=str)))
+        again_deleted = sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": "x", "ReceiptHandle": renewed},
+                                                                          {"Id": "y", "ReceiptHandle": handles[1]}])
+        out.append((again_deleted.get("Successful"), again_deleted.get("Failed")))
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=handles[3])
+        try:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle="bogus")
+        except ClientError as exc:
+            out.append(exc.response["Error"]["Code"])
+        out.append(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"].get(
+            "ApproximateNumberOfMessagesDelayed"))
+        sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+            {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0} for n, m in enumerate(again)
+            if m["ReceiptHandle"] not in (renewed, handles[1], handles[2], handles[3])])
+        left = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        out.append(sorted(m["Body"] for m in left))
+    return out
+
+
+def test_deletes_answer_as_moto_answers(speed_as_found: None) -> None:
+    moto_speed.uninstall()
+    plain = delete_answers()
+    moto_speed.install()
+    fast = delete_answers()
+    assert fast == plain
+    assert [entry["Id"] for entry in fast[0][0]] == ["a", "d", "old"] and len(fast[0][1]) == 1
