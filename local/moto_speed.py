@@ -67,6 +67,7 @@ import copy
 import functools
 import importlib
 import inspect
+import itertools
 import json
 import threading
 import weakref
@@ -1005,9 +1006,15 @@ def _queries_without_sorting() -> None:
                 return []
             if found is not _MISSING:
                 return list(found.values()) if self.range_key_attr else [found]
-        items = ([item for hash_set in self.items.values() for item in hash_set.values()] if self.range_key_attr
-                 else list(self.items.values()))
-        for name, text in scope[2]:  # moto keeps an item only if its value equals the key's: a string, this one
+        every: Iterable[Any] = (itertools.chain.from_iterable(hash_set.values() for hash_set in self.items.values())
+                                if self.range_key_attr else self.items.values())
+        if not scope[2]:
+            return list(every)
+        # moto keeps an item only if its value equals the key's, a string here: this string (one pass)
+        (name, text), *others = scope[2]
+        items = [item for item in every
+                 if (value := item.attrs.get(name)) is not None and value.type == "S" and value.value == text]
+        for name, text in others:
             items = [item for item in items
                      if (value := item.attrs.get(name)) is not None and value.type == "S" and value.value == text]
         return items
