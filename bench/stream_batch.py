@@ -115,9 +115,10 @@ class MotoCpu:
     """The CPU time moto spends answering requests in this process (each thread's own, summed): in-process, the
     work AWS does on its side of a round trip is done by the same interpreter as the app's."""
 
-    def __init__(self) -> None:
+    def __init__(self, skip: Callable[[], bool] = lambda: False) -> None:
         self.seconds = 0.0
         self._lock = threading.Lock()
+        self._skip = skip  # True for an answer not to count (one the caller counts as its own)
 
     @contextmanager
     def counting(self) -> Iterator[MotoCpu]:
@@ -126,6 +127,8 @@ class MotoCpu:
         answer = BotocoreStubber.__call__
 
         def timed(stubber: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._skip():
+                return answer(stubber, *args, **kwargs)
             start = time.thread_time()
             try:
                 return answer(stubber, *args, **kwargs)

@@ -51,6 +51,7 @@ from chalice.test import Client, InvokeResponse, TestLambdaClient
 from bench import prices, seed_tasks, task_stage
 from bench.core import PROJECT, CallCounter, Scale, Section, Target, percentile
 from bench.prices import Usage
+from bench.stream_batch import MotoCpu
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
 from chalicelib.log import logger
@@ -747,34 +748,21 @@ class HandlerCpu:
     them included once)."""
 
     def __init__(self) -> None:
-        self.moto_seconds = 0.0
         self.bench_seconds = 0.0
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._moto = MotoCpu(skip=lambda: bool(getattr(self._local, "excluded", False)))  # the bench's own: below
         self._invocation: tuple[float, float, float] | None = None
         self._actions: list[float] = []
 
+    @property
+    def moto_seconds(self) -> float:
+        return self._moto.seconds
+
     @contextmanager
     def counting(self) -> Iterator[HandlerCpu]:
-        from moto.core.botocore_stubber import BotocoreStubber
-
-        answer = BotocoreStubber.__call__
-
-        def timed(stubber: Any, *args: Any, **kwargs: Any) -> Any:
-            if getattr(self._local, "excluded", False):  # the bench's own call: counted in bench_seconds
-                return answer(stubber, *args, **kwargs)
-            start = time.thread_time()
-            try:
-                return answer(stubber, *args, **kwargs)
-            finally:
-                with self._lock:
-                    self.moto_seconds += time.thread_time() - start
-
-        BotocoreStubber.__call__ = timed  # type: ignore[method-assign,assignment]
-        try:
+        with self._moto.counting():
             yield self
-        finally:
-            BotocoreStubber.__call__ = answer  # type: ignore[method-assign]
 
     def excluding(self, hook: Any) -> Any:
         """``hook`` (a botocore event handler), its CPU time counted as the bench's, not the handler's."""

@@ -270,12 +270,18 @@ def _log_lines(out: str) -> list[dict[str, Any]]:
     return lines
 
 
-def test_every_executor_log_line_carries_the_request_id_and_its_task(
-        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+def _three_reminders(deps: Deps) -> list[TaskKey]:
+    """Three reminders of one user, due at DUE (a table of the user's own shape)."""
     use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
     keys = [TaskKey("USER#ada", f"REMINDER#{i}") for i in range(3)]
     for key in keys:
         put_item(deps, {"PK": key.pk, "SK": key.sk, "REMINDER_TIMESTAMP": DUE, "email": "ada@example.com"})
+    return keys
+
+
+def test_every_executor_log_line_carries_the_request_id_and_its_task(
+        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    keys = _three_reminders(deps)
     use_client(deps, "ses", FlakySes(deps.clients.ses, failures=1))  # a warning line too
     clock.now = parse_due(DUE)
     _read(log_out)
@@ -316,10 +322,7 @@ def test_an_execution_logs_one_short_info_line_with_its_outcome_and_an_early_mes
 
 def test_in_a_batch_the_first_execution_line_rides_on_the_emf_document_and_the_others_are_lines_of_their_own(
         client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
-    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
-    keys = [TaskKey("USER#ada", f"REMINDER#{i}") for i in range(3)]
-    for key in keys:
-        put_item(deps, {"PK": key.pk, "SK": key.sk, "REMINDER_TIMESTAMP": DUE, "email": "ada@example.com"})
+    keys = _three_reminders(deps)
     clock.now = parse_due(DUE)
     _read(log_out)
     deliver(client, *[due_body(key, parse_due(DUE)) for key in keys])
