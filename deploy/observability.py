@@ -156,15 +156,17 @@ def dashboard_body(settings: Settings, dead_letter_queues: list[str], region: st
               for s in (*STRATEGIES, m.UNKNOWN_STRATEGY)
               for name, label in ((m.TASKS_RETRIED, "retried"), (m.TASKS_DEAD_LETTERED, "dead-lettered"),
                                   (m.TASKS_SKIPPED_CANCELLED, "skipped: cancelled"),
-                                  (m.TASKS_SKIPPED_RESCHEDULED, "skipped: rescheduled"))
-              if not (s == m.UNKNOWN_STRATEGY and name in (m.TASKS_RETRIED, m.TASKS_SKIPPED_RESCHEDULED))]
+                                  (m.TASKS_SKIPPED_RESCHEDULED, "skipped: rescheduled"),
+                                  (m.TASKS_RAN_AFTER_CHANGE, "ran after a cancel or move"))
+              if not (s == m.UNKNOWN_STRATEGY
+                      and name in (m.TASKS_RETRIED, m.TASKS_SKIPPED_RESCHEDULED, m.TASKS_RAN_AFTER_CHANGE))]
     depths = [["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", q, {"stat": "Maximum", "label": q}]
               for q in dead_letter_queues]
     run_period = min(int(schedule_period(settings.backup_schedule).total_seconds()) // 60 * 60 or 60, 86400)
     outcomes = [_metric(settings, name, "Sum", label) for name, label in (
         (m.BACKUP_TABLES_BACKED_UP, "tables backed up"), (m.BACKUP_TABLES_FAILED, "failed"),
         (m.BACKUP_TABLES_STUCK, "stuck"), (m.BACKUPS_DELETED, "deleted by retention"),
-        (m.BACKUPS_VERIFIED, "verified"))]
+        (m.BACKUPS_VERIFIED, "verified"), (m.BACKUP_VERIFICATIONS_FAILED, "verifications failed"))]
     runs = [_metric(settings, m.BACKUP_RUNS_STARTED, "Sum", "started (schedule)", **{m.TRIGGER: "schedule"}),
             _metric(settings, m.BACKUP_RUNS_STARTED, "Sum", "started (api)", **{m.TRIGGER: "api"}),
             _metric(settings, m.BACKUP_RUNS_COMPLETED, "Sum", "completed"),

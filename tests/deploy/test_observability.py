@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from chalicelib import metrics as m
 from chalicelib.aws import Clients
 from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
@@ -143,13 +144,24 @@ def test_the_dashboard_shows_lateness_percentiles_executions_dlq_depths_and_back
                                             "timekeeper-due-scheduler-dlq", "timekeeper-task-dlq"]
     outcomes = widgets["Backup outcomes per run"]
     assert {m[1] for m in outcomes["metrics"]} == {
-        "BackupTablesBackedUp", "BackupTablesFailed", "BackupTablesStuck", "BackupsDeleted", "BackupsVerified"}
+        "BackupTablesBackedUp", "BackupTablesFailed", "BackupTablesStuck", "BackupsDeleted", "BackupsVerified",
+        "BackupVerificationsFailed"}
     assert outcomes["period"] == 86400  # one bar per daily run
     for properties in widgets.values():
         assert properties["region"] == "us-east-1"
         for metric in properties["metrics"]:
             if metric[0] == "Timekeeper":
                 assert metric[2:4] == ["Stage", "prod"]
+
+
+def test_every_metric_the_app_declares_is_on_the_dashboard(provisioned: tuple[Clients, str]) -> None:
+    """Derived from chalicelib/metrics.py's declarations, not a second list: a metric added later is shown."""
+    clients, _ = provisioned
+    body = json.loads(cloudwatch_client(clients).get_dashboard(DashboardName="timekeeper-prod")["DashboardBody"])
+    shown = {metric[1] for w in body["widgets"] for metric in w["properties"]["metrics"] if metric[0] == m.NAMESPACE}
+    declared = {value for name, value in vars(m).items()
+                if name.isupper() and name.startswith(("TASK", "BACKUP")) and isinstance(value, str)}
+    assert len(declared) >= 18 and declared <= shown, sorted(declared - shown)
 
 
 def test_a_second_provision_leaves_the_alarms_and_dashboard_as_they_are(provisioned: tuple[Clients, str]) -> None:
