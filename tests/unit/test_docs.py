@@ -171,3 +171,15 @@ def test_the_offline_table_lists_exactly_the_local_runtimes_variables() -> None:
     environ = RecordingEnviron()
     LocalSettings.from_env(environ)
     assert environ.read == set(documented), "LocalSettings reads a variable the table does not list, or not one it does"
+
+
+def test_operations_metrics_table_lists_every_metric_the_app_declares_with_its_count() -> None:
+    from chalicelib import metrics as m
+
+    declared = {value for name, value in vars(m).items()
+                if name.isupper() and name.startswith(("TASK", "BACKUP")) and isinstance(value, str)}
+    text = (ROOT / "docs" / "operations.md").read_text()
+    listed = set(re.findall(r"^\| `(\w+)` \| (?:Count|Milliseconds|Seconds) \|", text, re.MULTILINE))
+    assert listed == declared
+    tasks = sum(1 for name in declared if name.startswith("Task"))
+    assert f"{tasks} task metrics x 4 strategies" in text and f"{len(declared) - tasks} backup metrics" in text
