@@ -32,12 +32,10 @@ import itertools
 import os
 import pickle
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -51,6 +49,7 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 
 from local.in_process import Answer, InProcessTransport, RequestParts, request_parts, response
 from local.invoker import Invocation, Invoker, Reporter
+from local.run_directories import RunDirectory, run_directory
 
 ADDRESS_VARIABLE = "LOCAL_HANDLER_ADDRESS"  # the worker's own variables, taken out of its environment at start
 KEY_VARIABLE = "LOCAL_HANDLER_KEY"
@@ -108,7 +107,7 @@ class HandlerProcesses:
         self._memory_size = memory_size
         self._report = report
         self._key = secrets.token_bytes(32)
-        self._directory = ""
+        self._directory: RunDirectory | None = None
         self._address = ""
         self._listener: Listener | None = None
         self._workers: list[_Worker] = []
@@ -120,8 +119,8 @@ class HandlerProcesses:
     # --- starting ---------------------------------------------------------------------
 
     def start(self) -> HandlerProcesses:
-        self._directory = tempfile.mkdtemp(prefix="timekeeper-handlers-")
-        self._address = str(Path(self._directory) / "socket")
+        self._directory = run_directory("timekeeper-handlers-")  # a killed make run's is removed by the next one
+        self._address = str(self._directory.path / "socket")
         self._listener = Listener(self._address, family="AF_UNIX", authkey=self._key)
         threading.Thread(target=self._accept, name="handlers-accept", daemon=True).start()
         environment = {**self._environ, ADDRESS_VARIABLE: self._address, KEY_VARIABLE: self._key.hex(),
@@ -267,8 +266,8 @@ class HandlerProcesses:
             if worker.process.poll() is None:
                 worker.process.kill()
                 worker.process.wait()
-        if self._directory:
-            shutil.rmtree(self._directory, ignore_errors=True)
+        if self._directory is not None:
+            self._directory.remove()
 
 
 class ProcessInvoker(Invoker):

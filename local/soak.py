@@ -35,7 +35,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -51,6 +50,7 @@ from typing import Any
 import boto3
 
 from local.client import ApiClient, Response, wait_until
+from local.run_directories import run_directory
 
 PROJECT = Path(__file__).resolve().parent.parent
 TASKS = 10_000
@@ -211,13 +211,16 @@ class RuntimeProcess:
 
     def __init__(self, token: str, python: str = sys.executable, env: Mapping[str, str] | None = None) -> None:
         # Its run file (for chalice local) in a directory of its own: never over a `make run`'s .local/make-run.json.
-        run_file = str(Path(tempfile.mkdtemp(prefix="timekeeper-run-")) / "make-run.json")
+        # Removed once the process ended (a killed soak's by the next one's).
+        self.directory = run_directory("timekeeper-run-")
+        run_file = str(self.directory.path / "make-run.json")
         env = {**os.environ, "LOCAL_AWS_PORT": "0", "LOCAL_API_PORT": "0", "LOCAL_WEBHOOK_PORT": "0",
                "LOCAL_SCHEDULER_JITTER_SECONDS": "0",
                "LOCAL_TTL_LAG_SECONDS": "1", "LOCAL_RUN_FILE": run_file, **(env or {}), "API_TOKEN": token,
                "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen([python, "-m", "local.run"], cwd=PROJECT, env=env, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1)
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1,
+                                        pass_fds=[self.directory.lock])  # held while either process lives
         self.tail: deque[str] = deque(maxlen=200)
         self.banner: list[str] = []
         self.failed = 0
@@ -276,15 +279,18 @@ class RuntimeProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+            self.directory.remove()
             return None
         seconds = time.monotonic() - sent
         self._reader.join(2)
+        self.directory.remove()
         return seconds
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        self.directory.remove()
 
 
 # --- driving it ------------------------------------------------------------------------
