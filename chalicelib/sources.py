@@ -23,6 +23,9 @@ watches and how an item of it becomes a task (docs/task-sources.md)::
   a map, a list).  Default: an email to ``{email}`` with the stage's subject
   and body.
 - ``recurrence`` / ``timezone``: rate(...) or cron(...) and its IANA zone.
+- ``retry``: ``{"max_attempts": 1-185, "max_age_seconds": 60-86400}`` (either may be left out), the retry
+  policy of every item of the source, as a task's own ``retry`` (chalicelib.tasks.model.parse_retry);
+  what it leaves out, and a source without one, the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).
 - interval only: ``bucket_index`` (the user's GSI, hash key = the bucket),
   ``bucket_attribute``, ``bucket_format`` (strftime, default ``%Y-%m-%d#%H:%M``)
   and ``bucket_minutes`` (default 1); ``key`` (the table's key attribute names,
@@ -57,7 +60,7 @@ TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
 STREAM_ARN = re.compile(r"arn:aws[a-zA-Z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[A-Za-z0-9_.-]{3,255}/stream/.+")
 TEMPLATE_PART = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 FIELDS = frozenset({"table", "strategy", "due_attribute", "ttl_attribute", "action", "recurrence", "timezone",
-                    "bucket_index", "bucket_attribute", "bucket_format", "bucket_minutes", "key",
+                    "retry", "bucket_index", "bucket_attribute", "bucket_format", "bucket_minutes", "key",
                     "enable_stream", "enable_ttl"})
 
 
@@ -90,6 +93,7 @@ class TaskSource:
     action: dict[str, Any] | None = field(default=None, hash=False)  # templates; None: the default email
     recurrence: str | None = None
     timezone: str | None = None
+    retry: dict[str, int] | None = field(default=None, hash=False)  # its items' retry policy; None: the stage's
     bucket_index: str | None = None
     bucket_attribute: str | None = None
     bucket_format: str = DEFAULT_BUCKET_FORMAT
@@ -310,12 +314,13 @@ def parse_source(name: Any, spec: Any, stream_arn: str = "") -> TaskSource:
             schedule_expr.parse(recurrence)
         except schedule_expr.InvalidScheduleExpression as exc:
             raise fail("recurrence", str(exc)) from exc
+    retry = _retry(name, spec.get("retry"))
     writes = strategy in ("lazy", "interval") or recurrence_given(spec)
     if writes and not key:
         raise fail("key", "is required for a lazy, interval or recurring source: the table's key attribute "
                           "names, hash first (IAM lets the app write only the attributes it needs)")
     return TaskSource(name=name, table=table, strategy=strategy, due_attribute=due, ttl_attribute=ttl,
-                      action=action, recurrence=recurrence, timezone=timezone, bucket_index=bucket_index,
+                      action=action, recurrence=recurrence, timezone=timezone, retry=retry, bucket_index=bucket_index,
                       bucket_attribute=bucket_attribute, bucket_format=bucket_format, bucket_minutes=minutes,
                       key=tuple(key), enable_stream=flag("enable_stream"), enable_ttl=flag("enable_ttl"),
                       stream_arn=stream_arn)
@@ -348,6 +353,20 @@ def _check_bucket_format(name: str, fmt: str, minutes: int) -> None:
             raise SourceError(name, "bucket_format",
                               f"{fmt!r} does not tell buckets of {minutes} minute(s) apart (it needs the date, "
                               "hour and minute)")
+
+
+def _retry(name: str, spec: Any) -> dict[str, int] | None:
+    """The source's retry policy, read by the task's own parser (one shape for both); SourceError names the
+    field (``retry`` or ``retry.<name>``)."""
+    if spec is None:
+        return None  # the model is loaded only by a stage whose sources declare a policy (cold start)
+    from chalicelib.tasks.model import InvalidTask, parse_retry
+
+    try:
+        return parse_retry(spec)
+    except InvalidTask as exc:
+        problem = exc.message.removeprefix(f"{exc.field} ")
+        raise SourceError(name, exc.field, problem) from exc
 
 
 def _action(name: str, spec: Any) -> dict[str, Any] | None:

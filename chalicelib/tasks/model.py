@@ -18,7 +18,8 @@ Any program may write a task item (string keys PK and SK). What the app reads:
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
 - ``retry``: optional ``{"max_attempts": 1-185, "max_age_seconds": 60-86400}`` (EventBridge Scheduler's
   limits; either may be left out): the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS,
-  TASK_RETRY_MAX_AGE_SECONDS).
+  TASK_RETRY_MAX_AGE_SECONDS).  A task source's item takes its source's declared ``retry`` (never an
+  attribute of the item).
 - Written by the app: ``due_epoch``, the bucket, the TTL (what a strategy needs), a recurring task's next
   due time.  Never read as the task's execution: its status and attempts live only in its record in the state
   table (chalicelib.tasks.lifecycle); an item's own ``status`` or ``attempts`` is the user's data, and neither
@@ -494,7 +495,8 @@ def _task_from_source_item(item: dict[str, Any], key: TaskKey, source: TaskSourc
                                         "which the item does not have") from exc
         action, is_default = parse_action(spec), False
     return Task(key=key, due=due, strategy=strategy, action=action, recurrence=source.recurrence,
-                timezone=source.timezone, action_is_default=is_default, item=item)
+                timezone=source.timezone, action_is_default=is_default, item=item,
+                retry=dict(source.retry) if source.retry else None)
 
 
 @dataclass(frozen=True)

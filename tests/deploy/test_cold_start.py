@@ -65,6 +65,9 @@ def test_importing_app_loads_no_handlers_module_until_that_handler_runs(stage: s
     checked = {"chalicelib.sources"} if sources else set()
     if any("action" in s for s in sources.values()):  # the action types, with what their fields need
         checked |= {"chalicelib.tasks", "chalicelib.tasks.actions", "chalicelib.tasks.webhook", "chalicelib.ddb"}
+    if any("retry" in s for s in sources.values()):  # read by the task's own parser (chalicelib.tasks.model)
+        checked |= {"chalicelib.tasks", "chalicelib.tasks.model", "chalicelib.tasks.actions",
+                    "chalicelib.tasks.webhook", "chalicelib.ddb"}
     if variables.get("TASK_WEBHOOK_ORIGINS") or variables.get("TASK_WEBHOOK_SECRETS"):  # parsed at import
         checked |= {"chalicelib.tasks", "chalicelib.tasks.webhook"}
     assert {name for name in loaded if name.split(".")[0] == "chalicelib"} == AT_IMPORT | checked

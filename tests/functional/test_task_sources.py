@@ -290,6 +290,27 @@ def test_a_failed_source_task_is_listed_by_its_source_and_retried_once_through_i
     assert done["attempts"] == 1
 
 
+def test_a_sources_declared_retry_policy_gives_its_failing_item_up_after_its_attempts_not_the_stages(
+        aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    streams = {"appointments": create_table(deps, APPOINTMENTS_TABLE, [("PK", "S"), ("SK", "S")])}
+    sources = {"appointments": {**SEED_SOURCES["appointments"], "retry": {"max_attempts": 2}}}
+    assert deps.settings.task_max_attempts > 2
+    for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        stage.put(APPOINTMENTS_TABLE, {"PK": "USER#ada", "SK": "REMINDER#standup",
+                                       "REMINDER_TIMESTAMP": stage.epoch(minutes=2), "email": "ada@example.com"})
+        ses = FlakySes(deps.clients.ses, failures=10**6)
+        use_client(deps, "ses", ses)
+        stage.run(minutes=2, seconds=30)
+        client = stage.sim.client
+        [failed] = client.http.get("/tasks?status=FAILED&source=appointments").json_body["tasks"]
+        assert (failed["attempts"], ses.calls) == (2, 2)
+        shown = client.http.get("/tasks/appointments/" + quote(json.dumps({"PK": "USER#ada", "SK": "REMINDER#standup"}),
+                                                                safe="")).json_body["task"]
+        assert (shown["status"], shown["retry"]) == ("FAILED", {"max_attempts": 2})
+        [alert] = aws.alerts()
+        assert alert["subject"].endswith("failed after 2 attempts")
+
+
 def test_get_of_an_unknown_source_or_a_bad_key_says_which(stage: Stage, client: Client) -> None:
     missing = client.http.get("/tasks/nope/" + quote('{"PK": "a", "SK": "b"}', safe=""))
     assert (missing.status_code, missing.json_body["field"]) == (404, "source")

@@ -10,6 +10,7 @@ import pytest
 
 from chalicelib.settings import Settings, SourceSettingsError
 from chalicelib.sources import MissingAttribute, SourceError, parse_sources, render, template_names
+from chalicelib.tasks.model import RetryPolicy, TaskKey, task_from_source_item
 
 APPOINTMENTS = {"table": "appointments", "strategy": "exact", "due_attribute": "REMINDER_TIMESTAMP",
                 "action": {"type": "email", "to": "{email}", "subject": "Reminder",
@@ -65,6 +66,10 @@ def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
                                                   "target_deduplicates": "{flag}"}), "action.target_deduplicates"),
     ("appointments", _with(APPOINTMENTS, recurrence="every day"), "recurrence"),
     ("appointments", _with(APPOINTMENTS, timezone="Mars/Olympus"), "timezone"),
+    ("appointments", _with(APPOINTMENTS, retry={"max_attempts": 0}), "retry.max_attempts"),
+    ("appointments", _with(APPOINTMENTS, retry={"max_attempts": 2, "max_age_seconds": 30}), "retry.max_age_seconds"),
+    ("appointments", _with(APPOINTMENTS, retry={"attempts": 2}), "retry"),
+    ("appointments", _with(APPOINTMENTS, retry=2), "retry"),
     ("appointments", _with(APPOINTMENTS, colour="blue"), "colour"),
     ("appointments", _with(APPOINTMENTS, enable_stream="yes"), "enable_stream"),
     ("appointments", _with(APPOINTMENTS, ttl_attribute="expires_at"), "ttl_attribute"),
@@ -95,6 +100,29 @@ def test_a_sources_action_keeps_target_deduplicates_as_a_boolean_not_a_template(
               "target_deduplicates": True}
     [source] = parse_sources(json.dumps({"appointments": _with(APPOINTMENTS, action=action)}), "{}")
     assert source.action == action
+
+
+def test_a_sources_retry_policy_is_read_once_and_every_item_of_it_takes_it_over_the_stages() -> None:
+    settings = Settings.from_env({"TASK_SOURCES": json.dumps({
+        "appointments": _with(APPOINTMENTS, retry={"max_attempts": 2}), "sessions": SESSIONS})})
+    [appointments, sessions] = settings.task_sources
+    assert (appointments.retry, sessions.retry) == ({"max_attempts": 2}, None)
+    item = {"PK": "USER#ada", "SK": "REMINDER#1", "REMINDER_TIMESTAMP": 1795000000, "email": "ada@example.com",
+            "retry": {"max_attempts": 9}}  # the user's data: never the task's policy
+    task = task_from_source_item(item, TaskKey.of_source("appointments", {"PK": {"S": "USER#ada"},
+                                                                          "SK": {"S": "REMINDER#1"}}),
+                                 appointments, settings)
+    assert task.retry_policy(settings) == RetryPolicy(2, settings.task_retry_max_age_seconds)
+    lazy = task_from_source_item({"email": "ada@example.com", "expires_at": 1795000000},
+                                 TaskKey.of_source("sessions", {"email": {"S": "ada@example.com"}}), sessions, settings)
+    assert lazy.retry_policy(settings) == RetryPolicy(settings.task_max_attempts, settings.task_retry_max_age_seconds)
+
+
+def test_a_bad_sources_retry_says_what_it_must_be() -> None:
+    with pytest.raises(SourceSettingsError) as error:
+        Settings.from_env({"TASK_SOURCES": json.dumps({"appointments": _with(APPOINTMENTS, retry={"max_attempts": 186})})})
+    assert str(error.value) == ("TASK_SOURCES is invalid: task source 'appointments', field 'retry.max_attempts': "
+                                "must be a whole number from 1 to 185, got 186")
 
 
 def test_two_sources_may_not_share_a_table() -> None:
