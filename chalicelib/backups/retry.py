@@ -47,12 +47,12 @@ def is_transient(exc: Exception) -> bool:
 def retry_transient(call: Callable[[], T], sleep: Sleep, attempts: int = ATTEMPTS,
                     rng: random.Random | None = None) -> T:
     """``call()``, tried up to ``attempts`` times while it fails with a transient error."""
-    rng = rng or random.Random()
     for attempt in range(attempts):
         try:
             return call()
         except (ClientError, BotoCoreError) as exc:
             if attempt == attempts - 1 or not is_transient(exc):
                 raise
+            rng = rng or random.Random()  # made at the first retry, as throttle.with_backoff's
             sleep(rng.uniform(BASE_SECONDS / 2, min(CAP_SECONDS, BASE_SECONDS * 2**attempt)))
     raise AssertionError("unreachable")

@@ -247,7 +247,6 @@ def send_batch(deps: Deps, messages: list[DueMessage], rng: random.Random | None
         return 0
     if len(messages) > BATCH_SIZE:
         raise ValueError(f"at most {BATCH_SIZE} messages per batch, got {len(messages)}")
-    rng = rng or random.Random()
     url = deps.queue_url(deps.settings.due_queue)
     pending = {str(i): m.to_json() for i, m in enumerate(messages)}
     for attempt in range(SEND_ATTEMPTS):
@@ -263,6 +262,7 @@ def send_batch(deps: Deps, messages: list[DueMessage], rng: random.Random | None
         if permanent:
             raise SendFailed(f"the due queue rejected messages: {permanent}")
         logger.warning("due messages not sent; retrying", extra={"failed": failed, "attempt": attempt + 1})
+        rng = rng or random.Random()  # made at the first retry, as throttle.with_backoff's
         deps.sleep(rng.uniform(0, min(5.0, 0.2 * 2**attempt)))
     raise SendFailed(f"{len(pending)} due messages still failing after {SEND_ATTEMPTS} attempts")
 
