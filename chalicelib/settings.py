@@ -131,6 +131,12 @@ def choice(*options: str) -> Parse[str]:
     return Parse(convert, "expected one of " + ", ".join(options))
 
 
+def flag() -> Parse[bool]:
+    """``true`` or ``false``."""
+    words = choice("true", "false")
+    return Parse(lambda value, env: words.convert(value, env) == "true", words.expected)
+
+
 def matching(pattern: re.Pattern[str], expected: str) -> Parse[str]:
     def convert(value: str, env: _Reader) -> str:
         if not pattern.fullmatch(value):  # "$" alone would also match before a final newline
@@ -424,14 +430,14 @@ class Settings:
         "`true`: every run reads every selected table's point-in-time recovery and alerts once for those with "
         "it off; `false`: a run reads one table in 7, each once a week, and never alerts "
         "([PITR report](backups-verification.md#point-in-time-recovery-report)).",
-        Parse(lambda value, env: choice("true", "false").convert(value, env) == "true", "expected one of true, false"))
+        flag())
     restore_target_pattern: str = setting("RESTORE_TARGET_PATTERN", "<table>-restored-*",
         "Names `POST /backups/restores` may restore into: `<table>` is the source table, `*` any characters "
         "([Restoring](backups.md#restoring)); the IAM policies grant the restore's writes on these names only.",
         Parse(_restore_target_pattern, "expected table-name characters, `*` and `<table>`"))
     backup_restore_foreign: bool = setting("BACKUP_RESTORE_FOREIGN", "false",
         "`true`: a restore may name by `backup_arn` a backup this stage did not make (another stage's).",
-        Parse(lambda value, env: choice("true", "false").convert(value, env) == "true", "expected one of true, false"))
+        flag())
     # tasks
     tasks_table: str = setting("TASKS_TABLE", "timekeeper-tasks", "Table of task items (string keys PK and SK).", TABLE)
     tasks_stream_arn: str = setting("TASKS_STREAM_ARN", "",
@@ -544,7 +550,7 @@ class Settings:
     task_webhook_allow_loopback: bool = setting("TASK_WEBHOOK_ALLOW_LOOPBACK", "false",
         "`true`: webhooks may call loopback addresses (and plain http there): the local stage only, for its "
         "receiver; any other stage refuses to start with it.",
-        Parse(lambda value, env: choice("true", "false").convert(value, env) == "true", "expected one of true, false"))
+        flag())
     # operations (docs/operations.md)
     lateness_alarm_ms: int = setting("LATENESS_ALARM_MS", "5000",
         "Deployed stages: the exact strategy's p99 lateness (ms, per 5 minutes, twice in a row) above which "
