@@ -601,6 +601,36 @@ def floor_usage(batch: int, scheduler: bool = False, read: bool = False, writes:
     )
 
 
+def above_floor(usage: Usage, floor: Usage) -> dict[str, float]:
+    """Dollars per million by which ``usage`` exceeds ``floor``, by kind of usage (only the kinds above it). Pure."""
+    ours, least = prices.cost(usage), prices.cost(floor)
+    return {kind: (ours[kind] - least[kind]) * 1e6 for kind in ours if ours[kind] - least[kind] > 1e-12}
+
+
+def headroom(floor: Usage, batch: int, arm64: bool, memory_mb: int, ratio: float = 1.10,
+             scheduler: bool = False) -> dict[str, float]:
+    """What a target of ``ratio`` x the floor leaves for everything the floor omits, dollars per million: the
+    allowance, the item's read and the duration of the read and the floor's own writes (``CALL_SECONDS`` each, one
+    after another, a batch's tasks at once: the floor counts no duration), with ``scheduler`` the re-queue hop that
+    Scheduler's 60 s firing precision forces (a send, the poller's receive and delete, a Lambda request), and what
+    is left after them, with the bytes of log a task that would buy with no record kept.
+    Pure: the arithmetic behind the 1.10x targets (docs/benchmarks.md)."""
+    allowance = (ratio - 1) * prices.per_million(floor)
+    read = prices.per_million(replace(floor, read_units=1.0 if batch == 1 else 0.5)) - prices.per_million(floor)
+    # the read, then the writes; a batch's tasks run at once, so a batch's invocation is shared by its tasks
+    gb_seconds = (1 + floor.write_units) * CALL_SECONDS / batch * memory_mb / 1024
+    duration = prices.per_million(Usage(**{"lambda_arm64_gb_seconds" if arm64 else "lambda_gb_seconds": gb_seconds}))
+    hop = prices.per_million(Usage(sqs_requests=1 + POLLER_REQUESTS_PER_BATCH, lambda_requests=1)) if scheduler else 0.0
+    left = allowance - read - duration - hop
+    return {"allowance": allowance, "read": read, "duration_of_its_calls": duration, "hop": hop, "left": left,
+            "log_bytes_left_with_no_record": max(0.0, left) / 1e6 / prices.LOG_INGESTION.usd}
+
+
+#: How the note on a floor's gap names each kind of usage.
+GAP_LABELS = {"lambda_requests": "Lambda requests", "lambda_gb_seconds": "duration", "lambda_arm64_gb_seconds":
+              "duration", "write_units": "write units", "read_units": "the read", "sqs_requests": "SQS requests",
+              "sns_publishes": "SNS", "scheduler_invocations": "Scheduler", "log_bytes": "logs",
+              "stored_byte_months": "the record kept"}
 #: The floor each measured workload is held to: (executor batch, through Scheduler).
 FLOORS = {"exact via SQS delay": (1, False), DENSE: (EXECUTOR_BATCH, False), "exact via Scheduler": (1, True)}
 #: Write units a task where the target drops a repeat: the settle alone.
@@ -673,6 +703,20 @@ def run(scale: Scale, plots: Path) -> list[Section]:
                 "write, " + ("Scheduler's invocation and its SQS request" if scheduler else "the send, ten to a call")
                 + f", the poller's receive and delete and a Lambda request a batch; the read adds ${read:.3f}); "
                 f"ours ${dollars:.2f}, {dollars / floor:.2f}x")
+            gap = above_floor(usage, floor_usage(batch, scheduler))
+            room = headroom(floor_usage(batch, scheduler), batch, lambda_architecture() == "arm64",
+                            m.memory_mb.get("task_executor", 128), TARGET_FLOOR_RATIO, scheduler)
+            figures["workloads"][workload.name].update(above_floor_dollars_per_million=gap, headroom=room)
+            section.notes.append(
+                f"{workload.name}: above its floor, $ a million: " + ", ".join(
+                    f"{GAP_LABELS.get(kind, kind)} {value:.3f}" for kind, value in
+                    sorted(gap.items(), key=lambda kv: -kv[1]))
+                + f"; {TARGET_FLOOR_RATIO:.2f}x allows ${room['allowance']:.3f}, of which the read takes "
+                f"${room['read']:.3f} and the duration of the read and the two writes "
+                f"({CALL_SECONDS * 1000:.0f} ms each) ${room['duration_of_its_calls']:.3f}"
+                + (f", the re-queue hop Scheduler's 60 s precision forces ${room['hop']:.2f}" if scheduler else "")
+                + f": ${room['left']:.3f} left, {room['log_bytes_left_with_no_record']:.0f} bytes of log a task with "
+                "no record kept")
             section.targets.append(Target(f"{workload.name}: $ per million / the exactly-once floor ({density})",
                                           dollars / floor, TARGET_FLOOR_RATIO, "x"))
             section.targets.append(Target(f"{workload.name}: log and metric bytes per task at {stage_log_level()}",

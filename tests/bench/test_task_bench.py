@@ -242,6 +242,27 @@ def test_the_floor_ratios_divide_the_rows_dollars_by_the_exactly_once_floor_at_t
         assert (logged["figure"], logged["limit"]) == (w["log_bytes_per_task"], 300), name
 
 
+def test_each_floor_rows_gap_adds_up_to_its_dollars_less_its_floor_and_the_headroom_is_the_allowance_spent(
+        sections: dict[str, Any]) -> None:
+    workloads = sections["P4"]["figures"]["workloads"]
+    for name in ("exact via SQS delay", "exact via Scheduler", task_cost.DENSE):
+        w = workloads[name]
+        gap = w["above_floor_dollars_per_million"]
+        assert sum(gap.values()) == pytest.approx(w["dollars_per_million"] - w["floor_dollars_per_million"]), name
+        assert gap["read_units"] == pytest.approx(w["floor_read_dollars_per_million"]), name  # the read, apart
+        room = w["headroom"]
+        assert room["allowance"] == pytest.approx(0.10 * w["floor_dollars_per_million"]), name
+        assert room["left"] == pytest.approx(
+            room["allowance"] - room["read"] - room["duration_of_its_calls"] - room["hop"]), name
+        assert (room["hop"] > 0) == (name == "exact via Scheduler"), name
+    # At list prices, 128 MB arm64: the read and 3 x 20 ms leave $0.004 a million above a lone task's floor, 8 bytes
+    # of log with no record kept; the hop alone is above the Scheduler path's allowance (docs/benchmarks.md).
+    lone = task_cost.headroom(task_cost.floor_usage(1), 1, True, 128)
+    assert (round(lone["left"], 3), round(lone["log_bytes_left_with_no_record"])) == (0.004, 8)
+    hop = task_cost.headroom(task_cost.floor_usage(1, True), 1, True, 128, scheduler=True)
+    assert hop["hop"] == pytest.approx(1.40) and hop["left"] < 0
+
+
 def test_the_memory_table_prices_each_functions_measured_cpu_at_each_size_and_reports_the_choice(
         sections: dict[str, Any]) -> None:
     p4m = sections["P4m"]
