@@ -259,8 +259,11 @@ def test_each_floor_rows_gap_adds_up_to_its_dollars_less_its_floor_and_the_headr
     # of log with no record kept; the hop alone is above the Scheduler path's allowance (docs/benchmarks.md).
     lone = task_cost.headroom(task_cost.floor_usage(1), 1, True, 128)
     assert (round(lone["left"], 3), round(lone["log_bytes_left_with_no_record"])) == (0.004, 8)
+    dense = task_cost.headroom(task_cost.floor_usage(10), 10, True, 128)
+    assert (round(dense["allowance"], 3), round(dense["left"], 3), round(dense["log_bytes_left_with_no_record"])) == (
+        0.139, 0.066, 133)
     hop = task_cost.headroom(task_cost.floor_usage(1, True), 1, True, 128, scheduler=True)
-    assert hop["hop"] == pytest.approx(1.40) and hop["left"] < 0
+    assert round(hop["allowance"], 3) == 0.365 and hop["hop"] == pytest.approx(1.40) and hop["left"] < 0
 
 
 def test_the_memory_table_prices_each_functions_measured_cpu_at_each_size_and_reports_the_choice(
