@@ -57,6 +57,42 @@ class Pacer:
         self._next = now + 1.0 / self.rate
 
 
+def backoff_delay(rng: random.Random, attempt: int, base: float, cap: float, floor: float = 0.0) -> float:
+    """The sleep after failed attempt number ``attempt`` (0 for the first): a draw uniform between ``floor``
+    and ``min(cap, base * 2**attempt)``; full jitter when ``floor`` is 0."""
+    return rng.uniform(floor, min(cap, base * 2**attempt))
+
+
+def retry(
+    call: Callable[[], T],
+    sleep: Sleep,
+    *,
+    retryable: Callable[[Exception], bool],
+    attempts: int,
+    base: float,
+    cap: float,
+    floor: float = 0.0,
+    rng: random.Random | None = None,
+) -> T:
+    """Run ``call``, up to ``attempts`` times in all while it fails with an error ``retryable`` accepts, sleeping
+    ``backoff_delay`` between attempts; the last error, or one not retryable, is raised.  The jitter's generator
+    is made at the first retry: seeding one from the OS costs some 10 us, and almost every call succeeds at once
+    (this wraps most AWS calls the app makes: docs/benchmarks.md, P2)."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as exc:
+            if attempt == attempts - 1 or not retryable(exc):
+                raise
+            rng = rng or random.Random()
+            sleep(backoff_delay(rng, attempt, base, cap, floor))
+    raise AssertionError("unreachable")
+
+
+def _is_rate_limited(exc: Exception) -> bool:
+    return isinstance(exc, ClientError) and is_rate_limit(exc)
+
+
 def with_backoff(
     call: Callable[[], T],
     sleep: Sleep,
@@ -66,15 +102,7 @@ def with_backoff(
     retryable: Callable[[ClientError], bool] = is_rate_limit,
     rng: random.Random | None = None,
 ) -> T:
-    """Run ``call``, retrying rate-limit errors with full-jitter exponential backoff.  The jitter's generator is
-    made at the first retry: seeding one from the OS costs some 10 us, and almost every call succeeds at once
-    (this wraps most AWS calls the app makes: docs/benchmarks.md, P2)."""
-    for attempt in range(attempts):
-        try:
-            return call()
-        except ClientError as exc:
-            if attempt == attempts - 1 or not retryable(exc):
-                raise
-            rng = rng or random.Random()
-            sleep(rng.uniform(0, min(cap, base * 2**attempt)))
-    raise AssertionError("unreachable")
+    """Run ``call``, retrying rate-limit errors with full-jitter exponential backoff (``retry``)."""
+    accepts = _is_rate_limited if retryable is is_rate_limit else (
+        lambda exc: isinstance(exc, ClientError) and retryable(exc))
+    return retry(call, sleep, retryable=accepts, attempts=attempts, base=base, cap=cap, rng=rng)

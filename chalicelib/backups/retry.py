@@ -19,12 +19,12 @@ from typing import TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.aws import Sleep
-from chalicelib.throttle import error_code, is_rate_limit
+from chalicelib.throttle import error_code, is_rate_limit, retry
 
 T = TypeVar("T")
 
 ATTEMPTS = 5          # in all, the first one included
-BASE_SECONDS = 0.5    # full-jitter backoff: up to 0.5, 1, 2, 4 s between attempts
+BASE_SECONDS = 0.5    # backoff between attempts: from 0.25 s up to 0.5, 1, 2, 4 s
 CAP_SECONDS = 5.0
 
 _TRANSIENT_CODES = frozenset({
@@ -47,12 +47,5 @@ def is_transient(exc: Exception) -> bool:
 def retry_transient(call: Callable[[], T], sleep: Sleep, attempts: int = ATTEMPTS,
                     rng: random.Random | None = None) -> T:
     """``call()``, tried up to ``attempts`` times while it fails with a transient error."""
-    for attempt in range(attempts):
-        try:
-            return call()
-        except (ClientError, BotoCoreError) as exc:
-            if attempt == attempts - 1 or not is_transient(exc):
-                raise
-            rng = rng or random.Random()  # made at the first retry, as throttle.with_backoff's
-            sleep(rng.uniform(BASE_SECONDS / 2, min(CAP_SECONDS, BASE_SECONDS * 2**attempt)))
-    raise AssertionError("unreachable")
+    return retry(call, sleep, retryable=is_transient, attempts=attempts, base=BASE_SECONDS, cap=CAP_SECONDS,
+                 floor=BASE_SECONDS / 2, rng=rng)

@@ -38,7 +38,7 @@ from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.sources import TaskSource
 from chalicelib.tasks.buckets import bucket_label, bucket_starts
 from chalicelib.tasks.model import DueMessage, InvalidTask, TaskKey, parse_due
-from chalicelib.throttle import error_code, with_backoff
+from chalicelib.throttle import backoff_delay, error_code, with_backoff
 
 PROGRESS_KEY = {"PK": {"S": "PROCESSOR"}, "SK": {"S": "interval"}}
 FIRST_RUN_LOOKBACK_SECONDS = 3600   # the first run ever sends tasks due in the hour before it
@@ -263,7 +263,7 @@ def send_batch(deps: Deps, messages: list[DueMessage], rng: random.Random | None
             raise SendFailed(f"the due queue rejected messages: {permanent}")
         logger.warning("due messages not sent; retrying", extra={"failed": failed, "attempt": attempt + 1})
         rng = rng or random.Random()  # made at the first retry, as throttle.with_backoff's
-        deps.sleep(rng.uniform(0, min(5.0, 0.2 * 2**attempt)))
+        deps.sleep(backoff_delay(rng, attempt, base=0.2, cap=5.0))
     raise SendFailed(f"{len(pending)} due messages still failing after {SEND_ATTEMPTS} attempts")
 
 

@@ -1,13 +1,24 @@
-"""Which AWS errors are rate limits (retried) and which are not (recorded against the table)."""
+"""Which AWS errors are rate limits (retried) and which are not (recorded against the table); the one retry loop."""
 
 from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from unittest.mock import Mock
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from chalicelib.aws import Clients, Deps
+from chalicelib.backups.retry import is_transient, retry_transient
+from chalicelib.settings import Settings
+from chalicelib.tasks import interval
+from chalicelib.tasks.model import DueMessage, TaskKey
 from chalicelib.throttle import Pacer, is_rate_limit, with_backoff
 
 
@@ -103,3 +114,91 @@ def test_a_call_that_succeeds_at_once_seeds_no_jitter_generator(monkeypatch: pyt
     slept: list[float] = []
     assert with_backoff(throttled_twice, slept.append) == "ok"
     assert len(made) == 1 and len(slept) == 2  # one generator for the call's retries
+
+
+# The two retry loops the app had before ``throttle.retry`` served both, and send_batch's delay, as they were:
+# the reference the one loop must sleep the same as, draw for draw.
+def _old_with_backoff(call: Callable[[], str], sleep: Callable[[float], None], attempts: int = 8, base: float = 0.2,
+                      cap: float = 10.0, rng: random.Random | None = None) -> str:
+    for attempt in range(attempts):
+        try:
+            return call()
+        except ClientError as exc:
+            if attempt == attempts - 1 or not is_rate_limit(exc):
+                raise
+            rng = rng or random.Random()
+            sleep(rng.uniform(0, min(cap, base * 2**attempt)))
+    raise AssertionError("unreachable")
+
+
+def _old_retry_transient(call: Callable[[], str], sleep: Callable[[float], None], attempts: int = 5,
+                         rng: random.Random | None = None) -> str:
+    for attempt in range(attempts):
+        try:
+            return call()
+        except (ClientError, BotoCoreError) as exc:
+            if attempt == attempts - 1 or not is_transient(exc):
+                raise
+            rng = rng or random.Random()
+            sleep(rng.uniform(0.5 / 2, min(5.0, 0.5 * 2**attempt)))
+    raise AssertionError("unreachable")
+
+
+FAILURES: dict[str, Callable[[], Exception]] = {
+    "throttled": lambda: error("ThrottlingException"),
+    "5xx": lambda: error("ServiceUnavailable"),
+    "unreachable": lambda: EndpointConnectionError(endpoint_url="https://dynamodb"),
+    "quota": lambda: error("LimitExceededException", "There is a limit of 50 concurrent backups"),
+    "bug": lambda: ValueError("not an AWS error"),
+}
+
+
+def _run(loop: Callable[..., str], failures: list[str], seed: int, attempts: int | None) -> tuple[object, ...]:
+    """What ``loop`` returns or raises over a call failing with ``failures`` in turn, its calls and its sleeps."""
+    pending = iter(failures)
+    calls: list[int] = []
+    slept: list[float] = []
+
+    def call() -> str:
+        calls.append(1)
+        failure = next(pending, None)
+        if failure is not None:
+            raise FAILURES[failure]()
+        return "ok"
+
+    kwargs: dict[str, Any] = {"rng": random.Random(seed)} | ({} if attempts is None else {"attempts": attempts})
+    try:
+        outcome: object = loop(call, slept.append, **kwargs)
+    except Exception as exc:  # the outcome compared, whatever it is
+        outcome = (type(exc), str(exc))
+    return outcome, len(calls), slept
+
+
+@settings(max_examples=40, deadline=None)
+@given(failures=st.lists(st.sampled_from(sorted(FAILURES)), max_size=10), seed=st.integers(0, 2**32),
+       attempts=st.none() | st.integers(1, 9))
+def test_the_one_retry_loop_sleeps_and_raises_as_each_old_loop_did(
+        failures: list[str], seed: int, attempts: int | None) -> None:
+    assert _run(with_backoff, failures, seed, attempts) == _run(_old_with_backoff, failures, seed, attempts)
+    assert _run(retry_transient, failures, seed, attempts) == _run(_old_retry_transient, failures, seed, attempts)
+
+
+SETTINGS = Settings.from_env({})
+FAILED_ROUND = {"Successful": [], "Failed": [{"Id": "0", "SenderFault": False, "Code": "InternalError"}]}
+
+
+@settings(max_examples=10, deadline=None)
+@given(failed_rounds=st.integers(0, interval.SEND_ATTEMPTS), seed=st.integers(0, 2**32))
+def test_send_batch_sleeps_as_it_did_before_sharing_the_backoff_delay(failed_rounds: int, seed: int) -> None:
+    clients = Mock(spec=Clients)
+    clients.sqs.send_message_batch.side_effect = [FAILED_ROUND] * failed_rounds + [{"Successful": [{"Id": "0"}]}]
+    slept: list[float] = []
+    deps = Deps(SETTINGS, clients, sleep=slept.append, _queue_urls={SETTINGS.due_queue: "https://queue"})
+    try:
+        interval.send_batch(deps, [DueMessage(TaskKey("T#1", "TASK"), datetime(2026, 1, 1, tzinfo=UTC))],
+                            rng=random.Random(seed))
+    except interval.SendFailed:
+        assert failed_rounds == interval.SEND_ATTEMPTS
+    reference = random.Random(seed)
+    assert slept == [reference.uniform(0, min(5.0, 0.2 * 2**attempt))
+                     for attempt in range(min(failed_rounds, interval.SEND_ATTEMPTS))]
