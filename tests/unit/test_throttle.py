@@ -202,3 +202,29 @@ def test_send_batch_sleeps_as_it_did_before_sharing_the_backoff_delay(failed_rou
     reference = random.Random(seed)
     assert slept == [reference.uniform(0, min(5.0, 0.2 * 2**attempt))
                      for attempt in range(min(failed_rounds, interval.SEND_ATTEMPTS))]
+
+
+def test_a_transient_error_is_retried_5_times_in_all_each_wait_drawn_from_a_quarter_second_up_to_its_ceiling() -> None:
+    """docs/backups-guarantees.md, Errors and lost answers: 0.25 s to 0.5, 1, 2, then 4 s."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from chalicelib.backups.retry import retry_transient
+
+    drawn: list[tuple[float, float]] = []
+
+    class Bounds(random.Random):
+        def uniform(self, a: float, b: float) -> float:
+            drawn.append((a, b))
+            return b
+
+    calls: list[int] = []
+
+    def down() -> str:
+        calls.append(1)
+        raise EndpointConnectionError(endpoint_url="https://dynamodb")
+
+    slept: list[float] = []
+    with pytest.raises(EndpointConnectionError):
+        retry_transient(down, slept.append, rng=Bounds())
+    assert len(calls) == 5 and drawn == [(0.25, 0.5), (0.25, 1.0), (0.25, 2.0), (0.25, 4.0)]
+    assert slept == [0.5, 1.0, 2.0, 4.0]
