@@ -33,7 +33,6 @@ turns into a no-op.
 from __future__ import annotations
 
 import json
-import random
 import threading
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -517,7 +516,7 @@ def _send_batch(deps: Deps, url: str, messages: list[OutgoingDue]) -> list[Excep
             break
         if attempt + 1 < ENTRY_SEND_ATTEMPTS:
             logger.warning("due messages not sent; retrying", extra={"failed": len(pending), "attempt": attempt + 1})
-            deps.sleep(random.uniform(0, 0.2 * 2**attempt))
+            deps.sleep(deps.random() * 0.2 * 2**attempt)  # full jitter, from the injected draw
     return [outcomes[f"m{i}"] for i in range(len(messages))]
 
 
