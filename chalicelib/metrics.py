@@ -1,4 +1,5 @@
-"""CloudWatch metrics in embedded metric format (EMF), recorded during an invocation and flushed once at its end.
+"""CloudWatch metrics: in embedded metric format (EMF), recorded during an invocation and flushed once at its
+end; and two read from the executor's log line by metric filters (``LINE_METRICS``).
 
 Domain code records a point with ``deps.metrics`` (``count`` or ``observe``): an
 in-memory append under a lock, no AWS call, safe from the executor's and the
@@ -9,9 +10,16 @@ the package loads with its Logger anyway: no cold-start cost; a metric's one val
 written as a number, ``compact``), one JSON line each on stdout, which
 Lambda's log agent turns into CloudWatch metrics; offline (``make run``) the lines
 are simply printed.  Logs are billed by the byte, so one log line an invocation may
-ride on its first document (``carry``: the executor's line of an execution).
+ride on its first document that agrees with it (``carry``: the executor's line of an execution).
 Recording or emitting never raises into the handler: a failure is logged and the
 points are dropped.  POWERTOOLS_METRICS_DISABLED=true turns emission off.
+
+``TasksExecuted`` and ``TaskLateness``, one point per execution, are not EMF: an EMF document of the two is
+some 290 bytes, more than the execution's log line itself.  The executor's line carries their values as fields
+(``"Stage":"prod","Strategy":"exact","TaskLateness":250,"TasksExecuted":1``, ``LinePoints.fields``) and the
+deploy puts one CloudWatch Logs metric filter per metric on the executor's log group (deploy/provision.py,
+``LineMetric.filter_pattern`` and ``transformation``), which turns them into the same metrics: namespace, name,
+unit, dimensions.  Filters do not read lines written before they were put.
 
 Every metric is in the namespace ``Timekeeper`` with the dimension ``Stage``; task
 metrics add ``Strategy`` (exact, interval, lazy, or unknown for a record that
@@ -26,6 +34,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
@@ -63,6 +72,70 @@ BACKUPS_DELETED = "BackupsDeleted"
 BACKUPS_VERIFIED = "BackupsVerified"          # restore verifications that passed, when a run's verification ends
 BACKUP_VERIFICATIONS_FAILED = "BackupVerificationsFailed"  # ... and those that failed (each also alerted)
 BACKUP_RUN_DURATION = "BackupRunDuration"   # s from a run's start to its completion
+
+
+@dataclass(frozen=True)
+class LineMetric:
+    """A metric CloudWatch Logs extracts from the log lines of ``function`` with a metric filter: a line whose
+    field ``name`` is 1 (``counted``: the metric's value is 1) or a number at least 0 (the value is the field's),
+    with the values of the fields ``dimensions`` as its dimensions.  CloudWatch computes percentiles over a
+    metric filter's values as over EMF's, when none is negative."""
+
+    name: str
+    unit: str
+    counted: bool
+    function: str = "task_executor"
+    dimensions: tuple[str, ...] = (STAGE, STRATEGY)
+
+    @property
+    def filter_name(self) -> str:
+        return self.name  # one log group per function and stage: the metric's name is unique there
+
+    @property
+    def filter_pattern(self) -> str:
+        return f"{{ $.{self.name} = 1 }}" if self.counted else f"{{ $.{self.name} >= 0 }}"
+
+    def transformation(self, namespace: str = NAMESPACE) -> dict[str, Any]:
+        """PutMetricFilter's ``metricTransformations`` entry."""
+        return {"metricName": self.name, "metricNamespace": namespace,
+                "metricValue": "1" if self.counted else f"$.{self.name}", "unit": self.unit,
+                "dimensions": {d: f"$.{d}" for d in self.dimensions}}
+
+
+#: The metrics read from the executor's line of an execution, not from EMF (the module's docstring).
+LINE_METRICS = (
+    LineMetric(TASK_LATENESS, MILLISECONDS, counted=False),
+    LineMetric(TASKS_EXECUTED, COUNT, counted=True),
+)
+LINE_METRIC_NAMES = frozenset(metric.name for metric in LINE_METRICS)
+
+
+@dataclass
+class LinePoints:
+    """The line metrics of one log line (one execution): each one's value, and the strategy they are by."""
+
+    strategy: str = UNKNOWN_STRATEGY
+    values: dict[str, float] = field(default_factory=dict)
+
+    def record(self, name: str, strategy: str | None, value: float = 1) -> None:
+        if name not in LINE_METRIC_NAMES:
+            raise ValueError(f"{name} is not a line metric (LINE_METRICS)")
+        self.strategy, self.values[name] = strategy or UNKNOWN_STRATEGY, value
+
+    def fields(self, stage: str) -> dict[str, Any]:
+        """The fields the line carries for the filters of its metrics (``LineMetric``): the dimensions' values and
+        each metric's value, whole numbers without ``.0`` (bytes are billed); none when nothing was recorded."""
+        if not self.values:
+            return {}
+        return {STAGE: stage, STRATEGY: self.strategy,
+                **{metric.name: _number(self.values[metric.name]) for metric in LINE_METRICS
+                   if metric.name in self.values}}
+
+
+def _number(value: float) -> float | int:
+    rounded = round(float(value), 3)
+    return int(rounded) if rounded.is_integer() else rounded
+
 
 # EMF: at most 100 metrics per document and 100 values per metric (Powertools publishes on its own at 100).
 PER_DOCUMENT = 99
@@ -102,6 +175,8 @@ class Metrics:
 
     def _record(self, name: str, unit: str, value: float, dimensions: Mapping[str, str], accumulate: bool) -> None:
         try:
+            if name in LINE_METRIC_NAMES:  # read from the execution's line by a metric filter: never EMF as well
+                raise ValueError(f"{name} is a line metric: chalicelib/metrics.py LinePoints")
             key = tuple(sorted(dimensions.items()))
             with self._lock:
                 unit_values = self._points.setdefault(key, {}).setdefault(name, (unit, []))
@@ -115,7 +190,7 @@ class Metrics:
 
     def carry(self, line: Mapping[str, Any]) -> bool:
         """Write the log ``line`` (its JSON fields: chalicelib/log.py ``line_fields``) at the flush, on the first
-        EMF document: one line for both (EMF lets a document carry other top-level properties, which CloudWatch
+        EMF document that ``agrees`` with it: one line for both (EMF lets a document carry other top-level properties, which CloudWatch
         Logs indexes as log fields), as its logger would with no document to ride on.  Logs are billed by the
         byte: a lone execution's line and its metrics cost one JSON line, not two.  One line a flush: False
         when one is carried already (the caller logs its own)."""
@@ -139,10 +214,11 @@ class Metrics:
         try:
             if points and not is_metrics_disabled():
                 for document in self.documents(points, metadata or {}):
-                    if line is not None:  # the line names the invocation: its request id, once
+                    carries = line is not None and agrees(line, document, metadata or {})
+                    if carries and line is not None:  # the line names the invocation (its request id, once)
                         document = {**line, **{k: v for k, v in document.items() if k not in (metadata or {})}}
                     self.emit(json.dumps(document, separators=(",", ":")))
-                    emitted, line = emitted + 1, None
+                    emitted, line = emitted + 1, None if carries else line
         except Exception:
             logger.warning("metrics could not be emitted", extra={"emitted": emitted}, exc_info=True)
         if line is not None:  # no document to ride on: written alone, as the logger writes it
@@ -168,6 +244,12 @@ class Metrics:
                             provider.add_metric(name=name, unit=unit, value=value)
                     yield compact(provider.serialize_metric_set(
                         metrics=provider.metric_set, dimensions=provider.dimension_set, metadata=provider.metadata_set))
+
+
+def agrees(line: Mapping[str, Any], document: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """True when the log ``line`` may ride on the EMF ``document``: no field both have, the metadata aside, differs
+    (a line's ``Strategy`` is its line metrics' dimension: a document of another strategy would change it)."""
+    return all(document[k] == v for k, v in line.items() if k in document and k not in metadata)
 
 
 def compact(document: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
+from chalicelib import metrics
 from chalicelib.aws import Clients, client_config
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
 from deploy import iam, observability
@@ -253,6 +254,7 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
     ensure_alarms(clients, observability.metric_alarms(settings, topic_arn), result)
     ensure_dashboard(clients, observability.dashboard_name(settings),
                      observability.dashboard_json(settings, dlqs, settings.region), result)
+    ensure_line_metric_filters(clients, settings, result)
     ensure_schedule_group(clients, settings.schedule_group, result)
     ensure_sender(clients, settings.sender_email, result)
     result.environment.update({
@@ -356,6 +358,49 @@ def ensure_dashboard(clients: Clients, name: str, body: str, result: Provisioned
         return
     client.put_dashboard(DashboardName=name, DashboardBody=body)
     result.changes.append(f"{'updated' if have is not None else 'created'} dashboard {name}")
+
+
+def logs_client(clients: Clients) -> Any:
+    """CloudWatch Logs is only needed to provision (never in Lambda), so its client is built here."""
+    kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
+    if clients.settings.endpoint_url:
+        kwargs["endpoint_url"] = clients.settings.endpoint_url
+    return clients.session.client("logs", **kwargs)
+
+
+def line_metric_filters(settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    """PutMetricFilter's arguments for the metrics read from log lines (chalicelib/metrics.py ``LINE_METRICS``),
+    by the log group they are on: the writing function's, as Chalice names it."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for metric in metrics.LINE_METRICS:
+        group = iam.function_log_group(settings, metric.function)
+        groups.setdefault(group, []).append({
+            "logGroupName": group, "filterName": metric.filter_name, "filterPattern": metric.filter_pattern,
+            "metricTransformations": [metric.transformation()]})
+    return groups
+
+
+def ensure_line_metric_filters(clients: Clients, settings: Settings, result: Provisioned) -> None:
+    """The log group of each function whose lines carry line metrics (created when missing: Lambda would create
+    it at the function's first line, too late for a filter), and one metric filter per metric on it, put only
+    when missing or different."""
+    client = logs_client(clients)
+    for group, filters in line_metric_filters(settings).items():
+        have: dict[str, Any] = {}
+        try:
+            client.create_log_group(logGroupName=group)
+            result.changes.append(f"created log group {group}")
+        except ClientError as exc:
+            if _code(exc) != "ResourceAlreadyExistsException":
+                raise
+            have = {f["filterName"]: f for f in client.describe_metric_filters(logGroupName=group)["metricFilters"]}
+        for wanted in filters:
+            found = have.get(wanted["filterName"])
+            if found is not None and all(found.get(k) == v for k, v in wanted.items()):
+                continue
+            client.put_metric_filter(**wanted)
+            result.changes.append(f"{'updated' if found else 'created'} metric filter {wanted['filterName']} "
+                                  f"on {group}")
 
 
 def create_sample_tables(clients: Clients, names: list[str], rows: int, result: Provisioned) -> None:

@@ -4,7 +4,7 @@
 module says the same in CloudFormation, for a stack built from ``chalice
 package --merge-template``: tables (stream, TTL, GSI; kept on stack deletion),
 queues (delays, redrive), the alert topic, the schedule group, the Scheduler
-role; the API's gateway responses and throttling (deploy/api_gateway.py,
+role, the executor's log group and its metric filters; the API's gateway responses and throttling (deploy/api_gateway.py,
 merged into Chalice's ``RestAPI``); and the event-source settings of deploy/event_sources.py on the SAM
 events of app.py's handlers (the stream handler reading the TasksTable's
 stream). deploy/resources.json is the prod rendering with the settings'
@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from chalice.app import Chalice
+from chalice.utils import to_cfn_resource_name
 
+from chalicelib import metrics
 from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
 from deploy import api_gateway, event_sources, iam, observability
 from deploy.provision import MAX_RECEIVE_COUNT, Index, dead_letter_queues, dlq_alarm, state_indexes, tasks_indexes
@@ -96,11 +98,32 @@ def metric_alarms_and_dashboard(resources: dict[str, Any], settings: Settings, t
     return out
 
 
+def line_metric_filters() -> dict[str, Any]:
+    """The metric filters of the metrics read from log lines (chalicelib/metrics.py ``LINE_METRICS``) as provision()
+    puts them, on the writing function's log group, declared here so the filter can name it: the stack names
+    the function (Chalice's logical id, ``TaskExecutor``), its group is ``/aws/lambda/<that name>``."""
+    out: dict[str, Any] = {}
+    for metric in metrics.LINE_METRICS:
+        function = to_cfn_resource_name(metric.function)
+        group = f"{function}LogGroup"
+        out[group] = {"Type": "AWS::Logs::LogGroup",
+                      "Properties": {"LogGroupName": {"Fn::Sub": f"/aws/lambda/${{{function}}}"}}}
+        transformation = metric.transformation()
+        out[f"{to_cfn_resource_name(metric.name)}MetricFilter"] = {"Type": "AWS::Logs::MetricFilter", "Properties": {
+            "FilterName": metric.filter_name, "FilterPattern": metric.filter_pattern, "LogGroupName": {"Ref": group},
+            "MetricTransformations": [{
+                "MetricName": transformation["metricName"], "MetricNamespace": transformation["metricNamespace"],
+                "MetricValue": transformation["metricValue"], "Unit": transformation["unit"],
+                "Dimensions": [{"Key": k, "Value": v} for k, v in transformation["dimensions"].items()]}]}}
+    return out
+
+
 def resources(settings: Settings) -> dict[str, Any]:
     """The merge template of the resources of the stage ``settings`` describes."""
     template = _resources(settings)
     template["Resources"].update(dead_letter_alarms(template["Resources"], settings))
     template["Resources"].update(metric_alarms_and_dashboard(template["Resources"], settings))
+    template["Resources"].update(line_metric_filters())
     return template
 
 

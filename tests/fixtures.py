@@ -6,6 +6,7 @@ import base64
 import contextlib
 import functools
 import json
+import logging
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -21,10 +22,12 @@ from moto import mock_aws
 
 import app as app_module
 from chalicelib.aws import Clients, Deps
-from chalicelib.metrics import Metrics
+from chalicelib.log import logger
+from chalicelib.metrics import LINE_METRIC_NAMES, Metrics
 from chalicelib.settings import Settings
 from deploy.provision import provision
 from local import moto_corrections, moto_speed
+from tests import metric_filters
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
 from tests.policy_recorder import ACCOUNT, RECORDER, report, suite_problems
@@ -142,9 +145,12 @@ def aws(clock: FakeClock) -> Iterator[Aws]:
 
 @dataclass
 class Emitted:
-    """The EMF documents the app's metrics emitted (each line parsed), and what they say."""
+    """The EMF documents the app's metrics emitted (each line parsed), the log lines that carry line metrics
+    (chalicelib/metrics.py ``LINE_METRICS``), and what they say: a line metric as its metric filter reads it
+    (tests/metric_filters.py), the others as EMF."""
 
     lines: list[str] = field(default_factory=list)
+    logged: list[str] = field(default_factory=list)
 
     def documents(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.lines]
@@ -152,6 +158,10 @@ class Emitted:
     def values(self, name: str, **dimensions: str) -> list[float]:
         """Every value of metric ``name`` emitted with exactly ``dimensions`` (Stage aside)."""
         found: list[float] = []
+        if name in LINE_METRIC_NAMES:
+            events = [*self.documents(), *metric_filters.parsed(self.logged)]
+            return [value for value, dims in metric_filters.line_metric_values(name, events)
+                    if {k: v for k, v in dims.items() if k != "Stage"} == dimensions]
         for document in self.documents():
             [directive] = document["_aws"]["CloudWatchMetrics"]
             names = {m["Name"] for m in directive["Metrics"]}
@@ -170,12 +180,28 @@ def emitted() -> Emitted:
     return Emitted()
 
 
+class _LineMetricLines(logging.Handler):
+    """The app's log lines that carry a line metric, as its logger writes them (others are not even formatted)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+        self.setFormatter(logger.registered_formatter)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if any(hasattr(record, name) for name in LINE_METRIC_NAMES):
+            self.lines.append(self.format(record))
+
+
 @pytest.fixture
 def deps(aws: Aws, clock: FakeClock, emitted: Emitted) -> Iterator[Deps]:
     bundle = Deps(settings=aws.settings, clients=aws.clients, clock=clock, sleep=clock.sleep,
                   metrics=Metrics(emit=emitted.lines.append))
     app_module.container.use(bundle)
+    handler = _LineMetricLines(emitted.logged)
+    logging.getLogger(logger.name).addHandler(handler)
     yield bundle
+    logging.getLogger(logger.name).removeHandler(handler)
     app_module.container.use(None)
 
 

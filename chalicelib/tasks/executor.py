@@ -78,12 +78,14 @@ def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[d
 
     def handle(record: dict[str, Any]) -> str | None:
         message_id = str(record.get("messageId", ""))
+        measured = m.LinePoints()
         try:
-            outcome = execute(deps, str(record.get("body", "")), message_id, items_read)
-            _log_handled(deps, message_id, outcome)
+            outcome = execute(deps, str(record.get("body", "")), message_id, items_read, measured=measured)
+            _log_handled(deps, message_id, outcome, measured)
             return None
-        except Exception:
-            logger.exception("due message failed; it will be redelivered", extra={"message_id": message_id})
+        except Exception:  # an execution settled before the error is counted on this line (its redelivery is not)
+            logger.exception("due message failed; it will be redelivered",
+                             extra={"message_id": message_id, **measured.fields(deps.metrics.stage)})
             return message_id
 
     def handle_group(group: list[dict[str, Any]]) -> list[str | None]:
@@ -134,17 +136,20 @@ def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[Ta
         return {}
 
 
-def _log_handled(deps: Deps, message_id: str, outcome: str) -> None:
-    """One INFO line per execution, with its outcome (and its task: ``about``); ingested logs are billed by the
-    byte, so the message's id (the task names it) is on the DEBUG line of a message only sent back for being
-    early, which is no execution, and the first execution line of an invocation is written at its end as part
-    of the invocation's EMF document (``Metrics.carry``): a lone task's line and metrics are one JSON line."""
+def _log_handled(deps: Deps, message_id: str, outcome: str, measured: m.LinePoints | None = None) -> None:
+    """One INFO line per execution, with its outcome (and its task: ``about``) and the fields of its line metrics
+    (``measured``: TaskLateness, TasksExecuted; chalicelib/metrics.py ``LINE_METRICS``), which the metric filters
+    on the executor's log group read; ingested logs are billed by the byte, so the message's id (the task names
+    it) is on the DEBUG line of a message only sent back for being early, which is no execution, and the first
+    execution line of an invocation is written at its end, on the invocation's EMF document when it has one
+    (``Metrics.carry``): a lone task's line and metrics are one JSON line."""
     if outcome.startswith("requeued"):
         logger.debug("due message handled", extra={"message_id": message_id, "outcome": outcome})
         return
-    line = line_fields(logging.INFO, "due message handled", outcome=outcome)
+    fields = {"outcome": outcome, **(measured or m.LinePoints()).fields(deps.metrics.stage)}
+    line = line_fields(logging.INFO, "due message handled", **fields)
     if line is not None and not (line.get(REQUEST_ID) and deps.metrics.carry(line)):  # no flush without one
-        logger.info("due message handled", extra={"outcome": outcome})
+        logger.info("due message handled", extra=fields)
 
 
 def skip_reason(task: Task, message: DueMessage, bucket_minutes: int | None = None) -> str | None:
@@ -171,10 +176,13 @@ def _source_bucket_minutes(task: Task, settings: Settings) -> int | None:
 
 
 def execute(deps: Deps, body: str, message_id: str,
-            items_read: Mapping[TaskKey, dict[str, Any] | None] | None = None) -> str:
+            items_read: Mapping[TaskKey, dict[str, Any] | None] | None = None, *,
+            measured: m.LinePoints | None = None) -> str:
     """Handle one due message; returns what happened (for the log and the tests).  ``items_read``: the batch's
-    items read at once, by key (a key not there is read here)."""
+    items read at once, by key (a key not there is read here); ``measured`` takes the execution's line metrics
+    (its log line carries them: ``_log_handled``)."""
     settings = deps.settings
+    measured = m.LinePoints() if measured is None else measured
     try:
         message = DueMessage.from_json(body)
     except InvalidTask as exc:
@@ -231,7 +239,7 @@ def execute(deps: Deps, body: str, message_id: str,
     owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised
     shape = {"strategy": task.strategy.value, "action": task.action}
     if settles_once(task, message):
-        return _execute_once(deps, store, task, message, owner, shape, message_id, body)
+        return _execute_once(deps, store, task, message, owner, shape, message_id, body, measured)
     claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner, shape=shape)
     if not claim.won:
         _measure_skip(deps, task, claim.lost)
@@ -239,7 +247,7 @@ def execute(deps: Deps, body: str, message_id: str,
     given_up = _given_up(deps, task, claim.takeovers)
     due_text = iso(task.due)
     if given_up is None and claim.found.attempts_before(due_text) == 0:
-        _measure_lateness(deps, task)
+        _measure_lateness(deps, task, measured)
     since = parse_due(claim.found.retry_from) if claim.found.retry_due == due_text and claim.found.retry_from else task.due
     outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since)
     next_due = timing.next_due(task, deps.clock()) if outcome.status is Status.DONE else None
@@ -249,19 +257,20 @@ def execute(deps: Deps, body: str, message_id: str,
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})
         return "skipped: taken over by another worker"
-    return _settled(deps, store, task, message, image, owner, outcome, next_due, message_id, body,
+    return _settled(deps, store, task, message, image, owner, outcome, next_due, message_id, body, measured,
                     retried=given_up is None)
 
 
 def _settled(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None, owner: str,
-             outcome: Outcome, next_due: datetime | None, message_id: str, body: str, retried: bool = True) -> str:
+             outcome: Outcome, next_due: datetime | None, message_id: str, body: str, measured: m.LinePoints,
+             retried: bool = True) -> str:
     """What follows this worker's settle: a retry's message sent back, or the outcome measured and its follow-ups
     (``_after``)."""
     if outcome.retry_at is not None:  # settle_retry: the same due message comes back at the retry time
         _send_back(deps, replace(message, not_before=outcome.retry_at), _delay_until(outcome.retry_at, deps.clock()))
         deps.metrics.task(m.TASKS_RETRIED, task.strategy.value)
         return "retry later"
-    _measure_outcome(deps, task, outcome, retried=retried)
+    _measure_outcome(deps, task, outcome, measured, retried=retried)
     _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
            outcome, message_id, body)
     return "failed" if outcome.status is Status.FAILED else "done"
@@ -279,7 +288,7 @@ def settles_once(task: Task, message: DueMessage) -> bool:
 
 
 def _execute_once(deps: Deps, store: TaskStore, task: Task, message: DueMessage, owner: str,
-                  shape: dict[str, Any], message_id: str, body: str) -> str:
+                  shape: dict[str, Any], message_id: str, body: str, measured: m.LinePoints) -> str:
     """Steps 3 to 5 for a task that ``settles_once``: the action runs (retried as step 4 says), then its outcome
     is written with one conditional UpdateItem (``TaskStore.settle_once``).  A settle refused because the
     execution is settled already is a duplicate delivery (the target dropped its repeat): what the settled one
@@ -291,8 +300,8 @@ def _execute_once(deps: Deps, store: TaskStore, task: Task, message: DueMessage,
     settled = _persisted(deps, "the task's outcome", lambda: store.settle_once(
         task.key, task.due, owner, outcome, deps.clock(), lease, shape))
     if settled.won:
-        _measure_lateness(deps, task, started)
-        return _settled(deps, store, task, message, None, owner, outcome, None, message_id, body)
+        _measure_lateness(deps, task, measured, started)
+        return _settled(deps, store, task, message, None, owner, outcome, None, message_id, body, measured)
     found, lost = settled.found, settled.lost
     if lost in ("done", "failed"):
         if _after(deps, store, task, message, None, found, None, None, message_id, body):
@@ -480,16 +489,17 @@ def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: d
 
 # --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------
 
-def _measure_lateness(deps: Deps, task: Task, started: datetime | None = None) -> None:
-    """The action starts now (or started at ``started``): how late, in ms (executed minus due; negative never, as
-    it waits out early)."""
-    late = ((started or deps.clock()) - task.due).total_seconds() * 1000
-    deps.metrics.observe(m.TASK_LATENESS, m.MILLISECONDS, late, **{m.STRATEGY: task.strategy.value})
+def _measure_lateness(deps: Deps, task: Task, measured: m.LinePoints, started: datetime | None = None) -> None:
+    """The action starts now (or started at ``started``): how late, in ms (executed minus due; never negative, as
+    it waits out early: the metric filter reads values from 0), on the execution's line."""
+    late = max(0.0, ((started or deps.clock()) - task.due).total_seconds() * 1000)
+    measured.record(m.TASK_LATENESS, task.strategy.value, late)
 
 
-def _measure_outcome(deps: Deps, task: Task, outcome: Outcome, retried: bool = True) -> None:
-    """``retried``: False for an execution given up after its takeovers, whose attempts are claims, not retries."""
-    deps.metrics.task(m.TASKS_EXECUTED, task.strategy.value)
+def _measure_outcome(deps: Deps, task: Task, outcome: Outcome, measured: m.LinePoints, retried: bool = True) -> None:
+    """``retried``: False for an execution given up after its takeovers, whose attempts are claims, not retries.
+    TasksExecuted is on the execution's line; the others are EMF."""
+    measured.record(m.TASKS_EXECUTED, task.strategy.value)
     if retried and outcome.attempts > 1:
         deps.metrics.task(m.TASKS_RETRIED, task.strategy.value, outcome.attempts - 1)
     if outcome.status is Status.FAILED:

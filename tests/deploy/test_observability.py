@@ -15,7 +15,8 @@ from chalicelib.aws import Clients
 from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
 from deploy import observability
-from deploy.provision import cloudwatch_client, provision
+from deploy.provision import cloudwatch_client, logs_client, provision
+from tests import metric_filters
 
 STAGE_ENV = {"STAGE": "prod", "AWS_REGION": "us-east-1", "SENDER_EMAIL": "reminders@example.com",
              "LATENESS_ALARM_MS": "3000", "BACKUP_SCHEDULE": "rate(1 day)"}
@@ -34,7 +35,13 @@ def alarms(clients: Clients) -> dict[str, dict[str, Any]]:
 
 
 def emitted_dimensions(name: str, **dimensions: str) -> list[dict[str, str]]:
-    """The dimensions the app's own metrics emit ``name`` with, as an alarm names them."""
+    """The dimensions the app's own metrics emit ``name`` with, as an alarm names them: from its EMF document, or
+    for a line metric from what its metric filter reads on the executor's line."""
+    if name in m.LINE_METRIC_NAMES:
+        points = m.LinePoints()
+        points.record(name, dimensions.get(m.STRATEGY))
+        [(_, found)] = metric_filters.line_metric_values(name, [points.fields("prod")])
+        return [{"Name": k, "Value": v} for k, v in found.items()]
     lines: list[str] = []
     metrics = Metrics(emit=lines.append, stage="prod")
     metrics.count(name, 1, **dimensions)
@@ -164,8 +171,39 @@ def test_every_metric_the_app_declares_is_on_the_dashboard(provisioned: tuple[Cl
     assert len(declared) >= 18 and declared <= shown, sorted(declared - shown)
 
 
-def test_a_second_provision_leaves_the_alarms_and_dashboard_as_they_are(provisioned: tuple[Clients, str]) -> None:
+def test_the_metrics_of_the_executors_line_have_a_metric_filter_each_on_its_log_group(
+        provisioned: tuple[Clients, str]) -> None:
+    """TaskLateness and TasksExecuted are read from the executor's line (chalicelib/metrics.py LINE_METRICS): the
+    filters provision put, applied to such a line, publish the metrics the alarm and the dashboard name."""
+    clients, _ = provisioned
+    group = "/aws/lambda/timekeeper-prod-task_executor"  # Chalice's name of the prod stage's executor
+    assert [g["logGroupName"] for g in logs_client(clients).describe_log_groups(
+        logGroupNamePrefix=group)["logGroups"]] == [group]
+    filters = {f["filterName"]: f for f in logs_client(clients).describe_metric_filters(
+        logGroupName=group)["metricFilters"]}
+    assert set(filters) == {"TaskLateness", "TasksExecuted"}
+    for name, unit, value in (("TaskLateness", "Milliseconds", "$.TaskLateness"), ("TasksExecuted", "Count", "1")):
+        [transformation] = filters[name]["metricTransformations"]
+        assert transformation == {"metricName": name, "metricNamespace": "Timekeeper", "metricValue": value,
+                                  "unit": unit, "dimensions": {"Stage": "$.Stage", "Strategy": "$.Strategy"}}
+    line = {"level": "INFO", "message": "due message handled", "outcome": "done", "Stage": "prod",
+            "Strategy": "exact", "TaskLateness": 250, "TasksExecuted": 1}
+    published = {name: metric_filters.extract(f["filterPattern"], f["metricTransformations"][0], [line])
+                 for name, f in filters.items()}
+    dimensions = {"Stage": "prod", "Strategy": "exact"}
+    assert published == {"TaskLateness": [(250.0, dimensions)], "TasksExecuted": [(1.0, dimensions)]}
+    lateness = alarms(clients)["timekeeper-prod-exact-lateness-p99"]
+    assert lateness["Dimensions"] == [{"Name": k, "Value": v} for k, v in dimensions.items()]
+
+
+def test_a_second_provision_leaves_the_alarms_dashboard_and_metric_filters_as_they_are(provisioned: tuple[Clients, str]) -> None:
     clients, _ = provisioned
     assert provision(clients, clients.settings).changes == []
     cloudwatch_client(clients).put_dashboard(DashboardName="timekeeper-prod", DashboardBody='{"widgets": []}')
-    assert provision(clients, clients.settings).changes == ["updated dashboard timekeeper-prod"]
+    group = "/aws/lambda/timekeeper-prod-task_executor"
+    logs_client(clients).put_metric_filter(logGroupName=group, filterName="TasksExecuted", filterPattern="{ $.x = 1 }",
+                                           metricTransformations=[{"metricName": "TasksExecuted",
+                                                                   "metricNamespace": "Timekeeper", "metricValue": "1"}])
+    assert provision(clients, clients.settings).changes == [
+        "updated dashboard timekeeper-prod", f"updated metric filter TasksExecuted on {group}"]
+    assert provision(clients, clients.settings).changes == []

@@ -19,7 +19,7 @@ from moto import mock_aws
 from chalicelib.aws import Clients
 from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
 from deploy import stage
-from deploy.provision import cloudwatch_client, provision
+from deploy.provision import cloudwatch_client, logs_client, provision
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,3 +158,20 @@ def test_the_template_has_the_dashboard_provision_puts_in_the_stacks_region(prod
     body = props["DashboardBody"]["Fn::Sub"].replace("${AWS::Region}", settings.region)
     provisioned = cloudwatch_client(clients).get_dashboard(DashboardName="timekeeper-prod")["DashboardBody"]
     assert json.loads(body) == json.loads(provisioned)
+
+
+def test_the_template_has_the_metric_filters_provision_puts_on_the_executors_log_group(
+        prod: tuple[Clients, Settings]) -> None:
+    clients, _ = prod
+    resources = committed_resources()
+    [group] = of_type(resources, "AWS::Logs::LogGroup").values()
+    assert group["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${TaskExecutor}"}  # the stack names the function
+    provisioned = logs_client(clients).describe_metric_filters(
+        logGroupName="/aws/lambda/timekeeper-prod-task_executor")["metricFilters"]
+    assert {p["FilterName"]: (p["FilterPattern"], [{
+        "metricName": t["MetricName"], "metricNamespace": t["MetricNamespace"], "metricValue": t["MetricValue"],
+        "unit": t["Unit"], "dimensions": {d["Key"]: d["Value"] for d in t["Dimensions"]}}
+        for t in p["MetricTransformations"]]) for p in of_type(resources, "AWS::Logs::MetricFilter").values()} == {
+        f["filterName"]: (f["filterPattern"], f["metricTransformations"]) for f in provisioned}
+    assert all(p["LogGroupName"] == {"Ref": "TaskExecutorLogGroup"}
+               for p in of_type(resources, "AWS::Logs::MetricFilter").values())

@@ -1,4 +1,6 @@
-"""The metrics the handlers emit (EMF, flushed once per invocation) and the context their log lines carry."""
+"""The metrics the handlers emit (EMF, flushed once per invocation; TaskLateness and TasksExecuted on the
+executor's line, read by the deploy's metric filters: tests/metric_filters.py) and the context their log lines
+carry."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from chalice.test import Client
 from chalicelib.aws import Deps
 from chalicelib.backups import monitor
 from chalicelib.log import logger
-from chalicelib.metrics import Metrics
-from chalicelib.tasks.model import TaskKey, parse_due
-from tests import events
+from chalicelib.metrics import LINE_METRICS, Metrics
+from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
+from tests import events, metric_filters
+from tests.faults import Faults
 from tests.fixtures import Aws, Emitted, FakeClock, use_settings
 from tests.functional.backup_support import create_tables, monitor_messages, moto_backups, our_backup
 from tests.functional.stream_support import Table, stream
@@ -56,20 +59,23 @@ def test_an_executed_task_counts_once_by_strategy_with_its_lateness_in_milliseco
     assert emitted.values("TasksExecuted", Strategy="exact") == []
 
 
-def test_the_emitted_documents_are_cloudwatch_emf_in_the_timekeeper_namespace_with_the_stage(
+def test_the_emitted_documents_are_cloudwatch_emf_in_the_timekeeper_namespace_with_the_stage_and_no_line_metric(
         client: Client, deps: Deps, clock: FakeClock, emitted: Emitted) -> None:
     due = arrange_seed(deps, strategy="exact")
     clock.now = due
+    use_client(deps, "ses", FlakySes(deps.clients.ses, failures=99))
     deliver(client, due_body(SEED_KEY, due))
     [document] = emitted.documents()
     [directive] = document["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == "Timekeeper"
     assert directive["Dimensions"] == [["Stage", "Strategy"]]
     assert (document["Stage"], document["Strategy"]) == (deps.settings.stage, "exact")
+    # TaskLateness and TasksExecuted are the metric filters' (from the line's fields): never EMF as well
     assert {m["Name"]: m["Unit"] for m in directive["Metrics"]} == {
-        "TaskLateness": "Milliseconds", "TasksExecuted": "Count"}
+        "TasksFailed": "Count", "TasksRetried": "Count", "TasksDeadLettered": "Count"}
     assert isinstance(document["_aws"]["Timestamp"], int)
     assert document["function_request_id"]  # the execution's log line rides on it, naming the invocation
+    assert (document["TasksExecuted"], document["outcome"]) == (1, "failed")
 
 
 def test_retries_failures_and_the_dead_letter_count_by_strategy(
@@ -136,7 +142,7 @@ def test_unreadable_messages_count_as_dead_lettered_of_unknown_strategy(
     assert emitted.total("TasksDeadLettered", Strategy="unknown") == 2
 
 
-def test_a_batch_of_tasks_flushes_once_one_document_per_strategy(
+def test_a_batch_of_tasks_counts_each_execution_by_strategy_from_its_line_and_writes_no_emf(
         client: Client, deps: Deps, clock: FakeClock, emitted: Emitted) -> None:
     use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
     bodies = []
@@ -147,8 +153,7 @@ def test_a_batch_of_tasks_flushes_once_one_document_per_strategy(
         bodies.append(due_body(key, parse_due(DUE)))
     clock.now = parse_due(DUE) + timedelta(seconds=1)
     deliver(client, *bodies)
-    documents = emitted.documents()
-    assert sorted(d["Strategy"] for d in documents) == ["exact", "interval"]
+    assert emitted.documents() == []  # the executions' metrics are on their lines: no EMF document of them
     assert emitted.total("TasksExecuted", Strategy="exact") == 3
     assert emitted.values("TaskLateness", Strategy="exact") == [1000.0] * 3
     assert emitted.total("TasksExecuted", Strategy="interval") == 2
@@ -240,12 +245,13 @@ def test_a_failure_to_emit_metrics_is_logged_and_the_handler_still_succeeds(
     deps.metrics = Metrics(emit=broken, stage=deps.settings.stage)
     due = arrange_seed(deps, strategy="exact")
     clock.now = due
+    use_client(deps, "ses", FlakySes(deps.clients.ses, failures=99))  # TasksFailed: an EMF document to write
     assert deliver(client, due_body(SEED_KEY, due), ids=["m-1"]) == set()
     lines = _log_lines(_read(log_out))
     assert any(line["message"] == "metrics could not be emitted" for line in lines)
     assert deps.metrics.pending() == {}
     [handled] = [line for line in lines if line["message"] == "due message handled"]  # written alone then
-    assert (handled["outcome"], handled["task_id"]) == ("done", SEED_KEY.task_id)
+    assert (handled["outcome"], handled["task_id"], handled["TasksExecuted"]) == ("failed", SEED_KEY.task_id, 1)
 
 
 # --- log context -----------------------------------------------------------------------------------------------
@@ -297,7 +303,7 @@ def test_every_executor_log_line_carries_the_request_id_and_its_task(
     assert later and {line.get("function_request_id") for line in later}.isdisjoint(request_ids)
 
 
-def test_an_execution_logs_one_short_info_line_with_its_outcome_and_an_early_message_none(
+def test_an_execution_logs_one_short_info_line_with_its_outcome_and_metrics_and_an_early_message_none(
         client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
     due = arrange_seed(deps, strategy="exact")
     clock.now = due - timedelta(seconds=60)  # a schedule fired SCHEDULE_LEAD_SECONDS early: sent back
@@ -311,47 +317,100 @@ def test_an_execution_logs_one_short_info_line_with_its_outcome_and_an_early_mes
     assert (line["level"], line["message"], line["outcome"], line["task_id"]) == (
         "INFO", "due message handled", "done", SEED_KEY.task_id)
     assert line["function_request_id"] and line["function_name"] == "task_executor"
-    assert _extracted(line) == {("TaskLateness", "Milliseconds"): [250], ("TasksExecuted", "Count"): [1]}
-    assert (line["Stage"], line["Strategy"]) == (deps.settings.stage, "exact")
-    # no source location, service, message id, Powertools timestamp (EMF's and CloudWatch's are the time) nor a
-    # second request id: each byte is billed
-    assert set(line) == {"_aws", "level", "message", "function_request_id", "function_name", "task_id", "outcome",
+    dimensions = {"Stage": deps.settings.stage, "Strategy": "exact"}
+    assert _filtered([written]) == {"TaskLateness": [(250.0, dimensions)], "TasksExecuted": [(1.0, dimensions)]}
+    # no EMF document, source location, service, message id, Powertools timestamp (CloudWatch Logs stamps each
+    # line) nor a second request id: each byte is billed
+    assert set(line) == {"level", "message", "function_request_id", "function_name", "task_id", "outcome",
                          "Stage", "Strategy", "TaskLateness", "TasksExecuted"}
-    assert len(written.encode()) + 1 <= LONE_EXECUTION_BYTES
+    # As Lambda names them: function timekeeper-prod-task_executor, stage prod.
+    at_prod = len(written.encode()) + 1 - len(line["function_name"]) + len("timekeeper-prod-task_executor") \
+        - len(line["Stage"]) + len("prod")
+    assert at_prod <= LONE_EXECUTION_BYTES
 
 
-def test_in_a_batch_the_first_execution_line_rides_on_the_emf_document_and_the_others_are_lines_of_their_own(
+def test_in_a_batch_every_execution_line_carries_its_own_metrics_and_no_emf_document_is_written(
         client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
     keys = _three_reminders(deps)
-    clock.now = parse_due(DUE)
+    clock.now = parse_due(DUE) + timedelta(seconds=0.5)
     _read(log_out)
     deliver(client, *[due_body(key, parse_due(DUE)) for key in keys])
-    written = [json.loads(text) for text in _read(log_out).splitlines()]
+    out = _read(log_out).splitlines()
+    written = [json.loads(text) for text in out]
     handled = [line for line in written if line.get("message") == "due message handled"]
     assert sorted(line["task_id"] for line in handled) == sorted(key.task_id for key in keys)
-    assert all(line["outcome"] == "done" for line in handled)
-    [document] = [line for line in written if "_aws" in line]
-    assert document in handled  # one document, carrying one of the lines
-    assert all(set(line) == {"level", "message", "function_request_id", "function_name", "task_id", "outcome"}
-               for line in handled if line is not document)  # no Powertools timestamp: CloudWatch stamps each
-    assert _extracted(document) == {("TaskLateness", "Milliseconds"): [0, 0, 0], ("TasksExecuted", "Count"): [3]}
+    assert all(line["outcome"] == "done" and line["TasksExecuted"] == 1 for line in handled)
+    assert not any("_aws" in line for line in written)
+    dimensions = {"Stage": deps.settings.stage, "Strategy": "exact"}
+    assert _filtered(out) == {"TaskLateness": [(500.0, dimensions)] * 3, "TasksExecuted": [(1.0, dimensions)] * 3}
 
 
-#: A lone execution's one line at INFO: the EMF document of its two metrics (about 290 bytes at a stage named
-#: ``prod``: the contract's names, dimensions and units) and the log line's fields (docs/benchmarks.md).
-LONE_EXECUTION_BYTES = 490
+def test_a_requeued_or_duplicate_delivery_and_a_skip_publish_no_line_metric(
+        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    due = arrange_seed(deps, strategy="exact")
+    clock.now = due - timedelta(seconds=60)
+    _read(log_out)
+    deliver(client, due_body(SEED_KEY, due))  # early: sent back
+    clock.now = due
+    deliver(client, due_body(SEED_KEY, due))  # executed
+    assert [len(v) for v in _filtered(_read(log_out).splitlines()).values()] == [1, 1]
+    deliver(client, due_body(SEED_KEY, due))  # a duplicate: skipped, settled already
+    deliver(client, due_body(SEED_KEY, due - timedelta(minutes=1)))  # a message of another time: rescheduled
+    lines = _read(log_out).splitlines()
+    assert [line["outcome"] for line in _log_lines("\n".join(lines))] == ["skipped: done", "skipped: rescheduled"]
+    assert _filtered(lines) == {"TaskLateness": [], "TasksExecuted": []}
 
 
-def _extracted(document: dict[str, Any]) -> dict[tuple[str, str], list[float]]:
-    """The metric values CloudWatch extracts from an EMF document: each declared metric's value or values."""
-    [directive] = document["_aws"]["CloudWatchMetrics"]
-    assert directive["Namespace"] == "Timekeeper" and isinstance(document["_aws"]["Timestamp"], int)
-    assert all(isinstance(document[name], str) for name in directive["Dimensions"][0])
-    out = {}
-    for metric in directive["Metrics"]:
-        value = document[metric["Name"]]
-        out[(metric["Name"], metric["Unit"])] = value if isinstance(value, list) else [value]
-    return out
+def test_an_execution_retried_later_counts_its_lateness_once_and_its_execution_when_it_settles(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    due = clock.now + timedelta(minutes=5)
+    created = post_task(client, {"run_at": due.isoformat(), "retry": {"max_attempts": 10}, "action": {
+        "type": "email", "to": "ada@example.com", "subject": "Hi", "body": "Hello"}})
+    key = TaskKey.for_id(json.loads(created.body)["id"])
+    aws.sent(deps.settings.due_queue)
+    use_client(deps, "ses", FlakySes(deps.clients.ses, failures=5))
+    clock.now = due
+    _read(log_out)
+    deliver(client, due_body(key, due))
+    first = _read(log_out).splitlines()
+    assert [line["outcome"] for line in _log_lines("\n".join(first)) if "outcome" in line] == ["retry later"]
+    dimensions = {"Stage": deps.settings.stage, "Strategy": "exact"}
+    assert _filtered(first) == {"TaskLateness": [(0.0, dimensions)], "TasksExecuted": []}  # the action started
+    [(again, _)] = aws.sent(deps.settings.due_queue)
+    clock.now = DueMessage.from_json(again).runs_at
+    deliver(client, again)
+    second = _read(log_out).splitlines()
+    assert [line["outcome"] for line in _log_lines("\n".join(second)) if "outcome" in line] == ["done"]
+    assert _filtered(second) == {"TaskLateness": [], "TasksExecuted": [(1.0, dimensions)]}
+
+
+def test_an_execution_whose_follow_ups_failed_counts_on_its_error_line_and_its_redelivery_that_finishes_them_not(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults, log_out: io.StringIO) -> None:
+    due = arrange_seed(deps, strategy="exact")
+    clock.now = due
+    use_client(deps, "ses", FlakySes(deps.clients.ses, failures=99))
+    task_dlq = aws.queue_url(deps.settings.task_dlq)
+    faults.inject("sqs.SendMessage", "error", match=lambda params: params["QueueUrl"] == task_dlq)
+    _read(log_out)
+    assert deliver(client, due_body(SEED_KEY, due), ids=["m-1"]) == {"m-1"}  # settled FAILED, not dead-lettered
+    dimensions = {"Stage": deps.settings.stage, "Strategy": "exact"}
+    assert _filtered(_read(log_out).splitlines()) == {
+        "TaskLateness": [(0.0, dimensions)], "TasksExecuted": [(1.0, dimensions)]}
+    deliver(client, due_body(SEED_KEY, due))
+    lines = _read(log_out).splitlines()
+    assert "finished: failed" in [line.get("outcome") for line in _log_lines("\n".join(lines))]
+    assert _filtered(lines) == {"TaskLateness": [], "TasksExecuted": []}
+
+
+#: A lone execution's one line at INFO, its metrics' fields included, at a stage named ``prod`` (the function
+#: ``timekeeper-prod-task_executor``): issue 25's target (docs/benchmarks.md).
+LONE_EXECUTION_BYTES = 300
+
+
+def _filtered(lines: list[str]) -> dict[str, list[tuple[float, dict[str, str]]]]:
+    """What the deploy's metric filters (chalicelib/metrics.py LINE_METRICS) publish from ``lines``, by metric."""
+    events = metric_filters.parsed(lines)
+    return {metric.name: metric_filters.line_metric_values(metric.name, events) for metric in LINE_METRICS}
 
 
 def test_every_backup_log_line_carries_the_request_id_and_its_run(

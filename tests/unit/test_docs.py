@@ -183,3 +183,15 @@ def test_operations_metrics_table_lists_every_metric_the_app_declares_with_its_c
     assert listed == declared
     tasks = sum(1 for name in declared if name.startswith("Task"))
     assert f"{tasks} task metrics x 4 strategies" in text and f"{len(declared) - tasks} backup metrics" in text
+
+
+def test_operations_says_which_metrics_are_read_from_the_executors_line_by_metric_filters() -> None:
+    """Derived from chalicelib/metrics.py LINE_METRICS: each such metric's row says so, with its filter's pattern."""
+    from chalicelib import metrics as m
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| (?:Count|Milliseconds|Seconds) \|(.*)$", text, re.MULTILINE))
+    for name, row in rows.items():
+        assert ("metric filter" in row) == (name in m.LINE_METRIC_NAMES), name
+    for metric in m.LINE_METRICS:
+        assert f"`{metric.filter_pattern}`" in text, metric.filter_pattern
