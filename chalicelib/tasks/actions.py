@@ -297,6 +297,8 @@ def action_refusal(spec: Mapping[str, Any], settings: Settings) -> tuple[str, st
     topic (``target_refusal``), a webhook's origin or secret (TASK_WEBHOOK_ORIGINS, TASK_WEBHOOK_SECRETS). Pure."""
     if spec.get("type") == WebhookAction.type:
         return webhook.refusal(dict(spec), settings.task_webhook_origins, settings.task_webhook_secrets)
+    if str(spec.get("type")) not in TARGET_FIELDS:  # an email: no target to check (nor own_targets to build)
+        return None
     return target_refusal(spec, settings.task_action_target_arns, settings.region, own_targets(settings))
 
 

@@ -132,6 +132,28 @@ def test_records_that_are_not_task_table_records_are_refused_with_a_reason(recor
         schedules.change_from_record(record)
 
 
+def _insert_of(image: dict[str, Any]) -> dict[str, Any]:
+    return {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "Keys": {"PK": {"S": "a"}, "SK": {"S": "b"}},
+                                                "NewImage": image}}
+
+
+@pytest.mark.parametrize("position", [0, 2, 4])
+def test_an_image_attribute_that_is_not_dynamodb_json_is_named_wherever_it_stands(position: int) -> None:
+    attributes = [("PK", {"S": "a"}), ("SK", {"S": "b"}), ("n", {"N": "4.5"}), ("b", {"B": "AAE="})]
+    attributes.insert(position, ("bad", {"N": "NaN"}))
+    with pytest.raises(InvalidRecord, match=r"^NewImage attribute 'bad' is not DynamoDB JSON: ValueError"):
+        schedules.change_from_record(_insert_of(dict(attributes)))
+
+
+def test_an_image_reads_as_plain_values_binary_in_maps_and_sets_in_one_order() -> None:
+    image = {"PK": {"S": "a"}, "SK": {"S": "b"}, "whole": {"N": "42"}, "half": {"N": "0.5"}, "b": {"B": "AAE="},
+             "m": {"M": {"x": {"B": "AAI="}, "l": {"L": [{"N": "1"}, {"NULL": True}, {"BOOL": False}]}}},
+             "ss": {"SS": ["b", "a"]}}
+    assert schedules.change_from_record(_insert_of(image)).new == {
+        "PK": "a", "SK": "b", "whole": 42, "half": 0.5, "b": b"\x00\x01",
+        "m": {"x": b"\x00\x02", "l": [1, None, False]}, "ss": ["a", "b"]}
+
+
 def test_only_a_service_remove_by_dynamodb_is_a_ttl_remove() -> None:
     old = seed_item(NOW)
     assert change("REMOVE", old=old, by_ttl=True).by_ttl
