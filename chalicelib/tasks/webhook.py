@@ -30,6 +30,7 @@ import ipaddress
 import json
 import socket
 import ssl
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -258,11 +259,30 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
 # --- the secret, per container ---------------------------------------------------------------------------------------
 
 def secret_value(deps: Deps, ref: str) -> bytes:
-    """The signing secret ``ref`` names, read at most once per SECRET_TTL_SECONDS per container."""
-    now = deps.clock().timestamp()
+    """The signing secret ``ref`` names, read at most once per SECRET_TTL_SECONDS per container: the executor's
+    threads that need it at once wait for the one reading it (``secret_lock``), rather than each reading it."""
+    cached = _cached_secret(deps, ref)
+    if cached is not None:
+        return cached
+    with secret_lock(deps, ref):
+        cached = _cached_secret(deps, ref)  # read by the thread this one waited for
+        return cached if cached is not None else _read_secret(deps, ref)
+
+
+def secret_lock(deps: Deps, ref: str) -> threading.Lock:
+    lock: threading.Lock = deps.memo.setdefault(("webhook-secret-lock", ref), threading.Lock())  # atomic
+    return lock
+
+
+def _cached_secret(deps: Deps, ref: str) -> bytes | None:
     cached = deps.memo.get(("webhook-secret", ref))
-    if cached is not None and now - cached[1] < SECRET_TTL_SECONDS:
+    if cached is not None and deps.clock().timestamp() - cached[1] < SECRET_TTL_SECONDS:
         return bytes(cached[0])
+    return None
+
+
+def _read_secret(deps: Deps, ref: str) -> bytes:
+    now = deps.clock().timestamp()
     kind, _, name = ref.partition(":")
     try:
         if kind == "ssm":

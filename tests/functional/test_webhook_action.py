@@ -20,7 +20,7 @@ from chalicelib.tasks.model import TaskKey, parse_due
 from local.webhook_receiver import Reply, WebhookReceiver
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock, moto_aws, use_settings
-from tests.functional.task_support import deliver, due_body, post_task, state_of
+from tests.functional.task_support import deliver, due_body, post_task, state_of, use_client
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
 SECRET = b"whsec-test-0123456789"
@@ -206,6 +206,28 @@ def test_the_api_refuses_a_webhook_to_an_origin_or_with_a_secret_the_stage_does_
     assert refused.status_code == 400 and json.loads(refused.body)["field"] == "action.secret"
     not_json = post_task(client, {"run_at": RUN_AT, "action": {**action(receiver.origin + "/"), "body": "{oops"}})
     assert not_json.status_code == 400 and json.loads(not_json.body)["field"] == "action.body"
+
+
+def test_threads_that_need_the_signing_secret_at_once_wait_for_the_one_reading_it(
+        deps: Deps, clock: FakeClock, hooks: Deps) -> None:
+    """A batch's webhook tasks run on the executor's threads: one GetParameter a container, not one a thread."""
+    ref = f"ssm:{PARAMETER}"
+    ssm, reads = deps.clients.ssm, []
+
+    class Watched:
+        def get_parameter(self, **kwargs: Any) -> Any:
+            reads.append(webhook.secret_lock(deps, ref).locked())  # the others wait on it, then find it cached
+            return ssm.get_parameter(**kwargs)
+
+    use_client(deps, "ssm", Watched())
+    try:
+        assert webhook.secret_value(deps, ref) == SECRET
+        assert webhook.secret_value(deps, ref) == SECRET
+        assert reads == [True]
+        clock.advance(seconds=webhook.SECRET_TTL_SECONDS)
+        assert webhook.secret_value(deps, ref) == SECRET and reads == [True, True]  # read again after its TTL
+    finally:
+        use_client(deps, "ssm", ssm)
 
 
 def test_the_signing_secret_is_read_once_per_ttl_from_ssm_or_secrets_manager(
