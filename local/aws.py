@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from chalice.config import Config
-from moto.server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
 
 from local import moto_corrections, moto_speed
 from local.in_process import InProcessTransport
@@ -28,21 +30,31 @@ DUMMY_CREDENTIALS = {
 }
 
 
+POLL_SECONDS = 0.05  # how soon stop() is noticed (moto's ThreadedMotoServer: werkzeug's 0.5 s)
+
+
 class MotoServer:
-    """moto's server in a thread of this process (port 0: a free port)."""
+    """moto's server in a thread of this process (port 0: a free port), built as moto's ThreadedMotoServer
+    builds it, whose loop notices a stop within POLL_SECONDS rather than half a second."""
 
     def __init__(self, host: str = LOCAL_HOST, port: int = 4566) -> None:
-        self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
         self.host = host
         self.port = port
         self._running = False
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> MotoServer:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per AWS call
         moto_corrections.install()  # moto's departures from AWS, corrected
         moto_speed.install()  # moto made fast and small enough to run for days (change feeds, memory bounds)
-        self._server.start()
-        self.host, self.port = self._server.get_host_and_port()
+        self._server = make_server(self.host, self.port, DomainDispatcherApplication(create_backend_app),
+                                   threaded=True, request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_SECONDS,),
+                                        name="moto-server", daemon=True)
+        self._thread.start()
+        host, port = self._server.server_address[:2]
+        self.host, self.port = str(host), int(port)
         self._running = True
         # Lambda without docker: a function is invoked (the lambda action's asynchronous Invoke), never run.
         request = urllib.request.Request(f"{self.endpoint}/moto-api/config", method="POST",
@@ -62,7 +74,10 @@ class MotoServer:
     def stop(self) -> None:
         if self._running:
             self._running = False
-            self._server.stop()
+            assert self._server is not None
+            self._server.shutdown()  # noticed within POLL_SECONDS; the loop then closes the socket
+            if self._thread is not None:
+                self._thread.join()
 
     def state(self) -> dict[str, Any]:
         """moto's view of every resource (/moto-api/data.json): sent emails are under ses.Message."""

@@ -18,8 +18,8 @@ as a Lambda container.
   with moto's WSGI application (local/in_process.py) and sends the answer back.  Once moto's server is
   stopped a call goes over HTTP and fails as an outage does.
 * **Stopping**: Ctrl-C reaches the whole process group; a worker ignores it and ends when the runtime's
-  process closes its connection (stop) or goes away (its end of the socket closes), and is killed if it
-  has not ended within a second.
+  process hangs up its connection (stop: the socket shut down, so the worker reads its end at once) or goes
+  away (its end of the socket closes), and is killed if it has not ended within a second.
 
 The socket is in a fresh private directory and every connection must know a random key (multiprocessing's
 authentication), so no other local user can send invocations or AWS calls through it.
@@ -251,8 +251,7 @@ class HandlerProcesses:
         self._stopped = True
         for worker in self._workers:
             if worker.connection is not None:
-                with contextlib.suppress(OSError):
-                    worker.connection.close()
+                hang_up(worker.connection)
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.close()
@@ -268,6 +267,18 @@ class HandlerProcesses:
                 worker.process.wait()
         if self._directory is not None:
             self._directory.remove()
+
+
+def hang_up(connection: Connection) -> None:
+    """Close ``connection`` so that its peer reads the end now.  Closing alone does not: while a thread of this
+    process is blocked reading it (``_read_outcomes``), the kernel keeps the socket open, so the worker saw no
+    end and was killed a second later, every stop where no outcome happened to arrive meanwhile.  Shutting
+    the socket down ends that read and the worker's at once."""
+    # the same socket through another descriptor (Connection has no shutdown of its own)
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(connection.fileno())) as duplicate:
+        duplicate.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        connection.close()
 
 
 class ProcessInvoker(Invoker):

@@ -1,8 +1,10 @@
 """The runtime's own clients reach moto's server in this process without a socket (local/in_process.py):
-same answers as over HTTP, errors included, and an outage once the server stops."""
+same answers as over HTTP, errors included, and an outage once the server stops, which it does at once."""
 
 from __future__ import annotations
 
+import time
+import urllib.request
 from typing import Any
 
 import boto3
@@ -47,6 +49,11 @@ def test_an_attached_client_gets_moto_s_answers_without_http_and_sees_the_same_s
         assert "NonExistentQueue" in missing.value.response["Error"]["Code"]
         with pytest.raises(ProxyConnectionError):  # not attached: over HTTP, as before
             client(moto.endpoint, "dynamodb", NO_HTTP).list_tables()
+        with urllib.request.urlopen(f"{moto.endpoint}/moto-api/config", timeout=10):  # a new connection: the
+            pass  # server's loop accepted it and waits a whole poll interval again before it looks at a stop
+        began = time.monotonic()
+        moto.stop()
+        assert time.monotonic() - began < 0.4  # noticed within POLL_SECONDS (0.05), not moto's own 0.5 s
     finally:
         moto.stop()
     with pytest.raises((EndpointConnectionError, ProxyConnectionError)):  # stopped: an outage, as over HTTP
