@@ -195,3 +195,19 @@ def test_operations_says_which_metrics_are_read_from_the_executors_line_by_metri
         assert ("metric filter" in row) == (name in m.LINE_METRIC_NAMES), name
     for metric in m.LINE_METRICS:
         assert f"`{metric.filter_pattern}`" in text, metric.filter_pattern
+
+
+def test_readmes_known_misses_names_every_target_the_committed_bench_missed_with_its_figure() -> None:
+    """README's Known misses lists what the last committed `make bench` (bench/results.json) missed: the count,
+    and each missed target's figure as the bench prints it (two decimals), so a run that changes them and a
+    README left as it was fail here."""
+    import json
+
+    results = json.loads((ROOT / "bench" / "results.json").read_text())
+    targets = [t for section in results["sections"] for t in section.get("targets", [])]
+    missed = [t for t in targets if not t["met"]]
+    readme = (ROOT / "README.md").read_text()
+    known = " ".join(readme[readme.index("## Known misses"):readme.index("## Read next")].split())
+    assert f"{len(missed)} of {len(targets)} missed" in known
+    for target in missed:
+        assert f"{target['figure']:.2f}" in known, target["name"]
