@@ -89,10 +89,6 @@ def retry(
     raise AssertionError("unreachable")
 
 
-def _is_rate_limited(exc: Exception) -> bool:
-    return isinstance(exc, ClientError) and is_rate_limit(exc)
-
-
 def with_backoff(
     call: Callable[[], T],
     sleep: Sleep,
@@ -103,6 +99,5 @@ def with_backoff(
     rng: random.Random | None = None,
 ) -> T:
     """Run ``call``, retrying rate-limit errors with full-jitter exponential backoff (``retry``)."""
-    accepts = _is_rate_limited if retryable is is_rate_limit else (
-        lambda exc: isinstance(exc, ClientError) and retryable(exc))
-    return retry(call, sleep, retryable=accepts, attempts=attempts, base=base, cap=cap, rng=rng)
+    return retry(call, sleep, retryable=lambda exc: isinstance(exc, ClientError) and retryable(exc),
+                 attempts=attempts, base=base, cap=cap, rng=rng)

@@ -136,7 +136,7 @@ def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[Ta
         return {}
 
 
-def _log_handled(deps: Deps, message_id: str, outcome: str, measured: m.LinePoints | None = None) -> None:
+def _log_handled(deps: Deps, message_id: str, outcome: str, measured: m.LinePoints) -> None:
     """One INFO line per execution, with its outcome (and its task: ``about``) and the fields of its line metrics
     (``measured``: TaskLateness, TasksExecuted; chalicelib/metrics.py ``LINE_METRICS``), which the metric filters
     on the executor's log group read; ingested logs are billed by the byte, so the message's id (the task names
@@ -146,7 +146,7 @@ def _log_handled(deps: Deps, message_id: str, outcome: str, measured: m.LinePoin
     if outcome.startswith("requeued"):
         logger.debug("due message handled", extra={"message_id": message_id, "outcome": outcome})
         return
-    fields = {"outcome": outcome, **(measured or m.LinePoints()).fields(deps.metrics.stage)}
+    fields = {"outcome": outcome, **measured.fields(deps.metrics.stage)}
     line = line_fields(logging.INFO, "due message handled", **fields)
     if line is not None and not (line.get(REQUEST_ID) and deps.metrics.carry(line)):  # no flush without one
         logger.info("due message handled", extra=fields)
