@@ -329,6 +329,24 @@ def test_an_execution_logs_one_short_info_line_with_its_outcome_and_metrics_and_
     assert at_prod <= LONE_EXECUTION_BYTES
 
 
+def test_a_sleep_that_wakes_a_microsecond_early_still_gives_a_lateness_the_filter_reads_as_0(
+        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    """The filter reads TaskLateness from 0 (percentiles need no negative value): a wait that ends a hair before
+    the due time (a sleep's rounding) is 0 ms late, not a point lost."""
+    due = arrange_seed(deps, strategy="exact")
+    clock.now = due - timedelta(seconds=0.5)  # under a second ahead: waited out
+    sleep = deps.sleep
+    deps.sleep = lambda seconds: clock.advance(seconds=max(0.0, seconds - 0.000001))
+    try:
+        _read(log_out)
+        deliver(client, due_body(SEED_KEY, due))
+    finally:
+        deps.sleep = sleep
+    dimensions = {"Stage": deps.settings.stage, "Strategy": "exact"}
+    assert _filtered(_read(log_out).splitlines()) == {
+        "TaskLateness": [(0.0, dimensions)], "TasksExecuted": [(1.0, dimensions)]}
+
+
 def test_in_a_batch_every_execution_line_carries_its_own_metrics_and_no_emf_document_is_written(
         client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
     keys = _three_reminders(deps)
