@@ -34,13 +34,14 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from chalicelib.aws import Clients, Deps, client_config
+from chalicelib.aws import Clients, Deps
 from chalicelib.settings import Settings
 from deploy import api_gateway, event_sources, iam, observability, replay, stage, task_sources, template
 from deploy.provision import (
     SCHEDULER_ROLE_POLICY,
     cloudwatch_client,
     dead_letter_queues,
+    deploy_client,
     dlq_alarm_name,
     iam_client,
     provision,
@@ -125,19 +126,12 @@ def _queue_arn(clients: Clients, name: str) -> str:
     return clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
 
-def _client(clients: Clients, service: str) -> Any:
-    kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
-    if clients.settings.endpoint_url:
-        kwargs["endpoint_url"] = clients.settings.endpoint_url
-    return clients.session.client(service, **kwargs)  # type: ignore[call-overload]
-
-
 def lambda_client(clients: Clients) -> Any:
-    return _client(clients, "lambda")
+    return deploy_client(clients, "lambda")
 
 
 def streams_client(clients: Clients) -> Any:
-    return _client(clients, "dynamodbstreams")
+    return deploy_client(clients, "dynamodbstreams")
 
 
 def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str],
@@ -179,7 +173,7 @@ def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str]
     rest_api_id = api_gateway.deployed_rest_api(json.loads(deployed.read_text())) if deployed.exists() else None
     if rest_api_id:
         api_stage = str(config["stages"][name].get("api_gateway_stage", "api"))
-        report.changes += api_gateway.apply(_client(clients, "apigateway"), rest_api_id, api_stage, settings)
+        report.changes += api_gateway.apply(deploy_client(clients, "apigateway"), rest_api_id, api_stage, settings)
     return report
 
 

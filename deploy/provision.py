@@ -178,12 +178,18 @@ def ensure_sender(clients: Clients, email: str, result: Provisioned) -> None:
 SCHEDULER_ROLE_POLICY = "send-due-tasks"
 
 
-def iam_client(clients: Clients) -> Any:
-    """IAM is only needed to provision (never in Lambda), so its client is built here."""
+def deploy_client(clients: Clients, service: str) -> Any:
+    """A client of a service only the deploy uses (never Lambda, so not one of ``Clients``' own), built as they
+    are: the stage's client configuration and endpoint, the same session."""
     kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
     if clients.settings.endpoint_url:
         kwargs["endpoint_url"] = clients.settings.endpoint_url
-    return clients.session.client("iam", **kwargs)
+    return clients.session.client(service, **kwargs)  # type: ignore[call-overload]
+
+
+def iam_client(clients: Clients) -> Any:
+    """IAM is only needed to provision (never in Lambda), so its client is built here."""
+    return deploy_client(clients, "iam")
 
 
 def ensure_scheduler_role(clients: Clients, name: str, due_queue_arn: str, scheduler_dlq_arn: str,
@@ -321,10 +327,7 @@ def dlq_alarm(queue: str, topic_arn: Any) -> dict[str, Any]:
 
 def cloudwatch_client(clients: Clients) -> Any:
     """CloudWatch is only needed to provision (never in Lambda), so its client is built here."""
-    kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
-    if clients.settings.endpoint_url:
-        kwargs["endpoint_url"] = clients.settings.endpoint_url
-    return clients.session.client("cloudwatch", **kwargs)
+    return deploy_client(clients, "cloudwatch")
 
 
 def ensure_dlq_alarms(clients: Clients, queues: list[str], topic_arn: str, result: Provisioned) -> None:
@@ -362,10 +365,7 @@ def ensure_dashboard(clients: Clients, name: str, body: str, result: Provisioned
 
 def logs_client(clients: Clients) -> Any:
     """CloudWatch Logs is only needed to provision (never in Lambda), so its client is built here."""
-    kwargs: dict[str, Any] = {"config": client_config(clients.settings)}
-    if clients.settings.endpoint_url:
-        kwargs["endpoint_url"] = clients.settings.endpoint_url
-    return clients.session.client("logs", **kwargs)
+    return deploy_client(clients, "logs")
 
 
 def line_metric_filters(settings: Settings) -> dict[str, list[dict[str, Any]]]:
