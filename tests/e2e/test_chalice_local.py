@@ -51,12 +51,15 @@ def free_port() -> int:
         return port
 
 
-def chalice_local(port: int, run_file: Path) -> subprocess.Popen[str]:
-    """The documented command line, in a shell of its own (no API_TOKEN: make run's is taken)."""
+def chalice_local(port: int, run_file: Path, autoreload: bool = True) -> subprocess.Popen[str]:
+    """The documented command line, in a shell of its own (no API_TOKEN: make run's is taken). Without
+    autoreload, no restart when a file under the project changes (other tests write some meanwhile)."""
     basics = {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR") if name in os.environ}
     env = {**basics, **REAL_LOOKING_SHELL, "LOCAL_RUN_FILE": str(run_file), "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([CHALICE, "local", "--stage", "local", "--port", str(port)], cwd=PROJECT_DIR, env=env,
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    flags = [] if autoreload else ["--no-autoreload"]
+    return subprocess.Popen([CHALICE, "local", "--stage", "local", "--port", str(port), *flags], cwd=PROJECT_DIR,
+                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def stop(process: subprocess.Popen[str]) -> str:
@@ -69,7 +72,8 @@ def stop(process: subprocess.Popen[str]) -> str:
 def test_chalice_local_serves_the_local_stages_api_against_the_runtimes_moto(stage: LocalStage) -> None:
     assert stage.run_file is not None and stage.run_file.stat().st_mode & 0o077 == 0  # it holds the token
     port = free_port()
-    process = chalice_local(port, stage.run_file)
+    process = chalice_local(port, stage.run_file, autoreload=False)
+    written = PROJECT_DIR / ".local" / f"written-meanwhile-{os.getpid()}"  # as other tests' files (gitignored)
     try:
         api = ApiClient(f"http://127.0.0.1:{port}", stage.environment["API_TOKEN"])
 
@@ -81,6 +85,8 @@ def test_chalice_local_serves_the_local_stages_api_against_the_runtimes_moto(sta
             except OSError:
                 return None
         wait_until(listening, 60, "chalice local to listen", 0.2)
+        written.parent.mkdir(exist_ok=True)
+        written.write_text("")
         assert api.get("/backups/runs").status == 200
         assert ApiClient(api.base_url).get("/backups/runs").status == 401  # the token is still required
         created = api.post("/tasks", {"id": "via-chalice-local", "run_at": int(time.time()) + 1, "action": {
@@ -92,8 +98,10 @@ def test_chalice_local_serves_the_local_stages_api_against_the_runtimes_moto(sta
         # ... and run by the runtime's handlers, which chalice local does not have.
         wait_until(lambda: emails_to(stage.aws_endpoint, "chalice-local@example.com"), 30, "the task's email", 0.5)
     finally:
+        written.unlink(missing_ok=True)
         output = stop(process)
     assert "against make run's moto at " + stage.aws_endpoint in output, output
+    assert "Restarting local dev server" not in output, output
     assert "Traceback" not in output, output
 
 
