@@ -35,7 +35,12 @@ POLL_SECONDS = 0.05  # how soon stop() is noticed (moto's ThreadedMotoServer: we
 
 class MotoServer:
     """moto's server in a thread of this process (port 0: a free port), built as moto's ThreadedMotoServer
-    builds it, whose loop notices a stop within POLL_SECONDS rather than half a second."""
+    builds it, whose loop notices a stop within POLL_SECONDS rather than half a second. moto's state is the
+    process's: a server started when no other runs in this process starts empty (what a server stopped
+    before it left, a test worker's earlier stage, is gone); one started next to a running one shares its state."""
+
+    _lock = threading.Lock()
+    _running_in_process = 0
 
     def __init__(self, host: str = LOCAL_HOST, port: int = 4566) -> None:
         self.host = host
@@ -43,8 +48,21 @@ class MotoServer:
         self._running = False
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._counted = False  # among the servers running in this process
 
     def start(self) -> MotoServer:
+        with MotoServer._lock:
+            alone = MotoServer._running_in_process == 0
+            MotoServer._running_in_process += 1
+            self._counted = True
+        try:
+            self._start(alone)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, alone: bool) -> None:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per AWS call
         moto_corrections.install()  # moto's departures from AWS, corrected
         moto_speed.install()  # moto made fast and small enough to run for days (change feeds, memory bounds)
@@ -56,12 +74,15 @@ class MotoServer:
         host, port = self._server.server_address[:2]
         self.host, self.port = str(host), int(port)
         self._running = True
+        if alone:
+            with urllib.request.urlopen(urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"),
+                                        timeout=10):
+                pass
         # Lambda without docker: a function is invoked (the lambda action's asynchronous Invoke), never run.
         request = urllib.request.Request(f"{self.endpoint}/moto-api/config", method="POST",
                                          data=json.dumps({"lambda": {"use_docker": False}}).encode())
         with urllib.request.urlopen(request, timeout=10):
             pass
-        return self
 
     @property
     def endpoint(self) -> str:
@@ -78,6 +99,10 @@ class MotoServer:
             self._server.shutdown()  # noticed within POLL_SECONDS; the loop then closes the socket
             if self._thread is not None:
                 self._thread.join()
+        with MotoServer._lock:
+            if self._counted:
+                MotoServer._running_in_process -= 1
+                self._counted = False
 
     def state(self) -> dict[str, Any]:
         """moto's view of every resource (/moto-api/data.json): sent emails are under ses.Message."""

@@ -58,3 +58,30 @@ def test_an_attached_client_gets_moto_s_answers_without_http_and_sees_the_same_s
         moto.stop()
     with pytest.raises((EndpointConnectionError, ProxyConnectionError)):  # stopped: an outage, as over HTTP
         ddb.list_tables()
+
+
+def test_a_server_starts_empty_whatever_one_started_before_it_in_this_process_left() -> None:
+    """moto's state is the process's: a stage started after another in the same test worker (a sample table
+    restored by one, backed up by the next run of the other) would otherwise see what the first left. One
+    started next to a running one (a test's own stage beside its module's) empties nothing."""
+    first = MotoServer(port=0).start()
+    try:
+        ddb = client(first.endpoint, "dynamodb")
+        ddb.create_table(TableName="left-over", BillingMode="PAY_PER_REQUEST",
+                         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}])
+        ddb.create_backup(TableName="left-over", BackupName="left-over-1")
+        client(first.endpoint, "sqs").create_queue(QueueName="left-over")
+    finally:
+        first.stop()
+    second = MotoServer(port=0).start()
+    try:
+        assert client(second.endpoint, "dynamodb").list_tables()["TableNames"] == []
+        assert client(second.endpoint, "dynamodb").list_backups()["BackupSummaries"] == []
+        assert client(second.endpoint, "sqs").list_queues().get("QueueUrls", []) == []
+        client(second.endpoint, "sqs").create_queue(QueueName="kept")
+        beside = MotoServer(port=0).start()
+        beside.stop()
+        assert len(client(second.endpoint, "sqs").list_queues()["QueueUrls"]) == 1
+    finally:
+        second.stop()
