@@ -441,7 +441,8 @@ class Settings:
         flag())
     restore_target_pattern: str = setting("RESTORE_TARGET_PATTERN", "<table>-restored-*",
         "Names `POST /backups/restores` may restore into: `<table>` is the source table, `*` any characters "
-        "([Restoring](backups.md#restoring)); the IAM policies grant the restore's writes on these names only.",
+        "([Restoring](backups.md#restoring)); the IAM policies grant the restore's writes on these names only, "
+        "so it needs 3 fixed characters in a row besides `<table>` and `*`.",
         Parse(_restore_target_pattern, "expected table-name characters, `*` and `<table>`"))
     backup_restore_foreign: bool = setting("BACKUP_RESTORE_FOREIGN", "false",
         "`true`: a restore may name by `backup_arn` a backup this stage did not make (another stage's).",
