@@ -221,9 +221,17 @@ def _task_sources(value: str, env: _Reader) -> tuple[TaskSource, ...]:
         raise SourceSettingsError(exc) from exc
 
 
+RESTORE_TARGET_FIXED = 3  # the fewest characters in a row, besides `<table>` and `*`, a restore target's name must have
+
+
 def _restore_target_pattern(value: str, env: _Reader) -> str:
     if not re.fullmatch(r"(?:[A-Za-z0-9_.*-]|<table>)+", value) or len(value.replace("<table>", "")) > 200:
         raise ValueError("")
+    # `<table>` is any table on a stage that selects tables by pattern or tag: the IAM policies' target names
+    # (table/<pattern>) must still leave out every table of the account but the restores'.
+    if not any(len(fixed) >= RESTORE_TARGET_FIXED for fixed in re.split(r"<table>|\*", value)):
+        raise ValueError(f"it pins no fixed part of the target's name: {RESTORE_TARGET_FIXED} characters in a row "
+                         "besides `<table>` and `*` are needed, as in `<table>-restored-*`")
     return value
 
 
@@ -433,7 +441,8 @@ class Settings:
         flag())
     restore_target_pattern: str = setting("RESTORE_TARGET_PATTERN", "<table>-restored-*",
         "Names `POST /backups/restores` may restore into: `<table>` is the source table, `*` any characters "
-        "([Restoring](backups.md#restoring)); the IAM policies grant the restore's writes on these names only.",
+        "([Restoring](backups.md#restoring)); the IAM policies grant the restore's writes on these names only, "
+        "so it needs 3 fixed characters in a row besides `<table>` and `*`.",
         Parse(_restore_target_pattern, "expected table-name characters, `*` and `<table>`"))
     backup_restore_foreign: bool = setting("BACKUP_RESTORE_FOREIGN", "false",
         "`true`: a restore may name by `backup_arn` a backup this stage did not make (another stage's).",
@@ -588,6 +597,11 @@ class Settings:
         any qualifier, and every other one's (``<app>-<stage>-*``, which covers their qualifiers too)."""
         prefix = f"{APP_NAME}-{self.stage}"
         return (prefix, f"{prefix}:*", f"{prefix}-*")
+
+    def own_tables(self) -> tuple[str, ...]:
+        """The names of the app's own tables: the state and tasks tables and the task sources' tables (a restore
+        never writes them: chalicelib/backups/restore.py, deploy/iam.py)."""
+        return tuple(dict.fromkeys([self.state_table, self.tasks_table, *(s.table for s in self.task_sources)]))
 
     def own_buses(self) -> tuple[str, ...]:
         """The names of the event buses the stage provisions (OWN_BUSES)."""

@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 from chalicelib.backups.verify_rules import restore_prefix
@@ -298,6 +299,28 @@ class _Builder:
                 "dynamodb:DescribeContinuousBackups", "dynamodb:TagResource", "dynamodb:ListTagsOfResource"], targets),
         ]
 
+    def deny_restores_on_own_tables(self, statements: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Deny the actions of a function's restore statements (``restores``, among ``statements``) on the app's own
+        tables (Settings.own_tables), whatever RESTORE_TARGET_PATTERN's names reach, except those its other Allow
+        statements grant on that table (a resource pattern that covers it included) and, on a table the selection
+        names (BACKUP_TABLES, BACKUP_API_TABLES), what restoring from it takes. Nothing for a function that does
+        not restore."""
+        sids = {st["Sid"] for st in self.restores(finish=True)}
+        restoring = [st for st in statements if st["Effect"] == "Allow" and st["Sid"] in sids]
+        others = [st for st in statements if st["Effect"] == "Allow" and st["Sid"] not in sids]
+        actions = list(dict.fromkeys(a for st in restoring for a in st["Action"] if a != "dynamodb:DescribeBackup"))
+        named = {self.table(n) for n in (*self.settings.backup_tables, *self.settings.backup_api_tables)}
+        denied: dict[tuple[str, ...], list[str]] = {}
+        for arn in map(self.table, self.settings.own_tables()):
+            used = {a for st in others for a in st["Action"] if any(fnmatchcase(arn, r) for r in st["Resource"])}
+            if arn in named:  # a source: RestoreTableToPointInTime and the TTL to copy are read on it
+                used |= {"dynamodb:RestoreTableToPointInTime", "dynamodb:DescribeTimeToLive"}
+            left = tuple(a for a in actions if a not in used)
+            if left:
+                denied.setdefault(left, []).append(arn)
+        return [_statement(f"DenyRestoresOnOwnTables{n + 1 if n else ''}", left, arns, effect="Deny")
+                for n, (left, arns) in enumerate(denied.items())]
+
     def send(self, sid: str, *queues: str, extra: Sequence[str] = ()) -> dict[str, Any]:
         return _statement(sid, [*_SEND, *extra], [self.queue(q) for q in queues])
 
@@ -444,6 +467,8 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
     statements.update(_source_statements(b, s))
     for function in (API_HANDLER, "interval_processor", "task_executor", "due_dead_letter"):
         statements[function] += _source_tables(b, s, function)
+    for function in (API_HANDLER, "backup_monitor"):  # a restore target's name never reaches the app's own tables
+        statements[function] += b.deny_restores_on_own_tables(statements[function])
     return {name: {"Version": "2012-10-17", "Statement": [b.logs(name), *statements[name]]}
             for name in function_names(settings)}
 

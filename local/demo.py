@@ -146,7 +146,7 @@ def backups(demo: Demo) -> str:
 
 def restore(demo: Demo, ddb: Any) -> str:
     """POST /backups/restores of a sample table's latest backup into a new table, watched to ACTIVE by the
-    monitor's polls; the restored table is deleted after (it would join the stage's selection)."""
+    monitor's polls; the restored table is deleted after (the demo leaves no copy behind)."""
     table = SAMPLE_TABLES[0]
     target = f"{table}-restored-{uuid.uuid4().hex[:6]}"
     asked = demo.api.post("/backups/restores", {"table": table, "latest": True, "target": target})

@@ -2,7 +2,8 @@
 
 The API function checks the request (restore_rules: the fields, the target's name; here: the source
 is in the stage's selection, the target does not exist, the backup or the point can be restored),
-records the restore (RestoreStore.create: the restore id is the idempotency key), queues its first
+records the restore (RestoreStore.create: the restore id is the idempotency key; the target's name is
+claimed in the same write, so one target name belongs to one restore), queues its first
 poll and calls RestoreTableFromBackup or RestoreTableToPointInTime. Whatever happens to that call
 (refused: the restore FAILS; its answer lost, an error, the worker gone: the polls go on), the
 monitor's polls take it from there, no Lambda waiting: each claims its number on the record, then
@@ -19,7 +20,8 @@ describes the target and moves the restore on as far as it goes now:
   protection), each only if the target lacks it: ACTIVE, saying which were applied;
 - BACKUP_DEADLINE_MINUTES after the request, a restore not ACTIVE FAILS.
 
-A FAILED restore is alerted once: only the delivery whose conditional write settles it alerts.
+A FAILED restore, or an ACTIVE one whose settings could not be copied (the source deleted since:
+``settings_skipped``), is alerted once: only the delivery whose conditional write settles it alerts.
 """
 
 from __future__ import annotations
@@ -59,8 +61,7 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
         existing = store.get(request.restore_id)
         if existing is not None:
             return _again(deps, request, existing)
-    own = {s.state_table, s.tasks_table, *(source.table for source in s.task_sources)}
-    refusal = rr.target_refusal(request, s.restore_target_pattern, own, s.backup_name_prefix)
+    refusal = rr.target_refusal(request, s.restore_target_pattern, s.own_tables(), s.backup_name_prefix)
     if refusal is not None:
         raise refusal
     if not_allowed(deps, [request.table]):
@@ -68,15 +69,16 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
                           "BACKUP_TABLE_PATTERN, BACKUP_TABLE_TAG or BACKUP_API_TABLES)")
     if _describe(deps, request.target) is not None:
         raise ApiError(409, f"target table {request.target!r} exists: restore into a new table", "target")
+    previous = _free_target(store, request.target)
     source = _resolve(deps, request)
     now = deps.clock()
     restore = Restore(restore_id=request.restore_id or f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}",
                       request=request.as_record(), source=source, requested_at=now)
-    if not store.create(restore):  # the same restore id, asked for at the same time by another request
+    if not store.create(restore, previous):  # the restore id, or the target, taken meanwhile by another request
         existing = store.get(restore.restore_id)
-        if existing is None:
-            raise ApiError(409, f"restore_id {restore.restore_id!r} is being recorded by another request", "restore_id")
-        return _again(deps, request, existing)
+        if existing is not None:
+            return _again(deps, request, existing)
+        raise _target_taken(request.target, store.target_owner(request.target))
     send_restore_poll(deps, restore.restore_id, 0)
     logger.info("restore requested", extra={"restore_id": restore.restore_id, "table": restore.table,
                                             "target": restore.target, "restored_from": source})
@@ -87,6 +89,22 @@ def start(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]
         restore.status, restore.error = rr.FAILED, refused
         _settle(deps, store, restore, now)
     return 202, restore.view()
+
+
+def _target_taken(target: str, owner: str | None) -> ApiError:
+    return ApiError(409, f"target {target!r} is claimed by restore {owner!r}: one restore a target name", "target")
+
+
+def _free_target(store: RestoreStore, target: str) -> str:
+    """Whether the target's name may be claimed (the target table does not exist): "" when no restore claims
+    it, the claimant's id when that restore is settled (its table gone since); a 409 while it is RESTORING."""
+    owner = store.target_owner(target)
+    if owner is None:
+        return ""
+    held = store.get(owner)
+    if held is not None and held.status == rr.RESTORING:
+        raise _target_taken(target, owner)
+    return owner
 
 
 def _again(deps: Deps, request: rr.RestoreRequest, existing: Restore) -> tuple[int, dict[str, Any]]:
@@ -280,7 +298,7 @@ def _advance(deps: Deps, store: RestoreStore, restore: Restore, poll: int, now: 
             raise
         return _fail(deps, store, restore, now, f"could not finish the restore: {_failure(exc)}")
     restore.status = rr.ACTIVE
-    if store.settle(restore, now):
+    if _settle(deps, store, restore, now):
         logger.info("restore active", extra={"restore_id": restore.restore_id, "target": restore.target,
                                              "settings_applied": restore.settings_applied})
     return "active"
@@ -337,12 +355,20 @@ def _table_settings(deps: Deps, name: str, table: Mapping[str, Any]) -> rr.Table
 
 def _copy_settings(deps: Deps, restore: Restore, target: Mapping[str, Any]) -> bool:
     """Re-apply from the source as it is now what the target lacks; False when the target is busy (an
-    UpdateTable in progress): the next poll goes on. The source deleted since: nothing to copy."""
+    UpdateTable in progress): the next poll goes on. The source deleted since: none can be copied, and
+    ``settings_skipped`` says why (the restore alerts)."""
     source_table = _describe(deps, restore.table)
-    if source_table is None:
-        restore.settings, restore.settings_applied = {"note": "the source table no longer exists"}, []
+    try:
+        source = _table_settings(deps, restore.table, source_table) if source_table is not None else None
+    except ClientError as exc:
+        if error_code(exc) not in GONE:
+            raise
+        source = None
+    if source is None:
+        restore.settings, restore.settings_applied = {}, []
+        restore.settings_skipped = (f"the source table {restore.table!r} no longer exists: none of its settings "
+                                    f"({', '.join(rr.SETTINGS)}) could be read or copied")
         return True
-    source = _table_settings(deps, restore.table, source_table)
     restore.settings = source.view()
     left = rr.settings_changes(source, _table_settings(deps, restore.target, target))
     client, name = deps.clients.dynamodb, restore.target
@@ -377,16 +403,25 @@ def _fail(deps: Deps, store: RestoreStore, restore: Restore, now: datetime, reas
     return "failed"
 
 
-def _settle(deps: Deps, store: RestoreStore, restore: Restore, now: datetime) -> None:
-    """Record a FAILED restore; only the delivery that records it alerts (undone if the alert cannot go)."""
+def _settle(deps: Deps, store: RestoreStore, restore: Restore, now: datetime) -> bool:
+    """Record a restore's outcome; False when another delivery recorded it first. A FAILED restore, or an ACTIVE
+    one whose settings could not be copied, alerts: only the delivery that records it (undone if the alert
+    cannot go, so that a redelivery does both again)."""
     if not store.settle(restore, now):
-        return
+        return False
+    if restore.status == rr.FAILED:
+        what, reason = "failed", restore.error
+    elif restore.settings_skipped:
+        what, reason = "is ACTIVE without the source's settings", restore.settings_skipped
+    else:
+        return True
     try:
         retry_transient(lambda: alerts.publish(
-            deps, f"timekeeper: restore of {restore.table} into {restore.target} failed", {
+            deps, f"timekeeper: restore of {restore.table} into {restore.target} {what}", {
                 "restore_id": restore.restore_id, "table": restore.table, "target": restore.target,
-                "restored_from": restore.source, "reason": restore.error,
+                "restored_from": restore.source, "reason": reason,
                 "href": f"/backups/restores/{restore.restore_id}"}), deps.sleep)
     except Exception:
         store.unsettle(restore)
         raise
+    return True

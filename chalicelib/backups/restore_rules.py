@@ -116,6 +116,12 @@ def target_pattern(pattern: str, table: str) -> re.Pattern[str]:
                               for t in tokens))
 
 
+def any_target(pattern: str) -> re.Pattern[str]:
+    """RESTORE_TARGET_PATTERN for any source table: the names a restore may make (``<table>``: any name)."""
+    return re.compile("".join(".+" if t == "<table>" else ".*" if t == "*" else re.escape(t)
+                              for t in re.split(r"(<table>|\*)", pattern)))
+
+
 def target_refusal(request: RestoreRequest, pattern: str, own_tables: Collection[str], prefix: str) -> ApiError | None:
     """Why the target may not be restored into, judged from names alone: one of the app's own tables (the
     state, tasks and task sources' tables, restore verification's temporary ones), the source itself,

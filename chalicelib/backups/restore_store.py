@@ -6,6 +6,9 @@ settled once), the comparison and the settings applied. Listing entry: PK="BACKU
 SK="<requested at>#<restore id>", so a reverse Query lists the newest first whatever the ids are. Both are
 written by one TransactWriteItems whose condition is that the record does not exist: the restore id is
 the idempotency key, and a retried create finds its own earlier write (by ``write_id``, as RunStore does).
+The same transaction claims the target's name: PK="BACKUP_RESTORE_TARGET", SK=<target>, ``restore_id``
+(conditional: no claim yet, or the one the request found, of a settled restore whose table is gone), so
+one target name belongs to one restore, and a TableAlreadyExistsException for it is the claimant's own.
 
 The monitor's polls claim their number on the record (``claim_poll``), so a duplicate message never
 starts a second chain, and the one write that settles the status decides who alerts (``settle``).
@@ -27,6 +30,7 @@ from chalicelib.backups.retry import retry_transient
 
 PARTITION = "BACKUP_RESTORE"
 LISTING = "BACKUP_RESTORES"
+TARGETS = "BACKUP_RESTORE_TARGET"
 
 
 @dataclass
@@ -43,6 +47,7 @@ class Restore:
     comparison: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)  # the source's, as read when re-applied
     settings_applied: list[str] = field(default_factory=list)
+    settings_skipped: str = ""          # why a requested copy of the settings could not be made
 
     @property
     def table(self) -> str:
@@ -64,7 +69,8 @@ class Restore:
                    poll=int(item.get("poll", 0)), poll_message=str(item.get("poll_message", "")),
                    finished_at=datetime.fromisoformat(item["finished_at"]) if item.get("finished_at") else None,
                    error=str(item.get("error", "")), comparison=dict(item.get("comparison", {})),
-                   settings=dict(item.get("settings", {})), settings_applied=list(item.get("settings_applied", [])))
+                   settings=dict(item.get("settings", {})), settings_applied=list(item.get("settings_applied", [])),
+                   settings_skipped=str(item.get("settings_skipped", "")))
 
     def view(self) -> dict[str, Any]:
         """What the API shows of a restore."""
@@ -75,7 +81,8 @@ class Restore:
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "restored_from": dict(self.source), "copy_settings": r["copy_settings"], "billing_mode": r["billing_mode"],
             "comparison": dict(self.comparison) or None, "source_settings": dict(self.settings) or None,
-            "settings_applied": list(self.settings_applied), "error": self.error or None,
+            "settings_applied": list(self.settings_applied), "settings_skipped": self.settings_skipped or None,
+            "error": self.error or None,
             "href": f"/backups/restores/{self.restore_id}",
         }
 
@@ -93,17 +100,30 @@ class RestoreStore(StateStore):
         item = self._items.read(self._key(restore_id))
         return Restore.from_item(item) if item else None
 
-    def create(self, restore: Restore) -> bool:
-        """Record a new restore and its listing entry in one transaction; False when a restore with this id
-        exists already (not this call's own earlier attempt)."""
+    def target_owner(self, target: str) -> str | None:
+        """The restore id that claims the target name ``target`` (None: no restore has)."""
+        item = self._items.read({"PK": {"S": TARGETS}, "SK": {"S": target}})
+        return str(item["restore_id"]) if item else None
+
+    def create(self, restore: Restore, previous_owner: str = "") -> bool:
+        """Record a new restore, its listing entry and its claim of the target's name in one transaction (the
+        claim: none yet, or ``previous_owner``'s); False when a restore with this id exists already, or another
+        restore claims the target (not this call's own earlier attempt)."""
         write_id = uuid.uuid4().hex
         listed = {"PK": LISTING, "SK": f"{restore.requested_at.isoformat()}#{restore.restore_id}",
                   "restore_id": restore.restore_id}
+        claim = {"PK": TARGETS, "SK": restore.target, "restore_id": restore.restore_id}
+        taken: Any = {"TableName": self._table, "Item": ddb.serialize(claim),
+                      "ConditionExpression": "attribute_not_exists(PK)"}
+        if previous_owner:  # that restore is settled and its table gone: the name is free again
+            taken.update(ConditionExpression="attribute_not_exists(PK) OR restore_id = :previous",
+                         ExpressionAttributeValues={":previous": {"S": previous_owner}})
         try:
             retry_transient(lambda: self._ddb.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._table, "Item": ddb.serialize({**restore.to_item(), "write_id": write_id}),
                          "ConditionExpression": "attribute_not_exists(PK)"}},
                 {"Put": {"TableName": self._table, "Item": ddb.serialize(listed)}},
+                {"Put": taken},
             ]), self._sleep)
             return True
         except ClientError as exc:
@@ -157,10 +177,11 @@ class RestoreStore(StateStore):
         restore.finished_at = now
         done, _ = self._update(
             restore.restore_id, "SET #s = :status, finished_at = :now, #e = :error, comparison = :comparison, "
-            "settings = :settings, settings_applied = :applied", "#s = :restoring",
+            "settings = :settings, settings_applied = :applied, settings_skipped = :skipped", "#s = :restoring",
             {":status": restore.status, ":now": now.isoformat(), ":error": restore.error,
              ":comparison": restore.comparison, ":settings": restore.settings,
-             ":applied": restore.settings_applied, ":restoring": RESTORING}, names={"#e": "error"})
+             ":applied": restore.settings_applied, ":skipped": restore.settings_skipped, ":restoring": RESTORING},
+            names={"#e": "error"})
         return done
 
     def unsettle(self, restore: Restore) -> None:

@@ -31,7 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib import alerts, metrics
 from chalicelib.aws import Deps
-from chalicelib.backups import rules, verify, verify_rules
+from chalicelib.backups import restore_rules, rules, verify, verify_rules
 from chalicelib.backups.messages import creating_of, send_poll_message, send_watch_message
 from chalicelib.backups.quotas import paced, pacer
 from chalicelib.backups.retry import is_transient, retry_transient
@@ -95,13 +95,16 @@ def tagged_tables(deps: Deps, tables: Sequence[str], key: str, value: str) -> li
 
 def selected_tables(deps: Deps, listed: list[str] | None = None) -> list[str]:
     """BACKUP_TABLES + BACKUP_TABLE_PATTERN matches + BACKUP_TABLE_TAG matches, deduplicated (``listed``:
-    the account's tables, if listed already). The stage's temporary restore tables are never selected."""
+    the account's tables, if listed already). The stage's temporary restore tables are never selected, nor (by
+    the pattern or the tag) a table whose name RESTORE_TARGET_PATTERN allows a restore to make: BACKUP_TABLES
+    names one that is to be backed up."""
     s = deps.settings
     all_tables = None
     if s.backup_table_pattern or s.backup_table_tag:
         restore_prefix = verify_rules.restore_prefix(s.backup_name_prefix)
+        restored = restore_rules.any_target(s.restore_target_pattern)
         all_tables = [t for t in (listed if listed is not None else list_table_names(deps))
-                      if not t.startswith(restore_prefix)]
+                      if not t.startswith(restore_prefix) and not restored.fullmatch(t)]
     tagged = tagged_tables(deps, all_tables or [], *s.backup_table_tag) if s.backup_table_tag else []
     return rules.select_tables(all_tables, s.backup_tables, s.backup_table_pattern, tagged)
 

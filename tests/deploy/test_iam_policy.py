@@ -370,3 +370,34 @@ def test_a_stage_verifying_named_tables_may_restore_their_backups_and_no_other()
     restore_table = f"{B}{settings.backup_name_prefix}.verify.20261122T120000Z-abc.orders"
     assert allowed(policy, Request("dynamodb:Scan", restore_table))
     assert not allowed(policy, Request("dynamodb:Scan", f"{B}orders"))
+
+
+def test_a_restore_targets_pattern_never_reaches_the_apps_own_tables() -> None:
+    """A pattern that covers the app's own tables (`timekeeper-*`, on a stage selecting tables by pattern):
+    the restore's actions are denied there, but for what the function is granted there otherwise."""
+    source = {"table": "timekeeper-appointments", "strategy": "exact", "due_attribute": "due"}
+    stream = f"{B}timekeeper-appointments/stream/2026-01-01T00:00:00.000"
+    settings = Settings.from_env({
+        "BACKUP_TABLE_PATTERN": ".*", "RESTORE_TARGET_PATTERN": "timekeeper-*",
+        "TASK_SOURCES": json.dumps({"appointments": source}), "TASK_SOURCE_STREAMS": json.dumps({"appointments": stream})})
+    own = [f"{B}{name}" for name in settings.own_tables()]
+    assert len(own) == 3 and f"{B}timekeeper-appointments" in own
+    policies = iam.function_policies(settings, WHERE)
+    for function in (iam.API_HANDLER, "backup_monitor"):
+        policy = policies[function]
+        denied_arns = {r for st in policy["Statement"] if st["Effect"] == "Deny" and "Restores" in st["Sid"]
+                       for r in st["Resource"]}
+        assert denied_arns == set(own), function
+        assert allowed(policy, Request("dynamodb:PutItem", f"{B}timekeeper-restored-1"))
+        assert allowed(policy, Request("dynamodb:Scan", f"{B}timekeeper-restored-1"))
+        for arn in own:
+            for action in ("Scan", "RestoreTableFromBackup", "RestoreTableToPointInTime"):
+                assert not allowed(policy, Request(f"dynamodb:{action}", arn)), (function, action, arn)
+        assert not allowed(policy, Request("dynamodb:BatchWriteItem", f"{B}{settings.tasks_table}"))
+    api, monitor = policies[iam.API_HANDLER], policies["backup_monitor"]
+    assert allowed(api, Request("dynamodb:PutItem", f"{B}{settings.state_table}"))  # its own writes stay
+    assert allowed(api, Request("dynamodb:DeleteItem", f"{B}{settings.tasks_table}"))
+    assert not allowed(api, Request("dynamodb:PutItem", f"{B}timekeeper-appointments"))
+    assert allowed(monitor, Request("dynamodb:UpdateItem", f"{B}{settings.state_table}"))
+    for action in ("PutItem", "UpdateItem", "DeleteItem", "UpdateTable", "TagResource"):
+        assert not allowed(monitor, Request(f"dynamodb:{action}", f"{B}{settings.tasks_table}")), action

@@ -26,9 +26,11 @@ from moto.sqs.models import sqs_backends
 import app as app_module
 from chalicelib.aws import Clients, Deps
 from chalicelib.backups import monitor, restore
+from chalicelib.backups.restore_store import RestoreStore
 from chalicelib.backups.retry import ATTEMPTS
 from chalicelib.backups.rules import backup_name
 from chalicelib.settings import Settings
+from chalicelib.web import ApiError
 from deploy.provision import provision
 from local import moto_corrections, moto_speed
 from tests.aws_limits import AwsLimits
@@ -444,3 +446,153 @@ def test_a_failed_restore_whose_settle_answer_is_lost_still_sends_its_one_alert(
     assert settle.hits == 1 and shown(client, restore_id)["status"] == "FAILED"
     [alert] = world.aws.alerts()
     assert alert["message"]["restore_id"] == restore_id
+
+
+def source_table(w: World, name: str, tags: int = 1) -> str:
+    """A table of this test only, in the selection, with ``tags`` tags and point-in-time recovery, backed up by
+    this stage: its backup's ARN."""
+    ddb = w.deps.clients.dynamodb
+    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+                     Tags=[{"Key": f"tag{i:02d}", "Value": f"v{i}"} for i in range(tags)])
+    ddb.update_continuous_backups(TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
+    use_settings(w.deps, backup_tables=(*w.deps.settings.backup_tables, name))
+    return our_backup(w.deps, name, w.clock() - timedelta(minutes=1))
+
+
+def every_tag(w: World, table: str) -> dict[str, str]:
+    arn = w.deps.clients.dynamodb.describe_table(TableName=table)["Table"]["TableArn"]
+    pages = w.deps.clients.dynamodb.get_paginator("list_tags_of_resource").paginate(ResourceArn=arn)
+    return {t["Key"]: t["Value"] for page in pages for t in page["Tags"]}
+
+
+def test_ten_requests_into_one_target_at_once_make_one_restore_the_others_are_refused(world: World) -> None:
+    """Ten requests with different restore ids pass their checks (the target does not exist yet) before any of
+    them records its restore: the target's name is claimed by one, the others get 409 naming it."""
+    deps, answers = world.deps, list[tuple[int, str, str]]()
+    bodies = [{"table": "orders", "latest": True, "target": world.target, "restore_id": f"race{i}-{world.target}"}
+              for i in range(10)]
+    waiting = list(bodies)
+
+    def request() -> None:
+        body = waiting.pop(0)
+        try:
+            answers.append((restore.start(deps, body)[0], str(body["restore_id"]), ""))
+        except ApiError as exc:
+            answers.append((exc.status, exc.field or "", exc.message))
+
+    def the_next_one_first(**_: Any) -> None:  # each request's first write waits for the next request's
+        if waiting:
+            request()
+
+    events = deps.clients.dynamodb.meta.events
+    events.register("before-call.dynamodb.TransactWriteItems", the_next_one_first)
+    try:
+        request()
+    finally:
+        events.unregister("before-call.dynamodb.TransactWriteItems", the_next_one_first)
+    [(_, winner, _)] = [a for a in answers if a[0] == 202]
+    refused = [a for a in answers if a[0] != 202]
+    assert len(refused) == 9 and all(a[:2] == (409, "target") and repr(winner) in a[2] for a in refused), answers
+    assert world.faults.calls["dynamodb.RestoreTableFromBackup"] == 1
+    assert deliver(world) == ["active"]
+    assert restore.show(deps, winner)[1]["status"] == "ACTIVE"
+    assert [b["restore_id"] for b in bodies if RestoreStore(deps).get(str(b["restore_id"])) is not None] == [winner]
+
+
+def test_a_target_whose_restore_failed_without_a_table_may_be_claimed_again(world: World, client: Client) -> None:
+    deps, own = world.deps, boto3.client("dynamodb", region_name=world.deps.settings.region)
+    arn = our_backup(deps, "orders", world.clock() - timedelta(minutes=1))
+
+    def retention_deletes_it(**_: Any) -> None:
+        own.delete_backup(BackupArn=arn)
+
+    events = deps.clients.dynamodb.meta.events
+    events.register("before-call.dynamodb.RestoreTableFromBackup", retention_deletes_it)
+    try:
+        status, first = post(client, {"table": "orders", "backup_arn": arn, "target": world.target})
+    finally:
+        events.unregister("before-call.dynamodb.RestoreTableFromBackup", retention_deletes_it)
+    assert (status, first["status"]) == (202, "FAILED")
+    status, again = post(client, {"table": "orders", "latest": True, "target": world.target})
+    assert status == 202 and again["status"] == "RESTORING", again
+    deliver(world)
+    assert shown(client, again["restore_id"])["status"] == "ACTIVE"
+    world.aws.alerts()
+
+
+def test_a_restore_id_two_requests_record_at_once_is_recorded_once(world: World) -> None:
+    deps = world.deps
+    body = {"table": "orders", "latest": True, "target": world.target, "restore_id": f"twin-{world.target}"}
+    inner: list[tuple[int, dict[str, Any]]] = []
+
+    def the_twin_first(**_: Any) -> None:
+        if not inner:
+            inner.append((0, {}))
+            inner[0] = restore.start(deps, body)
+
+    events = deps.clients.dynamodb.meta.events
+    events.register("before-call.dynamodb.TransactWriteItems", the_twin_first)
+    try:
+        outer = restore.start(deps, body)
+    finally:
+        events.unregister("before-call.dynamodb.TransactWriteItems", the_twin_first)
+    assert outer == inner[0] and outer[0] == 202
+    assert world.faults.calls["dynamodb.RestoreTableFromBackup"] == 1
+    assert deliver(world).count("active") == 1
+
+
+def test_an_old_poll_message_never_starts_a_second_chain_while_the_restore_is_restoring(
+        world: World, client: Client) -> None:
+    deps, restore_id = world.deps, f"old-{world.target}"
+    world.faults.inject("dynamodb.RestoreTableFromBackup", "error", times=ATTEMPTS)  # the API's start: not yet
+    post(client, {"table": "orders", "latest": True, "target": world.target, "restore_id": restore_id})
+    [(first, _)] = world.aws.sent(deps.settings.backup_monitor_queue)
+    assert monitor.check_run(deps, first, "m-1") == "requeued"  # it starts the restore: polled again later
+    [(second, _)] = world.aws.sent(deps.settings.backup_monitor_queue)
+    assert shown(client, restore_id)["status"] == "RESTORING"
+    assert monitor.check_run(deps, first, "m-2") == "duplicate"  # another delivery of the first poll's message
+    assert world.aws.sent(deps.settings.backup_monitor_queue) == []
+    assert shown(client, restore_id)["status"] == "RESTORING"
+    assert monitor.check_run(deps, second, "m-3") == "active"
+    assert world.faults.calls["dynamodb.RestoreTableFromBackup"] == ATTEMPTS + 1
+
+
+def test_every_page_of_the_sources_tags_is_copied(world: World, client: Client) -> None:
+    source = f"ledger-{world.target.rsplit('-', 1)[-1]}"
+    source_table(world, source, tags=23)  # ListTagsOfResource answers 10 a page (moto, as AWS may): three pages
+    pages: list[int] = []
+    events = world.deps.clients.dynamodb.meta.events
+    record = lambda parsed, **_: pages.append(len(parsed.get("Tags", [])))  # noqa: E731
+    events.register("after-call.dynamodb.ListTagsOfResource", record)
+    try:
+        status, started = post(client, {"table": source, "latest": True, "target": f"{source}-restored-1"})
+        assert status == 202
+        assert deliver(world) == ["active"]
+    finally:
+        events.unregister("after-call.dynamodb.ListTagsOfResource", record)
+    assert pages[:3] == [10, 10, 3]
+    assert every_tag(world, f"{source}-restored-1") == every_tag(world, source) and len(every_tag(world, source)) == 23
+    assert shown(client, started["restore_id"])["source_settings"]["tags"] == every_tag(world, source)
+
+
+def test_a_restore_whose_source_was_deleted_says_its_settings_were_skipped_and_alerts_once(
+        world: World, client: Client) -> None:
+    deps, source = world.deps, f"gone-{world.target.rsplit('-', 1)[-1]}"
+    source_table(world, source)
+    status, started = post(client, {"table": source, "latest": True, "target": f"{source}-restored-1"})
+    assert status == 202
+    deps.clients.dynamodb.delete_table(TableName=source)
+    publish = world.faults.inject("sns.Publish", "error", times=ATTEMPTS)  # the alert cannot go the first time
+    outcomes = deliver(world)
+    assert publish.hits == ATTEMPTS and outcomes[-1] == "active" and outcomes.count("active") == 1, outcomes
+    done = shown(client, started["restore_id"])
+    assert done["status"] == "ACTIVE" and done["settings_applied"] == []
+    assert f"the source table {source!r} no longer exists" in done["settings_skipped"]
+    [alert] = world.aws.alerts()
+    assert alert["message"]["restore_id"] == started["restore_id"]
+    assert alert["message"]["reason"] == done["settings_skipped"] and "without the source's settings" in alert["subject"]
+    body = json.dumps({"restore_id": started["restore_id"], "poll": 0})
+    assert monitor.check_run(deps, body, uuid.uuid4().hex) == "duplicate"  # a redelivery: no second alert
+    assert world.aws.alerts() == []

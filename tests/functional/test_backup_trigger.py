@@ -86,6 +86,22 @@ def test_tag_selects_tagged_tables_and_selections_combine_without_duplicates(
     _only_monitor_message(aws, deps)
 
 
+def test_a_restored_copy_is_not_selected_by_the_pattern_or_the_tag_only_by_name(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    """RESTORE_TARGET_PATTERN's names (default `<table>-restored-*`) are restore targets: the copy carries the
+    source's tags and its name matches the source's pattern, yet only BACKUP_TABLES backs it up."""
+    daily = {"backup": "daily"}
+    create_tables(deps, ["shop-1", "shop-1-restored-a", "shop-2-restored-b", "shop-3-restored-c"],
+                  tags={"shop-1": daily, "shop-1-restored-a": daily, "shop-2-restored-b": daily})
+    use_settings(deps, backup_table_pattern=re.compile(r"shop-.*"), backup_table_tag=("backup", "daily"),
+                 backup_tables=("shop-3-restored-c",))
+
+    _trigger(client, clock)
+
+    assert deps.settings.restore_target_pattern == "<table>-restored-*"
+    assert _backed_up_tables(deps) == ["shop-1", "shop-3-restored-c"]
+
+
 def test_nothing_selected_is_an_alert_not_a_crash(aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     use_settings(deps, backup_table_pattern=re.compile("no-such-.*"))
 

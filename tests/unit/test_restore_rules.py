@@ -64,6 +64,27 @@ def test_a_bad_request_is_refused_naming_its_field(data: dict[str, Any] | None, 
     assert refused_field(data) == field
 
 
+@pytest.mark.parametrize(("pattern", "target", "allowed"), [
+    ("<table>.copy", "orders.copy", True),
+    ("<table>.copy", "orders.copy.2", False),      # matched whole: not as a prefix
+    ("<table>.copy", "orders.copy-restored", False),
+    ("restore-<table>", "restore-orders", True),
+    ("restore-<table>", "restore-orders-x", False),
+    ("restore-<table>", "x-restore-orders", False),
+])
+def test_the_target_pattern_is_matched_whole(pattern: str, target: str, allowed: bool) -> None:
+    refusal = rr.target_refusal(rr.parse_request(body(target=target)), pattern, OWN, PREFIX)
+    assert (refusal is None) is allowed, refusal
+
+
+@pytest.mark.parametrize(("name", "restored"), [
+    ("orders-restored-1", True), ("prod-users-restored-", True), ("orders", False),
+    ("-restored-1", False), ("orders-restored", False), ("restored-orders", False),
+])
+def test_any_target_tells_the_names_a_restore_may_make_whatever_the_source(name: str, restored: bool) -> None:
+    assert bool(rr.any_target(PATTERN).fullmatch(name)) is restored
+
+
 @pytest.mark.parametrize(("target", "reason"), [
     ("orders-restored-1", None),
     ("orders-restored-", None),

@@ -85,3 +85,17 @@ def test_the_configuration_page_documents_every_variable() -> None:
     page = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
     documented = set(re.findall(r"^\| `([A-Z_]+)` \|", page, flags=re.MULTILINE))
     assert {v.name for v in VARIABLES} <= documented
+
+
+@pytest.mark.parametrize("pattern", ["*", "<table>", "<table>*", "*<table>*", "<table>-*", "*-r*<table>"])
+def test_a_restore_target_pattern_that_pins_no_fixed_part_of_the_name_is_refused(pattern: str) -> None:
+    """On a stage that selects tables by pattern, `<table>` is `*` in the IAM policies: these would grant a
+    restore's item writes and Scan on every table of the account."""
+    with pytest.raises(SettingsError) as error:
+        Settings.from_env({"RESTORE_TARGET_PATTERN": pattern})
+    assert error.value.name == "RESTORE_TARGET_PATTERN" and "pins no fixed part" in str(error.value)
+
+
+@pytest.mark.parametrize("pattern", ["<table>-restored-*", "restore-<table>", "*-copy", "<table>.bak"])
+def test_a_restore_target_pattern_with_a_fixed_part_is_accepted(pattern: str) -> None:
+    assert Settings.from_env({"RESTORE_TARGET_PATTERN": pattern}).restore_target_pattern == pattern
