@@ -127,6 +127,21 @@ def test_borgs_published_prune_cases(archives: list[str], policy: Policy, ids: l
     assert kept_times([at(a) for a in archives], policy, at("2020-01-01T00:00")) == [archives[i - 1] for i in ids]
 
 
+# borg 1.2's PruneWithinTestCase.test_prune_within (same file and commit): archives 1 minute, 1.5, 2.5, 3.5, 25
+# and 49 hours old; --keep-within is BACKUP_RETENTION_DAYS, back from now (restic's goes back from the newest).
+BORG_WITHIN_NOW = at("2020-01-01T00:00")
+BORG_WITHIN = [BORG_WITHIN_NOW - timedelta(minutes=m) for m in (1, 90, 150, 210, 25 * 60, 49 * 60)]
+
+
+@pytest.mark.parametrize(("within", "indices"), [
+    (timedelta(hours=1), [0]), (timedelta(hours=3), [0, 1, 2]), (timedelta(hours=24), [0, 1, 2, 3]),
+    (timedelta(days=2), [0, 1, 2, 3, 4]), (timedelta(hours=50), [0, 1, 2, 3, 4, 5]),
+])
+def test_borgs_published_keep_within_cases(within: timedelta, indices: list[int]) -> None:
+    got = kept_times(BORG_WITHIN, Policy(age=within, min_keep=0), BORG_WITHIN_NOW)
+    assert got == sorted(f"{BORG_WITHIN[i]:%Y-%m-%d %H:%M:%S}" for i in indices)
+
+
 # --- our own cases, from the peers' documented behaviour ------------------------------------------------------
 
 YEAR_END = at("2026-11-22T03:00")  # a Sunday, the last day of ISO week 2026-W47
