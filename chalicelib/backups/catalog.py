@@ -85,8 +85,8 @@ class Cursor:
             walks = None if data["k"] is None else {
                 t: rules.TableWalk(int(seen), {rules.Keep(r): int(n) for r, n in counted.items()},
                                    {rules.Keep(r): (int(b[0]), int(b[1]), int(b[2])) for r, b in last.items()},
-                                   None if oldest is None else int(oldest))
-                for t, (seen, counted, last, oldest) in data["k"].items()}
+                                   int(oldest[0]) if oldest and oldest[0] is not None else None)
+                for t, (seen, counted, last, *oldest) in data["k"].items()}  # no 4th: a token made before it
             cursor = cls(int(data["u"]), int(data["w"]), tuple(data["s"]) if data["s"] else None, walks,
                          str(data["q"]))
         except (ValueError, KeyError, TypeError, IndexError, zlib.error, binascii.Error) as exc:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import zlib
 from datetime import UTC, timedelta
 from urllib.parse import quote
 
@@ -198,3 +201,7 @@ def test_a_token_that_would_grow_too_long_drops_the_tables_walks() -> None:
     walks["table-00001-7919"].oldest = 1_700_000_000
     few = catalog.Cursor(1_800_000_000, 86_400, None, dict(list(walks.items())[:3]), "q")
     assert catalog.Cursor.decode(few.encode(), "q").walks == dict(list(walks.items())[:3])
+    raw = json.dumps({"u": 1, "w": 2, "s": None, "k": {"t": [1, {"daily": 1}, {"daily": [2026, 1, 2]}]}, "q": "q"})
+    older = base64.urlsafe_b64encode(zlib.compress(raw.encode())).decode()  # a token made before walks had oldest
+    assert catalog.Cursor.decode(older, "q").walks == {
+        "t": rules.TableWalk(1, {rules.Keep.DAILY: 1}, {rules.Keep.DAILY: (2026, 1, 2)})}
