@@ -16,9 +16,12 @@ until there is none. The walk ends at ``after`` (or at the first day backups exi
 
 Retention's decision on a backup depends on its table's NEWER good backups (``rules.TableWalk``), which the
 walk has read on the earlier pages: the token carries each table's walk (a few numbers a table), so
-``kept`` / ``expires_after`` are exactly what retention would decide now, under the stage's policy. When
-the token would pass TOKEN_MAX (thousands of tables walked account-wide) the walks are dropped and the
-later pages say ``"retention": "unknown"`` for their backups (ask with ``table=`` for a table's).
+``kept`` / ``expires_after`` are exactly what retention would decide now, under the stage's policy. A table's
+last backup on a page, while a calendar count is not filled, is kept if it is the table's oldest: that is
+looked up once a table (one ListBackups of it before the window), OLDEST_LOOKUPS a page at most, else that
+backup's retention is unknown. When the token would pass TOKEN_MAX (thousands of tables walked account-wide)
+the walks are dropped and the later pages say ``"retention": "unknown"`` for their backups (ask with
+``table=`` for a table's).
 With ``before`` the newer backups are not read at all, so retention is unknown on those pages too.
 """
 

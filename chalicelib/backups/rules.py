@@ -249,9 +249,8 @@ def retention_verdicts(
     younger than ``policy.age``, or the newest of a day / ISO week / month / year (in ``policy.zone``) among
     the last N such periods of the table that have a good backup, or the table's oldest (the last listed:
     ``backups`` are taken for the whole listing) when fewer than N periods have one; deleted when no rule
-    keeps it. SYSTEM and
-    AWS_BACKUP backups, names that are not exactly this prefix's (``is_ours``), other tables and backups not
-    AVAILABLE are not decided on (never deleted) and never counted.
+    keeps it. SYSTEM and AWS_BACKUP backups, names that are not exactly this prefix's (``is_ours``), other
+    tables and backups not AVAILABLE are not decided on (never deleted) and never counted.
     """
     selected = set(tables)
     by_table: dict[str, list[Backup]] = {}
