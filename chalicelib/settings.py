@@ -415,7 +415,8 @@ class Settings:
     backup_retention: Calendar = setting("BACKUP_RETENTION", "",  # noqa: RUF009 (a Field, not a default)
         "Calendar retention, kept besides BACKUP_RETENTION_DAYS and BACKUP_MIN_KEEP: comma-separated daily=N, "
         "weekly=N, monthly=N, yearly=N, each keeping the newest good backup of each of the last N days, ISO "
-        "weeks, months or years (in BACKUP_TIMEZONE) that have one ([Retention by calendar]"
+        "weeks, months or years (in BACKUP_TIMEZONE) that have one, and the oldest while fewer have one "
+        "([Retention by calendar]"
         "(backups.md#retention-by-calendar)). Empty: none.",
         Parse(_calendar, "expected comma-separated daily=N, weekly=N, monthly=N, yearly=N, or nothing"))
     backup_timezone: tzinfo = setting("BACKUP_TIMEZONE", "UTC",  # noqa: RUF009 (a Field, not a default)

@@ -16,9 +16,12 @@ until there is none. The walk ends at ``after`` (or at the first day backups exi
 
 Retention's decision on a backup depends on its table's NEWER good backups (``rules.TableWalk``), which the
 walk has read on the earlier pages: the token carries each table's walk (a few numbers a table), so
-``kept`` / ``expires_after`` are exactly what retention would decide now, under the stage's policy. When
-the token would pass TOKEN_MAX (thousands of tables walked account-wide) the walks are dropped and the
-later pages say ``"retention": "unknown"`` for their backups (ask with ``table=`` for a table's).
+``kept`` / ``expires_after`` are exactly what retention would decide now, under the stage's policy. A table's
+last backup on a page, while a calendar count is not filled, is kept if it is the table's oldest: that is
+looked up once a table (one ListBackups of it before the window), OLDEST_LOOKUPS a page at most, else that
+backup's retention is unknown. When the token would pass TOKEN_MAX (thousands of tables walked account-wide)
+the walks are dropped and the later pages say ``"retention": "unknown"`` for their backups (ask with
+``table=`` for a table's).
 With ``before`` the newer backups are not read at all, so retention is unknown on those pages too.
 """
 
@@ -49,6 +52,7 @@ FIRST_WINDOW = 86_400                        # seconds: a day, account-wide
 FIRST_TABLE_WINDOW = 30 * 86_400             # a table has a backup or so a day
 WIDEST = 400 * 86_400
 EPOCH = datetime(2017, 11, 1, tzinfo=UTC)    # before DynamoDB's first on-demand backup (November 2017)
+OLDEST_LOOKUPS = 5                           # ListBackups a page may add to find tables' oldest backups
 TOKEN_MAX = 4_000                            # characters: far inside API Gateway's 10 KB request line
 STATUSES = ("CREATING", "AVAILABLE", "DELETED")
 TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}\Z")
@@ -67,8 +71,8 @@ class Cursor:
 
     def encode(self) -> str:
         walks = None if self.walks is None else {
-            t: [w.seen, {r.value: n for r, n in w.counted.items()}, {r.value: list(b) for r, b in w.last_bucket.items()}]
-            for t, w in self.walks.items()}
+            t: [w.seen, {r.value: n for r, n in w.counted.items()}, {r.value: list(b) for r, b in w.last_bucket.items()},
+                w.oldest] for t, w in self.walks.items()}
         raw = json.dumps({"u": self.upper, "w": self.width, "s": self.shown, "k": walks, "q": self.query},
                          separators=(",", ":")).encode()
         token = base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
@@ -83,8 +87,9 @@ class Cursor:
             data = json.loads(zlib.decompress(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))))
             walks = None if data["k"] is None else {
                 t: rules.TableWalk(int(seen), {rules.Keep(r): int(n) for r, n in counted.items()},
-                                   {rules.Keep(r): (int(b[0]), int(b[1]), int(b[2])) for r, b in last.items()})
-                for t, (seen, counted, last) in data["k"].items()}
+                                   {rules.Keep(r): (int(b[0]), int(b[1]), int(b[2])) for r, b in last.items()},
+                                   int(oldest[0]) if oldest and oldest[0] is not None else None)
+                for t, (seen, counted, last, *oldest) in data["k"].items()}  # no 4th: a token made before it
             cursor = cls(int(data["u"]), int(data["w"]), tuple(data["s"]) if data["s"] else None, walks,
                          str(data["q"]))
         except (ValueError, KeyError, TypeError, IndexError, zlib.error, binascii.Error) as exc:
@@ -175,8 +180,9 @@ def list_backups(deps: Deps, raw: dict[str, str] | None) -> tuple[int, dict[str,
     full = len(shown) == q.limit and any(_key(b) < _key(shown[-1]) for b in listed
                                          if q.status is None or b.status == q.status)
     reached = listed if not full else [b for b in listed if _key(b) >= _key(shown[-1])]
-    verdicts = _verdicts(deps, cursor, reached, now)
-    items = _views(deps, shown, verdicts, cursor.walks is not None,
+    window = [b for b in map(_backup, summaries) if b.type == "USER" and rules.is_ours(b, prefix)]
+    verdicts, unknown = _verdicts(deps, cursor, reached, now, window, lower)
+    items = _views(deps, shown, verdicts, unknown if cursor.walks is not None else None,
                    {s["BackupArn"]: s.get("BackupSizeBytes") for s in summaries})
     if full:
         last = shown[-1]
@@ -190,23 +196,64 @@ def list_backups(deps: Deps, raw: dict[str, str] | None) -> tuple[int, dict[str,
     return 200, {"backups": items, "next_token": nxt.encode()}
 
 
-def _verdicts(deps: Deps, cursor: Cursor, reached: list[rules.Backup], now: datetime) -> dict[str, rules.Verdict]:
-    """Retention's decision on the good backups read, each table's walk carried on (in the cursor)."""
+def _verdicts(deps: Deps, cursor: Cursor, reached: list[rules.Backup], now: datetime, window: list[rules.Backup],
+              lower: int) -> tuple[dict[str, rules.Verdict], set[str]]:
+    """Retention's decision on the good backups read, each table's walk carried on (in the cursor), and the
+    backups it is unknown for: a table's last on the page, when being its oldest would keep it and the
+    page has made its OLDEST_LOOKUPS already."""
     if cursor.walks is None:
-        return {}
+        return {}, set()
     policy = retention_policy(deps.settings)
     by_table: dict[str, list[rules.Backup]] = {}
     for backup in reached:
         if backup.status == "AVAILABLE":
             by_table.setdefault(backup.table, []).append(backup)
     out: dict[str, rules.Verdict] = {}
+    unknown: set[str] = set()
+    lookups = [OLDEST_LOOKUPS]
     for table, backups in by_table.items():
         walk = cursor.walks.setdefault(table, rules.TableWalk())
-        out.update((v.backup.arn, v) for v in rules.table_verdicts(walk, backups, now, policy))
-    return out
+
+        def is_oldest(copies: list[rules.Backup], table: str = table, walk: rules.TableWalk = walk) -> bool:
+            if walk.oldest is None and lookups[0] > 0:
+                lookups[0] -= 1
+                walk.oldest = _oldest_run(deps, table, window, lower)
+            if walk.oldest is None:  # not looked up (or not found): the walk goes on as if older ones follow
+                unknown.update(b.arn for b in copies)
+                return False
+            return walk.oldest == _stamp(deps, copies[0])
+
+        out.update((v.backup.arn, v) for v in rules.table_verdicts(walk, backups, now, policy, is_oldest)
+                   if v.backup.arn not in unknown)
+    return out, unknown
 
 
-def _views(deps: Deps, shown: list[rules.Backup], verdicts: dict[str, rules.Verdict], known: bool,
+def _stamp(deps: Deps, backup: rules.Backup) -> int | None:
+    """The time in a backup's name (its run's), epoch seconds: one a run of a table."""
+    at = rules.parse_backup_name(backup.name, deps.settings.backup_name_prefix, backup.table)
+    return None if at is None else int(at.timestamp())
+
+
+def _oldest_run(deps: Deps, table: str, window: list[rules.Backup], lower: int) -> int | None:
+    """The run (its name's time) of ``table``'s oldest good backup of ours: in the first ListBackups page of
+    the table before ``lower`` (oldest first), or when there is none before, the oldest of ``window`` (the
+    page's listing, from ``lower`` on). None: that first page holds none and is not the last."""
+    if lower > EPOCH.timestamp():
+        listing = pacer(deps, "ListBackups")
+        page = retry_transient(paced(listing, lambda: deps.clients.dynamodb.list_backups(
+            BackupType="USER", TableName=table, Limit=PAGE, TimeRangeUpperBound=datetime.fromtimestamp(lower, UTC))),
+            deps.sleep)
+        before = [b for b in map(_backup, page.get("BackupSummaries", []))
+                  if b.status == "AVAILABLE" and rules.is_ours(b, deps.settings.backup_name_prefix)]
+        if before:
+            return _stamp(deps, min(before, key=_key))
+        if page.get("LastEvaluatedBackupArn"):
+            return None
+    good = [b for b in window if b.table == table and b.status == "AVAILABLE"]
+    return _stamp(deps, min(good, key=_key)) if good else None
+
+
+def _views(deps: Deps, shown: list[rules.Backup], verdicts: dict[str, rules.Verdict], unknown: set[str] | None,
            sizes: dict[str, int | None]) -> list[dict[str, Any]]:
     prefix = deps.settings.backup_name_prefix
     started = {b.arn: rules.parse_backup_name(b.name, prefix, b.table) for b in shown}
@@ -235,7 +282,7 @@ def _views(deps: Deps, shown: list[rules.Backup], verdicts: dict[str, rules.Verd
             "kept": (verdict.kept[0].value if verdict and verdict.kept else None),
             "expires_after": verdict.expires_after.isoformat() if verdict and verdict.expires_after else None,
         }
-        if backup.status == "AVAILABLE" and not known:
+        if backup.status == "AVAILABLE" and (unknown is None or backup.arn in unknown):
             item["retention"] = "unknown"
         items.append(item)
     return items

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from enum import StrEnum
@@ -124,7 +124,9 @@ class Policy:
     ``min_keep``: the newest ``min_keep`` good backups of each table (``Keep.LAST_GOOD``);
     ``age``: every backup younger than it (``Keep.AGE``, BACKUP_RETENTION_DAYS);
     ``daily`` ... ``yearly`` (BACKUP_RETENTION): the newest good backup of each of the last N days / ISO
-    weeks / months / years, in ``zone``, that have one. 0: the rule keeps nothing.
+    weeks / months / years, in ``zone``, that have one, and the table's oldest while N is not reached (as
+    restic and borg keep; one backup counts for every rule that keeps it, as restic counts). 0: the rule
+    keeps nothing.
     """
 
     age: timedelta
@@ -172,19 +174,31 @@ class Verdict:
 class TableWalk:
     """What retention has seen of one table's good backups, newest first (one run's backup: its copies, by
     name, count once). The decision on an older backup depends only on this: how many were seen, and for
-    each calendar rule how many periods it counted and the last one."""
+    each calendar rule how many periods it counted and the last one; and on whether it is the table's oldest
+    run (``oldest``: that run's time in its name, epoch seconds, once known: ``catalog`` pages look it up)."""
 
     seen: int = 0
     counted: dict[Keep, int] = field(default_factory=dict)
     last_bucket: dict[Keep, tuple[int, int, int]] = field(default_factory=dict)
+    oldest: int | None = None
 
-    def next_run(self, created: datetime, policy: Policy) -> list[Keep]:
-        """The rules other than age that keep the next older run's backup of the table, made at ``created``."""
+    def oldest_matters(self, created: datetime, policy: Policy) -> bool:
+        """Whether being the table's oldest run changes the decision on the next run's backup (made at
+        ``created``): a calendar rule with its count not filled would not count it otherwise (its period is
+        the last one the rule counted)."""
+        return any(self.counted.get(rule, 0) < policy.count(rule)
+                   and self.last_bucket.get(rule) == calendar_bucket(rule, created, policy.zone) for rule in CALENDAR)
+
+    def next_run(self, created: datetime, policy: Policy, oldest: bool = False) -> list[Keep]:
+        """The rules other than age that keep the next older run's backup of the table, made at ``created``.
+
+        A calendar rule counts it when its count is not filled and it is the first of its period; or, as
+        restic (0.16 on) and borg (1.2 on) do, when it is the table's ``oldest`` run, whatever its period."""
         self.seen += 1
         reasons = [Keep.LAST_GOOD] if self.seen <= policy.min_keep else []
         for rule in CALENDAR:
             bucket = calendar_bucket(rule, created, policy.zone)
-            if self.counted.get(rule, 0) < policy.count(rule) and self.last_bucket.get(rule) != bucket:
+            if self.counted.get(rule, 0) < policy.count(rule) and (oldest or self.last_bucket.get(rule) != bucket):
                 self.counted[rule] = self.counted.get(rule, 0) + 1
                 self.last_bucket[rule] = bucket
                 reasons.append(rule)
@@ -203,15 +217,20 @@ def decide(backup: Backup, reasons: Iterable[Keep], now: datetime, policy: Polic
     return Verdict(backup, ordered, backup.created + policy.age if ordered in ((), (Keep.AGE,)) else None)
 
 
-def table_verdicts(walk: TableWalk, backups: Iterable[Backup], now: datetime, policy: Policy) -> list[Verdict]:
+def table_verdicts(walk: TableWalk, backups: Iterable[Backup], now: datetime, policy: Policy,
+                   is_oldest: Callable[[list[Backup]], bool] = lambda copies: True) -> list[Verdict]:
     """Verdicts on good backups of one table that are all older than those ``walk`` has seen, newest first;
-    ``walk`` goes on past them."""
+    ``walk`` goes on past them. The last run of ``backups`` is the table's oldest when ``is_oldest`` says so
+    of its copies (default: ``backups`` reach the table's oldest), asked only when it matters."""
     runs: dict[str, list[Backup]] = {}
     for backup in newest_first(backups):
         runs.setdefault(backup.name, []).append(backup)  # a run's copies: its newest first
     out: list[Verdict] = []
-    for copies in runs.values():  # in the order of each run's newest copy
-        reasons = walk.next_run(copies[0].created, policy)
+    last = len(runs) - 1
+    for i, copies in enumerate(runs.values()):  # in the order of each run's newest copy
+        created = copies[0].created
+        oldest = i == last and walk.oldest_matters(created, policy) and is_oldest(copies)
+        reasons = walk.next_run(created, policy, oldest)
         out.extend(decide(b, reasons, now, policy) for b in copies)
     return out
 
@@ -228,9 +247,10 @@ def retention_verdicts(
     Walking each table's backups newest first (``newest_first``), a backup is kept when it is one of the
     newest ``policy.min_keep`` (copies of one run's backup, by name, count once and share the decision),
     younger than ``policy.age``, or the newest of a day / ISO week / month / year (in ``policy.zone``) among
-    the last N such periods of the table that have a good backup; deleted when no rule keeps it. SYSTEM and
-    AWS_BACKUP backups, names that are not exactly this prefix's (``is_ours``), other tables and backups not
-    AVAILABLE are not decided on (never deleted) and never counted.
+    the last N such periods of the table that have a good backup, or the table's oldest (the last listed:
+    ``backups`` are taken for the whole listing) when fewer than N periods have one; deleted when no rule
+    keeps it. SYSTEM and AWS_BACKUP backups, names that are not exactly this prefix's (``is_ours``), other
+    tables and backups not AVAILABLE are not decided on (never deleted) and never counted.
     """
     selected = set(tables)
     by_table: dict[str, list[Backup]] = {}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import zlib
 from datetime import UTC, timedelta
 from urllib.parse import quote
 
@@ -9,7 +12,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.backups import monitor, rules
+from chalicelib.backups import catalog, monitor, rules
 from chalicelib.backups.store import Run, RunStore, Verification
 from chalicelib.backups.trigger import new_run_id
 from chalicelib.settings import Calendar
@@ -67,7 +70,10 @@ def test_the_catalog_walks_every_backup_newest_first_one_listbackups_page_a_requ
 
     expected = rules.newest_first(_ours(deps))
     assert [b["arn"] for b in seen] == [b.arn for b in expected]  # every one of ours, once, newest first
-    assert set(lists) == {1} and counter.count("dynamodb:DescribeBackup") == 0
+    # one ListBackups a page, and one more for each table the first time its page's last backup would be kept
+    # were it the table's oldest (a count not filled yet: retention keeps the oldest, as restic and borg do)
+    assert sum(lists) == pages + 3 and max(lists) <= 1 + catalog.OLDEST_LOOKUPS
+    assert counter.count("dynamodb:DescribeBackup") == 0
     assert any(not page for page in [seen]) is False and pages < 40
     decided = {v.backup.arn: v for v in rules.retention_verdicts(
         expected, now, policy, deps.settings.backup_name_prefix, ["orders", "audit", "burst"])}
@@ -111,7 +117,6 @@ BAD_QUERIES = [
 def test_a_bad_query_value_names_its_field(query: str, field: str) -> None:
     from urllib.parse import parse_qsl
 
-    from chalicelib.backups import catalog
     from chalicelib.web import ApiError
 
     with pytest.raises(ApiError) as error:
@@ -163,6 +168,27 @@ def test_before_skips_the_newer_backups_so_retention_is_unknown_and_a_token_or_v
     assert all("retention" not in i for i in client.http.get("/backups?table=orders").json_body["backups"])
 
 
+def test_a_tables_oldest_backup_shows_kept_while_a_count_is_not_filled_within_a_pages_lookups(
+        deps: Deps, clock: FakeClock, client: Client) -> None:
+    tables = [f"young-{i}" for i in range(catalog.OLDEST_LOOKUPS + 2)]
+    create_tables(deps, tables)
+    use_settings(deps, backup_retention=Calendar(daily=7), backup_retention_days=0, backup_min_keep=1,
+                 backup_tables=tuple(tables))
+    for table in tables:  # two runs on one day: the later one is the day's, the first one the table's oldest
+        our_backup(deps, table, clock.now - timedelta(hours=2))
+        our_backup(deps, table, clock.now - timedelta(hours=5))
+    counter = CallCounter().watch(deps.clients.dynamodb)
+
+    first = client.http.get("/backups").json_body  # all on the first page: the rest of the walk finds none
+    assert counter.count("dynamodb:ListBackups") == 1 + catalog.OLDEST_LOOKUPS
+    oldest = [b for b in first["backups"] if b["created"] == (clock.now - timedelta(hours=5)).isoformat()]
+    assert sorted(str((b["kept"], b.get("retention"))) for b in oldest) == sorted(
+        [str(("daily", None))] * catalog.OLDEST_LOOKUPS + [str((None, "unknown"))] * 2)
+    unknown = next(b["table"] for b in oldest if b.get("retention") == "unknown")
+    alone = client.http.get(f"/backups?table={unknown}").json_body["backups"]
+    assert [(b["kept"], b.get("retention")) for b in alone] == [("last_good", None), ("daily", None)]
+
+
 def test_a_token_that_would_grow_too_long_drops_the_tables_walks() -> None:
     from chalicelib.backups import catalog
 
@@ -172,5 +198,10 @@ def test_a_token_that_would_grow_too_long_drops_the_tables_walks() -> None:
     cursor = catalog.Cursor(1_800_000_000, 86_400, None, walks, "q")
     token = cursor.encode()
     assert len(token) <= catalog.TOKEN_MAX and catalog.Cursor.decode(token, "q").walks is None
+    walks["table-00001-7919"].oldest = 1_700_000_000
     few = catalog.Cursor(1_800_000_000, 86_400, None, dict(list(walks.items())[:3]), "q")
     assert catalog.Cursor.decode(few.encode(), "q").walks == dict(list(walks.items())[:3])
+    raw = json.dumps({"u": 1, "w": 2, "s": None, "k": {"t": [1, {"daily": 1}, {"daily": [2026, 1, 2]}]}, "q": "q"})
+    older = base64.urlsafe_b64encode(zlib.compress(raw.encode())).decode()  # a token made before walks had oldest
+    assert catalog.Cursor.decode(older, "q").walks == {
+        "t": rules.TableWalk(1, {rules.Keep.DAILY: 1}, {rules.Keep.DAILY: (2026, 1, 2)})}

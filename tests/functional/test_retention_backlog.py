@@ -199,3 +199,22 @@ def test_a_pass_whose_whole_listing_would_not_fit_lists_windows_newest_first_and
     empty = monitor.prune(deps, list(TABLES), clock.now, seconds_left=lambda: 0.0)
     assert empty.deleted == [] and not empty.more
 
+
+
+def test_a_pass_listing_windows_never_deletes_a_tables_oldest_while_a_count_is_not_filled(
+        deps: Deps, clock: FakeClock) -> None:
+    create_tables(deps, TABLES)
+    use_settings(deps, backup_retention=Calendar(daily=7, yearly=3), backup_retention_days=3, backup_min_keep=2,
+                 backup_tables=TABLES)
+    policy = monitor.retention_policy(deps.settings)
+    _backlog(deps, 300)  # under a year: yearly=3 not filled, so each table's oldest backup is kept
+    keep = _kept(deps, policy, clock.now)
+    oldest = {min((b for b in monitor.list_user_backups(deps) if b.table == t), key=lambda b: b.created).arn
+              for t in TABLES}
+    assert oldest <= keep
+
+    first = monitor.prune(deps, list(TABLES), clock.now, seconds_left=_seconds_left(clock, 2.0))
+    assert first.windowed and first.more and first.deleted  # the windows stop short of the oldest ones
+    assert keep <= set(moto_backups(deps))  # what a pass takes for a table's oldest is kept, not the real one lost
+    monitor.prune(deps, list(TABLES), clock.now)  # a whole listing: exactly the policy
+    assert set(moto_backups(deps)) == keep

@@ -121,7 +121,8 @@ def test_days_are_the_time_zones_days_across_the_spring_dst_change() -> None:
     assert paris == {"newest": (Keep.LAST_GOOD, Keep.DAILY), "sun-early": (), "sat-night": (Keep.DAILY,)}
     sunday_first = decided(listed[:2], replace(policy, zone=PARIS, min_keep=0), now)
     assert sunday_first == {"sun-early": (Keep.DAILY,), "sat-night": (Keep.DAILY,)}
-    assert decided(listed[:2], replace(policy, min_keep=0), now) == {"sun-early": (Keep.DAILY,), "sat-night": ()}
+    one_day = replace(policy, min_keep=0, daily=1)  # daily=2 would keep sat-night too: the oldest, 1 day of 2
+    assert decided(listed[:2], one_day, now) == {"sun-early": (Keep.DAILY,), "sat-night": ()}
 
 
 def test_the_hour_that_repeats_in_autumn_is_one_day() -> None:
