@@ -86,8 +86,8 @@ def parse_rate(text: str) -> Rate:
 def _parse_values(text: str, lo: int, hi: int, names: dict[str, int], what: str) -> frozenset[int]:
     values: set[int] = set()
     for part in text.split(","):
-        step = 1
-        if "/" in part:
+        step, stepped = 1, "/" in part
+        if stepped:
             part, step_text = part.split("/", 1)
             if not _NUMBER.fullmatch(step_text) or int(step_text) == 0:
                 raise InvalidScheduleExpression(f"bad step {step_text!r} in the {what} field")
@@ -99,7 +99,7 @@ def _parse_values(text: str, lo: int, hi: int, names: dict[str, int], what: str)
             start, end = _value(a, lo, hi, names, what), _value(b, lo, hi, names, what)
         else:
             start = _value(part, lo, hi, names, what)
-            end = hi if step > 1 else start
+            end = hi if stepped else start  # n/k: every k-th value from n to the field's end, k = 1 too
         if start <= end:
             values.update(range(start, end + 1, step))
         else:  # a wrapping range like FRI-MON or 22-2

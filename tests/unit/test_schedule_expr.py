@@ -289,3 +289,29 @@ def test_successive_firings_of_a_cron_walk_forward_without_gaps() -> None:
         moment = nxt
     assert seen == [utc(2026, 11, 22, 12, 20), utc(2026, 11, 22, 12, 40),
                     utc(2026, 11, 23, 12, 0), utc(2026, 11, 23, 12, 20)]
+
+
+# "The / (slash) wildcard specifies increments. In the Minutes field, you could enter 1/10 to specify every tenth
+# minute, starting from the first minute of the hour" (EventBridge's cron reference): n/1 is every value from n on.
+STEP_OF_ONE = [
+    # expression, after, the next firings
+    ("cron(0 9/1 * * ? *)", utc(2026, 11, 22, 0, 0),
+     [utc(2026, 11, 22, 9, 0), utc(2026, 11, 22, 10, 0), utc(2026, 11, 22, 11, 0)]),
+    ("cron(0 9/1 * * ? *)", utc(2026, 11, 22, 23, 0), [utc(2026, 11, 23, 9, 0), utc(2026, 11, 23, 10, 0)]),
+    ("cron(58/1 0 * * ? *)", utc(2026, 11, 22, 0, 0), [utc(2026, 11, 22, 0, 58), utc(2026, 11, 22, 0, 59)]),
+    ("cron(0 0 1 3/1 ? *)", utc(2027, 3, 1), [utc(2027, 4, 1), utc(2027, 5, 1)]),
+    ("cron(0 0 30/1 * ? *)", utc(2026, 11, 22), [utc(2026, 11, 30), utc(2026, 12, 30), utc(2026, 12, 31)]),
+    ("cron(0 0 1 1 ? 2030/1)", utc(2030, 1, 1), [utc(2031, 1, 1), utc(2032, 1, 1)]),
+]
+
+
+@pytest.mark.parametrize(("expression", "after", "expected"), STEP_OF_ONE)
+def test_a_step_of_one_fires_at_every_value_from_its_start_on(expression: str, after: datetime,
+                                                              expected: list[datetime]) -> None:
+    seen: list[datetime | None] = []
+    moment: datetime | None = after
+    for _ in expected:
+        assert moment is not None
+        moment = next_fire(expression, moment)
+        seen.append(moment)
+    assert seen == expected
