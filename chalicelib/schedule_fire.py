@@ -140,12 +140,9 @@ def _days(cron: Cron, year: int, month: int) -> list[int]:
 
 
 def _special_days(spec: str, year: int, month: int, last: int) -> list[int]:
-    """L (last day), L-n (n days before it), nW (weekday nearest day n), LW (last weekday)."""
+    """L (last day), nW (weekday nearest day n), LW (last weekday)."""
     if spec == "L":
         return [last]
-    if spec.startswith("L-"):
-        day = last - int(spec[2:])
-        return [day] if day >= 1 else []
     if spec == "LW":
         day = last
         while _eventbridge_weekday(year, month, day) in (1, 7):
