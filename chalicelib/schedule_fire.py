@@ -77,9 +77,10 @@ def _zone(tz: str) -> ZoneInfo:
 
 def _next_cron(cron: Cron, after: datetime, zone: ZoneInfo) -> datetime | None:
     wall_after = after.astimezone(zone).replace(tzinfo=None)
+    margin = timedelta(0) if zone.key == "UTC" else _MAX_TRANSITION  # UTC's wall clock never shifts
     best: datetime | None = None
     horizon: datetime | None = None
-    for wall in _wall_times(cron, wall_after - _MAX_TRANSITION):
+    for wall in _wall_times(cron, wall_after - margin):
         if horizon is not None and wall > horizon:
             break
         moment = _first_occurrence(wall, zone)
@@ -88,7 +89,7 @@ def _next_cron(cron: Cron, after: datetime, zone: ZoneInfo) -> datetime | None:
         if best is None or moment < best:
             best = moment
         if horizon is None:
-            horizon = wall + _MAX_TRANSITION
+            horizon = wall + margin
     return best
 
 
