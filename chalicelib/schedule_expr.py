@@ -86,8 +86,8 @@ def parse_rate(text: str) -> Rate:
 def _parse_values(text: str, lo: int, hi: int, names: dict[str, int], what: str) -> frozenset[int]:
     values: set[int] = set()
     for part in text.split(","):
-        step = 1
-        if "/" in part:
+        step, stepped = 1, "/" in part
+        if stepped:
             part, step_text = part.split("/", 1)
             if not _NUMBER.fullmatch(step_text) or int(step_text) == 0:
                 raise InvalidScheduleExpression(f"bad step {step_text!r} in the {what} field")
@@ -99,7 +99,7 @@ def _parse_values(text: str, lo: int, hi: int, names: dict[str, int], what: str)
             start, end = _value(a, lo, hi, names, what), _value(b, lo, hi, names, what)
         else:
             start = _value(part, lo, hi, names, what)
-            end = hi if step > 1 else start
+            end = hi if stepped else start  # n/k: every k-th value from n to the field's end, k = 1 too
         if start <= end:
             values.update(range(start, end + 1, step))
         else:  # a wrapping range like FRI-MON or 22-2
@@ -122,13 +122,16 @@ def _value(text: str, lo: int, hi: int, names: dict[str, int], what: str) -> int
 
 
 def _field(text: str, lo: int, hi: int, what: str, names: dict[str, int] | None = None,
-           allow_question: bool = False) -> CronField:
+           allow_question: bool = False, allow_step: bool = True) -> CronField:
     if text == "?":
         if not allow_question:
             raise InvalidScheduleExpression(f"'?' is not allowed in the {what} field")
         return CronField(frozenset(range(lo, hi + 1)), any=True, special="?")
     if text == "*":
         return CronField(frozenset(range(lo, hi + 1)), any=True)
+    if "/" in text and not allow_step:
+        raise InvalidScheduleExpression(
+            f"{_shown(text)}: '/' is not allowed in the {what} field (its wildcards are , - * ? L #)")
     return CronField(_parse_values(text, lo, hi, names or {}, what), any=False)
 
 
@@ -147,7 +150,8 @@ def parse_cron(text: str) -> Cron:
         raise InvalidScheduleExpression(
             f"{text!r}: exactly one of day-of-month and day-of-week must be '?'")
     dom_field = _special_dom(dom) or _field(dom, 1, 31, "day-of-month", allow_question=True)
-    dow_field = _special_dow(dow) or _field(dow, 1, 7, "day-of-week", DAY_NUMBERS, allow_question=True)
+    dow_field = _special_dow(dow) or _field(dow, 1, 7, "day-of-week", DAY_NUMBERS, allow_question=True,
+                                            allow_step=False)
     return Cron(
         minutes=_field(minute, 0, 59, "minutes"),
         hours=_field(hour, 0, 23, "hours"),
@@ -159,7 +163,11 @@ def parse_cron(text: str) -> Cron:
 
 
 def _special_dom(text: str) -> CronField | None:
-    if text == "L" or re.fullmatch(r"L-[0-9]{1,2}", text) or re.fullmatch(r"[0-9]{1,2}W|LW", text):
+    """L (the last day of the month), LW (its last weekday), nW (the weekday nearest day n)."""
+    if text.startswith("L-"):  # Quartz's "n days before the last": not in EventBridge's reference
+        raise InvalidScheduleExpression(
+            f"{_shown(text)}: L-n is not EventBridge cron; the day-of-month field takes L (the last day), LW or nW")
+    if text in ("L", "LW") or re.fullmatch(r"[0-9]{1,2}W", text):
         if text.endswith("W") and text != "LW" and not 1 <= int(text[:-1]) <= 31:
             raise InvalidScheduleExpression(f"{text!r} is not a valid day-of-month")
         return CronField(frozenset(), any=False, special=text)
@@ -167,6 +175,9 @@ def _special_dom(text: str) -> CronField | None:
 
 
 def _special_dow(text: str) -> CronField | None:
+    """L alone (the last day of the week: Saturday, 7), xL (the last weekday x of the month), x#n (the n-th)."""
+    if text == "L":
+        return CronField(frozenset({DAY_NUMBERS["SAT"]}), any=False)
     m = re.fullmatch(r"([1-7A-Za-z]{1,3})(L|#[1-5])", text)
     if not m:
         return None

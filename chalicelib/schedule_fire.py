@@ -77,9 +77,10 @@ def _zone(tz: str) -> ZoneInfo:
 
 def _next_cron(cron: Cron, after: datetime, zone: ZoneInfo) -> datetime | None:
     wall_after = after.astimezone(zone).replace(tzinfo=None)
+    margin = timedelta(0) if zone.key == "UTC" else _MAX_TRANSITION  # UTC's wall clock never shifts
     best: datetime | None = None
     horizon: datetime | None = None
-    for wall in _wall_times(cron, wall_after - _MAX_TRANSITION):
+    for wall in _wall_times(cron, wall_after - margin):
         if horizon is not None and wall > horizon:
             break
         moment = _first_occurrence(wall, zone)
@@ -88,7 +89,7 @@ def _next_cron(cron: Cron, after: datetime, zone: ZoneInfo) -> datetime | None:
         if best is None or moment < best:
             best = moment
         if horizon is None:
-            horizon = wall + _MAX_TRANSITION
+            horizon = wall + margin
     return best
 
 
@@ -140,12 +141,9 @@ def _days(cron: Cron, year: int, month: int) -> list[int]:
 
 
 def _special_days(spec: str, year: int, month: int, last: int) -> list[int]:
-    """L (last day), L-n (n days before it), nW (weekday nearest day n), LW (last weekday)."""
+    """L (last day), nW (weekday nearest day n), LW (last weekday)."""
     if spec == "L":
         return [last]
-    if spec.startswith("L-"):
-        day = last - int(spec[2:])
-        return [day] if day >= 1 else []
     if spec == "LW":
         day = last
         while _eventbridge_weekday(year, month, day) in (1, 7):

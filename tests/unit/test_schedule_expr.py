@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -44,12 +45,13 @@ CRON_UTC = [
     ("cron(0 12 L * ? *)", SUNDAY_NOON, utc(2026, 11, 30, 12, 0)),
     ("cron(0 12 L * ? *)", utc(2026, 11, 30, 12, 0), utc(2026, 12, 31, 12, 0)),
     ("cron(0 12 L * ? *)", utc(2028, 2, 1), utc(2028, 2, 29, 12, 0)),
-    ("cron(0 12 L-2 * ? *)", SUNDAY_NOON, utc(2026, 11, 28, 12, 0)),
     ("cron(0 12 LW * ? *)", utc(2027, 1, 1), utc(2027, 1, 29, 12, 0)),     # Jan 31 2027 is a Sunday
     ("cron(0 12 15W * ? *)", utc(2026, 11, 1), utc(2026, 11, 16, 12, 0)),  # 15th Sunday -> Monday 16th
     ("cron(0 12 14W * ? *)", utc(2026, 11, 1), utc(2026, 11, 13, 12, 0)),  # 14th Saturday -> Friday 13th
     ("cron(0 12 1W * ? *)", utc(2026, 8, 1), utc(2026, 8, 3, 12, 0)),      # 1st Saturday -> Monday 3rd
     ("cron(0 12 31W * ? *)", utc(2026, 5, 1), utc(2026, 5, 29, 12, 0)),    # 31st Sunday -> Friday 29th
+    ("cron(0 12 ? * L *)", SUNDAY_NOON, utc(2026, 11, 28, 12, 0)),         # the last day of the week: Saturday
+    ("cron(0 12 ? * L *)", utc(2026, 11, 28, 12, 0), utc(2026, 12, 5, 12, 0)),
     ("cron(0 12 ? * 6L *)", SUNDAY_NOON, utc(2026, 11, 27, 12, 0)),        # last Friday
     ("cron(0 12 ? * FRIL *)", utc(2026, 11, 27, 12, 0), utc(2026, 12, 25, 12, 0)),
     ("cron(0 12 ? * 6#3 *)", SUNDAY_NOON, utc(2026, 12, 18, 12, 0)),       # third Friday
@@ -289,3 +291,50 @@ def test_successive_firings_of_a_cron_walk_forward_without_gaps() -> None:
         moment = nxt
     assert seen == [utc(2026, 11, 22, 12, 20), utc(2026, 11, 22, 12, 40),
                     utc(2026, 11, 23, 12, 0), utc(2026, 11, 23, 12, 20)]
+
+
+# "The / (slash) wildcard specifies increments. In the Minutes field, you could enter 1/10 to specify every tenth
+# minute, starting from the first minute of the hour" (EventBridge's cron reference): n/1 is every value from n on.
+STEP_OF_ONE = [
+    # expression, after, the next firings
+    ("cron(0 9/1 * * ? *)", utc(2026, 11, 22, 0, 0),
+     [utc(2026, 11, 22, 9, 0), utc(2026, 11, 22, 10, 0), utc(2026, 11, 22, 11, 0)]),
+    ("cron(0 9/1 * * ? *)", utc(2026, 11, 22, 23, 0), [utc(2026, 11, 23, 9, 0), utc(2026, 11, 23, 10, 0)]),
+    ("cron(58/1 0 * * ? *)", utc(2026, 11, 22, 0, 0), [utc(2026, 11, 22, 0, 58), utc(2026, 11, 22, 0, 59)]),
+    ("cron(0 0 1 3/1 ? *)", utc(2027, 3, 1), [utc(2027, 4, 1), utc(2027, 5, 1)]),
+    ("cron(0 0 30/1 * ? *)", utc(2026, 11, 22), [utc(2026, 11, 30), utc(2026, 12, 30), utc(2026, 12, 31)]),
+    ("cron(0 0 1 1 ? 2030/1)", utc(2030, 1, 1), [utc(2031, 1, 1), utc(2032, 1, 1)]),
+]
+
+
+@pytest.mark.parametrize(("expression", "after", "expected"), STEP_OF_ONE)
+def test_a_step_of_one_fires_at_every_value_from_its_start_on(expression: str, after: datetime,
+                                                              expected: list[datetime]) -> None:
+    seen: list[datetime | None] = []
+    moment: datetime | None = after
+    for _ in expected:
+        assert moment is not None
+        moment = next_fire(expression, moment)
+        seen.append(moment)
+    assert seen == expected
+
+
+# EventBridge's cron reference, "Field | Values | Wildcards": "Day-of-month | 1-31 | , - * ? / L W" and
+# "Day-of-week | 1-7 or SUN-SAT | , - * ? L #"; "The L wildcard in the Day-of-month or Day-of-week fields specifies
+# the last day of the month or week."  No '/' in day-of-week; L-n (Quartz's "n days before the last") is nowhere.
+REFUSED = [
+    ("cron(0 12 ? * */3 *)", "'/' is not allowed in the day-of-week field"),
+    ("cron(0 12 ? * MON/2 *)", "'/' is not allowed in the day-of-week field"),
+    ("cron(0 12 ? * 1-5/2 *)", "'/' is not allowed in the day-of-week field"),
+    ("cron(0 12 ? * 2,4/2 *)", "'/' is not allowed in the day-of-week field"),
+    ("cron(0 12 L-2 * ? *)", "L-n is not EventBridge cron"),
+    ("cron(0 12 L-0 * ? *)", "L-n is not EventBridge cron"),
+    ("cron(0 12 L-31 * ? *)", "L-n is not EventBridge cron"),
+    ("cron(0 12 ? * L-1 *)", "not a valid value in the day-of-week field"),
+]
+
+
+@pytest.mark.parametrize(("expression", "reason"), REFUSED)
+def test_cron_wildcards_eventbridge_does_not_document_are_refused(expression: str, reason: str) -> None:
+    with pytest.raises(InvalidScheduleExpression, match=re.escape(reason)):
+        parse_cron(expression)
