@@ -200,7 +200,8 @@ def _webhook_origins(value: str, env: _Reader) -> tuple[str, ...]:
     if not value.strip():
         return ()
     from chalicelib.tasks.webhook import parse_origins  # loaded only by a stage that calls webhooks
-    return parse_origins(value)
+    # What the executor of this stage would refuse on every call is refused here, at start (a deploy fails).
+    return parse_origins(value, allow_loopback=env.text("TASK_WEBHOOK_ALLOW_LOOPBACK") == "true")
 
 
 def _webhook_secrets(value: str, env: _Reader) -> tuple[str, ...]:
@@ -537,7 +538,9 @@ class Settings:
                                "bus / Step Functions state machine ARNs"))
     task_webhook_origins: tuple[str, ...] = setting("TASK_WEBHOOK_ORIGINS", "",
         "Comma-separated origins (`https://host[:port]`) tasks' webhook actions may POST to: the API refuses "
-        "others (400), the stream dead-letters items naming others, the executor refuses them. Empty: none.",
+        "others (400), the stream dead-letters items naming others, the executor refuses them. The stage refuses "
+        "to start with one the executor always refuses (plain http, a private or loopback address, a `*`). "
+        "Empty: none.",
         Parse(_webhook_origins, "expected comma-separated origins like https://hooks.example.com"))
     task_webhook_secrets: tuple[str, ...] = setting("TASK_WEBHOOK_SECRETS", "",
         "Comma-separated signing secrets webhook actions may name, as `ssm:<parameter name>` (a SecureString) "
@@ -545,7 +548,8 @@ class Settings:
         "exactly these. Empty: none.",
         Parse(_webhook_secrets, "expected comma-separated ssm:<name> or secretsmanager:<name>"))
     task_webhook_timeout_seconds: float = setting("TASK_WEBHOOK_TIMEOUT_SECONDS", "10",
-        "Seconds a webhook's connection and each read may take before the attempt fails (and is retried).",
+        "Seconds a webhook's whole call (connection, request, answer) may take before the attempt fails (and is "
+        "retried); less when the executor's invocation has less time left ([Webhooks](tasks.md#webhooks)).",
         number(0.05, 30))
     task_webhook_allow_loopback: bool = setting("TASK_WEBHOOK_ALLOW_LOOPBACK", "false",
         "`true`: webhooks may call loopback addresses (and plain http there): the local stage only, for its "

@@ -28,7 +28,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -324,11 +324,14 @@ def own_targets(settings: Settings) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Attempt:
-    """What an action runs for: the task (its id), the due time of the execution and the attempt (from 1)."""
+    """What an action runs for: the task (its id), the due time of the execution and the attempt (from 1);
+    ``seconds_left``: the invocation's time left (Lambda's ``context.get_remaining_time_in_millis``), when
+    known, which bounds a webhook's call."""
 
     task_id: str
     due: datetime
     number: int = 1
+    seconds_left: Callable[[], float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def due_text(self) -> str:
@@ -555,7 +558,7 @@ class WebhookAction(Action):
 
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         try:
-            return webhook.post(deps, spec, attempt.task_id, attempt.due)
+            return webhook.post(deps, spec, attempt.task_id, attempt.due, attempt.seconds_left)
         except webhook.WebhookRefused as exc:
             raise PermanentActionError(str(exc)) from exc
         except webhook.WebhookFailed as exc:
