@@ -86,7 +86,9 @@ OWN_QUEUES = ("due_queue", "due_dlq", "task_dlq", "scheduler_dlq", "backup_monit
 OWN_TOPICS = ("alert_topic",)
 # The app's own Lambda functions, refused as ``lambda`` action targets the same way: Chalice names a stage's
 # functions <APP_NAME>-<stage> (the API handler) and <APP_NAME>-<stage>-<name> (.chalice/config.json's app_name),
-# so two name patterns cover every one, a task source's stream function included (Settings.own_functions).
+# so two name patterns cover every one, a task source's stream function included (Settings.own_functions).  Every
+# stage's queues, topics and functions are named <APP_NAME>-...: another stage's are refused unless
+# TASK_ACTION_TARGET_ARNS names them exactly (chalicelib/tasks/actions.py ``app_targets``).
 APP_NAME = "timekeeper"
 # The event buses the stage provisions (as Settings attributes holding their names), refused as ``eventbridge``
 # targets: none. backup_trigger's rule is a schedule on the default bus, which no PutEvents entry can fire.
@@ -533,7 +535,8 @@ class Settings:
         "machine ARNs (IAM wildcards `*` and `?` allowed) that tasks' sqs, sns, lambda, eventbridge and "
         "stepfunctions actions may call: the API refuses others (400), the stream dead-letters items naming "
         "others, the executor refuses them, and task_executor's IAM policy grants exactly these. The app's own "
-        "queues, topics and functions are refused even when listed. Empty: none.",
+        "queues, topics and functions are refused even when listed; another stage's (named `timekeeper-*`) unless "
+        "listed exactly, without a wildcard. Empty: none.",
         Parse(_action_targets, "expected comma-separated SQS queue / SNS topic / Lambda function / EventBridge "
                                "bus / Step Functions state machine ARNs"))
     task_webhook_origins: tuple[str, ...] = setting("TASK_WEBHOOK_ORIGINS", "",
