@@ -59,6 +59,25 @@ def action(url: str) -> dict[str, Any]:
     return {"type": "webhook", "url": url, "secret": f"ssm:{PARAMETER}", "body": "{}"}
 
 
+def read_request(conn: Any) -> str:
+    """A request's head and body, read whole (a socket closed with unread data would reset the caller's read)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data.decode("latin-1")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head.decode("latin-1") + "\r\n\r\n"
+
+
 class Dribbler:
     """A receiver on 127.0.0.1 that reads a request, then answers 200 one byte every BYTE_EVERY seconds (each
     read of its answer comes well within any timeout), until the answer is sent or the caller hangs up."""
@@ -83,7 +102,7 @@ class Dribbler:
             except TimeoutError:
                 continue
             with conn:
-                conn.recv(65536)
+                read_request(conn)
                 self.requests += 1
                 try:
                     for byte in ANSWER:
@@ -223,13 +242,7 @@ class TlsReceiver:
             conn.settimeout(5)
             try:
                 with self._tls.wrap_socket(conn, server_side=True) as tls:
-                    head = b""
-                    while b"\r\n\r\n" not in head:
-                        chunk = tls.recv(65536)
-                        if not chunk:
-                            break
-                        head += chunk
-                    self.heads.append(head.decode("latin-1"))
+                    self.heads.append(read_request(tls))
                     tls.sendall(ANSWER)
             except OSError:  # a handshake the caller refused (a certificate it does not trust)
                 conn.close()
