@@ -225,8 +225,9 @@ def resume_task(source: str) -> Response:
 # Chalice cannot set ReportBatchItemFailures; deploy must set it on this mapping too.
 @app.on_sqs_message(queue=settings.due_queue, batch_size=10, name="task_executor")
 def task_executor(event: SQSEvent) -> dict[str, Any]:
+    from chalicelib.invocation import seconds_left
     from chalicelib.tasks import executor
-    return executor.run_batch(deps(), event.to_dict()["Records"])
+    return executor.run_batch(deps(), event.to_dict()["Records"], seconds_left(event, deps().clock))
 
 
 # A due message the executor failed MAX_RECEIVE_COUNT times: the task shows why, one alert, on to TASK_DLQ.

@@ -86,7 +86,9 @@ OWN_QUEUES = ("due_queue", "due_dlq", "task_dlq", "scheduler_dlq", "backup_monit
 OWN_TOPICS = ("alert_topic",)
 # The app's own Lambda functions, refused as ``lambda`` action targets the same way: Chalice names a stage's
 # functions <APP_NAME>-<stage> (the API handler) and <APP_NAME>-<stage>-<name> (.chalice/config.json's app_name),
-# so two name patterns cover every one, a task source's stream function included (Settings.own_functions).
+# so two name patterns cover every one, a task source's stream function included (Settings.own_functions).  Every
+# stage's queues, topics and functions are named <APP_NAME>-...: another stage's are refused unless
+# TASK_ACTION_TARGET_ARNS names them exactly (chalicelib/tasks/actions.py ``app_targets``).
 APP_NAME = "timekeeper"
 # The event buses the stage provisions (as Settings attributes holding their names), refused as ``eventbridge``
 # targets: none. backup_trigger's rule is a schedule on the default bus, which no PutEvents entry can fire.
@@ -200,7 +202,8 @@ def _webhook_origins(value: str, env: _Reader) -> tuple[str, ...]:
     if not value.strip():
         return ()
     from chalicelib.tasks.webhook import parse_origins  # loaded only by a stage that calls webhooks
-    return parse_origins(value)
+    # What the executor of this stage would refuse on every call is refused here, at start (a deploy fails).
+    return parse_origins(value, allow_loopback=env.text("TASK_WEBHOOK_ALLOW_LOOPBACK") == "true")
 
 
 def _webhook_secrets(value: str, env: _Reader) -> tuple[str, ...]:
@@ -542,12 +545,15 @@ class Settings:
         "machine ARNs (IAM wildcards `*` and `?` allowed) that tasks' sqs, sns, lambda, eventbridge and "
         "stepfunctions actions may call: the API refuses others (400), the stream dead-letters items naming "
         "others, the executor refuses them, and task_executor's IAM policy grants exactly these. The app's own "
-        "queues, topics and functions are refused even when listed. Empty: none.",
+        "queues, topics and functions are refused even when listed; another stage's (named `timekeeper-*`) unless "
+        "listed exactly, without a wildcard. Empty: none.",
         Parse(_action_targets, "expected comma-separated SQS queue / SNS topic / Lambda function / EventBridge "
                                "bus / Step Functions state machine ARNs"))
     task_webhook_origins: tuple[str, ...] = setting("TASK_WEBHOOK_ORIGINS", "",
         "Comma-separated origins (`https://host[:port]`) tasks' webhook actions may POST to: the API refuses "
-        "others (400), the stream dead-letters items naming others, the executor refuses them. Empty: none.",
+        "others (400), the stream dead-letters items naming others, the executor refuses them. The stage refuses "
+        "to start with one the executor always refuses (plain http, a private or loopback address, a `*`). "
+        "Empty: none.",
         Parse(_webhook_origins, "expected comma-separated origins like https://hooks.example.com"))
     task_webhook_secrets: tuple[str, ...] = setting("TASK_WEBHOOK_SECRETS", "",
         "Comma-separated signing secrets webhook actions may name, as `ssm:<parameter name>` (a SecureString) "
@@ -555,7 +561,8 @@ class Settings:
         "exactly these. Empty: none.",
         Parse(_webhook_secrets, "expected comma-separated ssm:<name> or secretsmanager:<name>"))
     task_webhook_timeout_seconds: float = setting("TASK_WEBHOOK_TIMEOUT_SECONDS", "10",
-        "Seconds a webhook's connection and each read may take before the attempt fails (and is retried).",
+        "Seconds a webhook's whole call (connection, request, answer) may take before the attempt fails (and is "
+        "retried); less when the executor's invocation has less time left ([Webhooks](tasks.md#webhooks)).",
         number(0.05, 30))
     task_webhook_allow_loopback: bool = setting("TASK_WEBHOOK_ALLOW_LOOPBACK", "false",
         "`true`: webhooks may call loopback addresses (and plain http there): the local stage only, for its "

@@ -28,13 +28,14 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
+from chalicelib.settings import APP_NAME
 from chalicelib.tasks import webhook
 
 if TYPE_CHECKING:
@@ -273,11 +274,12 @@ TARGET_FIELDS = {"sqs": "queue_url", "sns": "topic_arn", "lambda": "function_arn
 
 
 def target_refusal(spec: Mapping[str, Any], allowed: Sequence[str], region: str,
-                   own: Sequence[str] = ()) -> tuple[str, str] | None:
+                   own: Sequence[str] = (), app: Sequence[str] = ()) -> tuple[str, str] | None:
     """(field, what is wrong) when a validated action ``spec`` calls a queue, topic, function, bus or state
-    machine that is not ``allowed`` (the stage's TASK_ACTION_TARGET_ARNS, IAM wildcards) or is one of the app's
+    machine that is not ``allowed`` (the stage's TASK_ACTION_TARGET_ARNS, IAM wildcards), is one of the app's
     ``own`` (``own_targets``: a task must not feed the due queue, forge a dead letter, raise alerts or invoke
-    the app's functions); None when it may. Pure."""
+    the app's functions), or is named as any stage's are (``app``: ``app_targets``, another stage's) and
+    ``allowed`` does not name it exactly, without a wildcard; None when it may. Pure."""
     field = TARGET_FIELDS.get(str(spec.get("type")))
     if field is None:
         return None
@@ -286,6 +288,10 @@ def target_refusal(spec: Mapping[str, Any], allowed: Sequence[str], region: str,
     if any(_arn_matches(arn, pattern) for pattern in own):
         return field, ("is one of this app's own queues and topics, functions and buses, which actions may not call: "
                        f"{_shown(target)}")
+    if arn not in allowed and any(_arn_matches(arn, pattern) for pattern in app):
+        return field, (f"is named as this app's queues, topics and functions of every stage are ({APP_NAME}-*): "
+                       f"another stage's, which actions may call only when TASK_ACTION_TARGET_ARNS names it "
+                       f"exactly, without a wildcard: {_shown(target)}")
     if not any(_arn_matches(arn, pattern) for pattern in allowed):
         return field, (f"is not among the targets this stage allows actions to call "
                        f"(TASK_ACTION_TARGET_ARNS): {_shown(target)}")
@@ -299,7 +305,8 @@ def action_refusal(spec: Mapping[str, Any], settings: Settings) -> tuple[str, st
         return webhook.refusal(dict(spec), settings.task_webhook_origins, settings.task_webhook_secrets)
     if str(spec.get("type")) not in TARGET_FIELDS:  # an email: no target to check (nor own_targets to build)
         return None
-    return target_refusal(spec, settings.task_action_target_arns, settings.region, own_targets(settings))
+    return target_refusal(spec, settings.task_action_target_arns, settings.region, own_targets(settings),
+                          app_targets())
 
 
 def refuse_disallowed_target(deps: Deps, spec: Mapping[str, Any]) -> None:
@@ -320,15 +327,26 @@ def own_targets(settings: Settings) -> tuple[str, ...]:
             *(f"arn:*:events:*:*:event-bus/{name}" for name in settings.own_buses()))
 
 
+def app_targets() -> tuple[str, ...]:
+    """Every stage's queues, topics and functions, as ARN patterns: a stage's Lambda functions are named
+    ``<APP_NAME>-<stage>...`` by Chalice, and its queues and alert topic ``<APP_NAME>-...`` (the defaults and
+    .chalice/config.json's stages), in any partition, region and account.  A wildcard in TASK_ACTION_TARGET_ARNS
+    does not reach them: dev's tasks must not invoke prod's executor or feed its due queue."""
+    return (f"arn:*:sqs:*:*:{APP_NAME}-*", f"arn:*:sns:*:*:{APP_NAME}-*", f"arn:*:lambda:*:*:function:{APP_NAME}-*")
+
+
 # --- the registry -----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Attempt:
-    """What an action runs for: the task (its id), the due time of the execution and the attempt (from 1)."""
+    """What an action runs for: the task (its id), the due time of the execution and the attempt (from 1);
+    ``seconds_left``: the invocation's time left (Lambda's ``context.get_remaining_time_in_millis``), when
+    known, which bounds a webhook's call."""
 
     task_id: str
     due: datetime
     number: int = 1
+    seconds_left: Callable[[], float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def due_text(self) -> str:
@@ -555,7 +573,7 @@ class WebhookAction(Action):
 
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         try:
-            return webhook.post(deps, spec, attempt.task_id, attempt.due)
+            return webhook.post(deps, spec, attempt.task_id, attempt.due, attempt.seconds_left)
         except webhook.WebhookRefused as exc:
             raise PermanentActionError(str(exc)) from exc
         except webhook.WebhookFailed as exc:

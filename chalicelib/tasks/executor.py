@@ -71,16 +71,19 @@ SOURCE = "task_executor"
 T = TypeVar("T")
 
 
-def run_batch(deps: Deps, records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
+def run_batch(deps: Deps, records: Sequence[dict[str, Any]],
+              seconds_left: Callable[[], float] | None = None) -> dict[str, list[dict[str, str]]]:
     """Process an SQS batch, its messages at once (bounded); the ids of the messages to redeliver, as Lambda's
-    partial batch response.  The items of the messages due now are read together first (one BatchGetItem)."""
+    partial batch response.  The items of the messages due now are read together first (one BatchGetItem).
+    ``seconds_left``: the invocation's time left, when known (it bounds a webhook's call)."""
     items_read = _read_due_items(deps, records)
 
     def handle(record: dict[str, Any]) -> str | None:
         message_id = str(record.get("messageId", ""))
         measured = m.LinePoints()
         try:
-            outcome = execute(deps, str(record.get("body", "")), message_id, items_read, measured=measured)
+            outcome = execute(deps, str(record.get("body", "")), message_id, items_read, measured=measured,
+                              seconds_left=seconds_left)
             _log_handled(deps, message_id, outcome, measured)
             return None
         except Exception:  # an execution settled before the error is counted on this line (its redelivery is not)
@@ -177,7 +180,7 @@ def _source_bucket_minutes(task: Task, settings: Settings) -> int | None:
 
 def execute(deps: Deps, body: str, message_id: str,
             items_read: Mapping[TaskKey, dict[str, Any] | None] | None = None, *,
-            measured: m.LinePoints | None = None) -> str:
+            measured: m.LinePoints | None = None, seconds_left: Callable[[], float] | None = None) -> str:
     """Handle one due message; returns what happened (for the log and the tests).  ``items_read``: the batch's
     items read at once, by key (a key not there is read here); ``measured`` takes the execution's line metrics
     (its log line carries them: ``_log_handled``)."""
@@ -239,7 +242,7 @@ def execute(deps: Deps, body: str, message_id: str,
     owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised
     shape = {"strategy": task.strategy.value, "action": task.action}
     if settles_once(task, message):
-        return _execute_once(deps, store, task, message, owner, shape, message_id, body, measured)
+        return _execute_once(deps, store, task, message, owner, shape, message_id, body, measured, seconds_left)
     claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner, shape=shape)
     if not claim.won:
         _measure_skip(deps, task, claim.lost)
@@ -249,7 +252,7 @@ def execute(deps: Deps, body: str, message_id: str,
     if given_up is None and claim.found.attempts_before(due_text) == 0:
         _measure_lateness(deps, task, measured)
     since = parse_due(claim.found.retry_from) if claim.found.retry_due == due_text and claim.found.retry_from else task.due
-    outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since)
+    outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since, seconds_left)
     next_due = timing.next_due(task, deps.clock()) if outcome.status is Status.DONE else None
     settled = _persisted(deps, "the task's outcome",
                          lambda: store.settle(task.key, task.due, owner, outcome, deps.clock(), next_due))
@@ -288,14 +291,15 @@ def settles_once(task: Task, message: DueMessage) -> bool:
 
 
 def _execute_once(deps: Deps, store: TaskStore, task: Task, message: DueMessage, owner: str,
-                  shape: dict[str, Any], message_id: str, body: str, measured: m.LinePoints) -> str:
+                  shape: dict[str, Any], message_id: str, body: str, measured: m.LinePoints,
+                  seconds_left: Callable[[], float] | None = None) -> str:
     """Steps 3 to 5 for a task that ``settles_once``: the action runs (retried as step 4 says), then its outcome
     is written with one conditional UpdateItem (``TaskStore.settle_once``).  A settle refused because the
     execution is settled already is a duplicate delivery (the target dropped its repeat): what the settled one
     left undone is finished.  Refused because the API cancelled the task or moved it after the read: the action
     ran all the same; logged and counted (``TasksRanAfterChange``), the record left as the API wrote it."""
     started = deps.clock()
-    outcome = _run_with_retries(deps, task)
+    outcome = _run_with_retries(deps, task, seconds_left=seconds_left)
     lease = deps.settings.task_claim_lease_seconds
     settled = _persisted(deps, "the task's outcome", lambda: store.settle_once(
         task.key, task.due, owner, outcome, deps.clock(), lease, shape))
@@ -453,7 +457,8 @@ def _send_back(deps: Deps, message: DueMessage, delay: int) -> None:
         MessageBody=replace(message, hops=message.hops + 1).to_json(), DelaySeconds=delay)
 
 
-def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: datetime | None = None) -> Outcome:
+def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: datetime | None = None,
+                      seconds_left: Callable[[], float] | None = None) -> Outcome:
     """DONE with the result on success; FAILED with the last error when the task's retry policy
     (``Task.retry_policy``: attempts, age since ``since``) is spent, or at once with a permanent error
     (``actions.PermanentActionError``: retrying cannot help); PENDING with ``retry_at`` when the next attempt
@@ -466,7 +471,8 @@ def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: d
         attempt += 1
         try:
             return Outcome(Status.DONE, attempt,
-                           actions.run_action(deps, task.action, actions.Attempt(task.id, task.due, attempt)))
+                           actions.run_action(deps, task.action,
+                                              actions.Attempt(task.id, task.due, attempt, seconds_left)))
         except actions.PermanentActionError as exc:  # a refused target, an unknown type: no attempt can succeed
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("task action refused; not retried", extra={"task_id": task.id, "error": error})

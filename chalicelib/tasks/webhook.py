@@ -12,7 +12,10 @@ WithDecryption) or Secrets Manager and kept per container for
 SECRET_TTL_SECONDS; then the name is resolved once, every address it resolves to
 is checked, and the request goes to the first one (SNI, certificate check and
 Host header of the name), so a DNS answer that changes between the check and the
-connection cannot reach another address.  Redirects are never followed.
+connection cannot reach another address.  Redirects are never followed.  The
+whole call (connection, request, answer) has one deadline (``call_budget``):
+TASK_WEBHOOK_TIMEOUT_SECONDS, or less when the invocation has less time left
+than that and SETTLE_MARGIN_SECONDS, which are kept to settle the task.
 
 This module imports nothing of the app but botocore's errors: actions.py, which
 registers the action, imports it.  A failure raises ``WebhookRefused`` (permanent: a 4xx but 408 and 429, a 3xx, a
@@ -26,12 +29,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
+import io
 import ipaddress
 import json
+import re
 import socket
 import ssl
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -54,10 +60,20 @@ KEPT_RESPONSE_BYTES = 512    # of a refused or failed response's body, in the er
 SECRET_KINDS = ("ssm", "secretsmanager")
 DEFAULT_PORTS = {"https": 443, "http": 80}
 USER_AGENT = "timekeeper-webhook/1"
+# Of the invocation's time left when a call starts, what the call leaves for what follows it: the outcome's settle
+# (retried up to 5 times, 7.5 s apart in all), its dead letter and alert, or a retry's message sent back.
+SETTLE_MARGIN_SECONDS = 10.0
+# A call shorter than this is not made (TASK_WEBHOOK_TIMEOUT_SECONDS's least value).
+MIN_CALL_SECONDS = 0.05
+# The Retry-After of a call the invocation had no time for, or that its time cut short: longer than the executor
+# waits in a delivery (timing.RETRY_CAP_SECONDS), so the next attempt is a later delivery's, with its own time.
+OUT_OF_TIME_RETRY_SECONDS = 30.0
 # Networks whose addresses carry an IPv4 address that a gateway may reach: NAT64's prefixes.
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 # Special-purpose networks some Python versions count as global: IETF protocol assignments (192.0.0.0/24).
 _SPECIAL = (ipaddress.ip_network("192.0.0.0/24"),)
+# A host name: dot-separated labels of letters, digits, hyphens (and underscores, which some names hold).
+_HOST_NAME = re.compile(r"(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 
 
 class WebhookRefused(ValueError):
@@ -115,18 +131,45 @@ def target_of(url: str) -> Target:
     return Target(scheme, host, port if port is not None else DEFAULT_PORTS[scheme], path)
 
 
-def normal_origin(text: str) -> str:
+def normal_origin(text: str, allow_loopback: bool = False) -> str:
     """An origin (``https://host[:port]``, lowercase, default port left out) as TASK_WEBHOOK_ORIGINS lists it;
-    ValueError when ``text`` is not one (a path, a query or user info)."""
+    ValueError when ``text`` is not one (a path, a query or user info) or is one the executor always refuses
+    (``origin_problem``)."""
     parts = urlsplit(text.strip())
     if parts.path not in ("", "/") or parts.query:
         raise ValueError(f"{text.strip()!r} is not an origin (scheme://host[:port], no path)")
-    return target_of(text.strip()).origin
+    target = target_of(text.strip())
+    problem = origin_problem(target, allow_loopback)
+    if problem:
+        raise ValueError(f"{text.strip()!r}: {problem}")
+    return target.origin
 
 
-def parse_origins(text: str) -> tuple[str, ...]:
-    """TASK_WEBHOOK_ORIGINS: comma-separated origins, normalised."""
-    return tuple(dict.fromkeys(normal_origin(part) for part in text.split(",") if part.strip()))
+def origin_problem(target: Target, allow_loopback: bool = False) -> str | None:
+    """Why every call to ``target``'s origin would be refused, or None: a host that is no DNS name (a ``*``
+    wildcard is not one: each origin is listed as it is), an address ``address_refusal`` refuses, or plain
+    http but to loopback where loopback is allowed (the local stage's receiver). Pure."""
+    try:
+        ipaddress.ip_address(target.host.split("%", 1)[0])
+    except ValueError:
+        if not _HOST_NAME.fullmatch(target.host):
+            return ("the host is not a DNS name (a wildcard such as *.example.com is not supported: list each "
+                    "origin)")
+        if target.scheme == "http" and not allow_loopback:
+            return "plain http is for the local stage's loopback receiver only (TASK_WEBHOOK_ALLOW_LOOPBACK)"
+        return None
+    problem = address_refusal(target.host, allow_loopback)
+    if problem:
+        return f"{problem}; webhooks call public addresses only"
+    if target.scheme == "http" and not ipaddress.ip_address(target.host.split("%", 1)[0]).is_loopback:
+        return "plain http is for the local stage's loopback receiver only (TASK_WEBHOOK_ALLOW_LOOPBACK)"
+    return None
+
+
+def parse_origins(text: str, allow_loopback: bool = False) -> tuple[str, ...]:
+    """TASK_WEBHOOK_ORIGINS: comma-separated origins, normalised; ValueError for one the executor would refuse
+    on this stage (``origin_problem``; ``allow_loopback``: TASK_WEBHOOK_ALLOW_LOOPBACK)."""
+    return tuple(dict.fromkeys(normal_origin(part, allow_loopback) for part in text.split(",") if part.strip()))
 
 
 def url_problem(url: str) -> str | None:
@@ -302,37 +345,120 @@ def _read_secret(deps: Deps, ref: str) -> bytes:
 
 # --- the call ----------------------------------------------------------------------------------------------------------
 
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    """HTTPS to ``address``, with the SNI, certificate check and Host header of the URL's host."""
+def call_budget(timeout: float, seconds_left: float | None) -> tuple[float, bool]:
+    """The seconds the whole call (connection, request, answer) may take: ``timeout``
+    (TASK_WEBHOOK_TIMEOUT_SECONDS), or the invocation's ``seconds_left`` (None: unknown) less
+    SETTLE_MARGIN_SECONDS when that is less; and whether the invocation's time is what bounds it. Pure."""
+    if seconds_left is not None and seconds_left - SETTLE_MARGIN_SECONDS < timeout:
+        return seconds_left - SETTLE_MARGIN_SECONDS, True
+    return timeout, False
 
-    def __init__(self, host: str, port: int, address: str, timeout: float, context: ssl.SSLContext) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._address, self._tls = address, context
+
+def system_addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to (the system's resolver); OSError or UnicodeError when it does not."""
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+
+
+@dataclass(frozen=True)
+class Network:
+    """How a call reaches its receiver: the resolver, the TLS context and the clock its deadline runs on (the
+    system's; the tests inject theirs)."""
+
+    addresses: Callable[[str, int], Sequence[str]] = system_addresses
+    tls: Callable[[], ssl.SSLContext] = ssl.create_default_context
+    monotonic: Callable[[], float] = time.monotonic
+
+
+SYSTEM = Network()
+
+
+class _Deadline:
+    """The seconds a call has left; TimeoutError once none is."""
+
+    def __init__(self, seconds: float, monotonic: Callable[[], float]) -> None:
+        self.seconds, self._monotonic = seconds, monotonic
+        self._end = monotonic() + seconds
+
+    def left(self) -> float:
+        left = self._end - self._monotonic()
+        if left <= 0:
+            raise TimeoutError(f"timed out: the call's deadline of {self.seconds:.3g} s passed")
+        return left
+
+    @property
+    def passed(self) -> bool:
+        return self._monotonic() >= self._end
+
+
+class _Bounded:
+    """A connected socket (plain or TLS) each of whose operations may take only what is left of the call's
+    ``deadline``, so a receiver that sends one byte at a time cannot hold the call past it."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        self._sock, self._deadline = sock, deadline
+
+    def _armed(self) -> socket.socket:
+        self._sock.settimeout(self._deadline.left())
+        return self._sock
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._armed().send(view):]
+
+    def recv_into(self, buffer: Any, nbytes: int = 0) -> int:
+        return self._armed().recv_into(buffer, nbytes)
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        """The response's reader, reading through this socket; as ``socket.makefile``, it keeps the socket open
+        until it is closed itself (the connection closes its socket once the response's head is read)."""
+        self._sock._io_refs += 1  # type: ignore[attr-defined]
+        return io.BufferedReader(socket.SocketIO(self, "rb"))  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS to ``address``, with the SNI, certificate check and Host header of the URL's host, within
+    ``deadline``."""
+
+    def __init__(self, host: str, port: int, address: str, deadline: _Deadline, context: ssl.SSLContext) -> None:
+        super().__init__(host, port, timeout=deadline.seconds, context=context)
+        self._address, self._tls, self._deadline = address, context, deadline
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+        sock = socket.create_connection((self._address, self.port), self._deadline.left())
+        sock.settimeout(self._deadline.left())  # the handshake's
+        self.sock = _Bounded(self._tls.wrap_socket(sock, server_hostname=self.host), self._deadline)
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
-    """Plain HTTP to ``address`` (loopback only, where allowed), with the Host header of the URL's host."""
+    """Plain HTTP to ``address`` (loopback only, where allowed), with the Host header of the URL's host, within
+    ``deadline``."""
 
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._address = address
+    def __init__(self, host: str, port: int, address: str, deadline: _Deadline) -> None:
+        super().__init__(host, port, timeout=deadline.seconds)
+        self._address, self._deadline = address, deadline
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+        sock = socket.create_connection((self._address, self.port), self._deadline.left())
+        self.sock = _Bounded(sock, self._deadline)
 
 
-def resolve(target: Target, allow_loopback: bool) -> str:
-    """The address to connect to: the host resolved once, refused when ANY address it resolves to is refused
-    (``address_refusal``); plain http only to a loopback address where loopback is allowed."""
+def resolve(target: Target, allow_loopback: bool,
+            addresses_of: Callable[[str, int], Sequence[str]] = system_addresses) -> str:
+    """The address to connect to: the host resolved once (``addresses_of``), refused when ANY address it
+    resolves to is refused (``address_refusal``); plain http only to a loopback address where loopback is
+    allowed."""
     try:
-        found = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
+        found = addresses_of(target.host, target.port)
+    except (OSError, UnicodeError) as exc:
         raise WebhookFailed(f"{target.host} does not resolve: {exc}") from exc
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    addresses = list(dict.fromkeys(found))
     for address in addresses:
         problem = address_refusal(address, allow_loopback)
         if problem:
@@ -344,9 +470,12 @@ def resolve(target: Target, allow_loopback: bool) -> str:
     return addresses[0]
 
 
-def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime) -> dict[str, Any]:
-    """POST ``spec['body']`` to ``spec['url']``, signed, with the execution's idempotency key; the result to
-    record on success, else WebhookRefused or WebhookFailed."""
+def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime,
+         seconds_left: Callable[[], float] | None = None, network: Network = SYSTEM) -> dict[str, Any]:
+    """POST ``spec['body']`` to ``spec['url']``, signed, with the execution's idempotency key, within the
+    call's deadline (``call_budget``: ``seconds_left``, the invocation's time, when it is known); the result to
+    record on success, else WebhookRefused or WebhookFailed (with OUT_OF_TIME_RETRY_SECONDS as its
+    ``retry_after`` when the invocation's time was too short for the call or cut it short)."""
     settings = deps.settings
     target = target_of(spec["url"])
     problem = refusal(spec, settings.task_webhook_origins, settings.task_webhook_secrets)
@@ -358,11 +487,18 @@ def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime) -> dict[
     key = idempotency_key(task_id, due)
     headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, IDEMPOTENCY_HEADER: key,
                TIMESTAMP_HEADER: str(timestamp), SIGNATURE_HEADER: signature(secret, timestamp, body)}
-    address = resolve(target, settings.task_webhook_allow_loopback)
-    timeout = settings.task_webhook_timeout_seconds
+    budget, by_invocation = call_budget(settings.task_webhook_timeout_seconds,
+                                        seconds_left() if seconds_left is not None else None)
+    if budget < MIN_CALL_SECONDS:
+        raise WebhookFailed(f"POST {target.origin} not made: the invocation has {budget + SETTLE_MARGIN_SECONDS:.3g} s "
+                            f"left, {SETTLE_MARGIN_SECONDS:g} s of which are kept to settle the task",
+                            retry_after=OUT_OF_TIME_RETRY_SECONDS)
+    deadline = _Deadline(budget, network.monotonic)
+    why = "the invocation's time left less the settle's" if by_invocation else "TASK_WEBHOOK_TIMEOUT_SECONDS"
+    address = resolve(target, settings.task_webhook_allow_loopback, network.addresses)
     connection: http.client.HTTPConnection = (
-        _PinnedHTTPSConnection(target.host, target.port, address, timeout, ssl.create_default_context())
-        if target.scheme == "https" else _PinnedHTTPConnection(target.host, target.port, address, timeout))
+        _PinnedHTTPSConnection(target.host, target.port, address, deadline, network.tls())
+        if target.scheme == "https" else _PinnedHTTPConnection(target.host, target.port, address, deadline))
     try:
         connection.request("POST", target.path, body=body, headers=headers)
         response = connection.getresponse()
@@ -370,6 +506,10 @@ def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime) -> dict[
         location = response.getheader("Location") or ""
         text = response.read(KEPT_RESPONSE_BYTES).decode("utf-8", "replace")
     except (OSError, http.client.HTTPException) as exc:  # timeouts, refused and reset connections included
+        if deadline.passed:
+            raise WebhookFailed(f"POST {target.origin}: {type(exc).__name__}: {exc} (the whole call's deadline: "
+                                f"{budget:.3g} s, {why})",
+                                retry_after=OUT_OF_TIME_RETRY_SECONDS if by_invocation else None) from exc
         raise WebhookFailed(f"POST {target.origin}: {type(exc).__name__}: {exc}") from exc
     finally:
         connection.close()

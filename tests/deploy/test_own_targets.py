@@ -6,6 +6,7 @@ provisioning without being declared fails here."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,8 @@ import pytest
 from moto import mock_aws
 
 from chalicelib.aws import Clients
-from chalicelib.settings import Settings
-from chalicelib.tasks.actions import own_targets, target_refusal
+from chalicelib.settings import APP_NAME, Settings
+from chalicelib.tasks.actions import TARGET_FIELDS, action_refusal, own_targets, queue_arn_of, target_refusal
 from deploy import stage, template
 from deploy.provision import provision
 
@@ -69,3 +70,38 @@ def test_a_queue_or_topic_that_is_not_the_apps_own_passes_the_own_check() -> Non
     settings = stage.settings(stage.load_config(ROOT), "prod", "us-east-1")
     assert not refused_queue(settings, "https://sqs.us-east-1.amazonaws.com/123456789012/timekeeper-prod-due-x")
     assert not refused_topic(settings, "arn:aws:sns:us-east-1:123456789012:orders")
+
+
+STAGES = tuple(stage.load_config(ROOT)["stages"])  # every stage .chalice/config.json declares
+
+
+def settings_of(config: dict[str, Any], name: str) -> Settings:
+    """The stage's settings (the local stage's API token is set where it runs: local/stage.py)."""
+    return Settings.from_env({**stage.environment(config, name), "API_TOKEN": "t", "AWS_REGION": "us-east-1"})
+ANYWHERE = ("arn:aws:sqs:*:*:*", "arn:aws:sns:*:*:*", "arn:aws:lambda:*:*:function:*")
+
+
+def another_stages_targets(other: Settings) -> list[dict[str, Any]]:
+    """Specs of actions at every queue, topic and function of the stage ``other`` (its executor, its API)."""
+    account = "123456789012"
+    return [*({"type": "sqs", "queue_url": f"https://sqs.us-east-1.amazonaws.com/{account}/{q}", "message": "m"}
+              for q in other.own_queues()),
+            *({"type": "sns", "topic_arn": f"arn:aws:sns:us-east-1:{account}:{t}", "message": "m"}
+              for t in other.own_topics()),
+            *({"type": "lambda", "function_arn": f"arn:aws:lambda:us-east-1:{account}:function:{f}", "payload": {}}
+              for f in (f"{APP_NAME}-{other.stage}", f"{APP_NAME}-{other.stage}-task_executor"))]
+
+
+@pytest.mark.parametrize(("name", "other"), [(a, b) for a in STAGES for b in STAGES if a != b])
+def test_another_stages_queues_topics_and_functions_are_refused_under_a_wildcard_and_allowed_named_exactly(
+        name: str, other: str) -> None:
+    config = stage.load_config(ROOT)
+    settings = replace(settings_of(config, name), task_action_target_arns=ANYWHERE)
+    for spec in another_stages_targets(settings_of(config, other)):
+        refusal = action_refusal(spec, settings)
+        assert refusal is not None and "another stage's" in refusal[1], spec
+        field = TARGET_FIELDS[spec["type"]]
+        arn = queue_arn_of(spec[field], settings.region) if field == "queue_url" else spec[field]
+        assert action_refusal(spec, replace(settings, task_action_target_arns=(*ANYWHERE, arn))) is None, spec
+    assert action_refusal({"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/orders",
+                           "message": "m"}, settings) is None

@@ -66,6 +66,8 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
         # ... nor its functions (or buses).
         ("action.function_arn", re.compile(r"is one of this app's own queues")),
         ("action.event_bus_arn", re.compile(r"is one of this app's own queues")),
+        # ... nor another stage's (named as every stage's are), unless the stage lists it exactly.
+        *[(f"action.{name}", re.compile(r"another stage's")) for name in ("queue_url", "topic_arn", "function_arn")],
         # A JSON field as DynamoDB keeps it, at any depth (the document states its limits in words).
         *[(f"action.{name}", re.compile(r"holds an empty key|nested more than|DynamoDB cannot hold|bytes as JSON"))
           for name in ("payload", "detail", "input")],

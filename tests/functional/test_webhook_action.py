@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.tasks import webhook
-from chalicelib.tasks.model import TaskKey, parse_due
+from chalicelib.tasks import timing, webhook
+from chalicelib.tasks.model import DueMessage, TaskKey, iso, parse_due
 from local.webhook_receiver import Reply, WebhookReceiver
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock, moto_aws, use_settings
@@ -112,6 +113,27 @@ def test_a_webhook_answered_429_waits_its_retry_after_before_the_next_attempt(
     assert [r.status for r in receiver.received] == [429, 200]
     assert shown(deps, "busy") == ("DONE", 2)
     assert clock.slept == 7  # the hint, not the 1 s backoff
+
+
+def test_a_webhook_answered_429_with_a_long_retry_after_is_retried_in_a_later_delivery_not_failed_nor_slept(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    """docs/tasks.md, "The answer": a Retry-After longer than a delivery sleeps (timing.RETRY_CAP_SECONDS) sends
+    the task back to the queue until then; the executor's function is not held and the task does not fail."""
+    wait = 60
+    assert wait > timing.RETRY_CAP_SECONDS
+    receiver.replies = [Reply(429, {"Retry-After": str(wait)})]
+    aws.sent(deps.settings.due_queue)  # an earlier test's
+    run(client, clock, "later", receiver.origin + "/")
+    retry_at = clock() + timedelta(seconds=wait)
+    item = state_of(deps, TaskKey.for_id("later"))
+    assert (item["status"], item["attempts"], item["retry_at"]) == ("PENDING", 1, iso(retry_at))
+    assert clock.slept == 0 and [r.status for r in receiver.received] == [429]
+    [(body, delay)] = aws.sent(deps.settings.due_queue)
+    assert DueMessage.from_json(body).not_before == retry_at and delay == wait
+    clock.now = retry_at
+    assert deliver(client, body) == set()
+    assert [r.status for r in receiver.received] == [429, 200]
+    assert shown(deps, "later") == ("DONE", 2)
 
 
 def test_a_webhook_that_does_not_answer_in_time_fails_each_attempt_by_the_timeout(

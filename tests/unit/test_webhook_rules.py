@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chalicelib.settings import Settings, SettingsError
-from chalicelib.tasks import webhook
+from chalicelib.tasks import timing, webhook
 from chalicelib.tasks.model import InvalidTask, parse_action
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
@@ -92,7 +92,7 @@ def test_an_urls_origin_is_lowercase_without_its_default_port(url: str, origin: 
 
 
 def test_origins_match_by_scheme_host_and_port() -> None:
-    allowed = webhook.parse_origins("https://HOOKS.example.com:443/, http://127.0.0.1:8010")
+    allowed = webhook.parse_origins("https://HOOKS.example.com:443/, http://127.0.0.1:8010", allow_loopback=True)
     assert allowed == ("https://hooks.example.com", "http://127.0.0.1:8010")
     spec = {"url": "https://hooks.example.com/x", "secret": "ssm:/s", "body": "{}"}
     assert webhook.refusal(spec, allowed, ("ssm:/s",)) is None
@@ -151,3 +151,68 @@ def test_loopback_may_be_allowed_on_the_local_stage_only() -> None:
     assert Settings.from_env({"STAGE": "local", "TASK_WEBHOOK_ALLOW_LOOPBACK": "true"}).task_webhook_allow_loopback
     with pytest.raises(SettingsError, match="TASK_WEBHOOK_ALLOW_LOOPBACK"):
         Settings.from_env({"STAGE": "prod", "TASK_WEBHOOK_ALLOW_LOOPBACK": "true"})
+
+
+@pytest.mark.parametrize(("origin", "reason"), [
+    ("http://hooks.example.com", "plain http"), ("http://127.0.0.1:8010", "loopback"),
+    ("https://127.0.0.1", "loopback"), ("https://[::1]:8443", "loopback"), ("https://10.0.0.1", "private"),
+    ("https://169.254.169.254", "link-local"), ("https://*.example.com", "wildcard"),
+    ("https://hooks_.exa mple.com", "printable ASCII"),
+])
+def test_a_deployed_stage_refuses_to_start_with_an_origin_the_executor_always_refuses(origin: str, reason: str) -> None:
+    with pytest.raises(SettingsError, match="TASK_WEBHOOK_ORIGINS") as caught:
+        Settings.from_env({"STAGE": "prod", "TASK_WEBHOOK_ORIGINS": f"https://hooks.example.com, {origin}"})
+    assert reason in str(caught.value)
+
+
+def test_the_local_stage_keeps_its_plain_http_loopback_receiver_and_refuses_what_its_executor_refuses() -> None:
+    local = {"STAGE": "local", "TASK_WEBHOOK_ALLOW_LOOPBACK": "true"}
+    allowed = "http://127.0.0.1:8010, http://localhost:8010, https://127.0.0.1:8443, https://hooks.example.com"
+    assert Settings.from_env({**local, "TASK_WEBHOOK_ORIGINS": allowed}).task_webhook_origins == (
+        "http://127.0.0.1:8010", "http://localhost:8010", "https://127.0.0.1:8443", "https://hooks.example.com")
+    for refused in ("http://8.8.8.8", "https://10.0.0.1", "https://*.example.com"):
+        with pytest.raises(SettingsError, match="TASK_WEBHOOK_ORIGINS"):
+            Settings.from_env({**local, "TASK_WEBHOOK_ORIGINS": refused})
+
+
+def resolving(*answers: str) -> Any:
+    """A resolver (webhook.Network.addresses) answering ``answers`` for any name."""
+    return lambda host, port: list(answers)
+
+
+@pytest.mark.parametrize("answers", [
+    ("93.184.216.34", "10.0.0.7"), ("10.0.0.7", "93.184.216.34"), ("93.184.216.34", "2606:4700::1", "::1"),
+    ("2606:4700::1", "169.254.169.254", "93.184.216.34"),
+])
+def test_a_name_is_refused_when_any_address_it_resolves_to_is_not_public(answers: tuple[str, ...]) -> None:
+    target = webhook.target_of("https://hooks.example.com/x")
+    [bad] = [a for a in answers if webhook.address_refusal(a)]
+    with pytest.raises(webhook.WebhookRefused, match=re.escape(bad)):
+        webhook.resolve(target, False, resolving(*answers))
+
+
+def test_a_name_resolving_to_public_addresses_only_is_called_at_its_first() -> None:
+    target = webhook.target_of("https://hooks.example.com/x")
+    assert webhook.resolve(target, False, resolving("93.184.216.34", "2606:4700::1")) == "93.184.216.34"
+    with pytest.raises(webhook.WebhookFailed, match="no address"):
+        webhook.resolve(target, False, resolving())
+
+
+def test_a_calls_budget_is_the_timeout_or_the_invocations_time_less_the_settles() -> None:
+    margin = webhook.SETTLE_MARGIN_SECONDS
+    assert webhook.call_budget(10.0, None) == (10.0, False)
+    assert webhook.call_budget(10.0, 90.0) == (10.0, False)
+    assert webhook.call_budget(10.0, margin + 0.25) == (0.25, True)
+    assert webhook.call_budget(10.0, margin - 1) == (-1.0, True)
+
+
+def test_the_docs_say_how_long_a_retry_after_waits_and_the_calls_deadline_as_the_code_does() -> None:
+    """docs/tasks.md's "The answer" and "The deadline": the figures are the code's."""
+    text = " ".join(DOCS.read_text().split())
+    answer = text[text.index("**The answer.**"):text.index("**The deadline.**")]
+    deadline = text[text.index("**The deadline.**"):text.index("### Verifying a webhook")]
+    assert "fails the task" not in answer
+    assert f"a wait of up to {timing.RETRY_CAP_SECONDS:g} s in the same delivery, a longer one in a later delivery" \
+        in answer
+    assert f"less {webhook.SETTLE_MARGIN_SECONDS:g} s kept to settle the task" in deadline
+    assert f"retried in a later delivery, {webhook.OUT_OF_TIME_RETRY_SECONDS:g} s on" in deadline
