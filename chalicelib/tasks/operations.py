@@ -96,6 +96,11 @@ def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None) -> tuple[int, 
         record = store.get_record(key.task_id)
         if record is not None and record.get("retry_id") == retry_id:  # a repeat of this retry got there first
             return _resend(deps, key, record, retry_id, "this retry was made already")
+        if (record or {}).get("status") == Status.DEAD_LETTERED.value and items.claim_is_live(
+                record or {}, now, deps.settings.task_claim_lease_seconds):
+            raise api.conflict(f"task {key.task_id!r} is DEAD_LETTERED with the claim its message left still live (a "
+                               "worker may still be running its action); retry it once that claim's lease "
+                               "(TASK_CLAIM_LEASE_SECONDS) has ended", "status")
         raise api.conflict(f"task {key.task_id!r} changed while being retried; read it and try again", "status")
     record = store.get_record(key.task_id) or {}
     logger.info("task retried", extra={"task_id": key.task_id, "retry_id": retry_id, "run_at": iso(run_at)})
