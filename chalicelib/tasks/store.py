@@ -584,19 +584,23 @@ class TaskStore:
 
     # --- due messages SQS gave up on ------------------------------------------------
 
-    def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any]) -> None:
+    def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any], attempts: int | None = None) -> None:
         """``note_dead_letter``: the task is DEAD_LETTERED, its record keeping why its due message for ``due`` was
-        dead-lettered (``note``); a task written by another program gets a record for it (listed by the status
-        index like any other). A claim, a retry, a cancel or a reschedule leaves the state."""
+        dead-lettered (``note``) -- and ``attempts``, when given: the deliveries that may have run the action of a
+        task that runs without a claim, which recorded none; a task written by another program gets a record for
+        it (listed by the status index like any other). A claim, a retry, a cancel or a reschedule leaves the
+        state."""
         listed, listed_values = _listed_update(key)
+        counted, counted_values = ("", {}) if attempts is None else (", attempts = :attempts", {":attempts": attempts})
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET dead_letter = :note, id = if_not_exists(id, :id), "
                              "task_pk = if_not_exists(task_pk, :pk), task_sk = if_not_exists(task_sk, :sk), "
-                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered{listed}",
+                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered{listed}{counted}",
             **_expression_args({"#s": "status"}, {
                 ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
-                ":due": iso(due), ":dead_lettered": Status.DEAD_LETTERED.value, **listed_values}))
+                ":due": iso(due), ":dead_lettered": Status.DEAD_LETTERED.value, **listed_values,
+                **counted_values}))
 
     def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any], name: str) -> None:
         """``note_stream_dead_letter``: keep ``note`` (as ``name``) on the task's record, unless a note of a later
