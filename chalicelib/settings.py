@@ -507,8 +507,9 @@ class Settings:
     task_max_takeovers: int = setting("TASK_MAX_TAKEOVERS", "3",
         "Takeovers of an execution whose worker died before it is FAILED, unrun.", integer(0, 100))
     direct_queue_horizon_seconds: int = setting("DIRECT_QUEUE_HORIZON_SECONDS", "1800",
-        "Exact tasks due sooner skip Scheduler: due queue with a delay (at most 900 s a message; past 900 the "
-        "executor sends it back once, cheaper than a schedule: [Benchmarks](benchmarks.md#the-due-queues-horizon)). "
+        "Exact tasks due at most `DIRECT_QUEUE_HORIZON_SECONDS` ahead (the horizon included) skip Scheduler: due "
+        "queue with a delay (at most 900 s a message; past 900 the executor sends it back once, cheaper than a "
+        "schedule: [Benchmarks](benchmarks.md#the-due-queues-horizon)). "
         "At most 1800: one re-queue hop.", integer(0, 1800))
     schedule_lead_seconds: int = setting("SCHEDULE_LEAD_SECONDS", "60",
         "Exact tasks' schedules fire this early; the executor waits out the rest.", integer(0, 900))

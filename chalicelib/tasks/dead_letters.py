@@ -9,13 +9,16 @@ queue to DUE_DLQ (deploy/provision.py).  For each such message:
    occurrence's message), the item is gone, or the task was rescheduled,
    cancelled or finished (the executor's ``skip_reason``).  It is only
    forwarded.
-2. Otherwise one alert goes out (with a ``dedupe_id``),
+2. Otherwise one alert goes out (with a ``dedupe_id``; for a task that settles once,
+   ``executor.settles_once``, with no claim to tell, it says the action may have run),
 3. the message is forwarded to TASK_DLQ with the reason, for a human, and
 4. the task's record in the state table (``TASK#<id>`` / ``RECORD``; made for
    a task written by another program) gets ``dead_letter``: the due time,
    when, the receive count SQS reported, the state its claim was left in
    (RUNNING: a worker claimed it and failed or died; none: it never got that
-   far), the reason and the message id.  ``GET /tasks/{id}`` shows it, and
+   far; for a task that settles once, which has no claim, its ``attempts``
+   become the deliveries, each of which may have run the action), the reason
+   and the message id.  ``GET /tasks/{id}`` shows it, and
    such a task can be cancelled or rescheduled even when its item says
    RUNNING.
 
@@ -36,8 +39,8 @@ from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
-from chalicelib.tasks.executor import skip_reason
-from chalicelib.tasks.model import DueMessage, InvalidTask, Status, iso, read_task
+from chalicelib.tasks.executor import settles_once, skip_reason
+from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Task, iso, read_task
 from chalicelib.tasks.store import SETTLED, Execution, TaskStore, due_ms
 
 SOURCE = "due_dead_letter"
@@ -88,56 +91,72 @@ def handle(deps: Deps, body: str, message_id: str, receive_count: str = "") -> s
     payload = _payload(body)
     record = store.get_record(task_id)
     execution = Execution.of(record)
-    moot = _moot(deps, store, message, record, execution)
+    moot, task = _moot(deps, store, message, record, execution)
     if moot:
         dead_letter(deps, task_dlq, SOURCE, message_id, f"due message of task {task_id} for {due} dead-lettered "
                     f"after the execution no longer waited for it ({moot})", payload, dedupe_id=dedupe_id)
         return "forwarded: " + moot
     state = execution.state if execution.of_due(due) and execution.state else "none"
+    unclaimed = state == "none" and task is not None and settles_once(task, message)
+    deliveries = deliveries_of(receive_count) if unclaimed else None
     reason = (f"the due message of task {task_id} for {due} failed every delivery (SQS receive count "
               f"{receive_count or 'unknown'}); its claim was left {state}; see the task_executor logs")
+    subject = f"Task {task_id} will not run: its due message was dead-lettered"
+    if unclaimed:  # one write, no claim: each delivery ran the action before its settle failed or it died
+        reason = (f"the due message of task {task_id} for {due} failed every delivery (SQS receive count "
+                  f"{receive_count or 'unknown'}); the action may have run (up to once a delivery, "
+                  f"{deliveries if deliveries is not None else 'unknown'}: it runs without a claim, its target "
+                  "drops a repeat) but no outcome was recorded; see the task_executor logs")
+        subject = f"Task {task_id} may have run, its outcome unrecorded: its due message was dead-lettered"
     found = (record or {}).get("dead_letter")
     noted = found if isinstance(found, dict) and found.get("run_at") == due else None
     if noted is not None and noted.get("message_id") == message_id:
         return "already handled"  # a redelivery of a message handled in full
     if noted is None:
-        alerts.publish(deps, f"Task {task_id} will not run: its due message was dead-lettered", {
+        alerts.publish(deps, subject, {
             "task_id": task_id, "due": due, "receive_count": receive_count, "claim": state, "reason": reason,
             "dedupe_id": dedupe_id})
     dead_letter(deps, task_dlq, SOURCE, message_id, reason, payload, dedupe_id=dedupe_id)
     if noted is None:
         store.note_dead_letter(message.key, message.due, {
             "run_at": due, "at": iso(deps.clock()), "receive_count": receive_count, "claim": state,
-            "reason": reason, "message_id": message_id})
+            "reason": reason, "message_id": message_id}, attempts=deliveries)
     return "noted" if noted is None else "forwarded: noted already"
 
 
+def deliveries_of(receive_count: str) -> int | None:
+    """The due queue's deliveries of a message DUE_DLQ's consumer received with ``receive_count`` (SQS keeps the
+    count when it moves a message, and counts this receive too), or None when SQS did not say. Pure."""
+    return max(1, int(receive_count) - 1) if receive_count.isdigit() else None
+
+
 def _moot(deps: Deps, store: TaskStore, message: DueMessage, record: dict[str, Any] | None,
-          execution: Execution) -> str | None:
-    """Why no execution waits for this message any more, or None when its task is stuck on it."""
+          execution: Execution) -> tuple[str | None, Task | None]:
+    """(why no execution waits for this message any more, or None when its task is stuck on it; the task read
+    from its item, when it was read)."""
     due = iso(message.due)
     if execution.of_due(due) and execution.state in SETTLED:
-        return f"its execution is {execution.state.lower()}"
+        return f"its execution is {execution.state.lower()}", None
     if execution.due_ms is not None and execution.due_ms > due_ms(message.due):
-        return "a later due time was claimed since"
+        return "a later due time was claimed since", None
     if record is not None and record.get("run_at") == due and record.get("status") == Status.CANCELLED.value:
-        return "cancelled"
+        return "cancelled", None
     if execution.moved_from == due:
-        return "rescheduled"
+        return "rescheduled", None
     if message.carries_item:
         if record is not None and record.get("run_at") == due and Status(record.get("status", "PENDING")).finished:
-            return str(record["status"]).lower()
-        return None
+            return str(record["status"]).lower(), None
+        return None, None
     if message.key.source and deps.settings.source(message.key.source) is None:
-        return None  # a source the stage no longer declares: shown as stuck
+        return None, None  # a source the stage no longer declares: shown as stuck
     item = store.get_item(message.key)
     if item is None:
-        return "the task is gone"
+        return "the task is gone", None
     try:
         task = read_task(item, message.key, deps.settings)
     except InvalidTask:
-        return None  # shown as stuck: the item needs writing again
-    return skip_reason(task, message)
+        return None, None  # shown as stuck: the item needs writing again
+    return skip_reason(task, message), task
 
 
 def _payload(body: str) -> Any:

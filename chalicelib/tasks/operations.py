@@ -4,8 +4,10 @@
   or DEAD_LETTERED task runs its failed due time again, once, as a fresh execution (its attempts counted anew,
   its retry policy's age from the retry's time), now or at ``run_at``.  The record is written first
   (``TaskStore.redrive``: PENDING, RETRYING until ``run_at``, ``retry_id`` kept), then the due message is sent
-  (``not_before`` ``run_at``).  The same ``retry_id`` again (a response lost) changes nothing and sends the
-  message again while the retry has not started: the claim lets one delivery run it.  A task PENDING or RUNNING
+  (``not_before`` ``run_at``).  The same ``retry_id`` again (a response lost, two requests at once) answers 200
+  and changes nothing, whatever became of the retry (the redrive's condition refuses a record carrying it); it
+  sends the message again while the retry is not yet claimed (``awaits_retry``): the claim lets one delivery
+  run it.  A task PENDING or RUNNING
   (or DONE, CANCELLED, PAUSED) is refused with 409.
 - ``POST /tasks/{id}/pause``: a recurring task's occurrences are skipped (the executor's claim refuses a PAUSED
   record), none queued up; 409 for a one-time task (it has no occurrences to skip: cancel or reschedule it).
@@ -38,7 +40,7 @@ from chalicelib.tasks.model import (
     read_task,
     task_from_item,
 )
-from chalicelib.tasks.store import RETRYING, Execution, TaskStore, set_attributes, update
+from chalicelib.tasks.store import Execution, TaskStore, awaits_retry, set_attributes, update
 from chalicelib.web import bad_request, not_found, reject_unknown
 
 T = TypeVar("T")
@@ -70,7 +72,7 @@ def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None) -> tuple[int, 
     store, now = TaskStore(deps), deps.clock()
     record = store.get_record(key.task_id)
     if record is not None and record.get("retry_id") == retry_id:
-        return _resend(deps, store, key, record, "this retry was made already")
+        return _resend(deps, key, record, retry_id, "this retry was made already")
     item = store.get_item(key)
     if item is None and record is None:
         raise not_found("task", key.task_id)
@@ -90,21 +92,27 @@ def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None) -> tuple[int, 
         raise api.conflict(f"task {key.task_id!r} is due at {iso(task.due)} now, not at the time that failed "
                            f"({iso(due)}); it runs then", "id")
     run_at = max(run_at, due)
-    if not store.redrive(key, due, run_at, retry_id, now, deps.settings.task_claim_lease_seconds):
+    if not store.redrive(key, due, run_at, retry_id, uuid.uuid4().hex, now, deps.settings.task_claim_lease_seconds):
         record = store.get_record(key.task_id)
-        if record is None or record.get("retry_id") != retry_id:  # not an earlier attempt of this very retry
-            raise api.conflict(f"task {key.task_id!r} changed while being retried; read it and try again", "status")
+        if record is not None and record.get("retry_id") == retry_id:  # a repeat of this retry got there first
+            return _resend(deps, key, record, retry_id, "this retry was made already")
+        if (record or {}).get("status") == Status.DEAD_LETTERED.value and items.claim_is_live(
+                record or {}, now, deps.settings.task_claim_lease_seconds):
+            raise api.conflict(f"task {key.task_id!r} is DEAD_LETTERED with the claim its message left still live (a "
+                               "worker may still be running its action); retry it once that claim's lease "
+                               "(TASK_CLAIM_LEASE_SECONDS) has ended", "status")
+        raise api.conflict(f"task {key.task_id!r} changed while being retried; read it and try again", "status")
     record = store.get_record(key.task_id) or {}
     logger.info("task retried", extra={"task_id": key.task_id, "retry_id": retry_id, "run_at": iso(run_at)})
-    return _resend(deps, store, key, record, "")
+    return _resend(deps, key, record, retry_id, "")
 
 
-def _resend(deps: Deps, store: TaskStore, key: TaskKey, record: dict[str, Any], note: str) -> tuple[int, dict[str, Any]]:
-    """Send the retry's due message while it has not started (again, for a repeated request: the claim lets one
-    delivery run it), and answer with the task as it is."""
+def _resend(deps: Deps, key: TaskKey, record: dict[str, Any], retry_id: str, note: str) -> tuple[int, dict[str, Any]]:
+    """Send the retry's due message while the record is as the retry left it (``awaits_retry``: again, for a
+    repeated request, so a lost message is recovered; the claim lets one delivery run it), and answer with the
+    task as it is: 202 for the request whose write made the retry, 200 (``note``) for a repeat."""
     found = Execution.of(record)
-    waiting = found.state == RETRYING and found.retry_due is not None and found.retry_at_ms is not None
-    if waiting and found.retry_due is not None and found.retry_at_ms is not None:
+    if awaits_retry(record, retry_id) and found.retry_due is not None and found.retry_at_ms is not None:
         run_at = datetime.fromtimestamp(found.retry_at_ms / 1000, deps.clock().tzinfo)
         message = DueMessage(key, parse_due(found.retry_due, "run_at"), not_before=run_at)
         delay = max(0, min(timing.MAX_DELAY_SECONDS, int((run_at - deps.clock()).total_seconds())))

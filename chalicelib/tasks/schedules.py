@@ -7,7 +7,7 @@ fetches nothing and only carries the steps out.
 
 The rules, per strategy (see docs/strategies.md):
 
-- exact: due within DIRECT_QUEUE_HORIZON_SECONDS (or its schedule would fire
+- exact: due at most DIRECT_QUEUE_HORIZON_SECONDS ahead, the horizon included (or its schedule would fire
   in the past) -> straight to the due queue with DelaySeconds; later -> a
   one-time schedule ``at(due - SCHEDULE_LEAD_SECONDS)`` in UTC.  A MODIFY that
   changes the fingerprint (due time, strategy, action) updates it; one that

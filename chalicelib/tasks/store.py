@@ -352,29 +352,35 @@ class TaskStore:
 
     # --- the operator's transitions: retry a failure, pause and resume (chalicelib.tasks.operations) ------------
 
-    def redrive(self, key: TaskKey, due: datetime, run_at: datetime, retry_id: str, now: datetime,
+    def redrive(self, key: TaskKey, due: datetime, run_at: datetime, retry_id: str, token: str, now: datetime,
                 lease_seconds: int) -> bool:
         """``redrive``: a FAILED or DEAD_LETTERED execution of ``due`` runs again, fresh (no attempts counted, its
-        age from ``run_at``): the record PENDING, RETRYING until ``run_at``, the retry's ``retry_id`` kept.  Refused
-        (False) unless the record is FAILED at that due time, or DEAD_LETTERED at it without a live claim -- or
-        this retry's own write is there already (its answer lost).  One conditional UpdateItem; the caller sends
-        the due message."""
+        age from ``run_at``): the record PENDING, RETRYING until ``run_at``, the retry's ``retry_id`` kept (and
+        ``retry_token``, this request's).  Refused (False) unless the record is FAILED at that due time, or
+        DEAD_LETTERED at it without a live claim -- and never when it carries this ``retry_id`` already: a repeat
+        of the retry (its answer lost, two requests at once) re-arms nothing, whatever became of the retry since.
+        True also when the write found is this request's own (``token``: an earlier attempt whose answer was lost).
+        One conditional UpdateItem; the caller sends the due message."""
         due_text = iso(due)
         attributes: dict[str, Any] = {
             "status": Status.PENDING.value, "exec_state": RETRYING, "exec_due": due_text, "exec_due_ms": due_ms(due),
             "retry_due": due_text, "retry_at": iso(run_at), "retry_at_ms": due_ms(run_at), "retry_from": iso(run_at),
-            "retry_id": retry_id, "attempts": 0, "exec_takeovers": 0, "redriven_at": iso(now)}
+            "retry_id": retry_id, "retry_token": token, "attempts": 0, "exec_takeovers": 0, "redriven_at": iso(now)}
         expression, names, values = set_attributes(attributes, [
             "dead_letter", "dead_lettered", "alerted", "finished_at", "exec_owner", "claimed_at", STATE_TTL_ATTRIBUTE])
         names.update({"#rs": "status", "#rr": "run_at", "#rd": "exec_due", "#re": "exec_state", "#rc": "claimed_at",
                       "#ri": "retry_id"})
         values.update({":r_failed": Status.FAILED.value, ":r_dead": Status.DEAD_LETTERED.value, ":r_due": due_text,
                        ":r_running": RUNNING, ":r_stale": now.timestamp() - lease_seconds, ":r_id": retry_id})
-        condition = ("(#rs = :r_failed AND #rd = :r_due) OR (#rs = :r_dead AND #rr = :r_due AND (attribute_not_exists(#re)"
-                     " OR #re <> :r_running OR #rd <> :r_due OR #rc < :r_stale)) OR #ri = :r_id")
-        return _applied(lambda: self._ddb.update_item(
-            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)), UpdateExpression=expression,
-            ConditionExpression=condition, **_expression_args(names, values)))
+        condition = ("((#rs = :r_failed AND #rd = :r_due) OR (#rs = :r_dead AND #rr = :r_due AND (attribute_not_exists(#re)"
+                     " OR #re <> :r_running OR #rd <> :r_due OR #rc < :r_stale)))"
+                     " AND (attribute_not_exists(#ri) OR #ri <> :r_id)")
+        if _applied(lambda: self._ddb.update_item(
+                TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                UpdateExpression=expression, ConditionExpression=condition, **_expression_args(names, values))):
+            return True
+        found = self.get_record(key.task_id) or {}
+        return found.get("retry_id") == retry_id and found.get("retry_token") == token
 
     def pause(self, key: TaskKey, record: Mapping[str, Any], due: str, now: datetime) -> bool:
         """``pause``: the record PAUSED (``record``: what a task without one gets -- ``items.record_of``), on the
@@ -578,19 +584,23 @@ class TaskStore:
 
     # --- due messages SQS gave up on ------------------------------------------------
 
-    def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any]) -> None:
+    def note_dead_letter(self, key: TaskKey, due: datetime, note: Mapping[str, Any], attempts: int | None = None) -> None:
         """``note_dead_letter``: the task is DEAD_LETTERED, its record keeping why its due message for ``due`` was
-        dead-lettered (``note``); a task written by another program gets a record for it (listed by the status
-        index like any other). A claim, a retry, a cancel or a reschedule leaves the state."""
+        dead-lettered (``note``) -- and ``attempts``, when given: the deliveries that may have run the action of a
+        task that runs without a claim, which recorded none; a task written by another program gets a record for
+        it (listed by the status index like any other). A claim, a retry, a cancel or a reschedule leaves the
+        state."""
         listed, listed_values = _listed_update(key)
+        counted, counted_values = ("", {}) if attempts is None else (", attempts = :attempts", {":attempts": attempts})
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET dead_letter = :note, id = if_not_exists(id, :id), "
                              "task_pk = if_not_exists(task_pk, :pk), task_sk = if_not_exists(task_sk, :sk), "
-                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered{listed}",
+                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered{listed}{counted}",
             **_expression_args({"#s": "status"}, {
                 ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
-                ":due": iso(due), ":dead_lettered": Status.DEAD_LETTERED.value, **listed_values}))
+                ":due": iso(due), ":dead_lettered": Status.DEAD_LETTERED.value, **listed_values,
+                **counted_values}))
 
     def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any], name: str) -> None:
         """``note_stream_dead_letter``: keep ``note`` (as ``name``) on the task's record, unless a note of a later
@@ -721,6 +731,15 @@ def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, str], dict[str,
         names["#nx_status"] = "status"
         condition += " OR (exec_state = :running AND #nx_status = :dead_lettered)"
     return condition, names, values
+
+
+def awaits_retry(record: Mapping[str, Any] | None, retry_id: str) -> bool:
+    """True when the record is still as the redrive of ``retry_id`` left it: PENDING, RETRYING at the due time it
+    retries, no attempt of it made (never claimed since: its due message may still be sent). Pure."""
+    found = Execution.of(record)
+    return ((record or {}).get("retry_id") == retry_id and found.status == Status.PENDING.value
+            and found.state == RETRYING and found.due is not None and found.retry_due == found.due == found.run_at
+            and found.retry_at_ms is not None and found.attempts == 0)
 
 
 def due_ms(due: datetime) -> int:

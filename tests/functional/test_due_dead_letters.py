@@ -16,7 +16,7 @@ from tests import events
 from tests.faults import Faults
 from tests.fixtures import Aws, FakeClock
 from tests.functional.stream_support import TableStream, stream
-from tests.functional.task_support import EMAIL_ACTION, emails_sent, patch_task, post_task
+from tests.functional.task_support import EMAIL_ACTION, deliver, emails_sent, patch_task, post_task, record_of
 
 DUE = "2026-11-22T12:02:00Z"  # two minutes after the FakeClock's now
 KEY = TaskKey.for_id("standup")
@@ -121,6 +121,27 @@ def test_a_dead_lettered_task_left_running_can_be_rescheduled_and_then_runs(
     assert events.batch_item_failures(payload) == set()
     assert len(emails_sent()) == 1
     assert client.http.get("/tasks/standup").json_body["status"] == "DONE"
+
+
+def test_a_dead_lettered_task_is_not_retried_while_the_claim_its_message_left_is_live(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    message = create(client)
+    clock.advance(minutes=2)
+    stuck_running(deps, clock)  # its worker may still be running the action
+    assert dead_letter(client, aws, message.to_json()) == set()
+    retry = {"headers": {"Content-Type": "application/json"}, "body": json.dumps({"retry_id": "r-1"})}
+    refused = client.http.post("/tasks/standup/retry", **retry)
+    assert (refused.status_code, refused.json_body.get("field")) == (409, "status")
+    assert "still live" in refused.json_body["error"]
+    assert aws.sent(deps.settings.due_queue) == []
+    record = record_of(deps, KEY) or {}
+    assert (record["status"], record["exec_state"], record["exec_owner"]) == ("DEAD_LETTERED", "RUNNING", "a-worker")
+    clock.advance(seconds=deps.settings.task_claim_lease_seconds + 1)  # its lease ran out: the worker is dead
+    made = client.http.post("/tasks/standup/retry", **retry)
+    assert (made.status_code, made.json_body["status"]) == (202, "PENDING")
+    [(body, _)] = aws.sent(deps.settings.due_queue)
+    assert deliver(client, body) == set()
+    assert (len(emails_sent()), client.http.get("/tasks/standup").json_body["status"]) == (1, "DONE")
 
 
 def test_a_redelivered_dead_letter_alerts_and_forwards_once(client: Client, aws: Aws, clock: FakeClock) -> None:

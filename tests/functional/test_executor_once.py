@@ -22,6 +22,8 @@ from chalicelib.aws import Deps
 from chalicelib.tasks import executor
 from chalicelib.tasks.actions import execution_name
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
+from deploy.provision import MAX_RECEIVE_COUNT
+from tests import events
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import ACCOUNT, Aws, Emitted, FakeClock, moto_aws, use_settings
 from tests.functional.task_support import (
@@ -157,6 +159,38 @@ def test_a_failure_retried_later_takes_the_claim_and_a_refused_target_fails_dead
     assert (record.get("dead_lettered"), record.get("alerted")) == (True, True)
     assert run(deps, clock, refused) == "skipped: failed"  # a duplicate: nothing left to send
     assert aws.drain(deps.settings.task_dlq) == [] and aws.alerts() == []
+
+
+def test_a_task_dead_lettered_after_its_action_ran_shows_the_deliveries_as_attempts_and_alerts_it_may_have_run(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, allowed: str, faults: Faults) -> None:
+    body = create(client, "unsettled", allowed)
+    clock.now = DUE
+    aws.alerts()
+    # Every settle fails with a hard error (after its 5 attempts): each delivery runs the action, records nothing.
+    faults.inject("dynamodb.UpdateItem", "error", times=1000, match=lambda p: "exec_owner" in json.dumps(p))
+    due_url = aws.queue_url(deps.settings.due_queue)
+    aws.clients.sqs.send_message(QueueUrl=due_url, MessageBody=body)
+    runs = 0
+    for _ in range(MAX_RECEIVE_COUNT + 1):  # as Lambda's poller receives it; SQS moves it after the last one
+        for received in aws.clients.sqs.receive_message(
+                QueueUrl=due_url, AttributeNames=["All"], VisibilityTimeout=0).get("Messages", []):
+            record = events.sqs_record_from_message(received, events.queue_arn(deps.settings.due_queue))
+            payload = client.lambda_.invoke("task_executor", events.sqs_event(record)).payload
+            assert events.batch_item_failures(payload) == {received["MessageId"]}
+            runs += 1
+    faults.calm()
+    [moved] = aws.clients.sqs.receive_message(QueueUrl=aws.queue_url(deps.settings.due_dlq),
+                                              AttributeNames=["All"]).get("Messages", [])
+    record = events.sqs_record_from_message(moved, events.queue_arn(deps.settings.due_dlq))
+    assert events.batch_item_failures(client.lambda_.invoke("due_dead_letter", events.sqs_event(record)).payload) \
+        == set()
+    assert runs == MAX_RECEIVE_COUNT == faults.calls["states.StartExecution"]
+    assert executions(aws, allowed, "unsettled") == [execution_name("unsettled", DUE)]  # the target dropped repeats
+    shown = get_task(client, "unsettled")
+    assert (shown["status"], shown["attempts"]) == ("DEAD_LETTERED", runs)
+    assert "may have run" in shown["dead_letter"]["reason"]
+    [alert] = aws.alerts()
+    assert "may have run" in alert["subject"] and "may have run" in alert["message"]["reason"]
 
 
 class ChangedBeforeTheAction:

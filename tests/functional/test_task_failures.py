@@ -5,7 +5,7 @@ recurring tasks paused and resumed -- under moto, with faults at the app's own c
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,10 +14,11 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.tasks import actions
+from chalicelib.tasks import actions, lifecycle
 from chalicelib.tasks.actions import Action, ActionRetryHint, Attempt, Check, any_text
-from chalicelib.tasks.model import DueMessage, TaskKey, iso, parse_due
-from chalicelib.tasks.store import TaskStore
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.model import DueMessage, Status, TaskKey, iso, parse_due
+from chalicelib.tasks.store import Outcome, TaskStore
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock
 from tests.functional.task_support import (
@@ -28,6 +29,7 @@ from tests.functional.task_support import (
     emails_sent,
     get_task,
     post_task,
+    record_of,
     use_client,
 )
 
@@ -151,6 +153,74 @@ def test_a_retry_whose_answer_was_lost_and_is_repeated_starts_one_execution(
     assert aws.sent(deps.settings.due_queue) == []  # ... which ran: nothing sent
     done = post(client, "/tasks/flaky/retry", {"retry_id": "r-2"})
     assert (done.status_code, done.json_body["field"]) == (409, "status")
+
+
+class RetryInBetween:
+    """The bundle's DynamoDB client, making ``meanwhile`` happen right before the first write of a retry: another
+    request with the same retry_id (and what follows it) lands between this one's read of the task (FAILED) and
+    its write -- a client's repeat overtaking the slow first request, or two requests at once."""
+
+    def __init__(self, real: Any, meanwhile: Callable[[], None]) -> None:
+        self._real = real
+        self._meanwhile: Callable[[], None] | None = meanwhile
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def update_item(self, **kwargs: Any) -> Any:
+        meanwhile = self._meanwhile
+        if "retry_id" in kwargs.get("ExpressionAttributeNames", {}).values() and meanwhile is not None:
+            self._meanwhile = None
+            meanwhile()
+        return self._real.update_item(**kwargs)
+
+
+@pytest.mark.parametrize("then", ["nothing yet", "started", "settled"])
+def test_a_retry_id_whose_write_lands_after_the_retry_was_made_answers_200_and_re_arms_nothing(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, then: str) -> None:
+    fail(client, deps, clock, "late")
+    key, due, store = TaskKey.for_id("late"), parse_due(RUN_AT), TaskStore(deps)
+    first: list[int] = []
+
+    def meanwhile() -> None:  # the other request with this retry_id, then the retry's execution
+        first.append(post(client, "/tasks/late/retry", {"retry_id": "r-1"}).status_code)
+        if then == "started":  # claimed: its worker runs the action
+            assert store.claim(key, due, clock.now, deps.settings.task_claim_lease_seconds, "worker").won
+        elif then == "settled":
+            [(body, _)] = aws.sent(deps.settings.due_queue)
+            assert deliver(client, body) == set()
+
+    real = deps.clients.dynamodb
+    use_client(deps, "dynamodb", RetryInBetween(real, meanwhile))
+    late = post(client, "/tasks/late/retry", {"retry_id": "r-1"})
+    use_client(deps, "dynamodb", real)
+    assert first == [202]
+    assert (late.status_code, late.json_body["retry_id"], late.json_body.get("note")) == (
+        200, "r-1", "this retry was made already")
+    record = record_of(deps, key)
+    assert lifecycle.state_of(record) is {"nothing yet": State.PENDING, "started": State.RUNNING,
+                                          "settled": State.DONE}[then]
+    sent = aws.sent(deps.settings.due_queue)
+    assert len(sent) == {"nothing yet": 2, "started": 1, "settled": 0}[then]  # the late one re-sends it only while
+    # the retry is not yet claimed
+    if then == "started":
+        assert store.settle(key, due, "worker", Outcome(Status.DONE, 1, {"type": "email"}), clock.now, None)
+    for body, _ in sent:
+        assert deliver(client, body) == set()
+    assert len(emails_sent()) == {"nothing yet": 1, "started": 0, "settled": 1}[then]  # one run: the worker's
+    assert (get_task(client, "late")["status"], get_task(client, "late")["attempts"]) == ("DONE", 1)
+
+
+def test_a_retry_whose_write_botocore_repeats_after_its_answer_was_lost_is_its_own_and_answers_202(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    fail(client, deps, clock, "resent")
+    faults.inject("dynamodb.UpdateItem", "retried", match=lambda p: "retry_id" in json.dumps(p))
+    made = post(client, "/tasks/resent/retry", {"retry_id": "r-1"})
+    assert faults.injected["retried"] == 1
+    assert (made.status_code, made.json_body["status"], "note" in made.json_body) == (202, "PENDING", False)
+    [(body, _)] = aws.sent(deps.settings.due_queue)
+    assert deliver(client, body) == set()
+    assert len(emails_sent()) == 1
 
 
 def test_a_worker_that_dies_between_the_action_and_the_settle_of_a_retry_is_taken_over_and_settles_once(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -187,6 +188,21 @@ def test_exact_insert_whose_schedule_would_fire_in_the_past_is_sent_directly() -
     settings = replace(SETTINGS, direct_queue_horizon_seconds=0, schedule_lead_seconds=300)
     due = NOW + timedelta(seconds=200)
     assert plan(change("INSERT", seed_item(due)), settings) == [SendDue(DueMessage(KEY, due), 200)]
+
+
+HORIZON_RULE = "due at most `DIRECT_QUEUE_HORIZON_SECONDS` ahead (the horizon included)"
+
+
+@pytest.mark.parametrize(("offset_ms", "path"), [(-1, SendDue), (0, SendDue), (1, PutSchedule)])
+def test_an_exact_task_due_exactly_at_the_horizon_goes_by_the_due_queue_one_ms_later_by_scheduler(
+        offset_ms: int, path: type) -> None:
+    due = NOW + timedelta(seconds=SETTINGS.direct_queue_horizon_seconds, milliseconds=offset_ms)
+    [step] = plan(change("INSERT", seed_item(due, REMINDER_TIMESTAMP=due.isoformat(timespec="milliseconds"))))
+    assert isinstance(step, path)
+    assert isinstance(step, PutSchedule) or (isinstance(step, SendDue) and step.message == DueMessage(KEY, due))
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in ("strategies.md", "configuration.md"):  # the rule, in the same words
+        assert HORIZON_RULE in (docs / page).read_text(), page
 
 
 def test_a_due_time_change_updates_the_schedule() -> None:
