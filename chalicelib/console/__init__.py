@@ -58,8 +58,8 @@ def filters() -> dict[str, list[str]]:
             "strategies": [strategy.value for strategy in Strategy]}
 
 
-def _read(name: str) -> str:
-    text = (HERE / name).read_text(encoding="utf-8")
+def rendered(name: str, text: str) -> str:
+    """The console file ``name`` as served: its text, app.js with the filters written in."""
     if name == "app.js":
         if text.count(FILTERS_SLOT) != 1:
             raise RuntimeError(f"chalicelib/console/app.js must hold {FILTERS_SLOT} once")
@@ -67,7 +67,7 @@ def _read(name: str) -> str:
     return text
 
 
-FILES = {name: _read(name) for name in ASSETS}
+FILES = {name: rendered(name, (HERE / name).read_text(encoding="utf-8")) for name in ASSETS}
 
 
 def headers_for(name: str) -> dict[str, str | list[str]]:
