@@ -21,7 +21,7 @@ from chalicelib.container import Container
 from chalicelib.invocation import observed
 from chalicelib.log import logger
 from chalicelib.settings import Settings, chalice_command, unprovisioned_refusal
-from chalicelib.web import json_body, query, raw_body, respond
+from chalicelib.web import json_body, no_store, query, raw_body, respond
 
 if TYPE_CHECKING:  # loaded by the settings only when the stage declares task sources
     from chalicelib.sources import TaskSource
@@ -43,6 +43,8 @@ def deps() -> Deps:
     return container.get()
 
 
+# Every HTTP answer in JSON says Cache-Control: no-store (they hold task payloads); outermost, so errors too.
+app.register_middleware(no_store, "http")
 # Every function: log lines carry the Lambda request id; the metrics recorded are flushed once at the end.
 app.register_middleware(observed(deps), "all")
 

@@ -9,9 +9,10 @@ stage, ``use_make_run`` lays that environment over the process's: every AWS clie
 endpoint with dummy credentials, whatever credentials, profile or endpoints the shell has, and the token
 is the shell's API_TOKEN or else ``make run``'s.  Without a ``make run`` that answers, it refuses at
 import, before any AWS client exists, with one message saying what to start, and ends the process
-(Chalice imports the app in a thread of its reloader's worker, where an exception would leave a process
-that never listens).  app.py imports this module only under ``chalice local`` (never on Lambda; it is
-here because app.py imports chalicelib only), and the offline runtime (local/stage.py) writes the file
+with a failure status (Chalice imports the app in a thread of its reloader's worker, where an exception
+would leave a process that never listens, and whose parent would exit 0: ``end_refused``).  app.py
+imports this module only under ``chalice local`` (never on Lambda; it is here because app.py imports
+chalicelib only), and the offline runtime (local/stage.py) writes the file
 with it.
 """
 
@@ -20,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -109,12 +112,23 @@ def use_make_run(environ: MutableMapping[str, str], path: Path | None = None) ->
 
 def serve_against_make_run(environ: MutableMapping[str, str]) -> None:
     """What app.py calls under ``chalice local`` for the local stage: use ``make run``, or say what to start
-    and end the process (from Chalice's server thread, only ``os._exit`` ends it)."""
+    and end the process (from Chalice's server thread, only ``os._exit`` ends it) with a failure status."""
     try:
         line = use_make_run(environ)
     except NotRunning as exc:
         sys.stderr.write(f"chalice local --stage local: {exc}\n")
         sys.stderr.flush()
         sys.stdout.flush()
-        os._exit(2)
+        end_refused(environ)
     print(line, flush=True)
+
+
+def end_refused(environ: Mapping[str, str]) -> NoReturn:
+    """End ``chalice local`` with a failure status.  With its reloader (the default), app.py is imported in a
+    worker process (CHALICE_WORKER set) whose parent, Chalice's ParentProcess, exits 0 for any status of
+    its worker but a restart request (chalice/cli/reloader.py): so the parent is ended too (SIGTERM: status
+    143 to a shell).  Without it (--no-autoreload) the process itself is ``chalice local``: status 2."""
+    if environ.get("CHALICE_WORKER") and os.getppid() > 1:
+        with contextlib.suppress(OSError):
+            os.kill(os.getppid(), signal.SIGTERM)
+    os._exit(2)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from aws_lambda_powertools import Logger
@@ -90,3 +91,16 @@ def about(**keys: str) -> Iterator[None]:
         yield
     finally:
         logger.thread_safe_remove_keys(present)
+
+
+def worker_pool(max_workers: int, thread_name_prefix: str) -> ThreadPoolExecutor:
+    """A pool of a handler's threads whose lines carry the keys of the thread that makes it (the invocation's
+    request id and function name: chalicelib/invocation.py).  This thread's keys live in a ContextVar, which a
+    new thread does not inherit; the process-wide keys are not enough where invocations run side by side in
+    one process (the offline runtime), since the last invocation to start set them."""
+    return ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix,
+                              initializer=_take_keys, initargs=(logger.thread_safe_get_current_keys(),))
+
+
+def _take_keys(keys: dict[str, object]) -> None:
+    logger.thread_safe_append_keys(**keys)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # chalicelib.sources is loaded only by a stage that declares 
     from chalicelib.sources import SourceError, TaskSource
 
 T = TypeVar("T")
+MIN_API_TOKEN = 32  # characters of API_TOKEN on a stage other than local (`make run` picks its own)
 
 
 class SettingsError(ValueError):
@@ -533,7 +534,8 @@ class Settings:
         "API authorization: none, token, iam, api_key or cognito.",
         choice("none", "token", "iam", "api_key", "cognito"))
     api_token: str = setting("API_TOKEN", "",
-        "Bearer token the API requires when API_AUTH=token (local stage).", TEXT, shown=False)
+        f"Bearer token the API requires when API_AUTH=token; at least {MIN_API_TOKEN} characters on a stage "
+        "other than local.", TEXT, shown=False)
     cognito_user_pool_arn: str = setting("COGNITO_USER_POOL_ARN", "",
         "User pool whose JWTs the API accepts when API_AUTH=cognito.", OPTIONAL_ARN)
     api_throttle_rate: float = setting("API_THROTTLE_RATE", "50",
@@ -629,6 +631,9 @@ class Settings:
         values = {spec.name: env.parse(spec) for spec in _FIELDS.values()}
         if values["api_auth"] == "token" and not values["api_token"]:
             raise SettingsError("API_TOKEN", "", "required when API_AUTH=token")
+        if values["api_auth"] == "token" and values["stage"] != "local" and len(values["api_token"]) < MIN_API_TOKEN:
+            raise SettingsError("API_TOKEN", "(hidden)", f"at least {MIN_API_TOKEN} characters on stage "
+                                f"{values['stage']!r}, got {len(values['api_token'])}")
         if values["api_auth"] == "cognito" and not values["cognito_user_pool_arn"]:
             raise SettingsError("COGNITO_USER_POOL_ARN", "", "required when API_AUTH=cognito")
         if values["task_webhook_allow_loopback"] and values["stage"] != "local":

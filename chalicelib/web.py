@@ -13,6 +13,9 @@ from chalicelib.log import logger
 MAX_BODY_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 32  # objects and arrays nested in the body; ours need 3
 MAX_QUERY_VALUE_BYTES = 4096
+JSON = "application/json"
+# Every JSON answer of the API (they hold task payloads): no browser or proxy keeps a copy.
+NO_STORE = {"Cache-Control": "no-store"}
 
 
 class ApiError(Exception):
@@ -105,3 +108,23 @@ def respond(call: Callable[[], tuple[int, Any]]) -> Response:
         logger.info("request rejected", extra={"status": exc.status, "error": exc.message, "field": exc.field})
         return Response(body=exc.body(), status_code=exc.status, headers={"Content-Type": "application/json"})
     return Response(body=body, status_code=status, headers={"Content-Type": "application/json"})
+
+
+def no_store(request: Request, get_response: Callable[[Request], Response]) -> Response:
+    """The outermost HTTP middleware: every JSON answer (errors included) says ``Cache-Control: no-store``.
+
+    Chalice turns a route's exception into its 500 inside the middleware; one raised by a middleware
+    within this one is turned into the same 500 here, so that answer says it too."""
+    try:
+        response = get_response(request)
+    except Exception:
+        logger.exception("unhandled error in the HTTP middleware")
+        response = Response(body={"Code": "InternalServerError", "Message": "An internal server error occurred."},
+                            status_code=500, headers={"Content-Type": JSON})
+    content_type = next((str(value) for name, value in response.headers.items() if name.lower() == "content-type"),
+                        JSON)  # Chalice answers JSON when a response names no type
+    if content_type.split(";")[0].strip().lower() == JSON:
+        for name in [name for name in response.headers if name.lower() == "cache-control"]:
+            del response.headers[name]
+        response.headers.update(NO_STORE)
+    return response

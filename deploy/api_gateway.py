@@ -4,7 +4,8 @@ API Gateway answers some requests itself, before any Lambda runs: no or bad
 credentials (401, 403), an unknown path, a body too large, throttling (429), an
 integration that failed (5xx).  Its default bodies are ``{"message": ...}``; the
 gateway responses here give every one of them the shape of the app's own errors,
-``{"error": <API Gateway's message>, "field": <what it concerns>}``.
+``{"error": <API Gateway's message>, "field": <what it concerns>}``, with ``Cache-Control: no-store`` as
+every JSON answer of the app has (chalicelib/web.py).
 
 Throttling: every method of the stage is limited to API_THROTTLE_RATE requests
 per second with bursts of API_THROTTLE_BURST (stage settings, documented in
@@ -45,6 +46,7 @@ GATEWAY_RESPONSES: dict[str, str] = {
     "DEFAULT_5XX": "request",
 }
 CONTENT_TYPE = "application/json"
+HEADERS = {"gatewayresponse.header.Cache-Control": "'no-store'"}  # a static value is quoted
 REST_API = "RestAPI"  # Chalice's name for the API in the SAM template
 
 
@@ -55,7 +57,7 @@ def response_template(field: str) -> str:
 
 def gateway_responses() -> dict[str, dict[str, Any]]:
     """``x-amazon-apigateway-gateway-responses`` of the API definition."""
-    return {kind: {"responseTemplates": {CONTENT_TYPE: response_template(field)}}
+    return {kind: {"responseTemplates": {CONTENT_TYPE: response_template(field)}, "responseParameters": HEADERS}
             for kind, field in GATEWAY_RESPONSES.items()}
 
 
@@ -87,7 +89,8 @@ def apply(client: Any, rest_api_id: str, stage_name: str, settings: Settings) ->
     Idempotent: every call states the whole wanted value. Returns what was done, for the deploy report."""
     for kind, field in GATEWAY_RESPONSES.items():
         client.put_gateway_response(restApiId=rest_api_id, responseType=kind,
-                                    responseTemplates={CONTENT_TYPE: response_template(field)})
+                                    responseTemplates={CONTENT_TYPE: response_template(field)},
+                                    responseParameters=HEADERS)
     client.update_stage(restApiId=rest_api_id, stageName=stage_name, patchOperations=[
         {"op": "replace", "path": "/*/*/throttling/rateLimit", "value": str(settings.api_throttle_rate)},
         {"op": "replace", "path": "/*/*/throttling/burstLimit", "value": str(settings.api_throttle_burst)},

@@ -72,6 +72,61 @@ class DemoTiming:
 Flow = tuple[str, Callable[["Demo"], str]]
 
 
+@dataclass(frozen=True)
+class FlowDeclaration:
+    """One flow of `make demo`: its step name, what must happen (docs/offline.md's table of flows) and the
+    line a run that worked prints for it (the page's sample output: sample_output())."""
+
+    name: str
+    must: str
+    sample_seconds: float
+    sample_detail: str
+
+
+# The flows of `make demo`, in the order they are numbered; demo_flows() binds each to its body.
+FLOWS = (
+    FlowDeclaration(
+        "1 backups + retention",
+        "Two `POST /backups` runs over the sample tables, each monitored (`GET /backups/runs/{id}`) to `COMPLETE`; "
+        "the first run verifies one table's backup (`BACKUP_VERIFY=1`); the second run's retention deletes the "
+        "first run's three backups and leaves one per table; then `POST /backups/restores` restores "
+        "`sample-orders`' latest backup into a new table, watched (`GET /backups/restores/{id}`) to `ACTIVE`, and "
+        "the summary prints it (the restored table is deleted after).",
+        15.3, "2 runs COMPLETE over 3 tables; sample-customers's backup restored and verified; retention deleted 3, "
+              "1 backup left per table; restore ACTIVE (sample-orders -> sample-orders-restored-3f9c1a, 25 items, "
+              "settings applied: none to copy)"),
+    FlowDeclaration(
+        "2 tasks: one per strategy",
+        "`POST /tasks` with strategy `exact`, `interval` and `lazy`, each due in 15 s: each sends exactly one "
+        "email (read back from moto's SES) and shows `DONE`.",
+        24.0, "exact, interval, lazy: one email each, status DONE"),
+    FlowDeclaration(
+        "3 seed write (boto3)",
+        "Ten items (`PK`, `SK`, `REMINDER_TIMESTAMP` 10 s ahead, `email`) put with plain `put_item` into the tasks "
+        "table: ten emails.",
+        14.2, f"{SEED_ITEMS} items put with boto3: {SEED_ITEMS} emails"),
+    FlowDeclaration(
+        "4 cancelled task",
+        "A task created then cancelled with `DELETE /tasks/{id}`: no email 10 s after its time; it shows "
+        "`CANCELLED`.",
+        25.0, "DELETE /tasks/{id}: no email 10 s after its time, status CANCELLED"),
+    FlowDeclaration(
+        "5 webhook task",
+        "`POST /tasks` with a `webhook` action to `make run`'s receiver, due in 15 s: the receiver gets one POST "
+        "whose signature it verifies; the task shows `DONE`.",
+        16.1, "POST http://127.0.0.1:41853/demo: signature verified, Idempotency-Key "
+              "8c0e7d5a4f1b2c3d4e5f60718293a4b5@2026-11-26T11:43:41Z, status DONE"),
+    FlowDeclaration(
+        "6 downstream actions",
+        "`POST /tasks` with a `lambda`, an `eventbridge` and a `stepfunctions` action on the sample targets, due "
+        "in 15 s (alongside the strategies' tasks: no time added): each shows `DONE`, the event is read back from "
+        "`sample-bus-events` once, the execution (named by the task and its due time) was started once. moto "
+        "runs no Lambda code: the invocation shows as the task's `last_result` (its request id).",
+        15.1, "lambda invoked (request YqbXHFaO...), eventbridge 1 event on sample-bus, stepfunctions execution "
+              "stepfunctions-1bee0b-20261126T114341Z: all DONE"),
+)
+
+
 @dataclass
 class Step:
     name: str
@@ -270,16 +325,33 @@ def downstream(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:
             f"stepfunctions execution {execution.rsplit(':', 1)[-1]}: all DONE")
 
 
+def intro_line(flows: int, api_url: str, aws_endpoint: str) -> str:
+    """The line `make demo` prints first."""
+    return (f"make demo: {flows} flows at once on the offline runtime (API {api_url}, AWS {aws_endpoint}): "
+            f"about 30 s, {DEADLINE_SECONDS:.0f} s at most")
+
+
+def summary_lines(steps: Sequence[Step], total: float) -> list[str]:
+    """The summary table of the steps, then the verdict."""
+    width = max(len(s.name) for s in steps)
+    lines = ["", f"{'step':<{width}}  result  seconds  detail", f"{'-' * width}  ------  -------  {'-' * 40}"]
+    for step in sorted(steps, key=lambda s: s.name):
+        lines.append(f"{step.name:<{width}}  {'ok' if step.ok else 'FAILED':<6}  {step.seconds:>7.1f}  {step.detail}")
+    verdict = "all steps passed" if all(s.ok for s in steps) else "SOME STEPS FAILED"
+    return [*lines, f"\n{verdict} in {total:.1f} s"]
+
+
+def sample_output() -> str:
+    """What a run of `make demo` that worked prints, from FLOWS' sample lines (docs/offline.md shows it)."""
+    steps = [Step(flow.name, True, flow.sample_detail, flow.sample_seconds) for flow in FLOWS]
+    lines = [intro_line(len(FLOWS), "http://127.0.0.1:34799", "http://127.0.0.1:35903"),
+             *summary_lines(steps, max(flow.sample_seconds for flow in FLOWS) + 1.1)]
+    return "\n".join(lines)
+
+
 def print_summary(demo: Demo, out: Callable[[str], None]) -> None:
-    width = max(len(s.name) for s in demo.steps)
-    out("")
-    out(f"{'step':<{width}}  result  seconds  detail")
-    out(f"{'-' * width}  ------  -------  {'-' * 40}")
-    for step in sorted(demo.steps, key=lambda s: s.name):
-        out(f"{step.name:<{width}}  {'ok' if step.ok else 'FAILED':<6}  {step.seconds:>7.1f}  {step.detail}")
-    total = time.monotonic() - demo.started
-    verdict = "all steps passed" if all(s.ok for s in demo.steps) else "SOME STEPS FAILED"
-    out(f"\n{verdict} in {total:.1f} s")
+    for line in summary_lines(demo.steps, time.monotonic() - demo.started):
+        out(line)
 
 
 def demo_for(stage: LocalStage) -> Demo:
@@ -289,21 +361,22 @@ def demo_for(stage: LocalStage) -> Demo:
 
 
 def demo_flows(timing: DemoTiming = DemoTiming(), tag: str | None = None) -> list[Flow]:
-    """The six flows of `make demo`, each tagged so that it reads back only its own emails and events."""
+    """The flows of `make demo` (FLOWS), each tagged so that it reads back only its own emails and events."""
     mark = tag or uuid.uuid4().hex[:6]
-    return [
-        ("1 backups + retention", backups),
-        ("2 tasks: one per strategy", lambda demo: tasks(demo, mark, timing.task_lead)),
-        ("3 seed write (boto3)", lambda demo: seed(demo, mark, timing.seed_lead)),
-        ("4 cancelled task", lambda demo: cancelled(demo, mark, timing.cancel_lead, timing.cancel_margin)),
-        ("5 webhook task", lambda demo: webhook_task(demo, mark, timing.task_lead)),
-        ("6 downstream actions", lambda demo: downstream(demo, mark, timing.task_lead)),
+    bodies: list[Callable[[Demo], str]] = [
+        backups,
+        lambda demo: tasks(demo, mark, timing.task_lead),
+        lambda demo: seed(demo, mark, timing.seed_lead),
+        lambda demo: cancelled(demo, mark, timing.cancel_lead, timing.cancel_margin),
+        lambda demo: webhook_task(demo, mark, timing.task_lead),
+        lambda demo: downstream(demo, mark, timing.task_lead),
     ]
+    return [(flow.name, body) for flow, body in zip(FLOWS, bodies, strict=True)]
 
 
 def run_demo(stage: LocalStage, out: Callable[[str], None] = print, *,
              flows: Sequence[Flow] | None = None) -> bool:
-    """Run ``flows`` (the demo's five by default) at once on ``stage``, print the summary table;
+    """Run ``flows`` (the demo's by default) at once on ``stage``, print the summary table;
     True only if every flow worked."""
     demo = demo_for(stage)
     chosen = list(flows) if flows is not None else demo_flows()
@@ -339,8 +412,7 @@ def main() -> int:
     except LocalSettingsError as exc:
         print(f"make demo: {exc}", file=sys.stderr)
         return 2
-    print(f"make demo: {len(demo_flows())} flows at once on the offline runtime (API {stage.api_url}, "
-          f"AWS {stage.aws_endpoint}): about 30 s, {DEADLINE_SECONDS:.0f} s at most", flush=True)
+    print(intro_line(len(FLOWS), stage.api_url, stage.aws_endpoint), flush=True)
     try:
         with contextlib.redirect_stderr(errors):
             ok = run_demo(stage, lambda line: print(line, flush=True))

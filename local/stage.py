@@ -26,6 +26,7 @@ from typing import Any
 
 from chalice.app import Chalice
 
+from chalicelib.auth import PUBLIC_ROUTES
 from chalicelib.aws import Clients
 from chalicelib.chalice_local import DEFAULT_RUN_FILE, remove_run_file, write_run_file
 from chalicelib.log import logger
@@ -97,6 +98,14 @@ def source_lines(sources: Sequence[TaskSource], tables: Mapping[str, SourceTable
         if note:
             lines.append(f"      {note}")
     return lines
+
+
+def token_lines(token: str, api_url: str) -> str:
+    """The banner's lines of API_AUTH=token: the routes that need no token (auth.PUBLIC_ROUTES), the token."""
+    public = sorted({path for path, _ in PUBLIC_ROUTES})
+    return (f"\n  API auth   every route but {', '.join(public[:-1])} and {public[-1]} needs: Authorization: Bearer "
+            f"{token}\n             (set API_TOKEN in the shell to choose it)"
+            f"\n  try        curl -H 'Authorization: Bearer {token}' {api_url}/backups/runs")
 
 
 @dataclass(frozen=True)
@@ -269,10 +278,7 @@ class LocalStage:
         if self.targets is not None:
             text += "\n" + self.targets.banner_line()
         if self.environment.get("API_AUTH") == "token":
-            text += ("\n  API auth   every route but /health and /openapi.json needs: Authorization: Bearer "
-                     f"{self.environment['API_TOKEN']}\n             (set API_TOKEN in the shell to choose it)"
-                     f"\n  try        curl -H 'Authorization: Bearer {self.environment['API_TOKEN']}' "
-                     f"{self.api_url}/backups/runs")
+            text += token_lines(self.environment["API_TOKEN"], self.api_url)
         text += f"\n  console    {self.api_url}/console  (a web page for operators; sign in with the API token: docs/console.md)"
         if self.webhook is not None:
             text += (f"\n  webhooks   receiver {self.webhook.origin} (allowed origin; verifies the signature with "

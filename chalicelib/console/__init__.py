@@ -13,6 +13,7 @@ relative, so the console works the same offline and under a deployed stage's pre
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from chalice.app import Response
@@ -45,7 +46,28 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-cache",  # a deploy's new console is seen at once; the files are small
 }
-FILES = {name: (HERE / name).read_text(encoding="utf-8") for name in ASSETS}
+# app.js's filters of the task list, written into it from the declarations the API enforces (filters()).
+FILTERS_SLOT = '{"statuses": [], "strategies": []}'
+
+
+def filters() -> dict[str, list[str]]:
+    """The statuses GET /tasks lists (``?status=``) and the task strategies."""
+    from chalicelib.tasks.items import LISTED_STATUSES
+    from chalicelib.tasks.model import Strategy
+    return {"statuses": [status.value for status in LISTED_STATUSES],
+            "strategies": [strategy.value for strategy in Strategy]}
+
+
+def rendered(name: str, text: str) -> str:
+    """The console file ``name`` as served: its text, app.js with the filters written in."""
+    if name == "app.js":
+        if text.count(FILTERS_SLOT) != 1:
+            raise RuntimeError(f"chalicelib/console/app.js must hold {FILTERS_SLOT} once")
+        text = text.replace(FILTERS_SLOT, json.dumps(filters()))
+    return text
+
+
+FILES = {name: rendered(name, (HERE / name).read_text(encoding="utf-8")) for name in ASSETS}
 
 
 def headers_for(name: str) -> dict[str, str | list[str]]:

@@ -260,8 +260,10 @@
     return chart;
   }
 
-  const STATUSES = ['', 'PENDING', 'DONE', 'FAILED', 'CANCELLED', 'DEAD_LETTERED'];
-  const STRATEGIES = ['', 'exact', 'interval', 'lazy'];
+  // The statuses GET /tasks lists and the strategies, as the API declares them: chalicelib/console writes them in.
+  const FILTERS = {"statuses": [], "strategies": []};
+  const STATUSES = [''].concat(FILTERS.statuses);
+  const STRATEGIES = [''].concat(FILTERS.strategies);
 
   async function tasksView(main, live, params) {
     const filters = { status: params.get('status') || '', strategy: params.get('strategy') || '', source: params.get('source') || '',

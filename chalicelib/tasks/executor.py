@@ -48,7 +48,6 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -60,7 +59,7 @@ from chalicelib import metrics as m
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.invocation import REQUEST_ID
-from chalicelib.log import about, line_fields, logger
+from chalicelib.log import about, line_fields, logger, worker_pool
 from chalicelib.settings import Settings
 from chalicelib.tasks import actions, buckets, items, timing
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, read_task
@@ -105,7 +104,7 @@ def run_batch(deps: Deps, records: Sequence[dict[str, Any]],
     if workers == 1:
         failed = [m for group in groups.values() for m in handle_group(group)]
     else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task-executor") as pool:
+        with worker_pool(workers, "task-executor") as pool:
             failed = [m for ids in pool.map(handle_group, groups.values()) for m in ids]
     return {"batchItemFailures": [{"itemIdentifier": m} for m in failed if m is not None]}
 

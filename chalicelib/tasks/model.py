@@ -42,7 +42,9 @@ from chalicelib.tasks.actions import ACTIONS, EMAIL, Flag, JsonObject, action_re
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
-TASK_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")  # always re.fullmatch: "$" would also match before a final newline
+# Always re.fullmatch ("$" would also match before a final newline).  Never only dots: clients normalise the
+# path /tasks/.. away, so no URL could carry such an id (openapi.json's TaskRequest.id says the same).
+TASK_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9_.:-]{1,128}")
 MIN_EPOCH = 1  # 1970-01-01T00:00:01Z: the first due time a task may have (0 and 0.5 are not)
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z
 DUE_RANGE = "1970-01-01T00:00:01Z to 9999-12-31T23:59:59Z"

@@ -45,7 +45,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
-from chalicelib.log import about, logger
+from chalicelib.log import about, logger, worker_pool
 from chalicelib.metrics import strategy_of_record
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.sources import TaskSource
@@ -151,7 +151,7 @@ def process_records(deps: Deps, records: Sequence[dict[str, Any]], source: str =
         groups.setdefault(key if key is not None else ("unkeyed", index), []).append(record)
     runs = [KeyRun(deps, group, declared) for group in groups.values()]
     workers = max(1, min(deps.settings.stream_concurrency, len(runs)))
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task-stream") if workers > 1 else None
+    pool = worker_pool(workers, "task-stream") if workers > 1 else None
     try:
         active = runs
         while active:

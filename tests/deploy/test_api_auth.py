@@ -22,7 +22,7 @@ from chalicelib.aws import Deps
 from tests.fixtures import use_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "s3cret-token-for-tests"
+TOKEN = "s3cret-token-for-tests-32-characters"  # a stage other than local takes at least 32
 # Liveness, the API's description and the console's page and files (its data calls carry the token).
 PUBLIC = {("/health", "GET"), ("/openapi.json", "GET"), ("/console", "GET"), ("/console/{asset}", "GET")}
 POOL_ARN = "arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_example"
@@ -112,6 +112,7 @@ def test_requests_without_a_token_get_401_with_the_error_shape_on_every_route_bu
                 continue
             response = client.http.request(method, concrete(path), headers={"Content-Type": "application/json"})
             assert response.status_code == 401, (method, path, response.body)
+            assert response.headers["Cache-Control"] == "no-store", (method, path)
             assert response.json_body == {"error": "credentials are required: Authorization: Bearer <token>",
                                           "field": "Authorization"}
 

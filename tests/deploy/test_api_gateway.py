@@ -43,6 +43,12 @@ def test_every_gateway_response_gets_the_error_shape_and_the_stage_its_throttlin
         mapping = apigateway.get_gateway_response(restApiId=api, responseType=kind)["responseTemplates"]
         body = json.loads(mapping["application/json"].replace("$context.error.messageString", '"Unauthorized"'))
         assert set(body) == {"error", "field"}, kind
+    for kind in api_gateway.GATEWAY_RESPONSES:  # JSON answers of the gateway, as the app's, are never kept
+        answer = apigateway.get_gateway_response(restApiId=api, responseType=kind)
+        assert answer["responseParameters"] == {"gatewayresponse.header.Cache-Control": "'no-store'"}, kind
+    for kind, answer in api_gateway.overlay(settings)["RestAPI"]["Properties"]["DefinitionBody"][
+            "x-amazon-apigateway-gateway-responses"].items():
+        assert answer["responseParameters"] == {"gatewayresponse.header.Cache-Control": "'no-store'"}, kind
     [update] = sent
     assert {op["path"]: op["value"] for op in update["patchOperations"]} == {
         "/*/*/throttling/rateLimit": "20.0", "/*/*/throttling/burstLimit": "40"}

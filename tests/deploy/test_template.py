@@ -157,7 +157,7 @@ def test_the_package_ships_the_consoles_files_and_api_gateway_passes_them_throug
     from chalicelib import console
     with zipfile.ZipFile(packaged.with_name("deployment.zip")) as zipped:
         for name, text in console.FILES.items():
-            assert zipped.read(f"chalicelib/console/{name}").decode() == text, name
+            assert console.rendered(name, zipped.read(f"chalicelib/console/{name}").decode()) == text, name
     api = template(packaged)["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]
     binary = set(api.get("x-amazon-apigateway-binary-media-types", []))
     assert binary and not {kind.split(";")[0] for kind in console.ASSETS.values()} & binary, binary

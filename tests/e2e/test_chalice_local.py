@@ -51,15 +51,13 @@ def free_port() -> int:
         return port
 
 
-def chalice_local(port: int, run_file: Path, autoreload: bool = True) -> subprocess.Popen[str]:
-    """The documented command line, in a shell of its own (no API_TOKEN: make run's is taken). Without
-    autoreload, no restart when a file under the project changes (other tests write some meanwhile)."""
+def chalice_local(port: int, run_file: Path, *options: str) -> subprocess.Popen[str]:
+    """The documented command line, in a shell of its own (no API_TOKEN: make run's is taken), with ``options``
+    (``--no-autoreload``: no restart when a file under the project changes, as other tests write some meanwhile)."""
     basics = {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR") if name in os.environ}
     env = {**basics, **REAL_LOOKING_SHELL, "LOCAL_RUN_FILE": str(run_file), "PYTHONUNBUFFERED": "1"}
-    flags = [] if autoreload else ["--no-autoreload"]
-    return subprocess.Popen([CHALICE, "local", "--stage", "local", "--port", str(port), *flags], cwd=PROJECT_DIR,
-                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen([CHALICE, "local", "--stage", "local", "--port", str(port), *options], cwd=PROJECT_DIR, env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def stop(process: subprocess.Popen[str]) -> str:
@@ -72,7 +70,7 @@ def stop(process: subprocess.Popen[str]) -> str:
 def test_chalice_local_serves_the_local_stages_api_against_the_runtimes_moto(stage: LocalStage) -> None:
     assert stage.run_file is not None and stage.run_file.stat().st_mode & 0o077 == 0  # it holds the token
     port = free_port()
-    process = chalice_local(port, stage.run_file, autoreload=False)
+    process = chalice_local(port, stage.run_file, "--no-autoreload")
     written = PROJECT_DIR / ".local" / f"written-meanwhile-{os.getpid()}"  # as other tests' files (gitignored)
     try:
         api = ApiClient(f"http://127.0.0.1:{port}", stage.environment["API_TOKEN"])
@@ -105,13 +103,15 @@ def test_chalice_local_serves_the_local_stages_api_against_the_runtimes_moto(sta
     assert "Traceback" not in output, output
 
 
-def test_chalice_local_with_nothing_up_says_what_to_start_and_exits(tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [(), ("--no-autoreload",)], ids=["reloader", "no-reloader"])
+def test_chalice_local_with_nothing_up_says_what_to_start_and_exits(tmp_path: Path, options: tuple[str, ...]) -> None:
     port = free_port()
-    process = chalice_local(port, tmp_path / "make-run.json")
+    process = chalice_local(port, tmp_path / "make-run.json", *options)
     try:
-        process.wait(timeout=60)
+        status = process.wait(timeout=60)
     finally:
         output = stop(process)
+    assert status != 0, output  # a script or make sees the refusal
     assert "chalice local --stage local: no make run is up" in output, output
     assert "start `make run` in another terminal first" in output, output
     assert "Traceback" not in output, output
@@ -126,7 +126,8 @@ def test_chalice_local_with_a_run_file_left_over_says_make_run_stopped(tmp_path:
                    "http://127.0.0.1:8000", pid=1)
     process = chalice_local(free_port(), run_file)
     try:
-        process.wait(timeout=60)
+        status = process.wait(timeout=60)
     finally:
         output = stop(process)
+    assert status != 0, output
     assert "does not answer (it stopped;" in output and "start `make run`" in output, output

@@ -518,3 +518,57 @@ def test_invocations_side_by_side_in_threads_log_each_their_own_request_id(
     assert all(line["function_request_id"] == line["expected"] for line in lines)
     logger.info("after")
     assert "function_request_id" not in _log_lines(_read(log_out))[0]  # removed when each ended
+
+
+def test_a_handlers_worker_threads_log_its_own_function_while_another_invocation_runs(
+        client: Client, deps: Deps, clock: FakeClock, log_out: io.StringIO) -> None:
+    """The offline runtime runs handlers side by side in one process: the executor's lines, its worker threads'
+    included, carry task_executor while an interval_processor invocation that started after it is running."""
+    import threading
+
+    from chalicelib.invocation import observed
+
+    keys = _three_reminders(deps)
+    clock.now = parse_due(DUE)
+    inside, release = threading.Event(), threading.Event()
+
+    class Context:
+        aws_request_id = "interval-request"
+        function_name = "interval_processor"
+
+    class Event:
+        context = Context()
+
+    def interval_processor(event: Event) -> None:
+        inside.set()
+        release.wait(timeout=30)
+
+    other = threading.Thread(target=observed(lambda: deps), args=(Event(), interval_processor))
+
+    class SesOnceTheOtherRuns:
+        """The executor's SES: its first email waits for the other invocation to be running."""
+
+        def __init__(self, real: Any) -> None:
+            self._real = real
+            self._lock = threading.Lock()
+
+        def send_email(self, **kwargs: Any) -> Any:
+            with self._lock:
+                if not other.is_alive() and not inside.is_set():
+                    other.start()
+                assert inside.wait(timeout=10)
+            return self._real.send_email(**kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._real, name)
+
+    use_client(deps, "ses", SesOnceTheOtherRuns(deps.clients.ses))
+    _read(log_out)
+    try:
+        deliver(client, *[due_body(key, parse_due(DUE)) for key in keys])
+        executor_lines = _log_lines(_read(log_out))
+    finally:
+        release.set()
+        other.join(timeout=10)
+    assert len(executor_lines) >= 3
+    assert {line.get("function_name") for line in executor_lines} == {"task_executor"}, executor_lines

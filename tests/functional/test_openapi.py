@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 import app as app_module
 from chalicelib.auth import PUBLIC_ROUTES
 from chalicelib.aws import Deps
+from chalicelib.tasks.model import TASK_ID
 from tests.fixtures import use_settings
 from tests.functional.backup_support import create_tables
 from tests.functional.openapi_support import CheckedClient, load_document, operations, problems
@@ -50,6 +52,13 @@ def test_a_document_whose_path_parameter_is_not_declared_is_not_valid() -> None:
     del document["paths"]["/tasks/{task_id}"]["parameters"]
     with pytest.raises(OpenAPIValidationError):
         validate(document)
+
+
+def test_the_document_takes_the_task_ids_the_code_takes() -> None:
+    pattern = load_document()["components"]["schemas"]["TaskRequest"]["properties"]["id"]["pattern"]
+    assert pattern == "^" + TASK_ID.pattern.replace(r"\Z", "$") + "$"
+    for task_id in ("standup", "a.b", ".x", "x..", "a:b-c_d", ".", "..", "." * 128, "x" * 128, "x" * 129, "a b"):
+        assert bool(re.search(pattern, task_id)) == bool(TASK_ID.fullmatch(task_id)), task_id
 
 
 def test_every_protected_operation_names_the_security_schemes_of_api_auth() -> None:

@@ -137,6 +137,10 @@ def test_an_id_taken_by_an_item_from_another_program_is_a_conflict(client: Clien
     ({"recurrence": "every tuesday"}, "recurrence"),
     ({"timezone": "Mars/Olympus"}, "timezone"),
     ({"id": "has spaces"}, "id"),
+    # Clients and browsers normalise /tasks/. and /tasks/.. away: no path could open or cancel such a task.
+    ({"id": "."}, "id"),
+    ({"id": ".."}, "id"),
+    ({"id": "." * 128}, "id"),
     ({"priority": "high"}, "priority"),
 ])
 def test_a_bad_body_is_rejected_naming_the_field(client: Client, changes: dict[str, Any], field: str) -> None:

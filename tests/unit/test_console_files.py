@@ -4,6 +4,7 @@ its security headers. The browser test (tests/e2e/test_console_browser.py) check
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from chalice.test import Client
 
 import app as app_module
 from chalicelib import console
+from chalicelib.aws import Deps
+from chalicelib.tasks.model import Status, Strategy
 
 # What turns text into markup or code in a browser: none of it may appear in the console's files.
 SINKS = re.compile(r"\b(innerHTML|outerHTML|insertAdjacentHTML|document\s*\.\s*write(?:ln)?|eval|execScript)\b"
@@ -83,3 +86,21 @@ def test_an_unknown_console_file_is_a_404_naming_the_files_there_are() -> None:
 def test_the_console_needs_no_library_and_fits_the_first_views_budget() -> None:
     """The first view is these three files and a few small API answers: the files stay well under 100 KB."""
     assert sum(len(text.encode()) for text in console.FILES.values()) < 60_000
+
+
+def served_filters(client: Client) -> dict[str, list[str]]:
+    script = client.http.get("/console/app.js").body.decode()
+    found = re.search(r"^  const FILTERS = (\{.*\});$", script, re.MULTILINE)
+    assert found is not None, "app.js holds no FILTERS"
+    assert "const STATUSES = [''].concat(FILTERS.statuses);" in script  # the status select is built from it
+    filters: dict[str, list[str]] = json.loads(found.group(1))
+    return filters
+
+
+def test_the_task_lists_filters_offer_every_status_and_strategy_the_api_takes(deps: Deps) -> None:
+    with Client(app_module.app) as client:
+        filters = served_filters(client)
+        taken = [status.value for status in Status
+                 if client.http.get(f"/tasks?status={status.value}&limit=1").status_code == 200]
+    assert filters["statuses"] == taken and "PAUSED" in taken
+    assert filters["strategies"] == [strategy.value for strategy in Strategy]

@@ -7,10 +7,11 @@ import threading
 
 from chalice.app import Chalice
 
+from chalicelib.auth import PUBLIC_ROUTES
 from chalicelib.log import logger
 from chalicelib.settings import Settings
 from local.invoker import Invoker, Reporter, dead_letter_note
-from local.stage import ShellReport, source_lines
+from local.stage import ShellReport, source_lines, token_lines
 
 DUE_REASON = "NewImage is not a valid task: the item has no run_at (due time) (field run_at)"
 
@@ -109,3 +110,10 @@ def test_a_task_sources_dead_letter_is_named_on_its_own_stream_functions_line() 
     # The fix is the item or the source's declaration: DUE_ATTRIBUTE is the tasks table's.
     assert line.endswith(f"ok; dead-lettered 1: {reason} (give the item its at, or fix the source's "
                          "due_attribute in TASK_SOURCES?)"), line
+
+
+def test_the_banner_names_every_route_that_needs_no_token() -> None:
+    lines = token_lines("tour", "http://127.0.0.1:8000")
+    public = lines.split("every route but ", 1)[1].split(" needs:", 1)[0].replace(" and ", ", ").split(", ")
+    assert sorted(public) == sorted({path for path, _ in PUBLIC_ROUTES})
+    assert "Authorization: Bearer tour" in lines

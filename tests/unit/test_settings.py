@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.settings import VARIABLES, Settings, SettingsError
+from chalicelib.settings import MIN_API_TOKEN, VARIABLES, Settings, SettingsError
 
 
 def test_defaults() -> None:
@@ -66,6 +66,21 @@ def test_token_auth_needs_a_token() -> None:
     with pytest.raises(SettingsError) as error:
         Settings.from_env({"API_AUTH": "token"})
     assert error.value.name == "API_TOKEN"
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod", "test"])
+def test_a_stage_other_than_local_refuses_a_short_token_without_showing_it(stage: str) -> None:
+    short = "x" * (MIN_API_TOKEN - 1)
+    with pytest.raises(SettingsError) as error:
+        Settings.from_env({"STAGE": stage, "API_AUTH": "token", "API_TOKEN": short})
+    assert error.value.name == "API_TOKEN"
+    assert f"at least {MIN_API_TOKEN} characters" in str(error.value) and short not in str(error.value)
+    long_enough = "x" * MIN_API_TOKEN
+    assert Settings.from_env({"STAGE": stage, "API_AUTH": "token", "API_TOKEN": long_enough}).api_token == long_enough
+
+
+def test_the_local_stage_keeps_the_token_it_is_given() -> None:
+    assert Settings.from_env({"STAGE": "local", "API_AUTH": "token", "API_TOKEN": "tour"}).api_token == "tour"
 
 
 @pytest.mark.parametrize(("value", "sample", "tables"), [
