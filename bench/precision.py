@@ -232,7 +232,7 @@ def checks(result: PhaseResult, bench_queue_arn: str) -> list[str]:
     hooks = len(result.tasks.get(WEBHOOK_PATH, []))
     if hooks:
         notes.append(f"{WEBHOOK_PATH}: lateness is when local.run's receiver read the signed POST (its clock, "
-                     "to the microsecond; the request's Timekeeper-Timestamp is whole seconds) minus due")
+                     "to the microsecond; the request's webhook-timestamp is whole seconds) minus due")
     baseline = len(result.tasks.get(BASELINE, []))
     if baseline:
         notes.append(f"{BASELINE}: {result.scheduler_deliveries.get(bench_queue_arn, 0)} deliveries for "

@@ -34,6 +34,7 @@ the user's, as their writes are.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import threading
@@ -78,7 +79,7 @@ ACTION_OPERATIONS = frozenset({"sesv2:SendEmail", "lambda:Invoke", "events:PutEv
 ACTION_CALL = {"email": "sesv2:SendEmail", "lambda": "lambda:Invoke", "eventbridge": "events:PutEvents",
                "stepfunctions": "stepfunctions:StartExecution"}
 #: The webhook action's signing secret, in moto's SSM (the receiver verifies each request with it).
-WEBHOOK_SECRET = b"whsec-bench-p4"
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"timekeeper bench P4 signing key").decode()
 WEBHOOK_PARAMETER = "/bench/p4/webhook"
 #: Lambda's SQS poller: one ReceiveMessage and one DeleteMessageBatch per batch delivered.
 POLLER_REQUESTS_PER_BATCH = 2
@@ -490,7 +491,7 @@ def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
           HANDLER_CPU.counting()):
         targets = provision_sample_targets(stage.setup)
         stage.setup.session.client("ssm", region_name=stage.settings.region).put_parameter(
-            Name=WEBHOOK_PARAMETER, Value=WEBHOOK_SECRET.decode(), Type="SecureString", Overwrite=True)
+            Name=WEBHOOK_PARAMETER, Value=WEBHOOK_SECRET, Type="SecureString", Overwrite=True)
         stage.settings = replace(stage.settings, task_action_target_arns=(
             targets.function_arn, targets.bus_arn, targets.machine_arn), task_webhook_origins=(receiver.origin,),
             task_webhook_secrets=(f"ssm:{WEBHOOK_PARAMETER}",), task_webhook_allow_loopback=True)

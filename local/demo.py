@@ -288,7 +288,7 @@ def webhook_task(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:
     wait_until(done, demo.left(), "the webhook task to show DONE", 0.5)
     got = [r for r in receiver.received if r.body == body]
     assert len(got) == 1 and got[0].verified, f"the receiver should get one signed POST: {got}"
-    return f"POST {receiver.origin}/demo: signature verified, Idempotency-Key {got[0].key}, status DONE"
+    return f"POST {receiver.origin}/demo: signature verified, webhook-id {got[0].key}, status DONE"
 
 
 def downstream(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:

@@ -43,7 +43,7 @@ from local.sample_sources import SourceTable, provision_sources
 from local.sample_targets import SampleTargets, provision_sample_targets
 from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
-from local.webhook_receiver import WebhookReceiver
+from local.webhook_receiver import WebhookReceiver, new_secret
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_TABLES = ("sample-orders", "sample-customers", "sample-invoices")
@@ -282,7 +282,7 @@ class LocalStage:
         text += f"\n  console    {self.api_url}/console  (a web page for operators; sign in with the API token: docs/console.md)"
         if self.webhook is not None:
             text += (f"\n  webhooks   receiver {self.webhook.origin} (allowed origin; verifies the signature with "
-                     f"{LOCAL_WEBHOOK_SECRET}, drops duplicate Idempotency-Keys; GET {self.webhook.origin}/received "
+                     f"{LOCAL_WEBHOOK_SECRET}, drops a duplicate webhook-id; GET {self.webhook.origin}/received "
                      "lists what it got)")
         if self.run_file is not None:
             text += (f"\n  chalice    .venv/bin/chalice local --stage local --port 8001: the API alone, against this "
@@ -349,8 +349,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
     ensure_port_free(local.webhook_port, "LOCAL_WEBHOOK_PORT")
     config = load_chalice_config(project_dir, stage)
     moto = MotoServer(LOCAL_HOST, local.aws_port).start()
-    webhook_secret = secrets.token_hex(24)
-    receiver = WebhookReceiver(webhook_secret.encode(), local.webhook_port, LOCAL_HOST).start()
+    webhook_secret = new_secret()
+    receiver = WebhookReceiver(webhook_secret, local.webhook_port, LOCAL_HOST).start()
     saved: dict[str, str | None] = {}
     handlers: HandlerProcesses | None = None
     log_level = logger.log_level  # app.py sets the stage's level on the logger this process shares

@@ -1,8 +1,8 @@
 """A webhook receiver on a loopback port: what `make run` and `make demo` send webhook tasks to (docs/tasks.md).
 
-It does what the docs ask of a receiver: it verifies ``Timekeeper-Signature``
-over ``Timekeeper-Timestamp`` and the body (401 when it does not match), and
-drops a duplicate by its ``Idempotency-Key`` (answers 200 and does nothing
+It does what the docs ask of a receiver: it verifies the Standard Webhooks
+signature with the ``standardwebhooks`` library (401 when it does not match),
+and drops a duplicate by its ``webhook-id`` (answers 200 and does nothing
 more).  Everything it got is recorded (``received``, with the moment it was read)
 and served as JSON on ``GET /received``.  For the tests it answers scripted replies first (a status
 and headers, a request held past the sender's timeout, a connection dropped
@@ -11,19 +11,48 @@ after the request was taken: a lost response), then 200.
 
 from __future__ import annotations
 
+import base64
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from chalicelib.tasks.webhook import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from chalicelib.tasks.webhook import IDEMPOTENCY_HEADER, SECRET_PREFIX, SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 LOCAL_HOST = "127.0.0.1"
 POLL_SECONDS = 0.05  # how soon stop() is noticed
 LISTEN_BACKLOG = 1024  # connections the kernel holds before the server accepts them
+TOLERANCE_SECONDS = 300  # the library's window around the receiver's clock
+
+
+def new_secret() -> str:
+    """A fresh signing secret: ``whsec_`` and 32 random bytes in base64."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class ClockedWebhook(Webhook):
+    """standardwebhooks' ``Webhook``, its timestamp window read on ``clock``: the library reads the wall clock,
+    the tests' receivers their FakeClock.  Everything else (headers, secret, signatures) is the library's."""
+
+    def __init__(self, secret: str, clock: Callable[[], float]) -> None:
+        super().__init__(secret)
+        self._clock = clock
+
+    def _Webhook__verify_timestamp(self, timestamp_header: str) -> datetime:  # the library's private check
+        try:
+            timestamp = float(timestamp_header)
+        except ValueError:
+            raise WebhookVerificationError("Invalid Signature Headers") from None
+        if abs(self._clock() - timestamp) > TOLERANCE_SECONDS:
+            raise WebhookVerificationError("Message timestamp too old or too new")
+        return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -42,8 +71,9 @@ class Received:
     """One request as the receiver saw it."""
 
     path: str
-    key: str
+    key: str  # webhook-id
     timestamp: str
+    signature: str
     body: str
     verified: bool
     duplicate: bool
@@ -53,11 +83,12 @@ class Received:
 
 
 class WebhookReceiver:
-    """A threaded HTTP server on ``host``:``port`` (0: a free one) verifying with ``secret``."""
+    """A threaded HTTP server on ``host``:``port`` (0: a free one) verifying with ``secret`` (``whsec_<base64>``)."""
 
-    def __init__(self, secret: bytes, port: int = 0, host: str = LOCAL_HOST,
+    def __init__(self, secret: str, port: int = 0, host: str = LOCAL_HOST,
                  clock: Callable[[], float] = time.time, replies: list[Reply] | None = None) -> None:
         self.secret, self.clock = secret, clock
+        self.webhook = ClockedWebhook(secret, clock)
         self.replies = list(replies or [])
         self.received: list[Received] = []
         self.taken: set[str] = set()  # idempotency keys already acted on
@@ -89,9 +120,13 @@ class WebhookReceiver:
     def handle(self, path: str, headers: Any, body: bytes) -> Reply:
         """Record one POST and decide its answer."""
         now = self.clock()
-        key = headers.get(IDEMPOTENCY_HEADER, "")
-        timestamp = headers.get(TIMESTAMP_HEADER, "")
-        verified = verify(self.secret, timestamp, headers.get(SIGNATURE_HEADER, ""), body, now)
+        key, timestamp = headers.get(IDEMPOTENCY_HEADER, ""), headers.get(TIMESTAMP_HEADER, "")
+        signature = headers.get(SIGNATURE_HEADER, "")
+        try:
+            self.webhook.verify(body, dict(headers.items()), json_parse=False)
+            verified = True
+        except (WebhookVerificationError, ValueError):  # ValueError: a malformed signature list or body
+            verified = False
         with self._lock:
             reply = self.replies.pop(0) if self.replies else Reply()
             if not verified:
@@ -100,7 +135,7 @@ class WebhookReceiver:
             duplicate = verified and ok and key in self.taken
             if verified and ok:
                 self.taken.add(key)
-            self.received.append(Received(path, key, timestamp, body.decode("utf-8", "replace"), verified,
+            self.received.append(Received(path, key, timestamp, signature, body.decode("utf-8", "replace"), verified,
                                           duplicate, reply.status, headers.get("Host", ""), now))
         if reply.hang:
             self._released.wait()

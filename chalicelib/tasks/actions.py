@@ -190,7 +190,7 @@ class Flag:
 
 # The optional field by which a task says its action's target drops a repeat of one execution (task, due time):
 # a Standard state machine (a second StartExecution of the same name starts nothing) or a webhook receiver that
-# honours the Idempotency-Key.  Such a task runs with one write and no claim (docs/executor.md, "One write").
+# honours the webhook-id.  Such a task runs with one write and no claim (docs/executor.md, "One write").
 TARGET_DEDUPLICATES = "target_deduplicates"
 
 
@@ -565,7 +565,7 @@ class StepFunctionsAction(Action):
 @register
 class WebhookAction(Action):
     """A signed HTTPS POST of a JSON body to an allow-listed origin (chalicelib/tasks/webhook.py).
-    ``target_deduplicates``: true says the receiver drops a repeat of an ``Idempotency-Key`` it has seen."""
+    ``target_deduplicates``: true says the receiver drops a repeat of a ``webhook-id`` it has seen."""
 
     type = "webhook"
     fields: ClassVar[Mapping[str, Check]] = {"url": webhook.url_problem, "secret": webhook.secret_problem,

@@ -35,7 +35,7 @@ holds no other.  For every message (``model.DueMessage``):
 
 So a one-time task costs three AWS calls besides its action: read, claim and
 settle.  One whose action's target drops a repeat (``settles_once``: a Standard
-state machine, a webhook receiver that honours the Idempotency-Key, as the task
+state machine, a webhook receiver that honours the webhook-id, as the task
 declares) costs two: no claim, the action, then one conditional settle
 (docs/executor.md, "One write").  An unreadable message is dead-lettered, not failed; a message whose
 handling raised is reported in ``batchItemFailures`` so only it is redelivered.
@@ -281,7 +281,7 @@ def _settled(deps: Deps, store: TaskStore, task: Task, message: DueMessage, imag
 def settles_once(task: Task, message: DueMessage) -> bool:
     """True when the execution runs with one write and no claim (docs/executor.md, "One write"): the task's action
     declares that its target drops a repeat (``actions.deduplicated_by_target``: a Standard state machine, a
-    webhook receiver that honours the Idempotency-Key), the task is a one-time one read from its item (a recurring
+    webhook receiver that honours the webhook-id), the task is a one-time one read from its item (a recurring
     task's pause and a lazy task's cancel live on its record alone, which only the claim reads), and the message
     is the execution's first, not a retry's (``not_before``: a retry or a redrive takes the claim, which counts
     its attempts). Pure."""

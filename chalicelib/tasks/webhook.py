@@ -3,8 +3,9 @@
 The decisions are pure and come first: the URL and secret field checks, the
 origin allow-list (TASK_WEBHOOK_ORIGINS), which addresses may be called (never
 private, loopback, link-local, multicast or reserved ones; loopback only where
-TASK_WEBHOOK_ALLOW_LOOPBACK, the local stage, allows it), the signature
-(HMAC-SHA256 of ``<timestamp>.<body>``), the idempotency key of an execution,
+TASK_WEBHOOK_ALLOW_LOOPBACK, the local stage, allows it), the Standard Webhooks
+signature (HMAC-SHA256 of ``<id>.<timestamp>.<body>`` with each of the secret's
+``whsec_`` keys), the idempotency key of an execution (its ``webhook-id``),
 what a response status means and how long a ``Retry-After`` asks to wait.
 
 The I/O follows: the secret, read from SSM Parameter Store (SecureString,
@@ -19,13 +20,15 @@ than that and SETTLE_MARGIN_SECONDS, which are kept to settle the task.
 
 This module imports nothing of the app but botocore's errors: actions.py, which
 registers the action, imports it.  A failure raises ``WebhookRefused`` (permanent: a 4xx but 408 and 429, a 3xx, a
-refused address or origin, a secret that does not exist) or ``WebhookFailed``
+refused address or origin, a secret that does not exist or holds no ``whsec_`` key) or ``WebhookFailed``
 (transient: 408, 429, 5xx, a timeout, a connection error), whose
 ``retry_after`` is the receiver's ``Retry-After``, for the executor's next delay.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import http.client
@@ -49,10 +52,13 @@ from botocore.exceptions import ClientError
 if TYPE_CHECKING:
     from chalicelib.aws import Deps
 
-TIMESTAMP_HEADER = "Timekeeper-Timestamp"
-SIGNATURE_HEADER = "Timekeeper-Signature"
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-SIGNATURE_VERSION = "v1"
+# Standard Webhooks (https://www.standardwebhooks.com): the execution's idempotency key is the webhook-id.
+IDEMPOTENCY_HEADER = "webhook-id"
+TIMESTAMP_HEADER = "webhook-timestamp"
+SIGNATURE_HEADER = "webhook-signature"
+SIGNATURE_VERSION = "v1"     # symmetric: HMAC-SHA256, base64
+SECRET_PREFIX = "whsec_"
+SECRET_BYTES = (24, 64)      # a key's length, decoded, as the specification bounds it
 SECRET_TTL_SECONDS = 300.0   # a rotated secret is used within five minutes
 MAX_URL_LENGTH = 2048
 MAX_KEY_LENGTH = 200         # a longer idempotency key is sent as its SHA-256
@@ -248,28 +254,44 @@ def address_refusal(text: str, allow_loopback: bool = False) -> str | None:
     return None
 
 
-def signature(secret: bytes, timestamp: int, body: bytes) -> str:
-    """``v1=<hex HMAC-SHA256 of "<timestamp>.<body>">``: the Timekeeper-Signature header's value."""
-    mac = hmac.new(secret, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"{SIGNATURE_VERSION}={mac}"
+def signing_keys(text: str) -> tuple[bytes, ...]:
+    """The keys a signing secret's value holds: one or more ``whsec_<base64>`` separated by whitespace or commas,
+    the newest first (a rotation: every one signs), each 24 to 64 bytes decoded.  ValueError saying which one is
+    wrong and how, never showing a key."""
+    parts = text.replace(",", " ").split()
+    if not parts:
+        raise ValueError("is empty; it must hold whsec_<base64> keys")
+    keys = []
+    for n, part in enumerate(parts, 1):
+        where, form = f"key {n} of {len(parts)}", f"each must be {SECRET_PREFIX}<base64>"
+        if not part.startswith(SECRET_PREFIX):
+            raise ValueError(f"{where} does not start with {SECRET_PREFIX}; {form}")
+        encoded = part[len(SECRET_PREFIX):]
+        try:
+            key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+        except binascii.Error:
+            raise ValueError(f"{where} is not base64 after {SECRET_PREFIX}; {form}") from None
+        if not SECRET_BYTES[0] <= len(key) <= SECRET_BYTES[1]:
+            raise ValueError(f"{where} is {len(key)} bytes decoded; each must be {SECRET_BYTES[0]} to "
+                             f"{SECRET_BYTES[1]}")
+        keys.append(key)
+    return tuple(dict.fromkeys(keys))
 
 
-def verify(secret: bytes, timestamp: str, signature_header: str, body: bytes, now: float,
-           tolerance: float = 300.0) -> bool:
-    """True when ``signature_header`` signs ``timestamp`` and ``body`` with ``secret`` and the timestamp is within
-    ``tolerance`` seconds of ``now`` (a receiver's check; docs/tasks.md shows the same few lines)."""
-    if not timestamp.isdigit() or abs(now - int(timestamp)) > tolerance:
-        return False
-    expected = signature(secret, int(timestamp), body)
-    return any(hmac.compare_digest(expected, part.strip()) for part in signature_header.split(","))
+def signature(keys: Sequence[bytes], msg_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` header's value: ``v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`` with
+    each key, space-separated, in the keys' order."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return " ".join(f"{SIGNATURE_VERSION}," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+                    for key in keys)
 
 
 def idempotency_key(task_id: str, due: datetime) -> str:
-    """The execution's key: ``<task id>@<due time>``, percent-encoded to fit a header; a key longer than
-    MAX_KEY_LENGTH (a task source's item key) as ``sha256:<hex>``.  Every attempt and every redelivery of one
-    execution sends the same key."""
+    """The execution's key, its ``webhook-id``: ``<task id>@<due time>``, percent-encoded to fit a header (``.``
+    too: the signed content is ``<id>.<timestamp>.<body>``); a key longer than MAX_KEY_LENGTH (a task source's item
+    key) as ``sha256:<hex>``.  Every attempt and every redelivery of one execution sends the same key."""
     at = due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    key = f"{quote(task_id, safe='_.:-|/~')}@{at}"
+    key = f"{quote(task_id, safe='_:-|/~').replace('.', '%2E')}@{at}"
     return key if len(key) <= MAX_KEY_LENGTH else "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -301,9 +323,11 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
 
 # --- the secret, per container ---------------------------------------------------------------------------------------
 
-def secret_value(deps: Deps, ref: str) -> bytes:
-    """The signing secret ``ref`` names, read at most once per SECRET_TTL_SECONDS per container: the executor's
-    threads that need it at once wait for the one reading it (``secret_lock``), rather than each reading it."""
+def secret_value(deps: Deps, ref: str) -> tuple[bytes, ...]:
+    """The keys of the signing secret ``ref`` names (``signing_keys``), read at most once per SECRET_TTL_SECONDS per
+    container: the executor's threads that need it at once wait for the one reading it (``secret_lock``), rather
+    than each reading it.  WebhookRefused when it does not exist or holds no valid key (a value not kept: the
+    next webhook reads it again)."""
     cached = _cached_secret(deps, ref)
     if cached is not None:
         return cached
@@ -317,14 +341,14 @@ def secret_lock(deps: Deps, ref: str) -> threading.Lock:
     return lock
 
 
-def _cached_secret(deps: Deps, ref: str) -> bytes | None:
+def _cached_secret(deps: Deps, ref: str) -> tuple[bytes, ...] | None:
     cached = deps.memo.get(("webhook-secret", ref))
     if cached is not None and deps.clock().timestamp() - cached[1] < SECRET_TTL_SECONDS:
-        return bytes(cached[0])
+        return tuple(cached[0])
     return None
 
 
-def _read_secret(deps: Deps, ref: str) -> bytes:
+def _read_secret(deps: Deps, ref: str) -> tuple[bytes, ...]:
     now = deps.clock().timestamp()
     kind, _, name = ref.partition(":")
     try:
@@ -338,9 +362,13 @@ def _read_secret(deps: Deps, ref: str) -> bytes:
         if code in ("ParameterNotFound", "ResourceNotFoundException"):
             raise WebhookRefused(f"action.secret {ref!r} does not exist ({code})") from exc
         raise
-    secret = value.encode() if isinstance(value, str) else bytes(value)
-    deps.memo[("webhook-secret", ref)] = (secret, now)
-    return secret
+    text = value if isinstance(value, str) else bytes(value).decode("ascii", "replace")
+    try:
+        keys = signing_keys(text)
+    except ValueError as exc:
+        raise WebhookRefused(f"action.secret {ref!r}: its value {exc}") from None
+    deps.memo[("webhook-secret", ref)] = (keys, now)
+    return keys
 
 
 # --- the call ----------------------------------------------------------------------------------------------------------
@@ -481,12 +509,12 @@ def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime,
     problem = refusal(spec, settings.task_webhook_origins, settings.task_webhook_secrets)
     if problem:
         raise WebhookRefused(f"action.{problem[0]} {problem[1]}")
-    secret = secret_value(deps, spec["secret"])
+    keys = secret_value(deps, spec["secret"])
     body = spec["body"].encode()
     timestamp = int(deps.clock().timestamp())
     key = idempotency_key(task_id, due)
     headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, IDEMPOTENCY_HEADER: key,
-               TIMESTAMP_HEADER: str(timestamp), SIGNATURE_HEADER: signature(secret, timestamp, body)}
+               TIMESTAMP_HEADER: str(timestamp), SIGNATURE_HEADER: signature(keys, key, timestamp, body)}
     budget, by_invocation = call_budget(settings.task_webhook_timeout_seconds,
                                         seconds_left() if seconds_left is not None else None)
     if budget < MIN_CALL_SECONDS:

@@ -94,7 +94,7 @@ def test_make_demos_five_flows_pass_and_print_the_summary_table(stage: LocalStag
                  "5 webhook task"):
         assert any(line.startswith(name) and "  ok  " in line for line in lines), table
     assert "retention deleted 3" in table and "10 emails" in table and "status CANCELLED" in table
-    assert "signature verified, Idempotency-Key " in table
+    assert "signature verified, webhook-id " in table
     assert "restore ACTIVE (sample-orders -> sample-orders-restored-" in table
     assert lines[-1].startswith("\nall steps passed in ")
 

@@ -7,25 +7,29 @@ time but the timeout's, which is TASK_WEBHOOK_TIMEOUT_SECONDS set tiny.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from chalice.test import Client
+from standardwebhooks import Webhook, WebhookVerificationError
 
 from chalicelib.aws import Deps
 from chalicelib.tasks import timing, webhook
 from chalicelib.tasks.model import DueMessage, TaskKey, iso, parse_due
-from local.webhook_receiver import Reply, WebhookReceiver
+from local.webhook_receiver import Received, Reply, WebhookReceiver, new_secret
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock, moto_aws, use_settings
 from tests.functional.task_support import deliver, due_body, post_task, state_of, use_client
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
-SECRET = b"whsec-test-0123456789"
+SECRET = "whsec_" + base64.b64encode(b"timekeeper functional tests key").decode()
 PARAMETER = "/hooks/signing"
+KEYS = (b"timekeeper functional tests key",)
 BODY = '{"order": 42, "event": "reminder"}'
 
 
@@ -47,7 +51,7 @@ def receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
 def hooks(aws: Aws, deps: Deps, receiver: WebhookReceiver) -> Deps:
     """The stage allows the receiver's origin, loopback and the SSM secret, which is in moto."""
     aws.alerts()  # an earlier test's
-    deps.clients.ssm.put_parameter(Name=PARAMETER, Value=SECRET.decode(), Type="SecureString", Overwrite=True)
+    deps.clients.ssm.put_parameter(Name=PARAMETER, Value=SECRET, Type="SecureString", Overwrite=True)
     return use_settings(deps, task_webhook_origins=(receiver.origin,), task_webhook_secrets=(f"ssm:{PARAMETER}",),
                         task_webhook_allow_loopback=True, task_webhook_timeout_seconds=0.2)
 
@@ -83,6 +87,49 @@ def test_a_webhook_posts_its_body_once_signed_with_the_executions_key_even_when_
     item = state_of(deps, TaskKey.for_id("ping"))
     assert (item["status"], item["attempts"]) == ("DONE", 1)
     assert item["last_result"] == {"type": "webhook", "status": 200, "idempotency_key": got.key}
+
+
+def library_verifies(secret: str, got: Received) -> bool:
+    """What a receiver does with standardwebhooks as it is (its window around the wall clock)."""
+    headers = {"webhook-id": got.key, "webhook-timestamp": got.timestamp, "webhook-signature": got.signature}
+    try:
+        Webhook(secret).verify(got.body, headers)
+    except WebhookVerificationError:
+        return False
+    return True
+
+
+def test_a_delivery_verifies_with_the_standardwebhooks_library_as_a_receiver_would_and_with_each_rotated_key(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    newest = new_secret()  # a rotation: the parameter holds the new key, then the old one
+    deps.clients.ssm.put_parameter(Name=PARAMETER, Value=f"{newest}\n{SECRET}", Type="SecureString", Overwrite=True)
+    run_at = datetime.now(UTC).replace(microsecond=0)  # the library reads the wall clock: the task runs at it
+    clock.now = run_at - timedelta(minutes=10)
+    created = post_task(client, {"id": "standard.1", "run_at": run_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                 "action": action(receiver.origin + "/")})
+    assert created.status_code == 201, created.body
+    clock.now = run_at
+    assert deliver(client, due_body(TaskKey.for_id("standard.1"), run_at)) == set()
+    [got] = receiver.received
+    assert got.key == f"standard%2E1@{run_at.strftime('%Y-%m-%dT%H:%M:%SZ')}" and got.verified
+    assert got.timestamp == str(int(run_at.timestamp())) and len(got.signature.split(" ")) == 2
+    assert library_verifies(SECRET, got) and library_verifies(newest, got)  # a receiver with either key
+    assert not library_verifies(new_secret(), got)
+    assert not library_verifies(SECRET, replace(got, body=got.body.replace("42", "43")))
+    assert not library_verifies(SECRET, replace(got, key="standard%2E1@2000-01-01T00:00:00Z"))
+
+
+def test_a_webhook_whose_secret_holds_no_whsec_key_fails_at_once_without_showing_it(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    deps.clients.ssm.put_parameter(Name=PARAMETER, Value="hunter2-a-raw-password", Type="SecureString",
+                                   Overwrite=True)
+    run(client, clock, "unkeyed", receiver.origin + "/")
+    assert receiver.received == []
+    item = state_of(deps, TaskKey.for_id("unkeyed"))
+    assert (item["status"], item["attempts"]) == ("FAILED", 1)
+    assert "does not start with whsec_" in item["last_error"] and "hunter2" not in item["last_error"]
+    [alert] = aws.alerts()
+    assert "hunter2" not in json.dumps(alert)
 
 
 def test_a_webhook_answered_500_is_retried_with_the_same_key_and_then_done(
@@ -243,11 +290,11 @@ def test_threads_that_need_the_signing_secret_at_once_wait_for_the_one_reading_i
 
     use_client(deps, "ssm", Watched())
     try:
-        assert webhook.secret_value(deps, ref) == SECRET
-        assert webhook.secret_value(deps, ref) == SECRET
+        assert webhook.secret_value(deps, ref) == KEYS
+        assert webhook.secret_value(deps, ref) == KEYS
         assert reads == [True]
         clock.advance(seconds=webhook.SECRET_TTL_SECONDS)
-        assert webhook.secret_value(deps, ref) == SECRET and reads == [True, True]  # read again after its TTL
+        assert webhook.secret_value(deps, ref) == KEYS and reads == [True, True]  # read again after its TTL
     finally:
         use_client(deps, "ssm", ssm)
 
@@ -256,13 +303,15 @@ def test_the_signing_secret_is_read_once_per_ttl_from_ssm_or_secrets_manager(
         deps: Deps, clock: FakeClock, hooks: Deps) -> None:
     ref = f"ssm:{PARAMETER}"
     use_settings(hooks, task_webhook_secrets=(ref, "secretsmanager:hooks/partner", "ssm:/hooks/nothing"))
-    assert webhook.secret_value(deps, ref) == SECRET
-    deps.clients.ssm.put_parameter(Name=PARAMETER, Value="rotated", Type="SecureString", Overwrite=True)
+    assert webhook.secret_value(deps, ref) == KEYS
+    rotated = new_secret()
+    deps.clients.ssm.put_parameter(Name=PARAMETER, Value=f"{rotated} {SECRET}", Type="SecureString", Overwrite=True)
     clock.advance(seconds=webhook.SECRET_TTL_SECONDS - 1)
-    assert webhook.secret_value(deps, ref) == SECRET  # cached for the container
+    assert webhook.secret_value(deps, ref) == KEYS  # cached for the container
     clock.advance(seconds=1)
-    assert webhook.secret_value(deps, ref) == b"rotated"
-    deps.clients.secretsmanager.create_secret(Name="hooks/partner", SecretString="sm-secret")
-    assert webhook.secret_value(deps, "secretsmanager:hooks/partner") == b"sm-secret"
+    assert webhook.secret_value(deps, ref) == webhook.signing_keys(rotated) + KEYS
+    partner = new_secret()
+    deps.clients.secretsmanager.create_secret(Name="hooks/partner", SecretString=partner)
+    assert webhook.secret_value(deps, "secretsmanager:hooks/partner") == webhook.signing_keys(partner)
     with pytest.raises(webhook.WebhookRefused, match="does not exist"):
         webhook.secret_value(deps, "ssm:/hooks/nothing")

@@ -8,6 +8,7 @@ real time but the socket exchange's, which a deadline of a fraction of a second 
 
 from __future__ import annotations
 
+import base64
 import socket
 import ssl
 import threading
@@ -34,7 +35,7 @@ from tests.functional.task_support import due_body, post_task, state_of
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
 DUE = parse_due(RUN_AT)
-SECRET = "whsec-test-0123456789"
+SECRET = "whsec_" + base64.b64encode(b"webhook call tests signing key").decode()
 PARAMETER = "/hooks/signing"
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
 BYTE_EVERY = 0.1  # seconds between two bytes of the dribbling answer: under any per-read timeout below

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import re
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,21 +12,58 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from standardwebhooks import WebhookVerificationError
 
 from chalicelib.settings import Settings, SettingsError
 from chalicelib.tasks import timing, webhook
 from chalicelib.tasks.model import InvalidTask, parse_action
+from local.webhook_receiver import ClockedWebhook
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-# An independent vector: printf '%s' '1767225600.{"hello": "world"}' | openssl dgst -sha256 -hmac whsec_example
-VECTOR = (b"whsec_example", 1767225600, b'{"hello": "world"}',
-          "v1=132b31117e0067a3bcac22daf51f6079ca5f679c25fa750bf2bafdecf1d0a0b3")
+# The Standard Webhooks published vector (the specification repository's reference libraries test against it,
+# standard-webhooks/libraries/python/tests/test_webhooks.py, test_sign_function): no library computes it here.
+VECTOR = ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
+          b'{"test": 2432232314}', "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
 
 
-def test_the_signature_is_hmac_sha256_of_timestamp_dot_body_as_v1_hex() -> None:
-    secret, timestamp, body, expected = VECTOR
-    assert webhook.signature(secret, timestamp, body) == expected
+def whsec(key: bytes) -> str:
+    return "whsec_" + base64.b64encode(key).decode()
+
+
+def test_the_signature_is_the_standard_webhooks_published_example() -> None:
+    secret, msg_id, timestamp, body, expected = VECTOR
+    assert webhook.signature(webhook.signing_keys(secret), msg_id, timestamp, body) == expected
+
+
+def test_a_rotation_signs_with_every_key_in_order_space_separated() -> None:
+    secret, msg_id, timestamp, body, expected = VECTOR
+    other = whsec(b"k" * 32)
+    keys = webhook.signing_keys(f" {other},\n{secret} ")
+    assert keys == (b"k" * 32, base64.b64decode(secret.removeprefix("whsec_")))
+    newest, oldest = webhook.signature(keys, msg_id, timestamp, body).split(" ")
+    assert oldest == expected and newest == webhook.signature(keys[:1], msg_id, timestamp, body)
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("", "is empty"), (" , ", "is empty"),
+    ("hunter2-but-longer-than-24-bytes-xx", "key 1 of 1 does not start with whsec_"),
+    (whsec(b"k" * 32) + " " + base64.b64encode(b"k" * 32).decode(), "key 2 of 2 does not start with whsec_"),
+    ("whsec_not*base64*at*all*hunter2xx", "key 1 of 1 is not base64"),
+    (whsec(b"k" * 23), "key 1 of 1 is 23 bytes decoded; each must be 24 to 64"),
+    (whsec(b"k" * 65), "key 1 of 1 is 65 bytes decoded; each must be 24 to 64"),
+])
+def test_a_secret_is_whsec_base64_keys_of_24_to_64_bytes_else_refused_without_showing_it(
+        value: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)) as caught:
+        webhook.signing_keys(value)
+    assert "hunter2" not in str(caught.value)
+
+
+def test_a_key_is_accepted_with_or_without_base64_padding() -> None:
+    padded = whsec(b"k" * 32)
+    assert padded.endswith("=")
+    assert webhook.signing_keys(padded) == webhook.signing_keys(padded.rstrip("=")) == (b"k" * 32,)
 
 
 def _docs_snippet() -> Any:
@@ -34,26 +73,37 @@ def _docs_snippet() -> Any:
     assert code is not None, "docs/tasks.md's verification snippet is gone"
     scope: dict[str, Any] = {}
     exec(code.group(1), scope)
-    return scope["verify_timekeeper_signature"]
+    return scope["verified_body"]
 
 
-def test_the_docs_snippet_verifies_a_signed_request_and_refuses_a_forged_or_stale_one() -> None:
-    verify = _docs_snippet()
-    secret, timestamp, body, signed = VECTOR
-    headers = {"Timekeeper-Timestamp": str(timestamp), "Timekeeper-Signature": signed}
-    assert verify(secret, headers, body, timestamp + 10)
-    assert not verify(secret, headers, body + b" ", timestamp)
-    assert not verify(b"other", headers, body, timestamp)
-    assert not verify(secret, headers, body, timestamp + 301)
-    assert webhook.verify(secret, str(timestamp), signed, body, timestamp + 10)
+def test_the_docs_snippet_verifies_a_signed_request_and_refuses_a_forged_stale_or_other_secrets_one() -> None:
+    """The snippet is the standardwebhooks library, which reads the wall clock: the request is signed at it."""
+    verified_body = _docs_snippet()
+    secret, other = whsec(b"s" * 32), whsec(b"o" * 32)
+    body, msg_id, now = b'{"order": 42}', "ping@2026-11-22T12:10:00Z", int(time.time())
+
+    def headers(at: int, keys: str = secret) -> dict[str, str]:
+        signed = webhook.signature(webhook.signing_keys(keys), msg_id, at, body)
+        return {"webhook-id": msg_id, "webhook-timestamp": str(at), "webhook-signature": signed}
+
+    assert verified_body(secret, headers(now), body) == {"order": 42}
+    assert verified_body(secret, headers(now, f"{other} {secret}"), body) == {"order": 42}  # a rotation
+    assert verified_body(secret, headers(now), body + b" ") is None
+    assert verified_body(secret, {**headers(now), "webhook-id": "ping@2026-11-22T12:11:00Z"}, body) is None
+    assert verified_body(other, headers(now), body) is None
+    assert verified_body(secret, headers(now - 301), body) is None
 
 
 @settings(max_examples=25, deadline=None)
-@given(secret=st.binary(min_size=1, max_size=40), body=st.binary(max_size=200), timestamp=st.integers(0, 2**33))
-def test_any_signature_verifies_with_its_own_secret_and_body_only(secret: bytes, body: bytes, timestamp: int) -> None:
-    signed = webhook.signature(secret, timestamp, body)
-    assert webhook.verify(secret, str(timestamp), signed, body, timestamp)
-    assert not webhook.verify(secret + b"x", str(timestamp), signed, body, timestamp)
+@given(key=st.binary(min_size=24, max_size=64), body=st.text(max_size=200),
+       msg_id=st.text(alphabet="abc@:%-", min_size=1, max_size=30), timestamp=st.integers(0, 2**33))
+def test_any_signature_verifies_with_the_library_with_its_own_key_only(
+        key: bytes, body: str, msg_id: str, timestamp: int) -> None:
+    signed = webhook.signature((key,), msg_id, timestamp, body.encode())
+    headers = {"webhook-id": msg_id, "webhook-timestamp": str(timestamp), "webhook-signature": signed}
+    ClockedWebhook(whsec(key), lambda: float(timestamp)).verify(body.encode(), headers, json_parse=False)
+    with pytest.raises(WebhookVerificationError):
+        ClockedWebhook(whsec(key[::-1] + b"x"), lambda: float(timestamp)).verify(body.encode(), headers)
 
 
 @pytest.mark.parametrize(("address", "refused"), [
@@ -143,6 +193,7 @@ def test_the_idempotency_key_is_the_task_and_its_due_time_fit_for_a_header() -> 
     due = datetime(2026, 11, 22, 12, 10, tzinfo=UTC)
     assert webhook.idempotency_key("ping", due) == "ping@2026-11-22T12:10:00Z"
     assert webhook.idempotency_key("USER#ä|R 1", due) == "USER%23%C3%A4|R%201@2026-11-22T12:10:00Z"
+    assert webhook.idempotency_key("v1.2", due) == "v1%2E2@2026-11-22T12:10:00Z"  # no "." in <id>.<ts>.<body>
     long = webhook.idempotency_key("src/" + "x" * 300, due)
     assert long.startswith("sha256:") and long == webhook.idempotency_key("src/" + "x" * 300, due)
 
