@@ -259,6 +259,7 @@ LONGEST_FIRST = (
     "tests/functional/test_backup_faults.py",
     "tests/functional/test_task_faults.py",
     "tests/e2e/test_demo_flows.py",
+    "tests/e2e/test_docs_cli_backups.py",
     "tests/e2e/test_local_stage_load.py",
     "tests/e2e/test_moto_corrections.py",
     "tests/functional/test_task_api.py",
