@@ -32,6 +32,7 @@ MODULES: dict[str, str] = {
     "P3": "bench.precision",
     "P4": "bench.task_cost",
     "T": "bench.throughput",
+    "B": "bench.burst",
     "P5": "bench.cold_start",
 }
 
