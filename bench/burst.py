@@ -65,7 +65,9 @@ class Executor:
     seconds_per_batch: float = 0.02
     seconds_per_task: float = 0.04
     write_units_per_task: float = 2.0         # claim + settle on the state table
-    index_hot_writes_per_task: float = 2.0    # of those, writes that land on the status index's busiest key
+    #: writes on the status index's busiest key (keys only): a record made by the claim enters PENDING and leaves it
+    #: at the settle (an API task's record, PENDING since its creation, only leaves: 1)
+    index_hot_writes_per_task: float = 2.0
 
     @property
     def invocation_seconds(self) -> float:
