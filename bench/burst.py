@@ -22,11 +22,12 @@ first due message's arrival.  Each step:
 
 An email target sends at most ``email_per_s`` (SES: 14 a second is a usual rate out of the sandbox) of the
 tasks that ran: the last email's time is reported apart (the executor's retries of refused sends are not
-modelled).  ``closed_form`` is the same arithmetic without steps, for the test.
+modelled).  ``closed_form_last`` is the ramp's arithmetic without steps, for the test.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -206,7 +207,6 @@ def measured_executor(results: Mapping[str, Any] | None) -> tuple[Executor, str]
 
 
 def load_results(path: Path = RESULTS) -> dict[str, Any] | None:
-    import json
     try:
         loaded: dict[str, Any] = json.loads(path.read_text())
         return loaded
