@@ -219,12 +219,13 @@ def scenarios(executor: Executor) -> list[tuple[str, Route, Quotas]]:
     today = Quotas()
     warm = replace(today, index_shards=16, table_write_units_per_s=12_000.0)
     return [
-        ("today: Scheduler, 1 status key", SCHEDULER, today),
-        ("Scheduler, status index in 16 shards, state table warm at 12,000 WU", SCHEDULER, warm),
-        ("the same, Scheduler raised to 5,000/s", SCHEDULER, replace(warm, scheduler_per_s=5_000.0)),
-        ("swept into the due queue, 1 status key", SWEEP, today),
-        ("swept into the due queue, 16 shards", SWEEP, replace(today, index_shards=16)),
-        ("proposed: swept, 16 shards, state table warm at 12,000 WU", SWEEP, warm),
+        ("today, written a day ahead: Scheduler, one key per status", SCHEDULER, today),
+        ("Scheduler, 16 keys per status, state table warm at 12,000 write units", SCHEDULER, warm),
+        ("the same, Scheduler raised to 5,000/s (a quota increase)", SCHEDULER,
+         replace(warm, scheduler_per_s=5_000.0)),
+        ("in the due queue at once (SQS delay), one key per status", SWEEP, today),
+        ("in the due queue at once, 16 keys per status", SWEEP, replace(today, index_shards=16)),
+        ("proposed: in the due queue at once, 16 keys, state table warm at 12,000", SWEEP, warm),
     ]
 
 

@@ -4,6 +4,7 @@ integral, a Scheduler-bound and an index-bound burst, the email target, and its 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,16 @@ def replace_lambda(quotas: Quotas) -> Quotas:
     """The pollers at their most from the start: only the other limits bind."""
     from dataclasses import replace
     return replace(quotas, lambda_initial=1_000)
+
+
+def test_the_scale_pages_million_task_table_is_what_the_model_prints_on_the_committed_figures() -> None:
+    """docs/scale.md's rows, by scenario name: p50, p99 and last as the model gives them on results.json's P4."""
+    executor, _ = burst.measured_executor(burst.load_results())
+    page = (Path(__file__).resolve().parents[2] / "docs" / "scale.md").read_text()
+    rows = {cells[0]: cells[1:4] for line in page.splitlines() if line.startswith("| ")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+    for name, route, quotas in burst.scenarios(executor):
+        outcome = burst.simulate(burst.TASKS, route, quotas, executor)
+        assert name in rows, f"docs/scale.md has no row {name!r}"
+        shown = [float(re.match(r"[\d,.]+", cell).group().replace(",", "")) for cell in rows[name]]  # type: ignore[union-attr]
+        assert shown == [round(outcome.p50), round(outcome.p99), round(outcome.last)], name
