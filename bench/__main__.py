@@ -5,7 +5,7 @@ A smaller run (quick or tiny) never overwrites the committed full-run figures: i
 plots go to .local/bench-<scale>/ (gitignored; printed at the end), unless --in-tree (or
 BENCH_IN_TREE=1) asks for bench/ and docs/bench/.  --out and --plots choose any place.
 
-    .venv/bin/python -m bench                      # full (make bench, under 15 minutes on 2 cores)
+    .venv/bin/python -m bench                      # full (make bench, under 20 minutes on 2 cores)
     BENCH_QUICK=1 .venv/bin/python -m bench        # smaller N, same code (under 2 minutes): .local/bench-quick/
     .venv/bin/python -m bench --only P1,P5         # some sections
     .venv/bin/python -m bench --scale tiny --out /tmp/b --no-page     # what the suite runs
@@ -32,6 +32,7 @@ MODULES: dict[str, str] = {
     "P3": "bench.precision",
     "P4": "bench.task_cost",
     "T": "bench.throughput",
+    "B": "bench.burst",
     "P5": "bench.cold_start",
 }
 
