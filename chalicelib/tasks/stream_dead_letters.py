@@ -7,10 +7,12 @@ table (``TASK#<id>`` / ``RECORD``; made for an item of another program, as
 the executor's dead-letter note is): the record's sequence number and event
 id, the version of the item it read (a hash of its image; ``gone`` for a
 REMOVE), its due time when it has one, when, the reason and the dead letter's
-source.  One conditional UpdateItem, written only over an older record's note.
+source.  One conditional UpdateItem, written only over an older record's note; it makes a
+task that is not running, finished or paused DEAD_LETTERED, so ``GET /tasks?status=DEAD_LETTERED``
+lists it (with the note: ``listed``) until a claim, a cancel or a reschedule.
 
 - ``GET /tasks/{id}`` and ``GET /tasks/{source}/{key}`` show it as
-  ``dead_letter`` while it concerns the item as it is now (the same version
+  ``dead_letter`` (and a task waiting to run DEAD_LETTERED) while it concerns the item as it is now (the same version
   and due time) and the task is not finished: an item written again, right,
   after the bad write no longer shows the old reason.
 - Lambda retries a batch from its lowest failed record, so a record
