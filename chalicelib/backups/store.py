@@ -8,8 +8,8 @@ tables, so its size does not depend on how many a run backs up.
 Table pages: PK="BACKUP_RUN#<run id>", SK=<page number, 5 digits>, each holding the
 results of up to ``PAGE_TABLES`` tables in its ``tables`` map (about 300 bytes a
 table: some 30 KB a page, far from DynamoDB's 400 KB at any table count). Pages
-are written whole, 25 to a BatchWriteItem (unprocessed ones retried), when a run
-is created and when its backups have started; the monitor settles a page's
+are written whole, 25 to a BatchWriteItem (unprocessed ones retried), when a run's
+tables are chosen and when its backups have started; the monitor settles a page's
 tables with one UpdateItem per page. So a run's state writes grow linearly with
 its tables: a few per 100 tables, each of a bounded item.
 
@@ -172,6 +172,9 @@ class Run:
     retention_passes: int = 0
     retention_deleted: int = 0
     retention_windowed: bool = False
+    # Tries at starting it that failed with an error (``release_start``), and whether the last one let its claim go.
+    start_failures: int = 0
+    released: bool = False
 
     def paginate(self) -> None:
         """Give each table its page (PAGE_TABLES a page, in the run's order) and count them."""
@@ -236,6 +239,8 @@ class Run:
             retention_passes=int(item.get("retention_passes", 0)),
             retention_deleted=int(item.get("retention_deleted", 0)),
             retention_windowed=bool(item.get("retention_windowed", False)),
+            start_failures=int(item.get("start_failures", 0)),
+            released=bool(item.get("released", False)),
         )
 
     @property
@@ -470,12 +475,35 @@ class RunStore(StateStore):
         return done
 
     def reclaim_start(self, run_id: str, claimed_before: datetime, now: datetime) -> bool:
-        """Take over a run whose starter died while STARTING (claimed before ``claimed_before``)."""
+        """Take over a run whose starter died while STARTING (claimed before ``claimed_before``), or whose last
+        try failed and let its claim go (``release_start``)."""
         return self._update(
-            run_id, "SET claimed_at = :now, handed_off = :f", "#s = :starting AND claimed_at < :stale",
-            names={"#s": "status"},
+            run_id, "SET claimed_at = :now, handed_off = :f, released = :f",
+            "#s = :starting AND (claimed_at < :stale OR released = :t)", names={"#s": "status"},
             values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat(),
-                    ":f": False})
+                    ":f": False, ":t": True})
+
+    def record_tables(self, run: Run) -> bool:
+        """A new run's tables, chosen after its first write: its pages, then its counts and verification plan on
+        the run item, while the run is still this starter's (claimed at ``run.claimed_at``)."""
+        run.paginate()
+        self.write_pages(run)
+        return self._update(
+            run.run_id, "SET tables = :tables, verify_plan = :plan", "#s = :starting AND claimed_at = :claimed",
+            names={"#s": "status"},
+            values={":tables": dict(run.counts), ":plan": list(run.verify_plan), ":starting": STARTING,
+                    ":claimed": run.claimed_at.isoformat() if run.claimed_at else ""})
+
+    def release_start(self, run: Run) -> int | None:
+        """A try at starting ``run`` failed: its claim (at ``run.claimed_at``) let go for the next try to take at
+        once (``reclaim_start``), the failure counted. The failures so far, or None when the run is no longer this
+        try's (taken over, started, closed)."""
+        done, item = self._items.update(
+            self._key(run.run_id), "SET released = :t, start_failures = if_not_exists(start_failures, :zero) + :one",
+            "#s = :starting AND claimed_at = :claimed", {"#s": "status"},
+            {":t": True, ":zero": 0, ":one": 1, ":starting": STARTING,
+             ":claimed": run.claimed_at.isoformat() if run.claimed_at else ""}, returning=True)
+        return int(item.get("start_failures", 0)) if done else None
 
     def hand_off(self, run: Run, expired: datetime) -> bool:
         """A starter out of time: record its progress (the pages, which tables were tried) and let its

@@ -1,8 +1,10 @@
 """Start a backup run: select tables, record the run, CreateBackup each (paced), queue the monitor.
 
-The run is written first (store.py: the run item, and the chosen tables with the
-names their backups will have, ``rules.backup_name`` of the run's start time, in
-pages), and a watch message goes to the monitor queue. A start that dies half way
+The run item is written first (store.py; STARTING, before anything else can fail), a
+watch message goes to the monitor queue, and then the chosen tables with the names
+their backups will have (``rules.backup_name`` of the run's start time), in pages.
+A try that fails with an error lets its claim go for the next try, and the
+START_TRIES-th failure closes the run with one alert (``failed_try``). A start that dies half way
 is resumed from the state, by the duplicate trigger after the lease or by the
 monitor when the watch comes in: backups that exist already are found by their
 name (ListBackups of the table since the run started) instead of being made
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -58,6 +60,9 @@ THROTTLE_BACKOFF_CAP = 20.0  # seconds: a throttled CreateBackup waits as botoco
 START_BUDGET = timedelta(seconds=150)
 LISTING_SKEW = timedelta(minutes=5)  # backups are listed from a little before the run started
 RECENT_RUNS = 20  # runs a trigger reads: to repair, to rotate restore verification, to spare tables being verified
+# Tries at starting a run that may fail with an error before it is closed with an alert: Lambda's asynchronous
+# invocation of the scheduled event tries 3 times (its 2 retries), and a try cannot know it is the last.
+START_TRIES = 3
 
 
 class StartInProgress(RuntimeError):
@@ -286,43 +291,111 @@ def start_run(deps: Deps, trigger: str, tables: Sequence[str] | None = None,
     names the same run. The second delivery stops if the run is under way
     (raising while the first still holds it, so an async retry comes back
     later), finishes queueing the monitor if the first died before that, and
-    takes over a start whose worker died (after the lease).
+    takes over a start whose worker died (after the lease) or whose try failed
+    (at once: ``failed_try``).
     """
     now = deps.clock()
     named = run_id or new_run_id(now)
     with about(run_id=named):  # every line of this start names its run
-        return _start_run(deps, trigger, tables, named, now, given=run_id is not None)
+        return _start_run(deps, trigger, tables, named, now)
 
 
-def _start_run(deps: Deps, trigger: str, tables: Sequence[str] | None, run_id: str, now: datetime,
-               given: bool) -> Run:
+def _start_run(deps: Deps, trigger: str, tables: Sequence[str] | None, run_id: str, now: datetime) -> Run:
     store = RunStore(deps)
     runs = recent_runs(store)
     repair_stale_runs(deps, store, now, runs=runs)
     run = Run(run_id=run_id, started_at=now, trigger=trigger, claimed_at=now)
-    existing = store.get(run.run_id) if given else None
-    if existing is None:
-        listed: list[str] | None = None
-        if trigger == "schedule" and _may_have_leftovers(deps, runs):
-            try:  # a clean-up that fails must not stop today's backups
-                listed = list_table_names(deps)
-                verify.remove_leftover_tables(deps, runs, listed)
-            except Exception:
-                logger.exception("could not look for leftover restore tables", extra={"run_id": run.run_id})
-        chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps, listed)
-        prefix = deps.settings.backup_name_prefix
-        run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now), tried=False)
-                      for t in chosen}
-        run.verify_plan = verify.plan(deps, chosen, [r.verify_plan for r in runs if r.trigger == trigger])
-        if store.create(run):
-            logger.info("backup run started", extra={"run_id": run.run_id, "trigger": trigger, "tables": chosen})
-            deps.metrics.count(metrics.BACKUP_RUNS_STARTED, **{metrics.TRIGGER: trigger})
-            if chosen:
-                _send_watch(deps, run.run_id)
-            return _start(deps, store, run, now, resumed=False)
+    if not _record_intent(deps, store, run):
         existing = store.get(run.run_id)
         assert existing is not None
-    return _again(deps, store, existing, now)
+        return _again(deps, store, existing, now)
+    logger.info("backup run recorded", extra={"run_id": run.run_id, "trigger": trigger})
+    deps.metrics.count(metrics.BACKUP_RUNS_STARTED, **{metrics.TRIGGER: trigger})
+    _send_watch(deps, run.run_id)
+    return _trying(deps, store, run, lambda: _first_start(deps, store, run, runs, tables, now))
+
+
+def _record_intent(deps: Deps, store: RunStore, run: Run) -> bool:
+    """The run's first write: the run item, STARTING and claimed, before its tables are chosen (what can fail
+    after it leaves a run to resume or close: ``failed_try``). False when it exists already (a duplicate
+    trigger). When even this write fails, the alert is published directly (no state to claim it on: each try
+    that fails so publishes it again, with one ``dedup_id``), and the error raised."""
+    try:
+        return store.create(run)
+    except Exception as exc:
+        logger.exception("could not record the backup run", extra={"run_id": run.run_id})
+        reason = f"the state table refused the run's first write: {exc}"[:1000]
+        try:
+            retry_transient(lambda: alerts.publish(deps, f"timekeeper: backup run {run.run_id} could not be recorded", {
+                "run_id": run.run_id, "reason": reason,
+                "dedupe_id": f"backup-run-unrecorded:{run.run_id}"}), deps.sleep)
+        except Exception:
+            logger.exception("could not alert that the backup run could not be recorded", extra={"run_id": run.run_id})
+        raise
+
+
+def _first_start(deps: Deps, store: RunStore, run: Run, runs: list[Run], tables: Sequence[str] | None,
+                 now: datetime) -> Run:
+    """Choose a new run's tables, record them, and start their backups."""
+    listed: list[str] | None = None
+    if run.trigger == "schedule" and _may_have_leftovers(deps, runs):
+        try:  # a clean-up that fails must not stop today's backups
+            listed = list_table_names(deps)
+            verify.remove_leftover_tables(deps, runs, listed)
+        except Exception:
+            logger.exception("could not look for leftover restore tables", extra={"run_id": run.run_id})
+    chosen = list(dict.fromkeys(tables)) if tables is not None else selected_tables(deps, listed)
+    prefix = deps.settings.backup_name_prefix
+    run.tables = {t: TableResult(t, "PENDING", backup_name=rules.backup_name(prefix, t, now), tried=False)
+                  for t in chosen}
+    run.verify_plan = verify.plan(deps, chosen, [r.verify_plan for r in runs if r.trigger == run.trigger])
+    if not store.record_tables(run):
+        logger.info("run taken over elsewhere", extra={"run_id": run.run_id})
+        return store.get(run.run_id) or run
+    logger.info("backup run started", extra={"run_id": run.run_id, "trigger": run.trigger, "tables": chosen})
+    return _start(deps, store, run, now, resumed=False)
+
+
+def _trying(deps: Deps, store: RunStore, run: Run, start: Callable[[], Run]) -> Run:
+    """``start()``, a try at starting ``run`` (claimed), which on an error is a ``failed_try`` before it raises."""
+    try:
+        return start()
+    except Exception as exc:
+        failed_try(deps, store, run, exc)
+        raise
+
+
+def failed_try(deps: Deps, store: RunStore, run: Run, exc: Exception) -> None:
+    """A try at starting ``run`` failed with an error (a crash is no try that fails: its claim lapses after the
+    lease). Its claim is let go, so the next try (Lambda's async retry of the scheduled event, the start watch)
+    takes over at once, and the failure counted: the START_TRIES-th closes the run with one alert
+    (``close_unstarted``). What fails here is logged: the try's own error is raised."""
+    try:
+        failures = store.release_start(run)
+        logger.warning("backup run start failed", extra={"run_id": run.run_id, "failures": failures,
+                                                         "reason": str(exc)[:1000]})
+        if failures is not None and failures >= START_TRIES:
+            run.start_failures = failures
+            close_unstarted(deps, store, run, deps.clock(), f"{failures} tries failed, the last: {exc}"[:1000])
+    except Exception:
+        logger.exception("could not record the failed start", extra={"run_id": run.run_id})
+
+
+def close_unstarted(deps: Deps, store: RunStore, run: Run, now: datetime, reason: str) -> bool:
+    """Close a run that could not start (COMPLETE, with the reason) and alert it, once: the close is the claim
+    on the alert; one that cannot be sent reopens the run for the next try to close and alert again."""
+    assert run.claimed_at is not None
+    if not store.abandon(run.run_id, run.claimed_at, now, f"not started: {reason}"):
+        return False
+    try:
+        retry_transient(lambda: alerts.publish(deps, f"timekeeper: backup run {run.run_id} could not start", {
+            "run_id": run.run_id, "reason": reason, "tries": run.start_failures,
+            "href": f"/backups/runs/{run.run_id}"}), deps.sleep)
+    except Exception:
+        store.unabandon(run.run_id, run.claimed_at)
+        raise
+    logger.error("backup run closed: it could not start", extra={"run_id": run.run_id, "reason": reason})
+    return True
 
 
 def _may_have_leftovers(deps: Deps, runs: list[Run]) -> bool:
@@ -354,6 +427,9 @@ def resume_start(deps: Deps, store: RunStore, run: Run, now: datetime,
     """Take over a STARTING run whose starter has been silent past the lease, and finish starting it;
     raise ``busy`` while the starter may still be at work (with ``watch_again``, after queueing a
     watch, in case the starter died before sending one)."""
+    if run.start_failures >= START_TRIES:  # its last try could not close it (or its alert could not be sent)
+        close_unstarted(deps, store, run, now, f"{run.start_failures} tries failed")
+        return store.get(run.run_id, with_tables=False) or run
     lease = timedelta(seconds=deps.settings.backup_run_lease_seconds)
     handed_on = run.handed_off and store.take_handoff(run, now)  # its pages say which tables were tried
     if not handed_on and not store.reclaim_start(run.run_id, now - lease, now):
@@ -367,7 +443,11 @@ def resume_start(deps: Deps, store: RunStore, run: Run, now: datetime,
         for result in run.tables.values():
             result.tried = True  # its starter died: any table may have its backup already
     run.claimed_at = now
-    run.handed_off = False
+    run.handed_off = run.released = False
+    return _trying(deps, store, run, lambda: _resume(deps, store, run, now))
+
+
+def _resume(deps: Deps, store: RunStore, run: Run, now: datetime) -> Run:
     if not run.tables or len(run.tables) < run.counts.get("count", 0):
         # Its tables were not all recorded (an older version's run, or a starter that died writing its
         # pages): the ones recorded, and the selection chosen again.

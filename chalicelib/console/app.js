@@ -214,25 +214,26 @@
   // --- views -----------------------------------------------------------------------------------------
   async function nowView(main, live) {
     const started = Date.now();
-    const [pendingResult, failedResult, runs] = await Promise.all([
+    const [pendingResult, failedResult, deadResult, runs] = await Promise.all([
       pagesOf('tasks', { status: 'PENDING', limit: PAGE }, 'tasks', COUNT_PAGES),
       pagesOf('tasks', { status: 'FAILED', limit: PAGE }, 'tasks', COUNT_PAGES),
+      pagesOf('tasks', { status: 'DEAD_LETTERED', limit: PAGE }, 'tasks', COUNT_PAGES),
       api('GET', 'backups/runs?limit=1'),
     ]);
     if (!live()) return;
     const [pending, pendingAll] = pendingResult;
     const [failed, failedAll] = failedResult;
+    const [dead, deadAll] = deadResult;
     const running = pending.filter((t) => t.status === 'RUNNING').length;
-    const dead = pending.filter((t) => t.dead_letter).length;
     const counts = [['pending', pending.length - running, pendingAll], ['running', running, pendingAll],
-      ['failed', failed.length, failedAll], ['dead-lettered', dead, pendingAll]];
+      ['failed', failed.length, failedAll], ['dead-lettered', dead.length, deadAll]];
     const { minutes, due } = perMinute(pending, started);
     const run = (runs.runs || [])[0];
     replace(main,
       h('h2', {}, 'Now'),
       h('ul', { class: 'counts', 'aria-label': 'Tasks by status' }, counts.map(([name, n, all]) =>
         h('li', { 'data-count': name }, h('span', { class: 'n' }, countLabel(n, all)), name))),
-      pendingAll && failedAll ? null : h('p', { class: 'muted' }, 'Counted from the first ' + COUNT_PAGES * PAGE + ' of each status.'),
+      pendingAll && failedAll && deadAll ? null : h('p', { class: 'muted' }, 'Counted from the first ' + COUNT_PAGES * PAGE + ' of each status.'),
       h('h2', {}, 'Due in the next hour'),
       due.length ? timeline(minutes) : null,
       table(['due', 'task', 'strategy', 'status'], due.map((t) => [when(t.run_at), link(taskHash(t.id), t.id), text(t.strategy), status(t.status)]),

@@ -70,11 +70,10 @@ def _key_of(task_id: str) -> TaskKey | None:
 def _view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
     view = _plain_view(deps, task_id, item, record)
     stuck = _dead_letter(record, view.get("run_at"), str(view.get("status")))
-    if stuck is None:
-        stuck = stream_dead_letters.shown(record, item, view)
     if stuck is not None:
         view["dead_letter"] = stuck
-    return view
+        return view
+    return stream_dead_letters.show_in(view, stream_dead_letters.shown(record, item, view))
 
 
 def _dead_letter(record: dict[str, Any] | None, run_at: Any, status: str) -> dict[str, Any] | None:
@@ -215,10 +214,16 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
 
 def _listed_view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
     """A listed task: an API task as GET /tasks/{id} shows it; a task not made by the API (a source's, another
-    program's) as its record says, with its ``source`` (its item is not read: the listing reads one table)."""
+    program's) as its record says, with its ``source`` and why it is DEAD_LETTERED (its item is not read: the
+    listing reads one table)."""
     if record is not None and record.get(LISTED, "").startswith(items.LISTED_SOURCE_MARK):
         listed = str(record[LISTED])
-        return {**items.view_of_record(record), "source": listed[1:listed.index("#")] or items.ITEMS_SOURCE}
+        view = {**items.view_of_record(record), "source": listed[1:listed.index("#")] or items.ITEMS_SOURCE}
+        stuck = _dead_letter(record, view.get("run_at"), str(view.get("status")))
+        if stuck is not None:
+            view["dead_letter"] = stuck
+            return view
+        return stream_dead_letters.show_in(view, stream_dead_letters.listed(record))
     return _view(deps, task_id, item, record)
 
 

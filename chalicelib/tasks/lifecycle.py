@@ -12,7 +12,8 @@ execution lives.  Its state is read from the record alone (``state_of``):
   due time; one that fails stops);
 - CANCELLED: ``DELETE /tasks/{id}``, or the task's item deleted by a user (``cancelled_by: "item"``);
 - DEAD_LETTERED: SQS gave up on the due message of its current due time (``dead_letter`` says why); it waits
-  for ``POST /tasks/{id}/retry`` (``redrive``), a cancel or a reschedule;
+  for ``POST /tasks/{id}/retry`` (``redrive``), a cancel or a reschedule; or the stream dead-lettered a write of
+  its item (``stream_dead_letter`` says why) and it waits for the item written again and claimed;
 - PAUSED: a recurring task whose occurrences are skipped until ``POST /tasks/{id}/resume``.
 
 A PENDING record may be waiting to retry a failed execution (``exec_state`` RETRYING, ``retry_at``): a PENDING
@@ -116,8 +117,11 @@ TRANSITIONS: tuple[Transition, ...] = (
                "claim settles it); an item written again with that due time is claimed again"),
     Transition("note_dead_letter", _states(N, P, R), DL,
                "DUE_DLQ's handler: the due message SQS gave up on (a settled execution's is only forwarded)"),
-    Transition("note_stream_dead_letter", ANY, None,
-               "the stream scheduler dead-lettered a write of the task's item"),
+    Transition("note_stream_dead_letter", _states(N, P, DL), DL,
+               "the stream scheduler dead-lettered a write of the task's item (listed DEAD_LETTERED with the reason "
+               "until a claim, a cancel or a reschedule)"),
+    Transition("note_stream_dead_letter_kept", ANY - {N, P, DL}, None,
+               "as note_stream_dead_letter, of a task running, finished or paused: the note only"),
     Transition("redrive", _states(F, DL), P,
                "POST /tasks/{id}/retry (or /tasks/{source}/{key}/retry): a fresh execution of the due time that "
                "failed, RETRYING until run_at, its due message sent; once per retry_id"),
@@ -136,6 +140,7 @@ WRITERS: Mapping[str, str] = {
     "mark_dead_lettered": "TaskStore.mark", "mark_alerted": "TaskStore.mark",
     "cancel": "TaskStore.cancel", "reschedule": "TaskStore.reschedule", "cancel_by_item": "TaskStore.cancel_by_item",
     "note_dead_letter": "TaskStore.note_dead_letter", "note_stream_dead_letter": "TaskStore.note_stream_dead_letter",
+    "note_stream_dead_letter_kept": "TaskStore.note_stream_dead_letter",
     "redrive": "TaskStore.redrive", "pause": "TaskStore.pause", "resume": "TaskStore.resume",
 }
 

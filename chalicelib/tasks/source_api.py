@@ -110,9 +110,7 @@ def show(deps: Deps, source_name: str, key_text: str) -> tuple[int, dict[str, An
             shown = items.view_of_record(record) if record is not None else _invalid(key, exc)
         except InvalidTask as exc:
             shown = _invalid(key, exc)
-    dead_letter = stream_dead_letters.shown(record, item, shown)
-    if dead_letter is not None:
-        shown["dead_letter"] = dead_letter
+    stream_dead_letters.show_in(shown, stream_dead_letters.shown(record, item, shown))
     return 200, {"source": source.name, "key": json.loads(key.pk), "task": shown}
 
 

@@ -605,12 +605,14 @@ class TaskStore:
     def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any], name: str) -> None:
         """``note_stream_dead_letter``: keep ``note`` (as ``name``) on the task's record, unless a note of a later
         stream record is there (``chalicelib.tasks.stream_dead_letters``); a task written by another program gets
-        a record for it. One conditional UpdateItem."""
+        a record for it. A task with no record, PENDING (not running) or DEAD_LETTERED is DEAD_LETTERED, so the
+        status index lists it so; any other keeps its state (``note_stream_dead_letter_kept``: a second write,
+        only then). One conditional UpdateItem."""
         names = {"#n": name, "#q": "sequence", "#s": "status"}
         values: dict[str, Any] = {":note": dict(note), ":q": note["sequence"], ":id": key.task_id, ":pk": key.pk,
-                                  ":sk": key.sk, ":pending": Status.PENDING.value}
+                                  ":sk": key.sk}
         sets = ["#n = :note", "id = if_not_exists(id, :id)", "task_pk = if_not_exists(task_pk, :pk)",
-                "task_sk = if_not_exists(task_sk, :sk)", "#s = if_not_exists(#s, :pending)"]
+                "task_sk = if_not_exists(task_sk, :sk)"]
         if note.get("run_at"):
             values[":due"] = note["run_at"]
             sets.append("run_at = if_not_exists(run_at, :due)")
@@ -618,11 +620,26 @@ class TaskStore:
         if listed:
             sets.append(listed.lstrip(", "))
             values.update(listed_values)
+        newer = "(attribute_not_exists(#n) OR #n.#q < :q)"
+        dead = {":dead_lettered": Status.DEAD_LETTERED.value, ":pending": Status.PENDING.value, ":running": RUNNING}
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression="SET " + ", ".join(sets), ConditionExpression="attribute_not_exists(#n) OR #n.#q < :q",
-                **_expression_args(names, values))
+                UpdateExpression="SET " + ", ".join([*sets, "#s = :dead_lettered"]),
+                ConditionExpression=f"{newer} AND (attribute_not_exists(#s) OR #s = :dead_lettered OR (#s = :pending"
+                                    " AND (attribute_not_exists(exec_state) OR exec_state <> :running"
+                                    " OR exec_due <> run_at)))",
+                **_expression_args(names, {**values, **dead}))
+            return
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+        values[":pending"] = Status.PENDING.value
+        try:
+            self._ddb.update_item(
+                TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+                UpdateExpression="SET " + ", ".join([*sets, "#s = if_not_exists(#s, :pending)"]),
+                ConditionExpression=newer, **_expression_args(names, values))
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise

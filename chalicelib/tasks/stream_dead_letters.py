@@ -7,10 +7,12 @@ table (``TASK#<id>`` / ``RECORD``; made for an item of another program, as
 the executor's dead-letter note is): the record's sequence number and event
 id, the version of the item it read (a hash of its image; ``gone`` for a
 REMOVE), its due time when it has one, when, the reason and the dead letter's
-source.  One conditional UpdateItem, written only over an older record's note.
+source.  One conditional UpdateItem, written only over an older record's note; it makes a
+task that is not running, finished or paused DEAD_LETTERED, so ``GET /tasks?status=DEAD_LETTERED``
+lists it (with the note: ``listed``) until a claim, a cancel or a reschedule.
 
 - ``GET /tasks/{id}`` and ``GET /tasks/{source}/{key}`` show it as
-  ``dead_letter`` while it concerns the item as it is now (the same version
+  ``dead_letter`` (and a task waiting to run DEAD_LETTERED) while it concerns the item as it is now (the same version
   and due time) and the task is not finished: an item written again, right,
   after the bad write no longer shows the old reason.
 - Lambda retries a batch from its lowest failed record, so a record
@@ -49,6 +51,7 @@ MARKER_SK = "DEAD_LETTER"
 MARKER_RETENTION = timedelta(days=2)  # a DynamoDB stream keeps a record 24 hours
 SEQUENCE_DIGITS = 40  # a stream sequence number has 21 to 40 digits: zero-padded, text compares as numbers
 FINISHED = frozenset(s.value for s in Status if s.finished)
+DEAD_LETTERED = Status.DEAD_LETTERED.value
 
 
 # --- pure ------------------------------------------------------------------------
@@ -97,6 +100,30 @@ def shown(record: Mapping[str, Any] | None, item: Mapping[str, Any] | None,
     if (not isinstance(note, dict) or note.get("version") != item_version(item)
             or note.get("run_at") != view.get("run_at") or view.get("status") in FINISHED):
         return None
+    return _view(note)
+
+
+def listed(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the listing shows of the stream's note on a task it shows from its record alone (a task not made by
+    the API): the note while the record is DEAD_LETTERED by it (``TaskStore.note_stream_dead_letter``), else None.
+    Pure."""
+    note = record.get(NOTE)
+    if not isinstance(note, dict) or record.get("status") != DEAD_LETTERED:
+        return None
+    return _view(note)
+
+
+def show_in(view: dict[str, Any], note: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``view`` with the stream's ``note`` (``shown`` or ``listed``) as its ``dead_letter``: a task waiting to run
+    (PENDING, or an item that is no task) is DEAD_LETTERED then. Pure."""
+    if note is not None:
+        view["dead_letter"] = dict(note)
+        if view.get("status") in (Status.PENDING.value, None):
+            view["status"] = DEAD_LETTERED
+    return view
+
+
+def _view(note: Mapping[str, Any]) -> dict[str, Any]:
     return {"run_at": note.get("run_at"), "at": note.get("at"), "reason": note.get("reason"), "receive_count": None,
             "claim": None, "source": note.get("source"), "event_id": note.get("event_id")}
 

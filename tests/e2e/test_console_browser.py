@@ -237,6 +237,28 @@ def test_a_failed_task_is_listed_and_retried_with_the_apis_answer_shown(stage: L
     no_script_ran(browser)
 
 
+def test_a_source_item_the_stream_dead_letters_is_counted_dead_lettered_on_the_now_view(
+        stage: LocalStage, api: ApiClient, browser: Any) -> None:
+    key = f"bad-ttl-{TAG}@example.com"  # a TTL that is there but wrong: the stream dead-letters the item
+    boto3.client("dynamodb", endpoint_url=stage.aws_endpoint).put_item(
+        TableName="seed-sessions", Item={"email": {"S": key}, "expires_at": {"S": "soon"}})
+
+    def listed() -> list[dict[str, Any]]:
+        return [t for t in api.get("/tasks?status=DEAD_LETTERED&source=sessions").body["tasks"] if key in t["id"]]
+
+    [task] = wait_until(listed, 30, "the item listed DEAD_LETTERED", 0.2)
+    assert task["dead_letter"]["source"] == "task_stream:sessions", task
+    def counted(driver: Any) -> bool:
+        try:
+            shown = driver.find_element(By.CSS_SELECTOR, "li[data-count='dead-lettered'] .n").text
+            return int(shown.rstrip("+")) >= 1
+        except Exception:  # not drawn yet, or drawn again meanwhile
+            return False
+
+    go(browser, "#/now")
+    wait(browser, counted, "the Now view counting it dead-lettered")
+
+
 def test_the_task_list_pages_forward_and_back(browser: Any) -> None:
     go(browser, "#/tasks?limit=1")
     wait(browser, lambda d: d.find_elements(By.LINK_TEXT, "Next page"), "the next page's link")

@@ -23,6 +23,7 @@ and dead-letters a message after 5 receives. Then:
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -58,8 +59,8 @@ CLEAN_WRITES = {
     "dynamodb.CreateBackup": 2,   # orders, gone (refused: the table does not exist)
     "dynamodb.PutItem": 1,        # the run
     "dynamodb.BatchWriteItem": 2,  # the run's table page: when the run is recorded, when its backups have started
-    "dynamodb.UpdateItem": 7,     # started, poll 0 queued, gone's alert claimed; poll 0 claimed, orders settled,
-                                  # finish claimed, complete
+    "dynamodb.UpdateItem": 8,     # tables recorded, started, poll 0 queued, gone's alert claimed; poll 0 claimed,
+                                  # orders settled, finish claimed, complete
     "sqs.SendMessage": 2,         # the start watch, poll 0
     "dynamodb.DeleteBackup": 1,   # the expired backup
     "sns.Publish": 2,             # gone's alert, the summary
@@ -289,3 +290,118 @@ def test_a_trigger_that_died_after_its_backups_is_resumed_by_the_start_watch_wit
     assert run.finished_at - start <= timedelta(seconds=900 + VISIBILITY * 2 + 300)
     names = Counter(b.name for b in moto_backups(world.deps).values())
     assert all(names[run.tables[t].backup_name] == 1 for t in TABLES)
+
+
+# --- a start that cannot proceed: a record and one alert, whatever fails -------------------------------------
+
+NOT_STARTED = "could not start"
+
+
+def _subjects(world: World) -> Counter[str]:
+    return Counter(str(a["message"]["subject"]) for a in world.aws.alerts())
+
+
+def _select_by_pattern(world: World) -> None:
+    """The selection lists the account's tables (ListTables, which botocore alone retries)."""
+    use_settings(world.deps, backup_tables=(), backup_table_pattern=re.compile("orders"))
+
+
+def test_a_day_whose_three_tries_fail_after_the_first_write_leaves_the_run_closed_with_one_alert(
+        world: World, faults: Faults) -> None:
+    _select_by_pattern(world)
+    faults.inject("dynamodb.ListTables", "error", times=1000)  # every try fails choosing its tables
+    start = world.clock.now
+
+    world.scheduled_trigger(start)
+
+    [run] = RunStore(world.deps).recent(1)
+    assert run.status == COMPLETE and run.summary["note"].startswith("not started: 3 tries failed"), run
+    subjects = _subjects(world)
+    assert subjects == Counter({f"timekeeper: backup run {run.run_id} {NOT_STARTED}": 1}), subjects
+    # The watch, and the next day's trigger, find it closed: no second alert; the next day backs up.
+    faults.calm()
+    world.deliver_until(start + timedelta(hours=1))
+    world.clock.advance(seconds=86_400 - (world.clock.now - start).total_seconds())
+    world.scheduled_trigger(world.clock.now)
+    assert not [s for s in _subjects(world) if NOT_STARTED in s]
+    newest, closed = RunStore(world.deps).recent(2)
+    assert closed.status == COMPLETE and closed.summary == run.summary
+    assert newest.status == "RUNNING" and newest.tables["orders"].backup_arn
+
+
+def test_a_try_that_fails_lets_the_next_async_try_start_the_run_at_once(world: World, faults: Faults) -> None:
+    # The first try records the run, then cannot write its tables (a hard error on every retry of it).
+    faults.inject("dynamodb.BatchWriteItem", "error", times=5)
+
+    world.scheduled_trigger(world.clock.now)
+
+    [run] = RunStore(world.deps).recent(1)
+    assert run.status == "RUNNING" and run.tables["orders"].backup_arn, run  # not STARTING until the lease
+    assert run.start_failures == 1
+    assert not [s for s in _subjects(world) if NOT_STARTED in s]
+
+
+def test_when_the_runs_first_write_fails_each_try_alerts_directly_with_one_dedup_id(
+        world: World, faults: Faults) -> None:
+    faults.inject("dynamodb.PutItem", "error", times=1000)
+    start = world.clock.now
+
+    world.scheduled_trigger(start)
+
+    assert RunStore(world.deps).recent(1) == []
+    alerts = world.aws.alerts()
+    assert len(alerts) == 3  # one a try: nothing to claim it on
+    assert {a["message"]["subject"] for a in alerts} == {
+        f"timekeeper: backup run {trigger.new_run_id(start, 'scheduled')} could not be recorded"}
+    assert len({a["dedup_id"] for a in alerts}) == 1
+
+
+def test_a_close_whose_alert_could_not_be_sent_is_closed_and_alerted_by_the_watch_once(
+        world: World, faults: Faults) -> None:
+    _select_by_pattern(world)
+    faults.inject("dynamodb.ListTables", "error", times=1000)
+    faults.inject("sns.Publish", "error", times=5, match=lambda p: NOT_STARTED in p.get("Subject", ""))
+    start = world.clock.now
+
+    world.scheduled_trigger(start)
+    [run] = RunStore(world.deps).recent(1)
+    assert run.status == "STARTING" and run.start_failures == 3 and not _subjects(world)
+
+    world.deliver_until(start + timedelta(hours=1))  # the start watch, after the lease
+
+    [run] = RunStore(world.deps).recent(1)
+    assert run.status == COMPLETE and run.summary["note"].startswith("not started")
+    assert _subjects(world) == Counter({f"timekeeper: backup run {run.run_id} {NOT_STARTED}": 1})
+    assert world.dead_lettered == []
+
+
+@pytest.mark.parametrize(("selection", "seed"), [(s, n) for s in ("pattern", "tag") for n in range(4)])
+def test_a_day_of_hard_errors_leaves_a_run_that_started_or_one_alert(
+        world: World, faults: Faults, selection: str, seed: int) -> None:
+    """30 % of the calls fail with a hard error (after botocore's retries) through the day's three tries: the
+    run starts, or is closed with an alert, or, when not even its first write was made, the alert says so. (A
+    selection by tag reads each table's tags: most days no try gets past it.)"""
+    names = [f"orders-{i}" for i in range(20)]
+    create_tables(world.deps, names, tags={name: {"backup": "daily"} for name in names})
+    if selection == "tag":
+        use_settings(world.deps, backup_tables=(), backup_table_tag=("backup", "daily"))
+    else:
+        use_settings(world.deps, backup_tables=(), backup_table_pattern=re.compile("orders-.*"))
+    start = world.clock.now
+    faults.chaos(seed, error=0.3)
+
+    world.scheduled_trigger(start)
+    faults.calm()
+    world.deliver_until(start + timedelta(hours=1))
+
+    runs = RunStore(world.deps).recent(1)
+    subjects = _subjects(world)
+    if not runs:
+        assert [s for s in subjects if "could not be recorded" in s], subjects
+        return
+    [run] = runs
+    assert run.status == COMPLETE, run
+    if run.summary.get("note", "").startswith("not started"):
+        assert subjects[f"timekeeper: backup run {run.run_id} {NOT_STARTED}"] == 1, subjects
+    else:
+        assert run.summary["tables"] == 20, run.summary

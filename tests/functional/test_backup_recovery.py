@@ -11,6 +11,7 @@ import pytest
 from chalicelib.aws import Deps
 from chalicelib.backups import monitor, trigger
 from chalicelib.backups.store import Run, RunStore
+from tests.faults import WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.backup_support import (
     CallCounter,
@@ -47,9 +48,18 @@ def _strand_a_starter(deps: Deps, clock: FakeClock) -> str:
     create_tables(deps, ["orders"])
     use_settings(deps, backup_tables=("orders",))
     run_id = trigger.new_run_id(clock.now, "scheduled")
-    with failing_calls(deps, "dynamodb", "update_item", when=lambda **kw: "tables = :tables" in kw["UpdateExpression"]), \
-            pytest.raises(Exception, match="simulated"):
-        trigger.start_run(deps, "schedule", run_id=run_id)
+    real = deps.clients.dynamodb
+
+    def die(**kwargs: Any) -> None:
+        if "#s = :running" in kwargs["UpdateExpression"]:
+            raise WorkerCrash("the starter died")  # no try that fails: its claim lapses only after the lease
+
+    deps.clients.dynamodb = Intercept(real, "update_item", die)  # type: ignore[assignment]
+    try:
+        with pytest.raises(WorkerCrash):
+            trigger.start_run(deps, "schedule", run_id=run_id)
+    finally:
+        deps.clients.dynamodb = real
     return run_id
 
 

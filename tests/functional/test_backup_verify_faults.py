@@ -34,10 +34,10 @@ from tests.functional.test_backup_faults import KINDS, MISSING, TABLES, World, a
 ITEMS = 3
 HOURS = 3
 # The verification's writes in a clean run, and the first occurrence of each that is the verification's
-# (the UpdateItems before are the backups': started, poll 0 queued, gone's alert, poll 0 claimed, orders
-# settled, finish claimed; the BatchWriteItems the run's page twice; the SendMessages the watch and poll 0).
+# (the UpdateItems before are the backups': tables recorded, started, poll 0 queued, gone's alert, poll 0 claimed,
+# orders settled, finish claimed; the BatchWriteItems the run's page twice; the SendMessages the watch and poll 0).
 VERIFY_WRITES = {
-    "dynamodb.UpdateItem": (7, 12),     # VERIFYING, polls 1 and 2 claimed, verdict, table deleted, COMPLETE
+    "dynamodb.UpdateItem": (8, 13),     # VERIFYING, polls 1 and 2 claimed, verdict, table deleted, COMPLETE
     "dynamodb.BatchWriteItem": (3, 3),  # the verification's item
     "sqs.SendMessage": (3, 4),          # polls 1 and 2
     "dynamodb.RestoreTableFromBackup": (1, 1),

@@ -113,6 +113,8 @@ def _transition(writer: str, op: dict[str, Any]) -> str:
             str(written.get("exec_state")), writer)
     if writer == "mark":
         return "mark_" + str(op["ExpressionAttributeNames"]["#f"])
+    if writer == "note_stream_dead_letter" and ":dead_lettered" not in op["ExpressionAttributeValues"]:
+        return writer + "_kept"  # the note only, on a task running, finished or paused
     return writer
 
 
@@ -280,7 +282,7 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
     assert patch_task(client, quote(walk.key("streamed-pending").task_id, safe=""), {"run_at": iso(at)}).status_code == 200
     walk.due_dead_letter(walk.key("streamed-dead"), at)
     walk.claim(walk.key("streamed-running"), at)
-    for name, state in (("streamed-none", State.PENDING), ("streamed-pending", State.PENDING),
+    for name, state in (("streamed-none", State.DEAD_LETTERED), ("streamed-pending", State.DEAD_LETTERED),
                         ("streamed-running", State.RUNNING), ("streamed-dead", State.DEAD_LETTERED)):
         walk.stream_refused(walk.key(name), at + timedelta(days=1))
         assert walk.state(walk.key(name)) is state

@@ -36,13 +36,13 @@ def dead_letters(aws: Aws, deps: Deps) -> list[dict[str, Any]]:
     return [json.loads(body) for body, _ in aws.sent(deps.settings.task_dlq)]
 
 
-def test_an_item_whose_target_the_stage_refuses_shows_pending_with_the_reason(
+def test_an_item_whose_target_the_stage_refuses_shows_dead_lettered_with_the_reason(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     record = Table(deps).put(item(clock))
     assert stream(client, record) == []
     [letter] = dead_letters(aws, deps)
     shown = client.http.get(PATH).json_body
-    assert shown["status"] == "PENDING"
+    assert shown["status"] == "DEAD_LETTERED"
     note = shown["dead_letter"]
     assert note["reason"] == letter["reason"] and "TASK_ACTION_TARGET_ARNS" in note["reason"]
     assert (note["source"], note["event_id"], note["run_at"]) == ("task_stream", record["eventID"], shown["run_at"])
@@ -112,9 +112,37 @@ def test_a_source_item_whose_target_the_stage_refuses_shows_the_reason(
     assert response == {"batchItemFailures": []}
     [letter] = dead_letters(aws, deps)
     task = orders.http.get("/tasks/orders/" + quote(json.dumps({"id": "o-1"}), safe="")).json_body["task"]
-    assert task["status"] == "PENDING"
+    assert task["status"] == "DEAD_LETTERED"
     assert task["dead_letter"]["reason"] == letter["reason"]
     assert task["dead_letter"]["source"] == "task_stream:orders"
+
+
+def _listed(client: Client, status: str, source: str = "") -> list[dict[str, Any]]:
+    query = f"/tasks?status={status}" + (f"&source={source}" if source else "")
+    response = client.http.get(query)
+    assert response.status_code == 200, response.body
+    tasks: list[dict[str, Any]] = response.json_body["tasks"]
+    return tasks
+
+
+@pytest.mark.parametrize("due", ["in three hours", "not a time"])
+def test_a_source_item_the_stream_dead_letters_is_listed_dead_lettered_with_the_reason(
+        aws: Aws, deps: Deps, clock: FakeClock, orders: Client, due: str) -> None:
+    at: Any = int((clock.now + timedelta(hours=3)).timestamp()) if due == "in three hours" else "soon"
+    new = {"id": "o-1", "at": at, "queue": FOREIGN_QUEUE}
+    deps.clients.dynamodb.put_item(TableName="orders", Item=ddb.serialize(new))
+    record = events.stream_record("INSERT", ddb.serialize({"id": "o-1"}), new_image=ddb.serialize(new),
+                                  source_arn=deps.settings.source("orders").stream_arn)  # type: ignore[union-attr]
+    assert orders.lambda_.invoke("source_orders", events.stream_event(record)).payload == {"batchItemFailures": []}
+    [letter] = dead_letters(aws, deps)
+
+    assert _listed(orders, "PENDING") == [] and _listed(orders, "PENDING", "orders") == []
+    for listing in (_listed(orders, "DEAD_LETTERED"), _listed(orders, "DEAD_LETTERED", "orders")):
+        [task] = listing
+        assert (task["source"], task["status"]) == ("orders", "DEAD_LETTERED"), task
+        assert task["dead_letter"]["reason"] == letter["reason"] and task["dead_letter"]["event_id"] == record["eventID"]
+    shown = orders.http.get("/tasks/orders/" + quote(json.dumps({"id": "o-1"}), safe="")).json_body["task"]
+    assert shown["status"] == "DEAD_LETTERED" and shown["dead_letter"] == task["dead_letter"]
 
 
 def test_the_delete_of_an_item_that_was_no_task_is_dead_lettered_once_and_makes_no_task(
