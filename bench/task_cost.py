@@ -459,7 +459,7 @@ def webhook_receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
 
 
 def measure(workloads: Sequence[Workload], tasks: int,
-            observe: Callable[[Clients, task_stage.Stage], None] = lambda clients, stage: None) -> list[Measured]:
+            observe: Callable[[Workload, Clients, task_stage.Stage], None] = lambda *_: None) -> list[Measured]:
     """Each workload in turn on one provisioned account and one emulation, each with a new container's deps:
     ``tasks`` each (``Workload.tasks``); ``observe`` sees each workload's app clients once they are metered."""
     import app as app_module
@@ -496,7 +496,7 @@ def measure(workloads: Sequence[Workload], tasks: int,
             HANDLER_CPU.attach(*built)
             delivered = Delivered().attach(clients)
             meter.capacity = Capacity(stage.setup.dynamodb).attach(clients.dynamodb)
-            observe(clients, stage)
+            observe(workload, clients, stage)
             meter.invocations = Invocations()
             app_module.container.use(Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep,
                                           metrics=Metrics(emit=logs.line)))

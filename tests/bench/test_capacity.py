@@ -160,19 +160,16 @@ RUN = ("exact via SQS delay", "exact via Scheduler", task_cost.DENSE, "interval"
 
 @pytest.fixture(scope="module")
 def run() -> list[tuple[task_cost.Measured, TableDiff]]:
-    diffs: list[TableDiff] = []
+    diffs: dict[str, TableDiff] = {}
 
-    def observe(clients: Any, stage: Any) -> None:
+    def observe(workload: task_cost.Workload, clients: Any, stage: Any) -> None:
         diff = TableDiff(stage.setup.session.client("dynamodb", region_name=stage.settings.region))
         diff.attach(clients.dynamodb)
-        diffs.append(diff)
+        diffs[workload.name] = diff
 
-    workloads = [w for w in task_cost.WORKLOADS if w.name in RUN]
-    measured = task_cost.measure(workloads, 3, observe)
-    by_name = {m.workload.name: m for m in measured}
-    # measure() runs the interval workload first: diffs come in the order the workloads ran.
-    ordered = sorted(workloads, key=lambda w: "interval_processor" not in w.functions)
-    return [(by_name[w.name], diff) for w, diff in zip(ordered, diffs, strict=True)]
+    measured = task_cost.measure([w for w in task_cost.WORKLOADS if w.name in RUN], 3, observe)
+    assert {m.workload.name for m in measured} == set(diffs) == set(RUN)
+    return [(m, diffs[m.workload.name]) for m in measured]
 
 
 def test_the_meter_counts_the_write_and_read_units_that_whole_table_snapshots_show_every_index_included(
