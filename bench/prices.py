@@ -46,10 +46,19 @@ SCHEDULER_INVOCATION = Price("EventBridge Scheduler invocations", 1.00 / 1e6,
 STREAM_READ_BY_LAMBDA = Price("DynamoDB Streams reads by Lambda", 0.0,
                               "GetRecords made by a Lambda trigger are not charged",
                               "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Change data capture)")
+KMS_REQUEST = Price("AWS KMS requests", 0.03 / 1e4,
+                    "request (the Decrypt of an SSM SecureString read WithDecryption: the webhook's secret)",
+                    "https://aws.amazon.com/kms/pricing/")
+SSM_PARAMETER_READ = Price("SSM Parameter Store API", 0.0,
+                           "GetParameter of a standard parameter at standard throughput is not charged",
+                           "https://aws.amazon.com/systems-manager/pricing/")
+SCHEDULER_API = Price("EventBridge Scheduler API", 0.0, "CreateSchedule and the other schedule calls are not charged",
+                      "https://aws.amazon.com/eventbridge/pricing/")
 TTL_DELETE = Price("DynamoDB TTL deletes", 0.0, "deletes made by TTL consume no write units",
                    "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html")
 LOG_INGESTION = Price("CloudWatch Logs ingestion", 0.50 / 1e9,
-                      "byte of log lines ingested (standard log class, $0.50 per GB; the app's JSON lines and EMF)",
+                      "byte of log lines ingested (standard log class, $0.50 per GB; the app's JSON lines and EMF, "
+                      "Lambda's START, END and REPORT)",
                       "https://aws.amazon.com/cloudwatch/pricing/")
 DYNAMODB_STORAGE = Price("DynamoDB storage", 0.25 / 1e9,
                          "byte-month stored (standard table class, $0.25 per GB-month after the first 25 GB; "
@@ -69,7 +78,17 @@ STEP_FUNCTIONS_TRANSITION = Price("Step Functions Standard state transitions", 0
 TABLE: tuple[Price, ...] = (LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_UNIT, DYNAMODB_READ_UNIT, SQS_REQUEST,
                             SNS_PUBLISH, SCHEDULER_INVOCATION, STREAM_READ_BY_LAMBDA, TTL_DELETE, LOG_INGESTION,
                             DYNAMODB_STORAGE, SES_EMAIL, EVENTBRIDGE_EVENT, STEP_FUNCTIONS_TRANSITION,
-                            LAMBDA_GB_SECOND_ARM64)
+                            LAMBDA_GB_SECOND_ARM64, KMS_REQUEST, SSM_PARAMETER_READ, SCHEDULER_API)
+
+#: How each service's requests are priced: the kind of usage they count in (DynamoDB's in units, worked out by
+#: bench/capacity.py), or the price that says they cost nothing.  A call of a service not listed is unpriced: the
+#: suite fails on it.
+SERVICE_PRICES: dict[str, str | Price] = {
+    "dynamodb": "write_units and read_units", "sqs": "sqs_requests", "sns": "sns_publishes",
+    "scheduler": SCHEDULER_API, "ssm": "kms_requests",
+    "sesv2": SES_EMAIL, "lambda": LAMBDA_REQUEST, "events": EVENTBRIDGE_EVENT,
+    "stepfunctions": STEP_FUNCTIONS_TRANSITION,  # the actions' own: listed apart (ACTION_PRICES)
+}
 
 #: What one execution of each action type costs on its own (the target's side: a lambda action's invocation is a
 #: Lambda request, its function's duration the user's; a Standard execution of one state is one transition).
@@ -105,6 +124,7 @@ class Usage:
     log_bytes: float = 0.0
     stored_byte_months: float = 0.0
     lambda_arm64_gb_seconds: float = 0.0  # duration of the functions .chalice/config.json deploys on arm64
+    kms_requests: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -122,12 +142,18 @@ PRICE_OF: dict[str, Price] = {
     "log_bytes": LOG_INGESTION,
     "stored_byte_months": DYNAMODB_STORAGE,
     "lambda_arm64_gb_seconds": LAMBDA_GB_SECOND_ARM64,
+    "kms_requests": KMS_REQUEST,
 }
 
 
 def stored_byte_months(item_bytes: float, days: float) -> float:
     """Byte-months of one item of ``item_bytes`` (its DynamoDB size) kept ``days``, overhead included."""
-    return (item_bytes + ITEM_OVERHEAD_BYTES) * days * 24 / HOURS_A_MONTH
+    return byte_months(item_bytes + ITEM_OVERHEAD_BYTES, days)
+
+
+def byte_months(stored_bytes: float, days: float) -> float:
+    """Byte-months of ``stored_bytes`` (overheads included) kept ``days``."""
+    return stored_bytes * days * 24 / HOURS_A_MONTH
 
 
 def cost(usage: Usage) -> dict[str, float]:

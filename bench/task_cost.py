@@ -16,20 +16,22 @@ Counted: every call the app's clients make (a ``before-call`` hook), attributed 
 invoked; the emulation's own calls are not the app's, and Scheduler firing its target is a Scheduler
 invocation, priced as such.  Calls include the action (one SendEmail); dollars exclude it.  Stream records
 per task are read back from the table's stream (the item's own write, every write the app makes to it,
-and for lazy tasks the TTL delete).  Write and read units come from the sizes of the items each call
-touches (DynamoDB's rules).  Lambda: every invocation is a request; its billed duration is its calls one
-after another at ``CALL_SECONDS`` each (the action's excluded) plus the time it waited on the clock (an
-early message waits out its last second), at the function's memory from .chalice/config.json.  Lambda's
-SQS poller makes one ReceiveMessage and one DeleteMessageBatch per batch it delivers (its idle long polls
-are a fixed cost).  The interval processor's queries are shared by the interval tasks due meanwhile (a
-fixed cost per minute: the more tasks, the cheaper each); for the other strategies they are not counted.
-Scheduler's delivery into the due queue is an SQS request (one per schedule fired), as the poller's are.
+and for lazy tasks the TTL delete).  Write and read units are worked out from the items each call touches,
+before and after, and every index the tables have (read from DescribeTable): bench/capacity.py.  Lambda:
+every invocation is a request; its billed duration is its calls one after another at ``CALL_SECONDS`` each
+(the action's excluded) plus the time it waited on the clock (an early message waits out its last second),
+at the function's memory from .chalice/config.json.  Lambda's SQS poller makes one ReceiveMessage and one
+DeleteMessageBatch per batch it delivers (its idle long polls are a fixed cost).  The interval processor's
+queries are shared by the interval tasks due meanwhile (a fixed cost per minute: the more tasks, the cheaper
+each); for the other strategies they are not counted.  Scheduler's delivery into the due queue is an SQS
+request (one per schedule fired), as the poller's are.  Every service's requests are priced
+(``prices.SERVICE_PRICES``).
 
 Logs: the handlers run at the stage's LOG_LEVEL (.chalice/config.json), their JSON lines and EMF documents
-counted in bytes (not printed) per invocation, priced as CloudWatch Logs ingestion; Lambda's own START, END
-and REPORT lines are not counted.  Storage: each task's record in the state table, measured once the task
-finished, kept TASK_RECORD_RETENTION_DAYS (its TTL), priced as DynamoDB storage; the tasks' own items are
-the user's, as their writes are.
+counted in bytes (not printed) per invocation, priced as CloudWatch Logs ingestion, and so are Lambda's own
+START, END and REPORT lines of each invocation (``platform_log_lines``).  Storage: each task's record in the
+state table and its index entries, measured once the task finished, kept TASK_RECORD_RETENTION_DAYS (its
+TTL), priced as DynamoDB storage; the tasks' own items are the user's, as their writes are.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import math
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
@@ -49,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from chalice.test import Client, InvokeResponse, TestLambdaClient
 
-from bench import prices, seed_tasks, task_stage
+from bench import capacity, prices, seed_tasks, task_stage
 from bench.core import PROJECT, CallCounter, Scale, Section, Target, percentile
 from bench.prices import Usage
 from bench.stream_batch import MotoCpu
@@ -129,74 +131,13 @@ WORKLOADS = (
 
 # --- measuring the app's calls ----------------------------------------------------------------------------
 
-def _units(size: int, per: int) -> int:
-    return max(1, math.ceil(size / per))
-
-
-class Capacity:
-    """DynamoDB request units of the app's calls, from the sizes of the items they touch: a write unit per
-    KB (of the larger of the item before and after), twice in a transaction; a read unit per 4 KB read
-    strongly consistent, half eventually consistent.  Items are read through ``reader`` (not counted)."""
+class Capacity(capacity.Meter):
+    """DynamoDB request units of the app's calls, worked out from the items before and after each write and the
+    tables' own index definitions (bench/capacity.py); its reads of the items through ``reader`` are the bench's
+    own work, left out of the handler's CPU time."""
 
     def __init__(self, reader: Any) -> None:
-        self.write_units = 0.0
-        self.read_units = 0.0
-        self._reader = reader
-        self._lock = threading.Lock()
-        self._local = threading.local()
-
-    def attach(self, client: Any) -> Capacity:
-        # The bench's own work (its reads of the items), not the handler's: left out of the handler's CPU time.
-        client.meta.events.register("provide-client-params.dynamodb.*", HANDLER_CPU.excluding(self._before))
-        client.meta.events.register("after-call.dynamodb.*", HANDLER_CPU.excluding(self._after))
-        return self
-
-    def _current(self, table: str, key: dict[str, Any]) -> int:
-        found = self._reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        return item_size(found) if found else 0
-
-    def _write(self, operation: str, op: dict[str, Any]) -> int:
-        if operation in ("PutItem", "Put"):
-            key = {name: op["Item"][name] for name in ("PK", "SK") if name in op["Item"]}
-            return _units(max(item_size(op["Item"]), self._current(op["TableName"], key)), 1024)
-        current = self._current(op["TableName"], op["Key"])
-        if operation in ("UpdateItem", "Update"):  # at most what it had plus every value it sets
-            return _units(current + item_size(op.get("ExpressionAttributeValues", {})), 1024)
-        return _units(current, 1024)  # Delete, ConditionCheck
-
-    def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        self._local.params = params
-        name = model.name
-        units = 0
-        if name in ("PutItem", "UpdateItem", "DeleteItem"):
-            units = self._write(name, params)
-        elif name == "TransactWriteItems":
-            units = 2 * sum(self._write(kind, op) for item in params["TransactItems"] for kind, op in item.items())
-        elif name == "BatchWriteItem":
-            units = sum(self._write("PutItem" if "PutRequest" in r else "DeleteItem",
-                                    {"TableName": table, **(r.get("PutRequest") or r["DeleteRequest"])})
-                        for table, requests in params["RequestItems"].items() for r in requests)
-        if units:
-            with self._lock:
-                self.write_units += units
-
-    def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        params: dict[str, Any] = getattr(self._local, "params", {})
-        factor = 1.0 if params.get("ConsistentRead") else 0.5
-        name = model.name
-        units = 0.0
-        if name == "GetItem":
-            units = factor * _units(item_size(parsed.get("Item") or {}), 4096)
-        elif name in ("Query", "Scan"):
-            units = factor * _units(sum(item_size(i) for i in parsed.get("Items", [])), 4096)
-        elif name == "BatchGetItem":
-            units = sum(0.5 * _units(item_size(i), 4096) for items in parsed.get("Responses", {}).values()
-                        for i in items)
-        elif name == "TransactGetItems":
-            units = sum(2 * _units(item_size(r.get("Item") or {}), 4096) for r in parsed.get("Responses", []))
-        if units:
-            with self._lock:
-                self.read_units += units
+        super().__init__(reader, wrap=lambda hook: HANDLER_CPU.excluding(hook))
 
 
 class LogBytes:
@@ -253,8 +194,10 @@ class Invocations:
     calls: dict[str, Counter[str]] = field(default_factory=dict)
     billed_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     write_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    index_write_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # of write_units
     read_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     log_bytes: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    platform_log_bytes: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # START/END/REPORT
     cpu_seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # see HandlerCpu
     cpu_before_action: defaultdict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
@@ -264,9 +207,27 @@ class Meter:
     """What the app's clients of the current workload count, and what each invocation cost."""
 
     counter: CallCounter
-    capacity: Capacity
+    capacity: capacity.Meter
     invocations: Invocations = field(default_factory=Invocations)
     logs: LogBytes = field(default_factory=LogBytes)
+
+
+#: What Lambda's REPORT line says of a Python handler of this app: its Max Memory Used (MB) and a cold start's
+#: Init Duration (ms), typical figures; each changes the line by a digit or two at most.
+MAX_MEMORY_USED_MB = 92
+INIT_DURATION_MS = 512.34
+
+
+def platform_log_lines(billed_seconds: float, memory_mb: int, cold: bool) -> str:
+    """The lines Lambda itself writes to the function's log group for one invocation, in its text log format
+    (https://docs.aws.amazon.com/lambda/latest/dg/python-logging.html): START, END and REPORT (its Init Duration on
+    a cold start), each with the invocation's request id (a UUID).  Pure."""
+    request = "8f507cfc-2b45-4697-b07a-ac58fc914c95"
+    ms = billed_seconds * 1000
+    report = (f"REPORT RequestId: {request}\tDuration: {ms:.2f} ms\tBilled Duration: {math.ceil(ms)} ms\t"
+              f"Memory Size: {memory_mb} MB\tMax Memory Used: {min(memory_mb, MAX_MEMORY_USED_MB)} MB\t"
+              + (f"Init Duration: {INIT_DURATION_MS:.2f} ms\t" if cold else ""))
+    return f"START RequestId: {request} Version: $LATEST\nEND RequestId: {request}\n{report}\n"
 
 
 class MeteredLambda(TestLambdaClient):
@@ -280,6 +241,7 @@ class MeteredLambda(TestLambdaClient):
         counter, capacity, out = self.meter.counter, self.meter.capacity, self.meter.invocations
         calls, slept = Counter(counter.calls), self._clock.slept
         writes, reads, logged = capacity.write_units, capacity.read_units, self.meter.logs.bytes
+        indexed = capacity.index_write_units
         cpu = HANDLER_CPU.begin()
         try:
             return super().invoke(function_name, payload)
@@ -287,11 +249,16 @@ class MeteredLambda(TestLambdaClient):
             made = Counter(counter.calls)
             made.subtract(calls)
             made = +made
+            cold = not out.count[function_name]  # each workload runs in new containers
             out.count[function_name] += 1
             out.calls.setdefault(function_name, Counter()).update(made)
             timed = sum(n for op, n in made.items() if op not in ACTION_OPERATIONS)
-            out.billed_seconds[function_name] += max(0.001, timed * CALL_SECONDS + self._clock.slept - slept)
+            billed = max(0.001, timed * CALL_SECONDS + self._clock.slept - slept)
+            out.billed_seconds[function_name] += billed
+            out.platform_log_bytes[function_name] += len(platform_log_lines(
+                billed, memory_sizes().get(function_name, 128), cold).encode())
             out.write_units[function_name] += capacity.write_units - writes
+            out.index_write_units[function_name] += capacity.index_write_units - indexed
             out.read_units[function_name] += capacity.read_units - reads
             out.log_bytes[function_name] += self.meter.logs.bytes - logged
             out.cpu_seconds[function_name] += HANDLER_CPU.since(cpu)
@@ -325,6 +292,7 @@ class Measured:
     schedules_fired: int
     memory_mb: dict[str, int]
     record_bytes: float = 0.0        # a finished task's record in the state table, on average
+    stored_bytes: float = 0.0        # what it takes in storage: its index entries and overheads included
     record_days: float = 0.0         # how long it stays (TASK_RECORD_RETENTION_DAYS)
 
     def _functions(self) -> list[str]:
@@ -338,6 +306,16 @@ class Measured:
 
     def calls_per_task(self) -> float:
         return sum(self.calls().values()) / self.tasks
+
+    @property
+    def app_log_bytes(self) -> float:
+        """The app's JSON lines and EMF documents."""
+        return sum(self.invocations.log_bytes[f] for f in self._functions())
+
+    @property
+    def platform_log_bytes(self) -> float:
+        """Lambda's own START, END and REPORT lines."""
+        return sum(self.invocations.platform_log_bytes[f] for f in self._functions())
 
     def usage(self) -> Usage:
         inv, n = self.invocations, self.tasks
@@ -357,8 +335,9 @@ class Measured:
             sqs_requests=(sqs + POLLER_REQUESTS_PER_BATCH * polled + self.schedules_fired) / n,
             sns_publishes=sum(c for op, c in calls.items() if op.startswith("sns:")) / n,
             scheduler_invocations=self.schedules_fired / n,
-            log_bytes=sum(inv.log_bytes[f] for f in functions) / n,
-            stored_byte_months=prices.stored_byte_months(self.record_bytes, self.record_days),
+            log_bytes=(self.app_log_bytes + self.platform_log_bytes) / n,
+            kms_requests=sum(c for op, c in calls.items() if op == "ssm:GetParameter") / n,  # WithDecryption
+            stored_byte_months=prices.byte_months(self.stored_bytes, self.record_days),
         )
 
 
@@ -439,15 +418,18 @@ def _subject(workload: Workload, i: int) -> str:
     return f"p4 {workload.name} {i}"
 
 
-def _record_bytes(stage: task_stage.Stage, workload: Workload, n: int) -> float:
-    """The average DynamoDB size of the workload's tasks' records in the state table, as they were left."""
-    sizes = []
+def _record_bytes(stage: task_stage.Stage, workload: Workload, n: int) -> tuple[float, float]:
+    """The average DynamoDB size of the workload's tasks' records in the state table, as they were left, and what
+    each takes in storage (its index entries included, 100 bytes overhead each: ``capacity.stored_bytes``)."""
+    table = capacity.Table.described(stage.setup.dynamodb.describe_table(TableName=stage.settings.state_table)["Table"])
+    sizes, stored = [], []
     for i in range(n):
         key = items.record_key(TaskKey(f"{_prefix(workload)}{i}", "TASK").task_id)
         found = stage.setup.dynamodb.get_item(TableName=stage.settings.state_table, Key=ddb.serialize(key),
                                               ConsistentRead=True).get("Item")
         sizes.append(item_size(found) if found else 0)
-    return sum(sizes) / max(1, n)
+        stored.append(capacity.stored_bytes(table, found))
+    return sum(sizes) / max(1, n), sum(stored) / max(1, n)
 
 
 def _stream_records(stage: task_stage.Stage, prefix: str) -> int:
@@ -477,9 +459,10 @@ def webhook_receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
         receiver.stop()
 
 
-def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
+def measure(workloads: Sequence[Workload], tasks: int,
+            observe: Callable[[Workload, Clients, task_stage.Stage], None] = lambda *_: None) -> list[Measured]:
     """Each workload in turn on one provisioned account and one emulation, each with a new container's deps:
-    ``tasks`` each (``Workload.tasks``)."""
+    ``tasks`` each (``Workload.tasks``); ``observe`` sees each workload's app clients once they are metered."""
     import app as app_module
     from tests.fixtures import FakeClock
     from tests.functional.lambda_sim import LambdaSim
@@ -514,6 +497,7 @@ def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
             HANDLER_CPU.attach(*built)
             delivered = Delivered().attach(clients)
             meter.capacity = Capacity(stage.setup.dynamodb).attach(clients.dynamodb)
+            observe(workload, clients, stage)
             meter.invocations = Invocations()
             app_module.container.use(Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep,
                                           metrics=Metrics(emit=logs.line)))
@@ -543,7 +527,7 @@ def measure(workloads: Sequence[Workload], tasks: int) -> list[Measured]:
                 app_module.container.use(None)
             results.append(Measured(workload, n, executed(), meter.invocations,
                                     _stream_records(stage, _prefix(workload)), sim.schedules_fired, memory_sizes(),
-                                    _record_bytes(stage, workload, n), stage.settings.task_record_retention_days))
+                                    *_record_bytes(stage, workload, n), stage.settings.task_record_retention_days))
             sim.schedules_fired = 0
     return sorted(results, key=lambda m: workloads.index(m.workload))
 
@@ -592,11 +576,11 @@ def floor_usage(batch: int, scheduler: bool = False, read: bool = False, writes:
     tasks: a claim write and a settle write (one unit each; ``writes`` 1: the settle alone, where the target drops
     a repeat), the queue (the send, ten to a SendMessageBatch, or with ``scheduler`` Scheduler's invocation and its
     own SQS request a task; the poller's receive and delete and one Lambda request a batch; no duration) and, with
-    ``read``, the read of the item (a consistent GetItem alone, half a unit in a BatchGetItem)."""
+    ``read``, the read of the item (strongly consistent: a unit, alone or in a BatchGetItem)."""
     return Usage(
         lambda_requests=1 / batch,
         write_units=writes,
-        read_units=(1.0 if batch == 1 else 0.5) if read else 0.0,
+        read_units=1.0 if read else 0.0,
         sqs_requests=(1.0 if scheduler else 1 / SEND_BATCH) + POLLER_REQUESTS_PER_BATCH / batch,
         scheduler_invocations=1.0 if scheduler else 0.0,
     )
@@ -617,7 +601,7 @@ def headroom(floor: Usage, batch: int, arm64: bool, memory_mb: int, ratio: float
     is left after them, with the bytes of log a task that would buy with no record kept.
     Pure: the arithmetic behind the 1.10x targets (docs/benchmarks.md)."""
     allowance = (ratio - 1) * prices.per_million(floor)
-    read = prices.per_million(replace(floor, read_units=1.0 if batch == 1 else 0.5)) - prices.per_million(floor)
+    read = prices.per_million(replace(floor, read_units=1.0)) - prices.per_million(floor)
     # the read, then the writes; a batch's tasks run at once, so a batch's invocation is shared by its tasks
     gb_seconds = (1 + floor.write_units) * CALL_SECONDS / batch * memory_mb / 1024
     duration = prices.per_million(Usage(**{"lambda_arm64_gb_seconds" if arm64 else "lambda_gb_seconds": gb_seconds}))
@@ -631,7 +615,7 @@ def headroom(floor: Usage, batch: int, arm64: bool, memory_mb: int, ratio: float
 GAP_LABELS = {"lambda_requests": "Lambda requests", "lambda_gb_seconds": "duration", "lambda_arm64_gb_seconds":
               "duration", "write_units": "write units", "read_units": "the read", "sqs_requests": "SQS requests",
               "sns_publishes": "SNS", "scheduler_invocations": "Scheduler", "log_bytes": "logs",
-              "stored_byte_months": "the record kept"}
+              "stored_byte_months": "the record kept", "kms_requests": "KMS"}
 #: The floor each measured workload is held to: (executor batch, through Scheduler).
 FLOORS = {"exact via SQS delay": (1, False), DENSE: (EXECUTOR_BATCH, False), "exact via Scheduler": (1, True)}
 #: Write units a task where the target drops a repeat: the settle alone.
@@ -687,7 +671,9 @@ def run(scale: Scale, plots: Path) -> list[Section]:
             "calls_by_operation": dict(calls), "invocations": dict(m.invocations.count),
             "billed_seconds": dict(m.invocations.billed_seconds), "stream_records": m.stream_records,
             "schedules_fired": m.schedules_fired, "usage_per_task": usage.as_dict(),
-            "log_bytes_per_task": usage.log_bytes, "record_bytes": m.record_bytes, "record_days": m.record_days,
+            "log_bytes_per_task": m.app_log_bytes / m.tasks, "record_bytes": m.record_bytes, "stored_bytes": m.stored_bytes,
+            "record_days": m.record_days, "platform_log_bytes_per_task": m.platform_log_bytes / m.tasks,
+            "index_write_units_per_task": sum(m.invocations.index_write_units[f] for f in m._functions()) / m.tasks,
             "dollars_per_task": prices.cost(usage), "dollars_per_million": dollars, "action": workload.action,
             "action_dollars_per_million": prices.action_per_million(workload.action)}
         section.notes.append(f"{workload.name}, calls per task: " + ", ".join(
@@ -721,7 +707,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
             section.targets.append(Target(f"{workload.name}: $ per million / the exactly-once floor ({density})",
                                           dollars / floor, TARGET_FLOOR_RATIO, "x"))
             section.targets.append(Target(f"{workload.name}: log and metric bytes per task at {stage_log_level()}",
-                                          usage.log_bytes, TARGET_LOG_BYTES, " B"))
+                                          m.app_log_bytes / m.tasks, TARGET_LOG_BYTES, " B"))
         if workload.name in TARGET_CALLS:
             section.targets.append(Target(f"{workload.name}: AWS calls per task", m.calls_per_task(),
                                           TARGET_CALLS[workload.name]))
@@ -773,12 +759,13 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         "of up to 100; an API task's record adds write units to the same transaction, not calls); "
         "prices: bench/prices.py (us-east-1 list prices, sources and dates)")
     section.notes.append(
-        f"logs at {stage_log_level()} (the app's JSON lines and EMF, priced as CloudWatch Logs ingestion; Lambda's own "
-        "START/END/REPORT lines not counted), bytes per task: " + ", ".join(
-            f"{m.workload.name} {m.usage().log_bytes:,.0f}" for m in measured)
+        f"logs at {stage_log_level()} (the app's JSON lines and EMF, and Lambda's own START/END/REPORT lines, priced "
+        "as CloudWatch Logs ingestion), bytes per task, the app's + Lambda's: " + ", ".join(
+            f"{m.workload.name} {m.app_log_bytes / m.tasks:,.0f} + {m.platform_log_bytes / m.tasks:,.0f}"
+            for m in measured)
         + "; a finished task's record kept TASK_RECORD_RETENTION_DAYS "
-        f"({measured[0].record_days:g} days, its TTL) and priced as storage, bytes: " + ", ".join(
-            f"{m.workload.name} {m.record_bytes:,.0f}" for m in measured)
+        f"({measured[0].record_days:g} days, its TTL) and priced as storage, bytes (its index entries and overheads "
+        "included): " + ", ".join(f"{m.workload.name} {m.stored_bytes:,.0f}" for m in measured)
         + "; Scheduler's delivery into the due queue counted as one SQS request a task")
     return [section, memory_section(measured)]
 

@@ -112,7 +112,8 @@ def test_past_sqss_delay_one_re_queue_hop_costs_less_than_a_schedule(sections: d
 def test_a_task_whose_target_drops_a_repeat_costs_one_write_unit_and_no_claim(sections: dict[str, Any]) -> None:
     for name in task_cost.ONE_WRITE:
         w = sections["P4"]["figures"]["workloads"][name]
-        assert w["usage_per_task"]["write_units"] == 1.0, name
+        # the settle alone, and what the indexes its record enters cost (bench/capacity.py)
+        assert w["usage_per_task"]["write_units"] - w["index_write_units_per_task"] == 1.0, name
         assert w["calls_by_operation"]["dynamodb:UpdateItem"] == w["tasks"], name  # the settle alone
 
 
@@ -210,10 +211,15 @@ def test_the_dollars_count_schedulers_delivery_the_log_lines_and_the_records_kep
     retention = Settings.from_env().task_record_retention_days
     for name, w in workloads.items():
         usage = w["usage_per_task"]
-        assert usage["log_bytes"] == w["log_bytes_per_task"] > 100, name  # a few INFO lines and EMF at least
+        assert w["log_bytes_per_task"] > 100, name  # a few INFO lines and EMF at least
+        # and Lambda's own START, END and REPORT lines, some 260 bytes an invocation
+        assert w["platform_log_bytes_per_task"] >= 250 * usage["lambda_requests"], name
+        assert usage["log_bytes"] == pytest.approx(w["log_bytes_per_task"] + w["platform_log_bytes_per_task"]), name
         assert w["record_bytes"] > 100 and w["record_days"] == retention, name
+        # the record and its index entries, 100 bytes overhead each
+        assert w["stored_bytes"] >= w["record_bytes"] + prices.ITEM_OVERHEAD_BYTES, name
         assert usage["stored_byte_months"] == pytest.approx(
-            (w["record_bytes"] + prices.ITEM_OVERHEAD_BYTES) * retention * 24 / prices.HOURS_A_MONTH), name
+            w["stored_bytes"] * retention * 24 / prices.HOURS_A_MONTH), name
         assert w["dollars_per_task"]["log_bytes"] > 0 and w["dollars_per_task"]["stored_byte_months"] > 0, name
 
 
@@ -256,12 +262,13 @@ def test_each_floor_rows_gap_adds_up_to_its_dollars_less_its_floor_and_the_headr
             room["allowance"] - room["read"] - room["duration_of_its_calls"] - room["hop"]), name
         assert (room["hop"] > 0) == (name == "exact via Scheduler"), name
     # At list prices, 128 MB arm64: the read and 3 x 20 ms leave $0.004 a million above a lone task's floor, 8 bytes
-    # of log with no record kept; the hop alone is above the Scheduler path's allowance (docs/benchmarks.md).
+    # of log with no record kept; in full batches the read, strongly consistent, is a full unit a task too, and leaves
+    # as much; the hop alone is above the Scheduler path's allowance (docs/benchmarks.md).
     lone = task_cost.headroom(task_cost.floor_usage(1), 1, True, 128)
     assert (round(lone["left"], 3), round(lone["log_bytes_left_with_no_record"])) == (0.004, 8)
     dense = task_cost.headroom(task_cost.floor_usage(10), 10, True, 128)
     assert (round(dense["allowance"], 3), round(dense["left"], 3), round(dense["log_bytes_left_with_no_record"])) == (
-        0.139, 0.066, 133)
+        0.139, 0.004, 8)
     hop = task_cost.headroom(task_cost.floor_usage(1, True), 1, True, 128, scheduler=True)
     assert round(hop["allowance"], 3) == 0.365 and hop["hop"] == pytest.approx(1.40) and hop["left"] < 0
 
@@ -288,3 +295,13 @@ def test_the_memory_table_prices_each_functions_measured_cpu_at_each_size_and_re
     [target] = p4m["targets"]
     assert target["figure"] == pytest.approx(executor["cpu_before_action"] * task_cost.cpu_stretch(
         executor["configured_mb"]))
+
+
+def test_every_services_requests_are_priced(sections: dict[str, Any]) -> None:
+    for name, w in sections["P4"]["figures"]["workloads"].items():
+        services = {op.split(":")[0] for op in w["calls_by_operation"]}
+        assert services <= set(prices.SERVICE_PRICES), (name, services - set(prices.SERVICE_PRICES))
+        assert w["usage_per_task"]["kms_requests"] == pytest.approx(
+            w["calls_by_operation"].get("ssm:GetParameter", 0) / w["tasks"]), name  # a SecureString's Decrypt
+    usage = sections["P4"]["figures"]["workloads"]["exact via SQS delay, webhook action"]["usage_per_task"]
+    assert usage["kms_requests"] > 0  # the webhook's signing secret
