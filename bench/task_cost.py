@@ -65,6 +65,7 @@ from chalicelib.tasks.model import DueMessage, TaskKey
 from local.sample_targets import SampleTargets, provision_sample_targets
 from local.webhook_receiver import WebhookReceiver
 from tests.aws_limits import item_size
+from tests.configured_lambda import ConfiguredLambdaClient
 
 if TYPE_CHECKING:
     from tests.fixtures import FakeClock
@@ -230,8 +231,9 @@ def platform_log_lines(billed_seconds: float, memory_mb: int, cold: bool) -> str
     return f"START RequestId: {request} Version: $LATEST\nEND RequestId: {request}\n{report}\n"
 
 
-class MeteredLambda(TestLambdaClient):
-    """Chalice's test Lambda client, noting what each invocation cost (the emulation invokes through it)."""
+class MeteredLambda(ConfiguredLambdaClient):
+    """Chalice's test Lambda client (each function's configured time in its context), noting what each
+    invocation cost (the emulation invokes through it)."""
 
     def __init__(self, app: Any, config: Any, meter: Meter, clock: FakeClock) -> None:
         super().__init__(app, config)

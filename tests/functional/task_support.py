@@ -8,14 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
-from chalice.local import LambdaContext
-from chalice.test import Client, InvokeResponse, TestLambdaClient
+from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks import items
 from chalicelib.tasks.model import DueMessage, TaskKey
 from tests import events
+from tests.configured_lambda import ConfiguredLambdaClient
 from tests.fixtures import ACCOUNT
 
 JSON = {"Content-Type": "application/json"}
@@ -91,23 +91,6 @@ def deliver(client: Client, *bodies: str, ids: list[str] | None = None) -> set[s
                for i, body in enumerate(bodies)]
     response = ConfiguredLambdaClient.of(client).invoke("task_executor", events.sqs_event(*records))
     return events.batch_item_failures(response.payload)
-
-
-class ConfiguredLambdaClient(TestLambdaClient):
-    """Chalice's test Lambda client, but an invocation's context has the time the function is configured with
-    (``lambda_timeout``: the executor's 90 s) where Chalice's gives every function 3 s: the executor bounds a
-    webhook's call by it (chalicelib/tasks/webhook.py ``call_budget``)."""
-
-    @classmethod
-    def of(cls, client: Client) -> ConfiguredLambdaClient:
-        return cls(client._app, client._chalice_config)
-
-    def invoke(self, function_name: str, payload: Any | None = None) -> InvokeResponse:
-        scoped = self._config.scope(self._config.chalice_stage, function_name)
-        context = LambdaContext(function_name, memory_size=scoped.lambda_memory_size,
-                                max_runtime_ms=scoped.lambda_timeout * 1000)
-        with self._patched_env_vars(scoped.environment_variables):
-            return InvokeResponse(payload=self._app.handler_map[function_name](payload or {}, context))
 
 
 def emails_sent() -> list[Any]:
