@@ -264,6 +264,7 @@ def test_a_backup_run_started_from_the_console_is_watched_to_complete(stage: Loc
     go(browser, "#/backups")
     shows(browser, run_id)
     shows(browser, "AVAILABLE")
+    assert not browser.find_elements(By.LINK_TEXT, "Next page")  # the catalog's one page: GET /backups ends there
     screenshot(browser, "backups")
     confirm(browser, "Restore…")  # the first backup of the catalog, to the name proposed
     shows(browser, "Restore…: done. Status now ")
