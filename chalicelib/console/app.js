@@ -58,7 +58,33 @@
   const text = (value) => (value === null || value === undefined || value === '' ? '—' : String(value));
   const json = (value) => h('pre', {}, JSON.stringify(value, null, 2));
   const status = (value) => h('span', { class: 's-' + String(value).replace(/[^A-Z_]/g, '') }, text(value));
-  const when = (iso) => (iso ? String(iso).replace('T', ' ').replace(/(\.\d+)?(Z|\+00:00)$/, 'Z') : '—');
+  // A time in the browser's zone with its offset and how far it is from now ("in 3 min", "2 min ago"); UTC on hover.
+  const pad = (n) => String(n).padStart(2, '0');
+  function localTime(at, now) {
+    const d = new Date(at);
+    const off = -d.getTimezoneOffset();
+    const offset = (off < 0 ? '-' : '+') + pad(Math.floor(Math.abs(off) / 60)) + ':' + pad(Math.abs(off) % 60);
+    const day = d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate());
+    const today = new Date(now);
+    const sameDay = day === today.getFullYear() + '-' + pad(today.getMonth() + 1) + '-' + pad(today.getDate());
+    return (sameDay ? '' : day + ' ') + pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' ' + offset;
+  }
+  function relative(at, now) {
+    const seconds = Math.round((at - now) / 1000);
+    const size = Math.abs(seconds);
+    if (size < 1) return 'now';
+    const words = size < 60 ? size + ' s' : size < 3600 ? Math.round(size / 60) + ' min'
+      : size < 172800 ? Math.round(size / 3600) + ' h' : Math.round(size / 86400) + ' d';
+    return seconds > 0 ? 'in ' + words : words + ' ago';
+  }
+  function when(iso) {
+    const at = Date.parse(iso);
+    if (!iso || !Number.isFinite(at)) return text(iso);
+    const now = Date.now();
+    const utc = new Date(at).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') + ' (UTC)';
+    return h('time', { datetime: new Date(at).toISOString(), title: utc, class: 'when' }, localTime(at, now), ' ',
+      h('span', { class: 'rel' }, relative(at, now)));
+  }
   const link = (hash, label) => h('a', { href: hash }, label);
   const taskHash = (id) => '#/task/' + encodeURIComponent(id);
   const message = (kind, ...words) => h('p', { class: 'message ' + kind, role: kind === 'error' ? 'alert' : null }, words);
@@ -166,7 +192,7 @@
   const countLabel = (n, complete) => String(n) + (complete ? '' : '+'); // "500+": more than were counted
 
   // The decisions above, for the browser test to check with data of its own (nothing else reads them).
-  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel });
+  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, localTime, relative });
 
   // --- the confirmation dialog -------------------------------------------------------------------------
   function confirmAction({ title, words, label, value, ok }) {

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -304,6 +304,44 @@ def test_the_views_are_keyboard_reachable_and_readable_at_320_px(browser: Any) -
             inner = browser.execute_script("return window.innerWidth")
             assert width <= inner, (view, width, inner)
     finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def test_times_are_in_the_browsers_zone_with_offset_relative_and_utc_on_hover_unwrapped_at_375_px(
+        api: ApiClient, browser: Any) -> None:
+    task_id = f"zoned-{TAG}"
+    due = (datetime.now(UTC) + timedelta(minutes=30)).replace(microsecond=0)
+    body = {"id": task_id, "run_at": iso(due),
+            "action": {"type": "email", "to": "ops@example.com", "subject": "zoned", "body": "zoned"}}
+    assert api.post("/tasks", body).status == 201
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})  # +05:30, no DST
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(375, 800)
+        go(browser, f"#/task/{task_id}")
+        shows(browser, "Act on it")
+        [due_cell] = [t for t in browser.find_elements(By.CSS_SELECTOR, "main dd time")
+                      if t.get_attribute("datetime") == due.strftime("%Y-%m-%dT%H:%M:%S.000Z")]
+        local = due.astimezone(timezone(timedelta(hours=5, minutes=30)))
+        assert local.strftime("%H:%M:%S") + " +05:30" in due_cell.text, due_cell.text
+        assert "in 30 min" in due_cell.text or "in 29 min" in due_cell.text, due_cell.text
+        assert due_cell.get_attribute("title") == due.strftime("%Y-%m-%d %H:%M:%SZ") + " (UTC)"
+        go(browser, "#/tasks?status=PENDING")
+        shows(browser, task_id)
+        cells = browser.find_elements(By.CSS_SELECTOR, "main tbody time")
+        assert cells and all(browser.execute_script(
+            "const r = arguments[0].getClientRects(); return r.length === 1 && getComputedStyle(arguments[0]).whiteSpace"
+            " === 'nowrap'", cell) for cell in cells)
+        found = browser.execute_script("""
+            const c = window.timekeeperConsole, now = Date.parse('2026-11-28T20:00:00Z');
+            return [c.relative(now + 180000, now), c.relative(now - 120000, now), c.relative(now + 5000, now),
+                    c.relative(now - 3 * 3600000, now), c.relative(now + 3 * 86400000, now), c.relative(now, now),
+                    c.localTime(Date.parse('2026-11-28T20:18:12Z'), now), c.localTime(Date.parse('2026-11-30T20:18:12Z'), now)];
+        """)
+        assert found == ["in 3 min", "2 min ago", "in 5 s", "3 h ago", "in 3 d", "now", "01:48:12 +05:30",
+                         "2026-12-01 01:48:12 +05:30"], found
+    finally:
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
         browser.set_window_size(size["width"], size["height"])
 
 
