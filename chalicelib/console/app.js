@@ -11,6 +11,7 @@
   const PAGE = 50; // tasks per API page (the API's most)
   const COUNT_PAGES = 10; // at most this many pages are counted per status on the Now view
   const POLL_MS = 2000;
+  const NOW_CAP = 20; // tasks listed on the Now view (the chart counts them all)
   const path = location.pathname;
   const ROOT = path.slice(0, path.lastIndexOf('/console') + 1); // "/" offline, "/<stage>/" behind API Gateway
   const $ = (id) => document.getElementById(id);
@@ -94,6 +95,38 @@
     return h('div', { class: 'table-wrap' }, h('table', {},
       h('thead', {}, h('tr', {}, headers.map((name) => h('th', { scope: 'col' }, name)))),
       h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell) => h('td', {}, cell)))))));
+  }
+
+  // Tasks by due time, soonest first; a task without one last, then by id (pure: the browser test checks it).
+  const dueOf = (t) => { const at = Date.parse(t && t.run_at); return Number.isFinite(at) ? at : Infinity; };
+  const compare = (x, y) => (typeof x === 'number' && typeof y === 'number' ? x - y : x < y ? -1 : x > y ? 1 : 0);
+  function byDue(a, b) { return compare(dueOf(a), dueOf(b)) || compare(String(a.id), String(b.id)); }
+
+  // A table of `items` whose column headers sort it (click again: the other way); columns: [name, cell(item), key(item)].
+  function sortableTable(columns, items, empty, initial) {
+    if (!items.length) return h('p', { class: 'muted' }, empty);
+    let sortBy = initial;
+    let descending = false;
+    const body = h('tbody', {});
+    const heads = columns.map(([name], i) => h('th', { scope: 'col', 'aria-sort': 'none' },
+      h('button', { type: 'button', class: 'sort', on: { click: () => {
+        descending = sortBy === i ? !descending : false;
+        sortBy = i;
+        draw();
+      } } }, name)));
+    function draw() {
+      const key = columns[sortBy][2];
+      const rows = items.slice().sort((a, b) => {
+        const x = key(a);
+        const y = key(b);
+        const order = typeof x === 'number' && typeof y === 'number' ? compare(x, y) : compare(String(x), String(y));
+        return (descending ? -order : order) || byDue(a, b);
+      });
+      heads.forEach((th, i) => th.setAttribute('aria-sort', i === sortBy ? (descending ? 'descending' : 'ascending') : 'none'));
+      replace(body, rows.map((item) => h('tr', {}, columns.map(([, cell]) => h('td', {}, cell(item))))));
+    }
+    draw();
+    return h('div', { class: 'table-wrap' }, h('table', {}, h('thead', {}, h('tr', {}, heads)), body));
   }
 
   function fields(pairs) {
@@ -192,7 +225,7 @@
   const countLabel = (n, complete) => String(n) + (complete ? '' : '+'); // "500+": more than were counted
 
   // The decisions above, for the browser test to check with data of its own (nothing else reads them).
-  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, localTime, relative });
+  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, byDue, localTime, relative });
 
   // --- the confirmation dialog -------------------------------------------------------------------------
   function confirmAction({ title, words, label, value, ok }) {
@@ -261,8 +294,10 @@
       pendingAll && failedAll ? null : h('p', { class: 'muted' }, 'Counted from the first ' + COUNT_PAGES * PAGE + ' of each status.'),
       h('h2', {}, 'Due in the next hour'),
       due.length ? timeline(minutes) : null,
-      table(['due', 'task', 'strategy', 'status'], due.map((t) => [when(t.run_at), link(taskHash(t.id), t.id), text(t.strategy), status(t.status)]),
+      table(['due', 'task', 'strategy', 'status'], due.slice(0, NOW_CAP).map((t) => [when(t.run_at), link(taskHash(t.id), t.id), text(t.strategy), status(t.status)]),
         'No task is due in the next hour.'),
+      due.length > NOW_CAP ? h('p', { id: 'due-more' }, 'The first ' + NOW_CAP + ' of ' + countLabel(due.length, pendingAll) + ' shown: ',
+        link('#/tasks?status=PENDING', 'all pending tasks, by due time')) : null,
       h('h2', {}, 'Last backup run'),
       run ? fields([['run', link('#/run/' + encodeURIComponent(run.run_id), run.run_id)], ['status', status(run.status)],
         ['trigger', run.trigger], ['started', when(run.started_at)], ['finished', when(run.finished_at)],
@@ -328,11 +363,16 @@
     }
     if (!live()) return;
     const shown = (page.tasks || []).filter((t) => !filters.strategy || t.strategy === filters.strategy);
+    const shownStatus = (t) => (t.dead_letter ? 'DEAD_LETTERED' : t.status);
     replace(results,
-      table(['task', 'status', 'strategy', 'due', 'attempts', 'last error'], shown.map((t) => [
-        link(taskHash(t.id), t.id), status(t.dead_letter ? 'DEAD_LETTERED' : t.status), text(t.strategy), when(t.run_at),
-        text(t.attempts), text(t.last_error || t.error)]),
-      'No task on this page matches.'),
+      sortableTable([
+        ['task', (t) => link(taskHash(t.id), t.id), (t) => String(t.id)],
+        ['status', (t) => status(shownStatus(t)), (t) => String(shownStatus(t))],
+        ['strategy', (t) => text(t.strategy), (t) => String(t.strategy || '')],
+        ['due', (t) => when(t.run_at), dueOf],
+        ['attempts', (t) => text(t.attempts), (t) => Number(t.attempts) || 0],
+        ['last error', (t) => text(t.last_error || t.error), (t) => String(t.last_error || t.error || '')]],
+      shown, 'No task on this page matches.', 3),
       h('p', { class: 'buttons' },
         token ? h('button', { type: 'button', on: { click: () => history.back() } }, 'Previous page') : null,
         page.next_token ? link('#/tasks' + query({ ...filters, next_token: page.next_token }), 'Next page') : null));

@@ -345,6 +345,42 @@ def test_times_are_in_the_browsers_zone_with_offset_relative_and_utc_on_hover_un
         browser.set_window_size(size["width"], size["height"])
 
 
+def test_the_lists_are_sorted_by_due_time_or_a_clicked_column_and_the_now_view_is_capped(api: ApiClient,
+                                                                                       browser: Any) -> None:
+    now = datetime.now(UTC)
+    order = [7, 2, 24, 0, 15, 11, 3, 20, 9, 1, 18, 5, 22, 13, 6, 4, 17, 8, 23, 10, 14, 12, 19, 16, 21]
+    for i in order:  # created out of due order: the API lists them as created
+        body = {"id": f"due-{i:02d}-{TAG}", "run_at": iso(now + timedelta(minutes=25, seconds=20 * i)),
+                "action": {"type": "email", "to": "ops@example.com", "subject": "due", "body": str(i)}}
+        assert api.post("/tasks", body).status == 201
+    go(browser, "#/tasks?status=PENDING")
+    shows(browser, f"due-24-{TAG}")
+
+    def due_times() -> list[str]:
+        return [t.get_attribute("datetime") for t in browser.find_elements(By.CSS_SELECTOR, "main tbody time")]
+
+    assert due_times() == sorted(due_times()) and len(due_times()) > 25, due_times()
+    ours = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a") if a.text.startswith("due-")]
+    assert ours == [f"due-{i:02d}-{TAG}" for i in range(25)], ours
+    [by_task] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main th button") if b.text == "task"]
+    by_task.click()
+    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    assert ids == sorted(ids), ids
+    by_task.click()  # again: the other way
+    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    assert ids == sorted(ids, reverse=True), ids
+
+    go(browser, "#/now")
+    shows(browser, "Due in the next hour")
+    wait(browser, lambda d: d.find_elements(By.ID, "due-more"), "the link to the rest")
+    rows = browser.find_elements(By.CSS_SELECTOR, "main tbody tr")
+    assert len(rows) == 20, len(rows)
+    shown = [t.get_attribute("datetime") for t in browser.find_elements(By.CSS_SELECTOR, "main tbody time")]
+    assert shown == sorted(shown), shown
+    browser.find_element(By.ID, "due-more").find_element(By.TAG_NAME, "a").click()
+    wait(browser, lambda d: d.current_url.endswith("#/tasks?status=PENDING"), "the pending tasks")
+
+
 def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stage: LocalStage, browser: Any) -> None:
     """The console's pure decisions, given data of the test's own in the page that uses them."""
     browser.get(stage.api_url + "/console")
