@@ -225,7 +225,7 @@
   const countLabel = (n, complete) => String(n) + (complete ? '' : '+'); // "500+": more than were counted
 
   // The decisions above, for the browser test to check with data of its own (nothing else reads them).
-  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, byDue, localTime, relative });
+  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, searchTargets, byDue, localTime, relative });
 
   // --- the confirmation dialog -------------------------------------------------------------------------
   function confirmAction({ title, words, label, value, ok }) {
@@ -412,6 +412,45 @@
           post('resume'), reload)));
   }
 
+  // --- search: a task by its id, by a prefix of it, or by a task source's item key (source/key) ----------
+  const SEARCH_PAGES = 10; // a prefix is looked for in at most this many pages of the listing (every status)
+
+  // Where a search's words lead: the exact lookups to try, in order (pure, for the browser test).
+  function searchTargets(words) {
+    const slash = words.indexOf('/');
+    if (slash < 0) return [taskHash(words)];
+    const source = words.slice(0, slash);
+    const key = words.slice(slash + 1);
+    if (source === 'api') return [taskHash(key)]; // the API's own tasks: source "api" is their id
+    return ['#/source/' + encodeURIComponent(source) + '/' + encodeURIComponent(key)];
+  }
+
+  async function searchView(main, live, params) {
+    const words = (params.get('q') || '').trim();
+    $('search-input').value = words;
+    if (!words) { replace(main, h('h2', {}, 'Find a task'), h('p', { class: 'muted' }, 'Type an id, a prefix of one, or source/key.')); return; }
+    for (const target of searchTargets(words)) {
+      const { parts } = routeOf(target);
+      const route = parts[0] === 'task' ? 'tasks/' + encodeURIComponent(parts[1])
+        : 'tasks/' + encodeURIComponent(parts[1]) + '/' + encodeURIComponent(parts.slice(2).join('/'));
+      try {
+        await api('GET', route);
+        if (live()) location.replace(target); // the task itself: its page (Back returns to where the search began)
+        return;
+      } catch (failure) {
+        if (!(failure instanceof ApiError) || (failure.status !== 404 && failure.status !== 400)) throw failure;
+      }
+    }
+    const [listed, complete] = await pagesOf('tasks', { limit: PAGE }, 'tasks', SEARCH_PAGES);
+    if (!live()) return;
+    const found = listed.filter((t) => String(t.id).startsWith(words)).sort(byDue);
+    replace(main, h('h2', {}, 'Tasks whose id starts with ', h('code', {}, words)),
+      complete ? null : h('p', { class: 'muted' }, 'Searched the first ' + SEARCH_PAGES * PAGE + ' listed tasks.'),
+      table(['task', 'status', 'strategy', 'due'], found.map((t) => [link(taskHash(t.id), t.id),
+        status(t.dead_letter ? 'DEAD_LETTERED' : t.status), text(t.strategy), when(t.run_at)]),
+      'No task has that id, an id starting with it, or that source/key.'));
+  }
+
   async function latenessView(main, live) {
     const [[done], [failed]] = await Promise.all([
       pagesOf('tasks', { status: 'DONE', limit: PAGE }, 'tasks', 4),
@@ -583,6 +622,7 @@
       else if (name === 'tasks') await tasksView(main, live, params);
       else if (name === 'task') await taskView(main, live, 'tasks/' + encodeURIComponent(parts[1] || ''));
       else if (name === 'source') await taskView(main, live, 'tasks/' + encodeURIComponent(parts[1] || '') + '/' + encodeURIComponent(parts.slice(2).join('/')));
+      else if (name === 'search') await searchView(main, live, params);
       else if (name === 'lateness') await latenessView(main, live);
       else if (name === 'backups') await backupsView(main, live, params, poll);
       else if (name === 'run') await runView(main, live, parts[1] || '', poll);
@@ -626,6 +666,10 @@
     $('sign-out').addEventListener('click', () => {
       forget();
       showSignIn('Signed out.');
+    });
+    $('search').addEventListener('submit', (event) => {
+      event.preventDefault();
+      location.hash = '#/search' + query({ q: $('search-input').value.trim() });
     });
     window.addEventListener('hashchange', () => { $('notice').replaceChildren(); render(); });
     render();

@@ -345,6 +345,42 @@ def test_times_are_in_the_browsers_zone_with_offset_relative_and_utc_on_hover_un
         browser.set_window_size(size["width"], size["height"])
 
 
+def search(driver: Any, words: str) -> None:
+    field = driver.find_element(By.ID, "search-input")
+    field.clear()
+    field.send_keys(words + Keys.ENTER)
+
+
+def test_the_header_search_finds_a_task_by_id_prefix_and_source_key_on_every_view(stage: LocalStage, api: ApiClient,
+                                                                                browser: Any) -> None:
+    later = iso(datetime.now(UTC) + timedelta(hours=3))
+    for name in ("alpha", "beta"):
+        body = {"id": f"find-{TAG}-{name}", "run_at": later,
+                "action": {"type": "email", "to": "ops@example.com", "subject": "find", "body": name}}
+        assert api.post("/tasks", body).status == 201
+    email = f"search-{TAG}@example.com"
+    boto3.client("dynamodb", endpoint_url=stage.aws_endpoint).put_item(
+        TableName="seed-sessions", Item={"email": {"S": email}, "expires_at": {"N": str(int(time.time()) + 3600)}})
+
+    go(browser, "#/backups")  # the box is in the header, on every view
+    shows(browser, "Catalog")
+    search(browser, f"find-{TAG}-alpha")  # an id: the task's page
+    wait(browser, lambda d: d.current_url.endswith(f"#/task/find-{TAG}-alpha"), "the task's page")
+    shows(browser, "Act on it")
+    search(browser, f"find-{TAG}-")  # a prefix: the tasks whose id starts with it
+    shows(browser, "Tasks whose id starts with")
+    assert sorted(a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")) == [
+        f"find-{TAG}-alpha", f"find-{TAG}-beta"]
+    search(browser, f"api/find-{TAG}-beta")  # source/key, the API's own tasks too
+    wait(browser, lambda d: d.current_url.endswith(f"#/task/find-{TAG}-beta"), "the API task's page")
+    search(browser, f"sessions/{email}")  # a task source's item key
+    shows(browser, "Item of task source sessions")
+    assert email in main_text(browser)
+    search(browser, f"nothing-{TAG}")
+    shows(browser, "No task has that id, an id starting with it, or that source/key.")
+    no_script_ran(browser)
+
+
 def test_the_lists_are_sorted_by_due_time_or_a_clicked_column_and_the_now_view_is_capped(api: ApiClient,
                                                                                        browser: Any) -> None:
     now = datetime.now(UTC)
