@@ -225,7 +225,7 @@
   const countLabel = (n, complete) => String(n) + (complete ? '' : '+'); // "500+": more than were counted
 
   // The decisions above, for the browser test to check with data of its own (nothing else reads them).
-  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, searchTargets, byDue, localTime, relative });
+  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, searchTargets, byDue, localTime, relative, allowedActions });
 
   // --- the confirmation dialog -------------------------------------------------------------------------
   function confirmAction({ title, words, label, value, ok }) {
@@ -397,19 +397,37 @@
       h('h3', {}, 'Last result'), json(data.last_result === undefined ? null : data.last_result),
       h('h3', {}, 'Last error'), h('pre', {}, text(data.last_error)),
       h('h3', {}, 'Dead letter'), data.dead_letter ? json(data.dead_letter) : h('p', { class: 'muted' }, 'Not dead-lettered.'),
-      h('h3', {}, 'Act on it'),
-      h('p', { class: 'buttons' },
-        actionButton('Cancel', () => ({ title: 'Cancel the task?', words: 'Cancel ' + name + '? It will not run.', ok: 'Cancel the task' }),
-          () => api('DELETE', 'tasks/' + encodeURIComponent(id)), reload, 'danger'),
-        actionButton('Reschedule', () => ({ title: 'Reschedule the task?', words: 'Move ' + name + ' to a new due time.',
-          label: 'new due time (ISO-8601, UTC, or epoch seconds)', value: data.run_at || '', ok: 'Reschedule' }),
-        (value) => api('PATCH', 'tasks/' + encodeURIComponent(id), { run_at: value }), reload),
-        actionButton('Retry', () => ({ title: 'Retry the task?', words: 'Run ' + name + ' again, once.',
-          label: 'at (empty: now)', value: '', ok: 'Retry' }), post('retry'), reload),
-        actionButton('Pause', () => ({ title: 'Pause the task?', words: 'Skip the occurrences of ' + name + ' until it is resumed.', ok: 'Pause' }),
-          post('pause'), reload),
-        actionButton('Resume', () => ({ title: 'Resume the task?', words: 'Run ' + name + ' again from its next occurrence.', ok: 'Resume' }),
-          post('resume'), reload)));
+      h('h3', {}, 'Act on it'), actionsOf(data, name, reload, post),
+      h('p', {}, link('#/tasks', 'All tasks')));
+  }
+
+  // The operations the API allows in each status, from its declaration (chalicelib/console writes them in):
+  // pause and resume take a recurring task only.
+  const OPERATIONS = {"operations": {}};
+  function allowedActions(task) {
+    return Object.keys(OPERATIONS.operations).filter((operation) => (OPERATIONS.operations[operation] || []).includes(task.status)
+      && (!['pause', 'resume'].includes(operation) || Boolean(task.recurrence)));
+  }
+
+  // A task's buttons: only those its status allows, each behind a confirmation.
+  function actionsOf(data, name, reload, post) {
+    const id = data.id;
+    const buttons = {
+      cancel: () => actionButton('Cancel', () => ({ title: 'Cancel the task?', words: 'Cancel ' + name + '? It will not run.', ok: 'Cancel the task' }),
+        () => api('DELETE', 'tasks/' + encodeURIComponent(id)), reload, 'danger'),
+      reschedule: () => actionButton('Reschedule', () => ({ title: 'Reschedule the task?', words: 'Move ' + name + ' to a new due time.',
+        label: 'new due time (ISO-8601, UTC, or epoch seconds)', value: data.run_at || '', ok: 'Reschedule' }),
+      (value) => api('PATCH', 'tasks/' + encodeURIComponent(id), { run_at: value }), reload),
+      retry: () => actionButton('Retry', () => ({ title: 'Retry the task?', words: 'Run ' + name + ' again, once.',
+        label: 'at (empty: now)', value: '', ok: 'Retry' }), post('retry'), reload),
+      pause: () => actionButton('Pause', () => ({ title: 'Pause the task?', words: 'Skip the occurrences of ' + name + ' until it is resumed.', ok: 'Pause' }),
+        post('pause'), reload),
+      resume: () => actionButton('Resume', () => ({ title: 'Resume the task?', words: 'Run ' + name + ' again from its next occurrence.', ok: 'Resume' }),
+        post('resume'), reload),
+    };
+    const allowed = allowedActions(data);
+    if (!allowed.length) return h('p', { class: 'muted', id: 'no-actions' }, 'No action: a ' + text(data.status) + ' task cannot be changed.');
+    return h('p', { class: 'buttons' }, allowed.map((operation) => buttons[operation]()));
   }
 
   // --- search: a task by its id, by a prefix of it, or by a task source's item key (source/key) ----------

@@ -417,6 +417,44 @@ def test_the_lists_are_sorted_by_due_time_or_a_clicked_column_and_the_now_view_i
     wait(browser, lambda d: d.current_url.endswith("#/tasks?status=PENDING"), "the pending tasks")
 
 
+def buttons_of(driver: Any) -> list[str]:
+    return sorted(b.text for b in driver.find_elements(By.CSS_SELECTOR, "main p.buttons button"))
+
+
+def test_a_task_offers_only_the_actions_its_state_allows_and_links_back_to_the_list(
+        stage: LocalStage, api: ApiClient, browser: Any) -> None:
+    later = iso(datetime.now(UTC) + timedelta(hours=2))
+    email = {"type": "email", "to": "ops@example.com", "subject": "acts", "body": "acts"}
+    assert api.post("/tasks", {"id": f"once-{TAG}", "run_at": later, "action": email}).status == 201
+    assert api.post("/tasks", {"id": f"every-{TAG}", "run_at": later, "recurrence": "rate(1 day)",
+                               "action": email}).status == 201
+    queue = f"{stage.aws_endpoint}/123456789012/no-such-queue-{TAG}"
+    failing = {"id": f"broken-{TAG}", "run_at": iso(datetime.now(UTC) + timedelta(seconds=1)),
+               "action": {"type": "sqs", "queue_url": queue, "message": "x"}}
+    assert api.post("/tasks", failing).status == 201
+
+    go(browser, f"#/task/once-{TAG}")
+    shows(browser, "Act on it")
+    assert buttons_of(browser) == ["Cancel", "Reschedule"]  # a one-time task: no Pause, no Resume, no Retry
+    go(browser, f"#/task/every-{TAG}")
+    wait(browser, lambda d: buttons_of(d) == ["Cancel", "Pause", "Reschedule"], "a recurring task's actions")
+    confirm(browser, "Pause")
+    shows(browser, "Pause: done.")
+    wait(browser, lambda d: buttons_of(d) == ["Cancel", "Resume"], "a paused task's actions")
+    wait_until(lambda: api.get(f"/tasks/broken-{TAG}").body["status"] == "FAILED", 20, "the task to fail", 0.2)
+    go(browser, f"#/task/broken-{TAG}")
+    wait(browser, lambda d: buttons_of(d) == ["Retry"], "a failed one-time task's actions")
+    go(browser, f"#/task/once-{TAG}")
+    shows(browser, "Act on it")
+    confirm(browser, "Cancel")
+    shows(browser, "Cancel: done.")
+    wait(browser, lambda d: d.find_elements(By.ID, "no-actions"), "no action for a cancelled task")
+    assert buttons_of(browser) == []
+    browser.find_element(By.LINK_TEXT, "All tasks").click()
+    wait(browser, lambda d: d.current_url.endswith("#/tasks"), "the task list")
+    shows(browser, "strategy")
+
+
 def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stage: LocalStage, browser: Any) -> None:
     """The console's pure decisions, given data of the test's own in the page that uses them."""
     browser.get(stage.api_url + "/console")
