@@ -418,7 +418,9 @@ def test_the_lists_are_sorted_by_due_time_or_a_clicked_column_and_the_now_view_i
 
 
 def buttons_of(driver: Any) -> list[str]:
-    return sorted(b.text for b in driver.find_elements(By.CSS_SELECTOR, "main p.buttons button"))
+    """The task page's action buttons, read at once (a view drawn again meanwhile leaves no stale element)."""
+    return sorted(driver.execute_script(
+        "return [...document.querySelectorAll('main p.buttons button')].map((b) => b.textContent)"))
 
 
 def test_a_task_offers_only_the_actions_its_state_allows_and_links_back_to_the_list(
