@@ -346,7 +346,7 @@
     const lookup = h('form', { class: 'filters', on: { submit: (event) => {
       event.preventDefault();
       const data = new FormData(lookup);
-      location.hash = '#/source/' + encodeURIComponent(data.get('source')) + '/' + encodeURIComponent(data.get('key'));
+      location.hash = searchTargets(data.get('source') + '/' + data.get('key'))[0]; // source "api": the API's own task
     } } },
     h('div', {}, h('label', { for: 'lookup-source' }, 'task source'), h('input', { id: 'lookup-source', name: 'source', required: true, size: 14 })),
     h('div', {}, h('label', { for: 'lookup-key' }, 'item key (a value, or JSON)'), h('input', { id: 'lookup-key', name: 'key', required: true, size: 20 })),

@@ -373,6 +373,12 @@ def test_the_header_search_finds_a_task_by_id_prefix_and_source_key_on_every_vie
         f"find-{TAG}-alpha", f"find-{TAG}-beta"]
     search(browser, f"api/find-{TAG}-beta")  # source/key, the API's own tasks too
     wait(browser, lambda d: d.current_url.endswith(f"#/task/find-{TAG}-beta"), "the API task's page")
+    go(browser, "#/tasks")  # the Tasks view's lookup by source and key: the API's own tasks too
+    wait(browser, lambda d: d.find_elements(By.ID, "lookup-source"), "the lookup form")
+    browser.find_element(By.ID, "lookup-source").send_keys("api")
+    browser.find_element(By.ID, "lookup-key").send_keys(f"find-{TAG}-alpha" + Keys.ENTER)
+    wait(browser, lambda d: d.current_url.endswith(f"#/task/find-{TAG}-alpha"), "the API task's page from the lookup")
+    shows(browser, "Act on it")
     search(browser, f"sessions/{email}")  # a task source's item key
     shows(browser, "Item of task source sessions")
     assert email in main_text(browser)
