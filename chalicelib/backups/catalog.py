@@ -1,18 +1,20 @@
-"""GET /backups: this stage's backups, newest first, one ListBackups page per request page.
+"""GET /backups: this stage's backups, newest first, every page full but the last.
 
 AWS's ListBackups answers oldest first (within TimeRangeLowerBound inclusive, TimeRangeUpperBound exclusive,
-whole seconds, at most 100 a page). So each request lists one time WINDOW [lower, upper) ending where the
-previous page stopped, with one call:
+whole seconds, at most 100 a page). So each request lists time WINDOWs [lower, upper), the first ending where
+the previous page stopped, one call each, until its page is full, the walk ends, or MAX_LISTINGS were made:
 
 - the window's listing is complete (no LastEvaluatedBackupArn): its backups are all in hand; they are
-  shown newest first (at most ``limit``: the rest stay for the next page, the token remembering the last
-  one shown), and the next window ends where this one began, 4 times wider when it held under 25
+  shown newest first (up to the page's room: the rest stay for the next page, the token remembering the
+  last one shown), and the next window ends where this one began, 4 times wider when it held under 25
   backups, half as wide when over 75;
-- the listing is cut (more than 100 backups in the window): the page shows NOTHING (what it read are the
-  window's oldest, and newer ones were not read yet) and the next window is a quarter as wide.
+- the listing is cut (more than 100 backups in the window): none is shown (what it read are the window's
+  oldest, and newer ones were not read yet) and the window is listed again a quarter as wide.
 
-So a page may hold fewer than ``limit`` backups, even none, and still have a ``next_token``: follow it
-until there is none. The walk ends at ``after`` (or at the first day backups existed on DynamoDB).
+A full page whose last window has nothing more lists the next window before it answers: a ``next_token`` only
+when a backup follows. So every page but the last is full, and the last has no ``next_token``; only a page
+that made MAX_LISTINGS listings first holds fewer, with a token. The walk ends at ``after`` (or at the first
+day backups existed on DynamoDB).
 
 Retention's decision on a backup depends on its table's NEWER good backups (``rules.TableWalk``), which the
 walk has read on the earlier pages: the token carries each table's walk (a few numbers a table), so
@@ -53,6 +55,7 @@ FIRST_TABLE_WINDOW = 30 * 86_400             # a table has a backup or so a day
 WIDEST = 400 * 86_400
 EPOCH = datetime(2017, 11, 1, tzinfo=UTC)    # before DynamoDB's first on-demand backup (November 2017)
 OLDEST_LOOKUPS = 5                           # ListBackups a page may add to find tables' oldest backups
+MAX_LISTINGS = 16                            # windows a page may list (5/s: about 3 s; empty, 2017 is 13 away)
 TOKEN_MAX = 4_000                            # characters: far inside API Gateway's 10 KB request line
 STATUSES = ("CREATING", "AVAILABLE", "DELETED")
 TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}\Z")
@@ -160,47 +163,67 @@ def list_backups(deps: Deps, raw: dict[str, str] | None) -> tuple[int, dict[str,
         cursor = Cursor(math.ceil(start.timestamp()) + (0 if q.before else 1),
                         FIRST_TABLE_WINDOW if q.table else FIRST_WINDOW, None, None if q.before else {}, q.key)
     floor = math.floor((q.after or EPOCH).timestamp())
-    lower = max(floor, cursor.upper - cursor.width)
+    prefix = deps.settings.backup_name_prefix
+    shown: list[rules.Backup] = []
+    verdicts: dict[str, rules.Verdict] = {}
+    unknown: set[str] = set()
+    sizes: dict[str, int | None] = {}
+    lookups = [OLDEST_LOOKUPS]
+    nxt: Cursor | None = None
+    for _ in range(MAX_LISTINGS):
+        lower = max(floor, cursor.upper - cursor.width)
+        summaries, cut = _window(deps, q, lower, cursor.upper)
+        if cut:  # the window's newest were not read: a narrower one
+            nxt = cursor = Cursor(cursor.upper, max(1, (cursor.upper - lower) // 4), cursor.shown, cursor.walks, q.key)
+            continue
+        listed = [b for b in map(_backup, summaries) if b.type == "USER" and rules.is_ours(b, prefix)
+                  and (q.after is None or b.created >= q.after)
+                  and (cursor.shown is None or _key(b) < cursor.shown)]
+        listed.sort(key=_key, reverse=True)
+        matching = [b for b in listed if q.status is None or b.status == q.status]
+        room = q.limit - len(shown)
+        if room == 0 and matching:  # the page is full and more follow: the next page lists this window again
+            nxt = cursor
+            break
+        taken = matching[:room]
+        full = len(matching) > room
+        reached = listed if not full else [b for b in listed if _key(b) >= _key(taken[-1])]
+        window = [b for b in map(_backup, summaries) if b.type == "USER" and rules.is_ours(b, prefix)]
+        found, left = _verdicts(deps, cursor, reached, now, window, lower, lookups)
+        verdicts.update(found)
+        unknown |= left
+        sizes.update({s["BackupArn"]: s.get("BackupSizeBytes") for s in summaries})
+        shown += taken
+        if full:
+            last = taken[-1]
+            nxt = Cursor(math.floor(last.created.timestamp()) + 1, cursor.width, _key(last), cursor.walks, q.key)
+            break
+        if lower <= floor:  # the walk's end: no page after this one
+            nxt = None
+            break
+        width = cursor.width * 4 if len(summaries) < PAGE // 4 else cursor.width // 2 if len(summaries) > 3 * PAGE // 4 \
+            else cursor.width
+        nxt = cursor = Cursor(lower, max(1, min(width, WIDEST)), None, cursor.walks, q.key)
+    items = _views(deps, shown, verdicts, unknown if cursor.walks is not None else None, sizes)
+    return 200, {"backups": items, "next_token": nxt.encode() if nxt is not None else None}
+
+
+def _window(deps: Deps, q: Query, lower: int, upper: int) -> tuple[list[Any], bool]:
+    """The backups of one ListBackups page of [lower, upper), and whether the window holds more (cut)."""
     kwargs: dict[str, Any] = {"BackupType": "USER", "Limit": PAGE, "TimeRangeLowerBound": datetime.fromtimestamp(lower, UTC),
-                              "TimeRangeUpperBound": datetime.fromtimestamp(cursor.upper, UTC)}
+                              "TimeRangeUpperBound": datetime.fromtimestamp(upper, UTC)}
     if q.table:
         kwargs["TableName"] = q.table
     listing = pacer(deps, "ListBackups")
     page = retry_transient(paced(listing, lambda: deps.clients.dynamodb.list_backups(**kwargs)), deps.sleep)
-    summaries = page.get("BackupSummaries", [])
-    if page.get("LastEvaluatedBackupArn"):  # cut: the window's newest were not read; a narrower one next
-        nxt = Cursor(cursor.upper, max(1, (cursor.upper - lower) // 4), cursor.shown, cursor.walks, q.key)
-        return 200, {"backups": [], "next_token": nxt.encode()}
-    prefix = deps.settings.backup_name_prefix
-    listed = [b for b in map(_backup, summaries) if b.type == "USER" and rules.is_ours(b, prefix)
-              and (q.after is None or b.created >= q.after)
-              and (cursor.shown is None or _key(b) < cursor.shown)]
-    listed.sort(key=_key, reverse=True)
-    shown = [b for b in listed if q.status is None or b.status == q.status][:q.limit]
-    full = len(shown) == q.limit and any(_key(b) < _key(shown[-1]) for b in listed
-                                         if q.status is None or b.status == q.status)
-    reached = listed if not full else [b for b in listed if _key(b) >= _key(shown[-1])]
-    window = [b for b in map(_backup, summaries) if b.type == "USER" and rules.is_ours(b, prefix)]
-    verdicts, unknown = _verdicts(deps, cursor, reached, now, window, lower)
-    items = _views(deps, shown, verdicts, unknown if cursor.walks is not None else None,
-                   {s["BackupArn"]: s.get("BackupSizeBytes") for s in summaries})
-    if full:
-        last = shown[-1]
-        nxt = Cursor(math.floor(last.created.timestamp()) + 1, cursor.width, _key(last), cursor.walks, q.key)
-    elif lower <= floor:
-        return 200, {"backups": items, "next_token": None}
-    else:
-        width = cursor.width * 4 if len(summaries) < PAGE // 4 else cursor.width // 2 if len(summaries) > 3 * PAGE // 4 \
-            else cursor.width
-        nxt = Cursor(lower, max(1, min(width, WIDEST)), None, cursor.walks, q.key)
-    return 200, {"backups": items, "next_token": nxt.encode()}
+    return list(page.get("BackupSummaries", [])), bool(page.get("LastEvaluatedBackupArn"))
 
 
 def _verdicts(deps: Deps, cursor: Cursor, reached: list[rules.Backup], now: datetime, window: list[rules.Backup],
-              lower: int) -> tuple[dict[str, rules.Verdict], set[str]]:
+              lower: int, lookups: list[int]) -> tuple[dict[str, rules.Verdict], set[str]]:
     """Retention's decision on the good backups read, each table's walk carried on (in the cursor), and the
     backups it is unknown for: a table's last on the page, when being its oldest would keep it and the
-    page has made its OLDEST_LOOKUPS already."""
+    page has made its OLDEST_LOOKUPS already (``lookups``: the page's lookups left)."""
     if cursor.walks is None:
         return {}, set()
     policy = retention_policy(deps.settings)
@@ -210,7 +233,6 @@ def _verdicts(deps: Deps, cursor: Cursor, reached: list[rules.Backup], now: date
             by_table.setdefault(backup.table, []).append(backup)
     out: dict[str, rules.Verdict] = {}
     unknown: set[str] = set()
-    lookups = [OLDEST_LOOKUPS]
     for table, backups in by_table.items():
         walk = cursor.walks.setdefault(table, rules.TableWalk())
 

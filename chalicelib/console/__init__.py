@@ -48,6 +48,8 @@ SECURITY_HEADERS = {
 }
 # app.js's filters of the task list, written into it from the declarations the API enforces (filters()).
 FILTERS_SLOT = '{"statuses": [], "strategies": []}'
+# app.js's map operation -> the statuses it is offered in, from the declaration the API enforces (operations()).
+OPERATIONS_SLOT = '{"operations": {}}'
 
 
 def filters() -> dict[str, list[str]]:
@@ -58,12 +60,19 @@ def filters() -> dict[str, list[str]]:
             "strategies": [strategy.value for strategy in Strategy]}
 
 
+def operations() -> dict[str, dict[str, list[str]]]:
+    """Each operation on a task (cancel, reschedule, retry, pause, resume) and the statuses the API allows it in."""
+    from chalicelib.tasks.lifecycle import OPERATIONS, allowed_from
+    return {"operations": {name: sorted(allowed_from(name)) for name in OPERATIONS}}
+
+
 def rendered(name: str, text: str) -> str:
-    """The console file ``name`` as served: its text, app.js with the filters written in."""
+    """The console file ``name`` as served: its text, app.js with the filters and operations written in."""
     if name == "app.js":
-        if text.count(FILTERS_SLOT) != 1:
-            raise RuntimeError(f"chalicelib/console/app.js must hold {FILTERS_SLOT} once")
-        text = text.replace(FILTERS_SLOT, json.dumps(filters()))
+        for slot, value in ((FILTERS_SLOT, filters()), (OPERATIONS_SLOT, operations())):
+            if text.count(slot) != 1:
+                raise RuntimeError(f"chalicelib/console/app.js must hold {slot} once")
+            text = text.replace(slot, json.dumps(value))
     return text
 
 

@@ -11,6 +11,7 @@
   const PAGE = 50; // tasks per API page (the API's most)
   const COUNT_PAGES = 10; // at most this many pages are counted per status on the Now view
   const POLL_MS = 2000;
+  const NOW_CAP = 20; // tasks listed on the Now view (the chart counts them all)
   const path = location.pathname;
   const ROOT = path.slice(0, path.lastIndexOf('/console') + 1); // "/" offline, "/<stage>/" behind API Gateway
   const $ = (id) => document.getElementById(id);
@@ -58,7 +59,33 @@
   const text = (value) => (value === null || value === undefined || value === '' ? '—' : String(value));
   const json = (value) => h('pre', {}, JSON.stringify(value, null, 2));
   const status = (value) => h('span', { class: 's-' + String(value).replace(/[^A-Z_]/g, '') }, text(value));
-  const when = (iso) => (iso ? String(iso).replace('T', ' ').replace(/(\.\d+)?(Z|\+00:00)$/, 'Z') : '—');
+  // A time in the browser's zone with its offset and how far it is from now ("in 3 min", "2 min ago"); UTC on hover.
+  const pad = (n) => String(n).padStart(2, '0');
+  function localTime(at, now) {
+    const d = new Date(at);
+    const off = -d.getTimezoneOffset();
+    const offset = (off < 0 ? '-' : '+') + pad(Math.floor(Math.abs(off) / 60)) + ':' + pad(Math.abs(off) % 60);
+    const day = d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate());
+    const today = new Date(now);
+    const sameDay = day === today.getFullYear() + '-' + pad(today.getMonth() + 1) + '-' + pad(today.getDate());
+    return (sameDay ? '' : day + ' ') + pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' ' + offset;
+  }
+  function relative(at, now) {
+    const seconds = Math.round((at - now) / 1000);
+    const size = Math.abs(seconds);
+    if (size < 1) return 'now';
+    const words = size < 60 ? size + ' s' : size < 3600 ? Math.round(size / 60) + ' min'
+      : size < 172800 ? Math.round(size / 3600) + ' h' : Math.round(size / 86400) + ' d';
+    return seconds > 0 ? 'in ' + words : words + ' ago';
+  }
+  function when(iso) {
+    const at = Date.parse(iso);
+    if (!iso || !Number.isFinite(at)) return text(iso);
+    const now = Date.now();
+    const utc = new Date(at).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') + ' (UTC)';
+    return h('time', { datetime: new Date(at).toISOString(), title: utc, class: 'when' }, localTime(at, now), ' ',
+      h('span', { class: 'rel' }, relative(at, now)));
+  }
   const link = (hash, label) => h('a', { href: hash }, label);
   const taskHash = (id) => '#/task/' + encodeURIComponent(id);
   const message = (kind, ...words) => h('p', { class: 'message ' + kind, role: kind === 'error' ? 'alert' : null }, words);
@@ -68,6 +95,38 @@
     return h('div', { class: 'table-wrap' }, h('table', {},
       h('thead', {}, h('tr', {}, headers.map((name) => h('th', { scope: 'col' }, name)))),
       h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell) => h('td', {}, cell)))))));
+  }
+
+  // Tasks by due time, soonest first; a task without one last, then by id (pure: the browser test checks it).
+  const dueOf = (t) => { const at = Date.parse(t && t.run_at); return Number.isFinite(at) ? at : Infinity; };
+  const compare = (x, y) => (typeof x === 'number' && typeof y === 'number' ? x - y : x < y ? -1 : x > y ? 1 : 0);
+  function byDue(a, b) { return compare(dueOf(a), dueOf(b)) || compare(String(a.id), String(b.id)); }
+
+  // A table of `items` whose column headers sort it (click again: the other way); columns: [name, cell(item), key(item)].
+  function sortableTable(columns, items, empty, initial) {
+    if (!items.length) return h('p', { class: 'muted' }, empty);
+    let sortBy = initial;
+    let descending = false;
+    const body = h('tbody', {});
+    const heads = columns.map(([name], i) => h('th', { scope: 'col', 'aria-sort': 'none' },
+      h('button', { type: 'button', class: 'sort', on: { click: () => {
+        descending = sortBy === i ? !descending : false;
+        sortBy = i;
+        draw();
+      } } }, name)));
+    function draw() {
+      const key = columns[sortBy][2];
+      const rows = items.slice().sort((a, b) => {
+        const x = key(a);
+        const y = key(b);
+        const order = typeof x === 'number' && typeof y === 'number' ? compare(x, y) : compare(String(x), String(y));
+        return (descending ? -order : order) || byDue(a, b);
+      });
+      heads.forEach((th, i) => th.setAttribute('aria-sort', i === sortBy ? (descending ? 'descending' : 'ascending') : 'none'));
+      replace(body, rows.map((item) => h('tr', {}, columns.map(([, cell]) => h('td', {}, cell(item))))));
+    }
+    draw();
+    return h('div', { class: 'table-wrap' }, h('table', {}, h('thead', {}, h('tr', {}, heads)), body));
   }
 
   function fields(pairs) {
@@ -166,7 +225,7 @@
   const countLabel = (n, complete) => String(n) + (complete ? '' : '+'); // "500+": more than were counted
 
   // The decisions above, for the browser test to check with data of its own (nothing else reads them).
-  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel });
+  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, searchTargets, byDue, localTime, relative, allowedActions });
 
   // --- the confirmation dialog -------------------------------------------------------------------------
   function confirmAction({ title, words, label, value, ok }) {
@@ -236,8 +295,10 @@
       pendingAll && failedAll && deadAll ? null : h('p', { class: 'muted' }, 'Counted from the first ' + COUNT_PAGES * PAGE + ' of each status.'),
       h('h2', {}, 'Due in the next hour'),
       due.length ? timeline(minutes) : null,
-      table(['due', 'task', 'strategy', 'status'], due.map((t) => [when(t.run_at), link(taskHash(t.id), t.id), text(t.strategy), status(t.status)]),
+      table(['due', 'task', 'strategy', 'status'], due.slice(0, NOW_CAP).map((t) => [when(t.run_at), link(taskHash(t.id), t.id), text(t.strategy), status(t.status)]),
         'No task is due in the next hour.'),
+      due.length > NOW_CAP ? h('p', { id: 'due-more' }, 'The first ' + NOW_CAP + ' of ' + countLabel(due.length, pendingAll) + ' shown: ',
+        link('#/tasks?status=PENDING', 'all pending tasks, by due time')) : null,
       h('h2', {}, 'Last backup run'),
       run ? fields([['run', link('#/run/' + encodeURIComponent(run.run_id), run.run_id)], ['status', status(run.status)],
         ['trigger', run.trigger], ['started', when(run.started_at)], ['finished', when(run.finished_at)],
@@ -286,7 +347,7 @@
     const lookup = h('form', { class: 'filters', on: { submit: (event) => {
       event.preventDefault();
       const data = new FormData(lookup);
-      location.hash = '#/source/' + encodeURIComponent(data.get('source')) + '/' + encodeURIComponent(data.get('key'));
+      location.hash = searchTargets(data.get('source') + '/' + data.get('key'))[0]; // source "api": the API's own task
     } } },
     h('div', {}, h('label', { for: 'lookup-source' }, 'task source'), h('input', { id: 'lookup-source', name: 'source', required: true, size: 14 })),
     h('div', {}, h('label', { for: 'lookup-key' }, 'item key (a value, or JSON)'), h('input', { id: 'lookup-key', name: 'key', required: true, size: 20 })),
@@ -303,11 +364,16 @@
     }
     if (!live()) return;
     const shown = (page.tasks || []).filter((t) => !filters.strategy || t.strategy === filters.strategy);
+    const shownStatus = (t) => (t.dead_letter ? 'DEAD_LETTERED' : t.status);
     replace(results,
-      table(['task', 'status', 'strategy', 'due', 'attempts', 'last error'], shown.map((t) => [
-        link(taskHash(t.id), t.id), status(t.dead_letter ? 'DEAD_LETTERED' : t.status), text(t.strategy), when(t.run_at),
-        text(t.attempts), text(t.last_error || t.error)]),
-      'No task on this page matches.'),
+      sortableTable([
+        ['task', (t) => link(taskHash(t.id), t.id), (t) => String(t.id)],
+        ['status', (t) => status(shownStatus(t)), (t) => String(shownStatus(t))],
+        ['strategy', (t) => text(t.strategy), (t) => String(t.strategy || '')],
+        ['due', (t) => when(t.run_at), dueOf],
+        ['attempts', (t) => text(t.attempts), (t) => Number(t.attempts) || 0],
+        ['last error', (t) => text(t.last_error || t.error), (t) => String(t.last_error || t.error || '')]],
+      shown, 'No task on this page matches.', 3),
       h('p', { class: 'buttons' },
         token ? h('button', { type: 'button', on: { click: () => history.back() } }, 'Previous page') : null,
         page.next_token ? link('#/tasks' + query({ ...filters, next_token: page.next_token }), 'Next page') : null));
@@ -332,19 +398,76 @@
       h('h3', {}, 'Last result'), json(data.last_result === undefined ? null : data.last_result),
       h('h3', {}, 'Last error'), h('pre', {}, text(data.last_error)),
       h('h3', {}, 'Dead letter'), data.dead_letter ? json(data.dead_letter) : h('p', { class: 'muted' }, 'Not dead-lettered.'),
-      h('h3', {}, 'Act on it'),
-      h('p', { class: 'buttons' },
-        actionButton('Cancel', () => ({ title: 'Cancel the task?', words: 'Cancel ' + name + '? It will not run.', ok: 'Cancel the task' }),
-          () => api('DELETE', 'tasks/' + encodeURIComponent(id)), reload, 'danger'),
-        actionButton('Reschedule', () => ({ title: 'Reschedule the task?', words: 'Move ' + name + ' to a new due time.',
-          label: 'new due time (ISO-8601, UTC, or epoch seconds)', value: data.run_at || '', ok: 'Reschedule' }),
-        (value) => api('PATCH', 'tasks/' + encodeURIComponent(id), { run_at: value }), reload),
-        actionButton('Retry', () => ({ title: 'Retry the task?', words: 'Run ' + name + ' again, once.',
-          label: 'at (empty: now)', value: '', ok: 'Retry' }), post('retry'), reload),
-        actionButton('Pause', () => ({ title: 'Pause the task?', words: 'Skip the occurrences of ' + name + ' until it is resumed.', ok: 'Pause' }),
-          post('pause'), reload),
-        actionButton('Resume', () => ({ title: 'Resume the task?', words: 'Run ' + name + ' again from its next occurrence.', ok: 'Resume' }),
-          post('resume'), reload)));
+      h('h3', {}, 'Act on it'), actionsOf(data, name, reload, post),
+      h('p', {}, link('#/tasks', 'All tasks')));
+  }
+
+  // The operations the API allows in each status, from its declaration (chalicelib/console writes them in):
+  // pause and resume take a recurring task only.
+  const OPERATIONS = {"operations": {}};
+  function allowedActions(task) {
+    return Object.keys(OPERATIONS.operations).filter((operation) => (OPERATIONS.operations[operation] || []).includes(task.status)
+      && (!['pause', 'resume'].includes(operation) || Boolean(task.recurrence)));
+  }
+
+  // A task's buttons: only those its status allows, each behind a confirmation.
+  function actionsOf(data, name, reload, post) {
+    const id = data.id;
+    const buttons = {
+      cancel: () => actionButton('Cancel', () => ({ title: 'Cancel the task?', words: 'Cancel ' + name + '? It will not run.', ok: 'Cancel the task' }),
+        () => api('DELETE', 'tasks/' + encodeURIComponent(id)), reload, 'danger'),
+      reschedule: () => actionButton('Reschedule', () => ({ title: 'Reschedule the task?', words: 'Move ' + name + ' to a new due time.',
+        label: 'new due time (ISO-8601, UTC, or epoch seconds)', value: data.run_at || '', ok: 'Reschedule' }),
+      (value) => api('PATCH', 'tasks/' + encodeURIComponent(id), { run_at: value }), reload),
+      retry: () => actionButton('Retry', () => ({ title: 'Retry the task?', words: 'Run ' + name + ' again, once.',
+        label: 'at (empty: now)', value: '', ok: 'Retry' }), post('retry'), reload),
+      pause: () => actionButton('Pause', () => ({ title: 'Pause the task?', words: 'Skip the occurrences of ' + name + ' until it is resumed.', ok: 'Pause' }),
+        post('pause'), reload),
+      resume: () => actionButton('Resume', () => ({ title: 'Resume the task?', words: 'Run ' + name + ' again from its next occurrence.', ok: 'Resume' }),
+        post('resume'), reload),
+    };
+    const allowed = allowedActions(data);
+    if (!allowed.length) return h('p', { class: 'muted', id: 'no-actions' }, 'No action: a ' + text(data.status) + ' task cannot be changed.');
+    return h('p', { class: 'buttons' }, allowed.map((operation) => buttons[operation]()));
+  }
+
+  // --- search: a task by its id, by a prefix of it, or by a task source's item key (source/key) ----------
+  const SEARCH_PAGES = 10; // a prefix is looked for in at most this many pages of the listing (every status)
+
+  // Where a search's words lead: the exact lookups to try, in order (pure, for the browser test).
+  function searchTargets(words) {
+    const slash = words.indexOf('/');
+    if (slash < 0) return [taskHash(words)];
+    const source = words.slice(0, slash);
+    const key = words.slice(slash + 1);
+    if (source === 'api') return [taskHash(key)]; // the API's own tasks: source "api" is their id
+    return ['#/source/' + encodeURIComponent(source) + '/' + encodeURIComponent(key)];
+  }
+
+  async function searchView(main, live, params) {
+    const words = (params.get('q') || '').trim();
+    $('search-input').value = words;
+    if (!words) { replace(main, h('h2', {}, 'Find a task'), h('p', { class: 'muted' }, 'Type an id, a prefix of one, or source/key.')); return; }
+    for (const target of searchTargets(words)) {
+      const { parts } = routeOf(target);
+      const route = parts[0] === 'task' ? 'tasks/' + encodeURIComponent(parts[1])
+        : 'tasks/' + encodeURIComponent(parts[1]) + '/' + encodeURIComponent(parts.slice(2).join('/'));
+      try {
+        await api('GET', route);
+        if (live()) location.replace(target); // the task itself: its page (Back returns to where the search began)
+        return;
+      } catch (failure) {
+        if (!(failure instanceof ApiError) || (failure.status !== 404 && failure.status !== 400)) throw failure;
+      }
+    }
+    const [listed, complete] = await pagesOf('tasks', { limit: PAGE }, 'tasks', SEARCH_PAGES);
+    if (!live()) return;
+    const found = listed.filter((t) => String(t.id).startsWith(words)).sort(byDue);
+    replace(main, h('h2', {}, 'Tasks whose id starts with ', h('code', {}, words)),
+      complete ? null : h('p', { class: 'muted' }, 'Searched the first ' + SEARCH_PAGES * PAGE + ' listed tasks.'),
+      table(['task', 'status', 'strategy', 'due'], found.map((t) => [link(taskHash(t.id), t.id),
+        status(t.dead_letter ? 'DEAD_LETTERED' : t.status), text(t.strategy), when(t.run_at)]),
+      'No task has that id, an id starting with it, or that source/key.'));
   }
 
   async function latenessView(main, live) {
@@ -518,6 +641,7 @@
       else if (name === 'tasks') await tasksView(main, live, params);
       else if (name === 'task') await taskView(main, live, 'tasks/' + encodeURIComponent(parts[1] || ''));
       else if (name === 'source') await taskView(main, live, 'tasks/' + encodeURIComponent(parts[1] || '') + '/' + encodeURIComponent(parts.slice(2).join('/')));
+      else if (name === 'search') await searchView(main, live, params);
       else if (name === 'lateness') await latenessView(main, live);
       else if (name === 'backups') await backupsView(main, live, params, poll);
       else if (name === 'run') await runView(main, live, parts[1] || '', poll);
@@ -561,6 +685,10 @@
     $('sign-out').addEventListener('click', () => {
       forget();
       showSignIn('Signed out.');
+    });
+    $('search').addEventListener('submit', (event) => {
+      event.preventDefault();
+      location.hash = '#/search' + query({ q: $('search-input').value.trim() });
     });
     window.addEventListener('hashchange', () => { $('notice').replaceChildren(); render(); });
     render();

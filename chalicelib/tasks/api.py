@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from chalicelib.aws import Deps
 from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE
-from chalicelib.tasks import items, stream_dead_letters
+from chalicelib.tasks import items, lifecycle, stream_dead_letters
 from chalicelib.tasks.items import LISTED, LISTED_STATUSES
 from chalicelib.tasks.model import (
     TASK_ID,
@@ -253,11 +253,11 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     status = _status(record, task)
     if status == Status.CANCELLED.value:
         return 200, _view(deps, key.task_id, item, record)
-    if status in (Status.DONE.value, Status.FAILED.value):
-        raise conflict(f"task {key.task_id!r} is {status} and can no longer be cancelled")
-    stuck = status == Status.DEAD_LETTERED.value
     if status == Status.RUNNING.value:
         raise conflict(f"task {key.task_id!r} is running; try again when it has finished")
+    if status not in lifecycle.allowed_from("cancel"):
+        raise conflict(f"task {key.task_id!r} is {status} and can no longer be cancelled")
+    stuck = status == Status.DEAD_LETTERED.value
     store, now = TaskStore(deps), deps.clock()
     new_record = dict(record or {})
     if task is not None:
@@ -284,7 +284,7 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
     key, item, record, task = _current(deps, task_id)
     status = _status(record, task)
     stuck = status == Status.DEAD_LETTERED.value
-    if status not in (Status.PENDING.value, Status.DEAD_LETTERED.value):
+    if status not in lifecycle.allowed_from("reschedule"):
         hint = "; resume it first (POST /tasks/{id}/resume)" if status == Status.PAUSED.value else ""
         raise conflict(f"task {key.task_id!r} is {status}; only a PENDING or DEAD_LETTERED task can be changed{hint}",
                        "status")

@@ -144,6 +144,19 @@ WRITERS: Mapping[str, str] = {
     "redrive": "TaskStore.redrive", "pause": "TaskStore.pause", "resume": "TaskStore.resume",
 }
 
+# The operator's operations (the API's routes) and the transition each makes; pause and resume take a recurring
+# task only.  The API refuses an operation outside its transition's sources (``allowed_from``), and the console
+# offers only the operations a task's status allows (chalicelib/console writes this map into app.js).
+OPERATIONS: Mapping[str, str] = {"cancel": "cancel", "reschedule": "reschedule", "retry": "redrive",
+                                 "pause": "pause", "resume": "resume"}
+
+
+def allowed_from(operation: str) -> frozenset[str]:
+    """The statuses, as the API shows them, a task may be in for ``operation`` (``OPERATIONS``): its transition's
+    sources, ``none`` shown as PENDING (a task without a record)."""
+    transition = next(t for t in TRANSITIONS if t.name == OPERATIONS[operation])
+    return frozenset(State.PENDING.value if s is State.NONE else s.value for s in transition.sources)
+
 
 def edges() -> set[tuple[str, State, State]]:
     """Every (transition, from, to) the declaration allows."""
@@ -199,5 +212,5 @@ def _state(node: str) -> State:
     return State.NONE if node == "[*]" else State(node)
 
 
-__all__ = ["TRANSITIONS", "WRITERS", "State", "Transition", "allows", "edges", "mermaid", "parse_mermaid",
-           "state_of"]
+__all__ = ["OPERATIONS", "TRANSITIONS", "WRITERS", "State", "Transition", "allowed_from", "allows", "edges", "mermaid",
+           "parse_mermaid", "state_of"]

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from chalicelib.aws import Deps
 from chalicelib.log import logger
-from chalicelib.tasks import api, items, source_api, timing
+from chalicelib.tasks import api, items, lifecycle, source_api, timing
 from chalicelib.tasks.model import (
     DueMessage,
     InvalidTask,
@@ -47,7 +47,7 @@ T = TypeVar("T")
 
 RETRY_FIELDS = frozenset({"retry_id", "run_at"})
 RETRY_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-RETRYABLE = (Status.FAILED.value, Status.DEAD_LETTERED.value)
+RETRYABLE = lifecycle.allowed_from("retry")  # FAILED, DEAD_LETTERED
 
 
 def retry(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
@@ -131,7 +131,7 @@ def pause(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     status = _status_of(deps, task, record)
     if status == Status.PAUSED.value:
         return 200, api.view(deps, key.task_id, item, record)
-    if status != Status.PENDING.value:
+    if status not in lifecycle.allowed_from("pause"):
         raise api.conflict(f"task {key.task_id!r} is {status}; only a PENDING task can be paused", "status")
     new_record = items.record_of(task, (record or {}).get("created_at") or task.item.get("created_at"))
     if not TaskStore(deps).pause(key, new_record, iso(task.due), deps.clock()):
@@ -146,7 +146,7 @@ def resume(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     """``POST /tasks/{id}/resume``: from the next occurrence after now."""
     key, item, record, task = _recurring(deps, task_id, "resumed")
     status = _status_of(deps, task, record)
-    if status != Status.PAUSED.value:
+    if status not in lifecycle.allowed_from("resume"):
         if status == Status.PENDING.value:
             return 200, api.view(deps, key.task_id, item, record)
         raise api.conflict(f"task {key.task_id!r} is {status}; only a PAUSED task can be resumed", "status")

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -286,6 +286,7 @@ def test_a_backup_run_started_from_the_console_is_watched_to_complete(stage: Loc
     go(browser, "#/backups")
     shows(browser, run_id)
     shows(browser, "AVAILABLE")
+    assert not browser.find_elements(By.LINK_TEXT, "Next page")  # the catalog's one page: GET /backups ends there
     screenshot(browser, "backups")
     confirm(browser, "Restore…")  # the first backup of the catalog, to the name proposed
     shows(browser, "Restore…: done. Status now ")
@@ -326,6 +327,162 @@ def test_the_views_are_keyboard_reachable_and_readable_at_320_px(browser: Any) -
             assert width <= inner, (view, width, inner)
     finally:
         browser.set_window_size(size["width"], size["height"])
+
+
+def test_times_are_in_the_browsers_zone_with_offset_relative_and_utc_on_hover_unwrapped_at_375_px(
+        api: ApiClient, browser: Any) -> None:
+    task_id = f"zoned-{TAG}"
+    due = (datetime.now(UTC) + timedelta(minutes=30)).replace(microsecond=0)
+    body = {"id": task_id, "run_at": iso(due),
+            "action": {"type": "email", "to": "ops@example.com", "subject": "zoned", "body": "zoned"}}
+    assert api.post("/tasks", body).status == 201
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})  # +05:30, no DST
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(375, 800)
+        go(browser, f"#/task/{task_id}")
+        shows(browser, "Act on it")
+        [due_cell] = [t for t in browser.find_elements(By.CSS_SELECTOR, "main dd time")
+                      if t.get_attribute("datetime") == due.strftime("%Y-%m-%dT%H:%M:%S.000Z")]
+        local = due.astimezone(timezone(timedelta(hours=5, minutes=30)))
+        assert local.strftime("%H:%M:%S") + " +05:30" in due_cell.text, due_cell.text
+        assert "in 30 min" in due_cell.text or "in 29 min" in due_cell.text, due_cell.text
+        assert due_cell.get_attribute("title") == due.strftime("%Y-%m-%d %H:%M:%SZ") + " (UTC)"
+        go(browser, "#/tasks?status=PENDING")
+        shows(browser, task_id)
+        cells = browser.find_elements(By.CSS_SELECTOR, "main tbody time")
+        assert cells and all(browser.execute_script(
+            "const r = arguments[0].getClientRects(); return r.length === 1 && getComputedStyle(arguments[0]).whiteSpace"
+            " === 'nowrap'", cell) for cell in cells)
+        found = browser.execute_script("""
+            const c = window.timekeeperConsole, now = Date.parse('2026-11-28T20:00:00Z');
+            return [c.relative(now + 180000, now), c.relative(now - 120000, now), c.relative(now + 5000, now),
+                    c.relative(now - 3 * 3600000, now), c.relative(now + 3 * 86400000, now), c.relative(now, now),
+                    c.localTime(Date.parse('2026-11-28T20:18:12Z'), now), c.localTime(Date.parse('2026-11-30T20:18:12Z'), now)];
+        """)
+        assert found == ["in 3 min", "2 min ago", "in 5 s", "3 h ago", "in 3 d", "now", "01:48:12 +05:30",
+                         "2026-12-01 01:48:12 +05:30"], found
+    finally:
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+        browser.set_window_size(size["width"], size["height"])
+
+
+def search(driver: Any, words: str) -> None:
+    field = driver.find_element(By.ID, "search-input")
+    field.clear()
+    field.send_keys(words + Keys.ENTER)
+
+
+def test_the_header_search_finds_a_task_by_id_prefix_and_source_key_on_every_view(stage: LocalStage, api: ApiClient,
+                                                                                browser: Any) -> None:
+    later = iso(datetime.now(UTC) + timedelta(hours=3))
+    for name in ("alpha", "beta"):
+        body = {"id": f"find-{TAG}-{name}", "run_at": later,
+                "action": {"type": "email", "to": "ops@example.com", "subject": "find", "body": name}}
+        assert api.post("/tasks", body).status == 201
+    email = f"search-{TAG}@example.com"
+    boto3.client("dynamodb", endpoint_url=stage.aws_endpoint).put_item(
+        TableName="seed-sessions", Item={"email": {"S": email}, "expires_at": {"N": str(int(time.time()) + 3600)}})
+
+    go(browser, "#/backups")  # the box is in the header, on every view
+    shows(browser, "Catalog")
+    search(browser, f"find-{TAG}-alpha")  # an id: the task's page
+    wait(browser, lambda d: d.current_url.endswith(f"#/task/find-{TAG}-alpha"), "the task's page")
+    shows(browser, "Act on it")
+    search(browser, f"find-{TAG}-")  # a prefix: the tasks whose id starts with it
+    shows(browser, "Tasks whose id starts with")
+    assert sorted(a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")) == [
+        f"find-{TAG}-alpha", f"find-{TAG}-beta"]
+    search(browser, f"api/find-{TAG}-beta")  # source/key, the API's own tasks too
+    wait(browser, lambda d: d.current_url.endswith(f"#/task/find-{TAG}-beta"), "the API task's page")
+    go(browser, "#/tasks")  # the Tasks view's lookup by source and key: the API's own tasks too
+    wait(browser, lambda d: d.find_elements(By.ID, "lookup-source"), "the lookup form")
+    browser.find_element(By.ID, "lookup-source").send_keys("api")
+    browser.find_element(By.ID, "lookup-key").send_keys(f"find-{TAG}-alpha" + Keys.ENTER)
+    wait(browser, lambda d: d.current_url.endswith(f"#/task/find-{TAG}-alpha"), "the API task's page from the lookup")
+    shows(browser, "Act on it")
+    search(browser, f"sessions/{email}")  # a task source's item key
+    shows(browser, "Item of task source sessions")
+    assert email in main_text(browser)
+    search(browser, f"nothing-{TAG}")
+    shows(browser, "No task has that id, an id starting with it, or that source/key.")
+    no_script_ran(browser)
+
+
+def test_the_lists_are_sorted_by_due_time_or_a_clicked_column_and_the_now_view_is_capped(api: ApiClient,
+                                                                                       browser: Any) -> None:
+    now = datetime.now(UTC)
+    order = [7, 2, 24, 0, 15, 11, 3, 20, 9, 1, 18, 5, 22, 13, 6, 4, 17, 8, 23, 10, 14, 12, 19, 16, 21]
+    for i in order:  # created out of due order: the API lists them as created
+        body = {"id": f"due-{i:02d}-{TAG}", "run_at": iso(now + timedelta(minutes=25, seconds=20 * i)),
+                "action": {"type": "email", "to": "ops@example.com", "subject": "due", "body": str(i)}}
+        assert api.post("/tasks", body).status == 201
+    go(browser, "#/tasks?status=PENDING")
+    shows(browser, f"due-24-{TAG}")
+
+    def due_times() -> list[str]:
+        return [t.get_attribute("datetime") for t in browser.find_elements(By.CSS_SELECTOR, "main tbody time")]
+
+    assert due_times() == sorted(due_times()) and len(due_times()) > 25, due_times()
+    ours = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a") if a.text.startswith("due-")]
+    assert ours == [f"due-{i:02d}-{TAG}" for i in range(25)], ours
+    [by_task] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main th button") if b.text == "task"]
+    by_task.click()
+    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    assert ids == sorted(ids), ids
+    by_task.click()  # again: the other way
+    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    assert ids == sorted(ids, reverse=True), ids
+
+    go(browser, "#/now")
+    shows(browser, "Due in the next hour")
+    wait(browser, lambda d: d.find_elements(By.ID, "due-more"), "the link to the rest")
+    rows = browser.find_elements(By.CSS_SELECTOR, "main tbody tr")
+    assert len(rows) == 20, len(rows)
+    shown = [t.get_attribute("datetime") for t in browser.find_elements(By.CSS_SELECTOR, "main tbody time")]
+    assert shown == sorted(shown), shown
+    browser.find_element(By.ID, "due-more").find_element(By.TAG_NAME, "a").click()
+    wait(browser, lambda d: d.current_url.endswith("#/tasks?status=PENDING"), "the pending tasks")
+
+
+def buttons_of(driver: Any) -> list[str]:
+    """The task page's action buttons, read at once (a view drawn again meanwhile leaves no stale element)."""
+    return sorted(driver.execute_script(
+        "return [...document.querySelectorAll('main p.buttons button')].map((b) => b.textContent)"))
+
+
+def test_a_task_offers_only_the_actions_its_state_allows_and_links_back_to_the_list(
+        stage: LocalStage, api: ApiClient, browser: Any) -> None:
+    later = iso(datetime.now(UTC) + timedelta(hours=2))
+    email = {"type": "email", "to": "ops@example.com", "subject": "acts", "body": "acts"}
+    assert api.post("/tasks", {"id": f"once-{TAG}", "run_at": later, "action": email}).status == 201
+    assert api.post("/tasks", {"id": f"every-{TAG}", "run_at": later, "recurrence": "rate(1 day)",
+                               "action": email}).status == 201
+    queue = f"{stage.aws_endpoint}/123456789012/no-such-queue-{TAG}"
+    failing = {"id": f"broken-{TAG}", "run_at": iso(datetime.now(UTC) + timedelta(seconds=1)),
+               "action": {"type": "sqs", "queue_url": queue, "message": "x"}}
+    assert api.post("/tasks", failing).status == 201
+
+    go(browser, f"#/task/once-{TAG}")
+    shows(browser, "Act on it")
+    assert buttons_of(browser) == ["Cancel", "Reschedule"]  # a one-time task: no Pause, no Resume, no Retry
+    go(browser, f"#/task/every-{TAG}")
+    wait(browser, lambda d: buttons_of(d) == ["Cancel", "Pause", "Reschedule"], "a recurring task's actions")
+    confirm(browser, "Pause")
+    shows(browser, "Pause: done.")
+    wait(browser, lambda d: buttons_of(d) == ["Cancel", "Resume"], "a paused task's actions")
+    wait_until(lambda: api.get(f"/tasks/broken-{TAG}").body["status"] == "FAILED", 20, "the task to fail", 0.2)
+    go(browser, f"#/task/broken-{TAG}")
+    wait(browser, lambda d: buttons_of(d) == ["Retry"], "a failed one-time task's actions")
+    go(browser, f"#/task/once-{TAG}")
+    shows(browser, "Act on it")
+    confirm(browser, "Cancel")
+    shows(browser, "Cancel: done.")
+    wait(browser, lambda d: d.find_elements(By.ID, "no-actions"), "no action for a cancelled task")
+    assert buttons_of(browser) == []
+    browser.find_element(By.LINK_TEXT, "All tasks").click()
+    wait(browser, lambda d: d.current_url.endswith("#/tasks"), "the task list")
+    shows(browser, "strategy")
 
 
 def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stage: LocalStage, browser: Any) -> None:

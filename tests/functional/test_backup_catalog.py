@@ -56,25 +56,26 @@ def test_the_catalog_walks_every_backup_newest_first_one_listbackups_page_a_requ
                 now - timedelta(days=4))
     counter = CallCounter().watch(deps.clients.dynamodb)
 
-    seen, lists, token, pages = [], [], None, 0
+    seen, lists, sizes, token = [], [], [], None
     while True:
         before = counter.count("dynamodb:ListBackups")
         response = client.http.get("/backups?limit=40" + (f"&next_token={token}" if token else ""))
         assert response.status_code == 200, response.json_body
         lists.append(counter.count("dynamodb:ListBackups") - before)
         seen += response.json_body["backups"]
+        sizes.append(len(response.json_body["backups"]))
         token = response.json_body["next_token"]
-        pages += 1
         if token is None:
             break
 
     expected = rules.newest_first(_ours(deps))
     assert [b["arn"] for b in seen] == [b.arn for b in expected]  # every one of ours, once, newest first
-    # one ListBackups a page, and one more for each table the first time its page's last backup would be kept
-    # were it the table's oldest (a count not filled yet: retention keeps the oldest, as restic and borg do)
-    assert sum(lists) == pages + 3 and max(lists) <= 1 + catalog.OLDEST_LOOKUPS
+    # every page full but the last, which is not empty: no page past the end
+    assert sizes[:-1] == [40] * (len(sizes) - 1) and 0 < sizes[-1] <= 40, sizes
+    # windows listed until the page is full, and one more ListBackups for each table the first time its page's last
+    # backup would be kept were it the table's oldest (a count not filled yet: retention keeps the oldest)
+    assert max(lists) <= catalog.MAX_LISTINGS + catalog.OLDEST_LOOKUPS, lists
     assert counter.count("dynamodb:DescribeBackup") == 0
-    assert any(not page for page in [seen]) is False and pages < 40
     decided = {v.backup.arn: v for v in rules.retention_verdicts(
         expected, now, policy, deps.settings.backup_name_prefix, ["orders", "audit", "burst"])}
     for item in seen:
@@ -83,6 +84,22 @@ def test_the_catalog_walks_every_backup_newest_first_one_listbackups_page_a_requ
         assert item["expires_after"] == (verdict.expires_after.isoformat() if verdict.expires_after else None)
     kinds = {item["kept"] for item in seen}
     assert {"last_good", "weekly", "daily", "age", None} <= kinds
+
+
+def test_a_page_is_full_until_the_end_and_no_next_token_is_given_past_it(deps: Deps, clock: FakeClock,
+                                                                          client: Client) -> None:
+    create_tables(deps, ["orders"])
+    assert client.http.get("/backups").json_body == {"backups": [], "next_token": None}  # an empty catalog
+    for days in (0, 1, 40, 900):  # sparse: years apart, where one window would once make a page
+        our_backup(deps, "orders", clock.now - timedelta(days=days, hours=1))
+
+    first = client.http.get("/backups?limit=2").json_body
+    second = client.http.get(f"/backups?limit=2&next_token={first['next_token']}").json_body
+    by_table = client.http.get("/backups?table=orders&limit=4").json_body
+
+    assert len(first["backups"]) == 2 and first["next_token"]
+    assert len(second["backups"]) == 2 and second["next_token"] is None
+    assert len(by_table["backups"]) == 4 and by_table["next_token"] is None
 
 
 def test_a_backup_shows_the_run_that_made_it_and_its_verification(deps: Deps, clock: FakeClock,
@@ -180,7 +197,8 @@ def test_a_tables_oldest_backup_shows_kept_while_a_count_is_not_filled_within_a_
     counter = CallCounter().watch(deps.clients.dynamodb)
 
     first = client.http.get("/backups").json_body  # all on the first page: the rest of the walk finds none
-    assert counter.count("dynamodb:ListBackups") == 1 + catalog.OLDEST_LOOKUPS
+    assert first["next_token"] is None and len(first["backups"]) == 2 * len(tables)
+    assert counter.count("dynamodb:ListBackups") - catalog.OLDEST_LOOKUPS <= catalog.MAX_LISTINGS
     oldest = [b for b in first["backups"] if b["created"] == (clock.now - timedelta(hours=5)).isoformat()]
     assert sorted(str((b["kept"], b.get("retention"))) for b in oldest) == sorted(
         [str(("daily", None))] * catalog.OLDEST_LOOKUPS + [str((None, "unknown"))] * 2)

@@ -104,3 +104,19 @@ def test_the_task_lists_filters_offer_every_status_and_strategy_the_api_takes(de
                  if client.http.get(f"/tasks?status={status.value}&limit=1").status_code == 200]
     assert filters["statuses"] == taken and "PAUSED" in taken
     assert filters["strategies"] == [strategy.value for strategy in Strategy]
+
+
+def test_a_tasks_page_offers_the_operations_the_api_allows_in_its_status_from_the_lifecycles_declaration() -> None:
+    from chalicelib.tasks.lifecycle import OPERATIONS, TRANSITIONS, State, allowed_from
+
+    with Client(app_module.app) as client:
+        script = client.http.get("/console/app.js").body.decode()
+    found = re.search(r"^  const OPERATIONS = (\{.*\});$", script, re.MULTILINE)
+    assert found is not None, "app.js holds no OPERATIONS"
+    served = json.loads(found.group(1))["operations"]
+    assert served == {name: sorted(allowed_from(name)) for name in OPERATIONS}
+    for name, transition in OPERATIONS.items():  # each the sources of the transition the API's route makes
+        [declared] = [t for t in TRANSITIONS if t.name == transition]
+        assert set(served[name]) == {"PENDING" if s is State.NONE else s.value for s in declared.sources}
+    assert served == {"cancel": ["DEAD_LETTERED", "PAUSED", "PENDING"], "reschedule": ["DEAD_LETTERED", "PENDING"],
+                      "retry": ["DEAD_LETTERED", "FAILED"], "pause": ["PENDING"], "resume": ["PAUSED"]}
