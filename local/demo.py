@@ -40,6 +40,7 @@ from typing import Any
 
 import boto3
 
+from chalicelib.tasks.webhook import IDEMPOTENCY_HEADER, idempotency_key
 from local.client import ApiClient, TimedOut, emails_to, wait_until
 from local.stage import LOCAL_WEBHOOK_SECRET, SAMPLE_TABLES, LocalSettings, LocalSettingsError, LocalStage, start_local_stage
 
@@ -70,6 +71,11 @@ class DemoTiming:
 
 
 Flow = tuple[str, Callable[["Demo"], str]]
+
+
+def webhook_detail(origin: str, key: str) -> str:
+    """The webhook flow's line: the receiver's POST, verified, and the key it came with (a run's and the sample's)."""
+    return f"POST {origin}/demo: signature verified, {IDEMPOTENCY_HEADER} {key}, status DONE"
 
 
 @dataclass(frozen=True)
@@ -114,8 +120,8 @@ FLOWS = (
         "5 webhook task",
         "`POST /tasks` with a `webhook` action to `make run`'s receiver, due in 15 s: the receiver gets one POST "
         "whose signature it verifies; the task shows `DONE`.",
-        16.1, "POST http://127.0.0.1:41853/demo: signature verified, Idempotency-Key "
-              "8c0e7d5a4f1b2c3d4e5f60718293a4b5@2026-11-26T11:43:41Z, status DONE"),
+        16.1, webhook_detail("http://127.0.0.1:41853", idempotency_key("8c0e7d5a4f1b2c3d4e5f60718293a4b5",
+                                                                      datetime(2026, 11, 26, 11, 43, 41, tzinfo=UTC)))),
     FlowDeclaration(
         "6 downstream actions",
         "`POST /tasks` with a `lambda`, an `eventbridge` and a `stepfunctions` action on the sample targets, due "
@@ -288,7 +294,7 @@ def webhook_task(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:
     wait_until(done, demo.left(), "the webhook task to show DONE", 0.5)
     got = [r for r in receiver.received if r.body == body]
     assert len(got) == 1 and got[0].verified, f"the receiver should get one signed POST: {got}"
-    return f"POST {receiver.origin}/demo: signature verified, webhook-id {got[0].key}, status DONE"
+    return webhook_detail(receiver.origin, got[0].key)
 
 
 def downstream(demo: Demo, tag: str, lead: timedelta = TASK_LEAD) -> str:

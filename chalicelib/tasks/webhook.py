@@ -155,21 +155,40 @@ def origin_problem(target: Target, allow_loopback: bool = False) -> str | None:
     """Why every call to ``target``'s origin would be refused, or None: a host that is no DNS name (a ``*``
     wildcard is not one: each origin is listed as it is), an address ``address_refusal`` refuses, or plain
     http but to loopback where loopback is allowed (the local stage's receiver). Pure."""
-    try:
-        ipaddress.ip_address(target.host.split("%", 1)[0])
-    except ValueError:
+    address = host_address(target.host)
+    if address is None:
         if not _HOST_NAME.fullmatch(target.host):
             return ("the host is not a DNS name (a wildcard such as *.example.com is not supported: list each "
                     "origin)")
         if target.scheme == "http" and not allow_loopback:
             return "plain http is for the local stage's loopback receiver only (TASK_WEBHOOK_ALLOW_LOOPBACK)"
         return None
-    problem = address_refusal(target.host, allow_loopback)
+    problem = address_refusal(address, allow_loopback)
     if problem:
         return f"{problem}; webhooks call public addresses only"
-    if target.scheme == "http" and not ipaddress.ip_address(target.host.split("%", 1)[0]).is_loopback:
+    if target.scheme == "http" and not ipaddress.ip_address(address.split("%", 1)[0]).is_loopback:
         return "plain http is for the local stage's loopback receiver only (TASK_WEBHOOK_ALLOW_LOOPBACK)"
     return None
+
+
+_SHORT_IPV4 = re.compile(r"(?:0x[0-9a-f]+|[0-9]+)(?:\.(?:0x[0-9a-f]+|[0-9]+)){0,3}")
+
+
+def host_address(host: str) -> str | None:
+    """The address a URL's host (lowercase) names whatever DNS says, or None for a name DNS answers for: an IP
+    address; an IPv4 address in a form the system's resolver also reads (127.1, 2130706433, 0x7f.0.0.1); a
+    loopback address for ``localhost`` and its subdomains (RFC 6761). Pure."""
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        return host
+    except ValueError:
+        pass
+    if _SHORT_IPV4.fullmatch(host):
+        try:
+            return socket.inet_ntoa(socket.inet_aton(host))
+        except OSError:
+            return None
+    return "127.0.0.1" if host == "localhost" or host.endswith(".localhost") else None
 
 
 def parse_origins(text: str, allow_loopback: bool = False) -> tuple[str, ...]:

@@ -3,7 +3,8 @@
 The table (``| function | actions | resources |``) has a row per function and rows that add to a function's
 actions under a condition its first cell names: ``BACKUP_VERIFY`` (a stage that verifies restores), ``lazy or
 interval`` (a task source of those strategies), ``TASK_WEBHOOK_SECRETS`` (a stage whose webhooks sign with
-secrets), ``selects tables`` (a stage with tables to back up, which restore on demand may restore),
+secrets), ``selects tables`` (a stage with tables to back up, which restore on demand may restore; and
+``TASK_SOURCES`` too: a stage that also declares task sources),
 ``TASK_ACTION_TARGET_ARNS`` (naming functions, buses and state machines), ``Deny`` (the function's explicit
 Deny); ``every function`` rows
 apply to all. The actions are the backticked ``service:Action`` names of the second cell.
@@ -29,11 +30,12 @@ EVERY = "every function"
 SOURCE = "source_NAME"
 VERIFY, LAZY_OR_INTERVAL, WEBHOOK, RESTORE = "verify", "lazy or interval", "webhook secrets", "selects tables"
 TARGETS = "TASK_ACTION_TARGET_ARNS"
+RESTORE_SOURCES = "selects tables and declares TASK_SOURCES"
 
 
 class Row(NamedTuple):
     function: str
-    condition: str  # "", VERIFY, LAZY_OR_INTERVAL, WEBHOOK, RESTORE or TARGETS
+    condition: str  # "", VERIFY, LAZY_OR_INTERVAL, WEBHOOK, RESTORE, RESTORE_SOURCES or TARGETS
     effect: str     # Allow or Deny
     actions: frozenset[str]
 
@@ -49,7 +51,8 @@ def documented_rows(text: str) -> list[Row]:
         named = re.match(r"`([a-z_A-Z]+)`", first)
         function = named[1] if named else first
         condition = (VERIFY if "BACKUP_VERIFY" in first else LAZY_OR_INTERVAL if LAZY_OR_INTERVAL in first
-                     else WEBHOOK if "TASK_WEBHOOK_SECRETS" in first else RESTORE if RESTORE in first
+                     else WEBHOOK if "TASK_WEBHOOK_SECRETS" in first
+                     else RESTORE_SOURCES if RESTORE in first and "TASK_SOURCES" in first else RESTORE if RESTORE in first
                      else TARGETS if TARGETS in first else "")
         rows.append(Row(function, condition, "Deny" if "Deny" in first else "Allow",
                         frozenset(ACTION.findall(actions))))
@@ -106,6 +109,8 @@ CASES = {
     "webhook secrets": (stage_settings(TASK_WEBHOOK_SECRETS="ssm:/tk/hook,secretsmanager:tk/hook"), (WEBHOOK,)),
     "restoring the API's tables": (stage_settings(BACKUP_API_TABLES="orders"), (RESTORE,)),
     "task sources": (stage_settings(TASK_SOURCES=json.dumps(SOURCES), TASK_SOURCE_STREAMS=json.dumps(STREAMS)), ()),
+    "restoring beside task sources": (stage_settings(BACKUP_TABLE_PATTERN="app-.*", TASK_SOURCES=json.dumps(SOURCES),
+                                                     TASK_SOURCE_STREAMS=json.dumps(STREAMS)), (RESTORE, RESTORE_SOURCES)),
 }
 
 

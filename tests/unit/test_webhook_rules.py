@@ -209,6 +209,9 @@ def test_loopback_may_be_allowed_on_the_local_stage_only() -> None:
     ("https://127.0.0.1", "loopback"), ("https://[::1]:8443", "loopback"), ("https://10.0.0.1", "private"),
     ("https://169.254.169.254", "link-local"), ("https://*.example.com", "wildcard"),
     ("https://hooks_.exa mple.com", "printable ASCII"),
+    # Hosts the system's resolver reads as an address whatever DNS says: loopback or private, always refused.
+    ("https://localhost", "loopback"), ("https://api.localhost:8443", "loopback"), ("https://127.1", "loopback"),
+    ("https://2130706433", "loopback"), ("https://0x7f.0.0.1", "loopback"), ("https://10.1", "private"),
 ])
 def test_a_deployed_stage_refuses_to_start_with_an_origin_the_executor_always_refuses(origin: str, reason: str) -> None:
     with pytest.raises(SettingsError, match="TASK_WEBHOOK_ORIGINS") as caught:
@@ -221,7 +224,9 @@ def test_the_local_stage_keeps_its_plain_http_loopback_receiver_and_refuses_what
     allowed = "http://127.0.0.1:8010, http://localhost:8010, https://127.0.0.1:8443, https://hooks.example.com"
     assert Settings.from_env({**local, "TASK_WEBHOOK_ORIGINS": allowed}).task_webhook_origins == (
         "http://127.0.0.1:8010", "http://localhost:8010", "https://127.0.0.1:8443", "https://hooks.example.com")
-    for refused in ("http://8.8.8.8", "https://10.0.0.1", "https://*.example.com"):
+    assert Settings.from_env({"STAGE": "prod", "TASK_WEBHOOK_ORIGINS": "https://123.example.com"}).task_webhook_origins \
+        == ("https://123.example.com",)  # a name with a numeric label is a name
+    for refused in ("http://8.8.8.8", "https://10.0.0.1", "https://*.example.com", "https://10.1"):
         with pytest.raises(SettingsError, match="TASK_WEBHOOK_ORIGINS"):
             Settings.from_env({**local, "TASK_WEBHOOK_ORIGINS": refused})
 
