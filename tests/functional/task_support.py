@@ -14,6 +14,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks import items
 from chalicelib.tasks.model import DueMessage, TaskKey
+from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
 from tests.configured_lambda import ConfiguredLambdaClient
 from tests.fixtures import ACCOUNT
@@ -207,3 +208,28 @@ class StrictConditions:
                                       model.name)
                 raise ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": "failed"}},
                                   model.name)
+
+
+def deliver_until_dead_lettered(client: Client, aws: Any, deps: Deps, body: str) -> int:
+    """Send ``body`` to the due queue and hand it to the executor as Lambda's poller would, every delivery failing,
+    until SQS moves it to the due DLQ; then hand that to ``due_dead_letter``. The deliveries made."""
+    due_url = aws.queue_url(deps.settings.due_queue)
+    aws.clients.sqs.send_message(QueueUrl=due_url, MessageBody=body)
+    runs = 0
+    for _ in range(MAX_RECEIVE_COUNT + 1):  # SQS moves it after the last one
+        for received in aws.clients.sqs.receive_message(
+                QueueUrl=due_url, AttributeNames=["All"], VisibilityTimeout=0).get("Messages", []):
+            record = events.sqs_record_from_message(received, events.queue_arn(deps.settings.due_queue))
+            payload = client.lambda_.invoke("task_executor", events.sqs_event(record)).payload
+            assert events.batch_item_failures(payload) == {received["MessageId"]}
+            runs += 1
+    return runs
+
+
+def hand_dead_letter_over(client: Client, aws: Any, deps: Deps) -> None:
+    """The one message of the due DLQ, handed to ``due_dead_letter``, which must take it."""
+    [moved] = aws.clients.sqs.receive_message(QueueUrl=aws.queue_url(deps.settings.due_dlq),
+                                              AttributeNames=["All"]).get("Messages", [])
+    record = events.sqs_record_from_message(moved, events.queue_arn(deps.settings.due_dlq))
+    assert events.batch_item_failures(client.lambda_.invoke("due_dead_letter", events.sqs_event(record)).payload) \
+        == set()

@@ -16,7 +16,16 @@ from tests import events
 from tests.faults import Faults
 from tests.fixtures import Aws, FakeClock
 from tests.functional.stream_support import TableStream, stream
-from tests.functional.task_support import EMAIL_ACTION, deliver, emails_sent, patch_task, post_task, record_of
+from tests.functional.task_support import (
+    EMAIL_ACTION,
+    deliver,
+    deliver_until_dead_lettered,
+    emails_sent,
+    hand_dead_letter_over,
+    patch_task,
+    post_task,
+    record_of,
+)
 
 DUE = "2026-11-22T12:02:00Z"  # two minutes after the FakeClock's now
 KEY = TaskKey.for_id("standup")
@@ -61,20 +70,9 @@ def test_a_due_message_sqs_gave_up_on_reaches_its_own_queue_and_the_task_shows_w
     clock.advance(minutes=2)
     # The executor cannot read the task's item (DynamoDB keeps failing for it): every delivery fails.
     faults.inject("dynamodb.GetItem", "error", times=1000, match=lambda p: p["Key"]["SK"]["S"] == "TASK")
-    due_url = aws.queue_url(deps.settings.due_queue)
-    aws.clients.sqs.send_message(QueueUrl=due_url, MessageBody=message.to_json())
-    for _ in range(MAX_RECEIVE_COUNT + 1):  # as Lambda's poller receives it; SQS moves it after the last one
-        for received in aws.clients.sqs.receive_message(
-                QueueUrl=due_url, AttributeNames=["All"], VisibilityTimeout=0).get("Messages", []):
-            record = events.sqs_record_from_message(received, events.queue_arn(deps.settings.due_queue))
-            payload = client.lambda_.invoke("task_executor", events.sqs_event(record)).payload
-            assert events.batch_item_failures(payload) == {received["MessageId"]}
+    deliver_until_dead_lettered(client, aws, deps, message.to_json())
     faults.calm()
-    [moved] = aws.clients.sqs.receive_message(QueueUrl=aws.queue_url(deps.settings.due_dlq),
-                                              AttributeNames=["All"]).get("Messages", [])
-    record = events.sqs_record_from_message(moved, events.queue_arn(deps.settings.due_dlq))
-    payload = client.lambda_.invoke("due_dead_letter", events.sqs_event(record)).payload
-    assert events.batch_item_failures(payload) == set()
+    hand_dead_letter_over(client, aws, deps)
 
     shown = client.http.get("/tasks/standup").json_body
     assert shown["status"] == "DEAD_LETTERED"

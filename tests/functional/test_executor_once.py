@@ -23,12 +23,13 @@ from chalicelib.tasks import executor
 from chalicelib.tasks.actions import execution_name
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from deploy.provision import MAX_RECEIVE_COUNT
-from tests import events
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import ACCOUNT, Aws, Emitted, FakeClock, moto_aws, use_settings
 from tests.functional.task_support import (
+    deliver_until_dead_lettered,
     get_item,
     get_task,
+    hand_dead_letter_over,
     patch_task,
     post_task,
     record_of,
@@ -168,22 +169,9 @@ def test_a_task_dead_lettered_after_its_action_ran_shows_the_deliveries_as_attem
     aws.alerts()
     # Every settle fails with a hard error (after its 5 attempts): each delivery runs the action, records nothing.
     faults.inject("dynamodb.UpdateItem", "error", times=1000, match=lambda p: "exec_owner" in json.dumps(p))
-    due_url = aws.queue_url(deps.settings.due_queue)
-    aws.clients.sqs.send_message(QueueUrl=due_url, MessageBody=body)
-    runs = 0
-    for _ in range(MAX_RECEIVE_COUNT + 1):  # as Lambda's poller receives it; SQS moves it after the last one
-        for received in aws.clients.sqs.receive_message(
-                QueueUrl=due_url, AttributeNames=["All"], VisibilityTimeout=0).get("Messages", []):
-            record = events.sqs_record_from_message(received, events.queue_arn(deps.settings.due_queue))
-            payload = client.lambda_.invoke("task_executor", events.sqs_event(record)).payload
-            assert events.batch_item_failures(payload) == {received["MessageId"]}
-            runs += 1
+    runs = deliver_until_dead_lettered(client, aws, deps, body)
     faults.calm()
-    [moved] = aws.clients.sqs.receive_message(QueueUrl=aws.queue_url(deps.settings.due_dlq),
-                                              AttributeNames=["All"]).get("Messages", [])
-    record = events.sqs_record_from_message(moved, events.queue_arn(deps.settings.due_dlq))
-    assert events.batch_item_failures(client.lambda_.invoke("due_dead_letter", events.sqs_event(record)).payload) \
-        == set()
+    hand_dead_letter_over(client, aws, deps)
     assert runs == MAX_RECEIVE_COUNT == faults.calls["states.StartExecution"]
     assert executions(aws, allowed, "unsettled") == [execution_name("unsettled", DUE)]  # the target dropped repeats
     shown = get_task(client, "unsettled")
