@@ -39,6 +39,7 @@ from chalicelib.tasks.model import (
     parse_recurrence,
     parse_retry,
     parse_timezone,
+    retry_shown,
 )
 
 RECORD_PREFIX = "TASK#"
@@ -391,7 +392,7 @@ def _retry_view(policy: dict[str, int] | None, record: dict[str, Any], due: str 
     (``retry_at``: only while one of its current due time waits). Pure."""
     shown: dict[str, Any] = {}
     if policy:
-        shown["retry"] = policy
+        shown["retry"] = retry_shown(policy)
     if record.get("exec_state") == "RETRYING" and record.get("retry_due") == due and record.get("retry_at"):
         shown["retry_at"] = record["retry_at"]
     return shown

@@ -16,10 +16,10 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   DynamoDB map in an item); absent: an email to the item's ``email``
   with the stage's default subject and body.
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
-- ``retry``: optional ``{"max_attempts": 1-185, "max_age_seconds": 60-86400}`` (EventBridge Scheduler's
-  limits; either may be left out): the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS,
-  TASK_RETRY_MAX_AGE_SECONDS).  A task source's item takes its source's declared ``retry`` (never an
-  attribute of the item).
+- ``retry``: optional ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}``
+  (EventBridge Scheduler's limits, which count retries: max_attempts = max_retries + 1; any may be left out):
+  the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).  A task source's
+  item takes its source's declared ``retry`` (never an attribute of the item).
 - Written by the app: ``due_epoch``, the bucket, the TTL (what a strategy needs), a recurring task's next
   due time.  Never read as the task's execution: its status and attempts live only in its record in the state
   table (chalicelib.tasks.lifecycle); an item's own ``status`` or ``attempts`` is the user's data, and neither
@@ -77,7 +77,8 @@ class Status(StrEnum):
         return self in (Status.DONE, Status.FAILED, Status.CANCELLED)
 
 
-MAX_RETRY_ATTEMPTS = 185  # EventBridge Scheduler's RetryPolicy limits
+MAX_RETRIES = 185  # EventBridge Scheduler's RetryPolicy limits: MaximumRetryAttempts 0-185 counts retries
+MAX_RETRY_ATTEMPTS = MAX_RETRIES + 1  # max_attempts counts attempts: the first one and its retries
 RETRY_AGE_SECONDS = (60, 86400)
 
 
@@ -351,15 +352,19 @@ def parse_recurrence(value: Any, tz: str | None) -> str | None:
 
 
 def parse_retry(value: Any, where: str = "retry") -> dict[str, int] | None:
-    """A task's ``retry`` ({"max_attempts": 1-185, "max_age_seconds": 60-86400}, either may be left out), or
-    None when absent; InvalidTask names the field at fault."""
+    """A task's ``retry`` ({"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}, any may
+    be left out), or None when absent: ``max_retries`` counts retries as EventBridge Scheduler's
+    MaximumRetryAttempts does, ``max_attempts`` the attempts (max_retries + 1; both given: they must agree).
+    Returned with ``max_attempts`` only (one meaning; ``retry_shown`` adds ``max_retries``).  InvalidTask names
+    the field at fault."""
     if value is None:
         return None
-    if not isinstance(value, dict) or not value or set(value) - {"max_attempts", "max_age_seconds"}:
-        raise InvalidTask(where, f"{where} must be an object with max_attempts (1-{MAX_RETRY_ATTEMPTS}) and/or "
-                                 f"max_age_seconds ({RETRY_AGE_SECONDS[0]}-{RETRY_AGE_SECONDS[1]}), got {shown(value)}")
+    if not isinstance(value, dict) or not value or set(value) - set(RETRY_FIELDS):
+        raise InvalidTask(where, f"{where} must be an object with max_retries (0-{MAX_RETRIES}) or max_attempts "
+                                 f"(1-{MAX_RETRY_ATTEMPTS}) and/or max_age_seconds "
+                                 f"({RETRY_AGE_SECONDS[0]}-{RETRY_AGE_SECONDS[1]}), got {shown(value)}")
     policy: dict[str, int] = {}
-    for name, (low, high) in (("max_attempts", (1, MAX_RETRY_ATTEMPTS)), ("max_age_seconds", RETRY_AGE_SECONDS)):
+    for name, (low, high) in RETRY_FIELDS.items():
         if name not in value:
             continue
         number = value[name]
@@ -368,7 +373,23 @@ def parse_retry(value: Any, where: str = "retry") -> dict[str, int] | None:
             raise InvalidTask(f"{where}.{name}", f"{where}.{name} must be a whole number from {low} to {high}, "
                                                  f"got {shown(number)}")
         policy[name] = int(number)
+    if "max_retries" in policy:
+        retries = policy.pop("max_retries")
+        if policy.setdefault("max_attempts", retries + 1) != retries + 1:
+            raise InvalidTask(f"{where}.max_retries", f"{where}.max_retries must be max_attempts - 1 "
+                                                      f"({policy['max_attempts'] - 1}), got {retries}: give one of them")
     return policy
+
+
+RETRY_FIELDS = {"max_retries": (0, MAX_RETRIES), "max_attempts": (1, MAX_RETRY_ATTEMPTS),
+                "max_age_seconds": RETRY_AGE_SECONDS}
+
+
+def retry_shown(policy: dict[str, int]) -> dict[str, int]:
+    """A retry policy as the API shows it: with ``max_retries`` (Scheduler's count) beside ``max_attempts``."""
+    if "max_attempts" not in policy:
+        return dict(policy)
+    return {**policy, "max_retries": policy["max_attempts"] - 1}
 
 
 def parse_timezone(value: Any) -> str | None:
@@ -582,5 +603,5 @@ class DueMessage:
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
-           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_retry", "read_task",
+           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_retry", "read_task", "retry_shown",
            "task_from_item", "task_from_source_item"]
