@@ -250,9 +250,10 @@ def execute(deps: Deps, body: str, message_id: str,
         _measure_lateness(deps, task, measured)
     since = parse_due(claim.found.retry_from) if claim.found.retry_due == due_text and claim.found.retry_from else task.due
     outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since)
-    next_due = timing.next_due(task, deps.clock()) if outcome.status is Status.DONE else None
-    settled = _persisted(deps, "the task's outcome",
-                         lambda: store.settle(task.key, task.due, owner, outcome, deps.clock(), next_due))
+    occurrences = claim.found.occurrences + 1 if task.recurrence and outcome.status is Status.DONE else None
+    next_due = timing.next_due(task, deps.clock(), occurrences or 0) if outcome.status is Status.DONE else None
+    settled = _persisted(deps, "the task's outcome", lambda: store.settle(
+        task.key, task.due, owner, outcome, deps.clock(), next_due, occurrences=occurrences))
     if not settled:
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})

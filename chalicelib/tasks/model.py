@@ -16,6 +16,8 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   DynamoDB map in an item); absent: an email to the item's ``email``
   with the stage's default subject and body.
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
+- ``end_at`` (a time, as the due time) and ``max_occurrences`` (1 or more), of a recurring task only: its last
+  occurrence is the last one due at or before ``end_at``, or its ``max_occurrences``-th run; then it is DONE.
 - ``retry``: optional ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}``
   (EventBridge Scheduler's limits, which count retries: max_attempts = max_retries + 1; any may be left out):
   the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).  A task source's
@@ -180,6 +182,8 @@ class Task:
     action_is_default: bool = False
     item: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     retry: dict[str, int] | None = None  # the task's own retry policy as given (parse_retry); None: the stage's
+    end_at: datetime | None = None  # a recurring task's end: no occurrence after it (parse_end)
+    max_occurrences: int | None = None  # a recurring task's number of runs (parse_end)
 
     def retry_policy(self, settings: Settings) -> RetryPolicy:
         """The task's retry policy, what it leaves out taken from the stage's settings."""
@@ -392,6 +396,32 @@ def retry_shown(policy: dict[str, int]) -> dict[str, int]:
     return {**policy, "max_retries": policy["max_attempts"] - 1}
 
 
+def parse_end(end_at: Any, max_occurrences: Any, due: datetime, recurrence: str | None) \
+        -> tuple[datetime | None, int | None]:
+    """(end_at, max_occurrences) of a recurring task (either may be None): when its occurrences end, as
+    EventBridge Scheduler's EndDate, and how many runs it makes at most.  InvalidTask names the field: an
+    ``end_at`` that is no time or is before the task's due time ``due``, a ``max_occurrences`` that is not a whole
+    number of at least 1, either on a task with no ``recurrence``."""
+    end = None if end_at is None or end_at == "" else parse_due(end_at, "end_at")
+    count = None
+    if max_occurrences is not None:
+        number = max_occurrences
+        if isinstance(number, bool) or not isinstance(number, int | float) or number != int(number) \
+                or not 1 <= number <= MAX_OCCURRENCES:
+            raise InvalidTask("max_occurrences", f"max_occurrences must be a whole number from 1 to {MAX_OCCURRENCES}, "
+                                                 f"got {shown(number)}")
+        count = int(number)
+    for name, value in (("end_at", end), ("max_occurrences", count)):
+        if value is not None and not recurrence:
+            raise InvalidTask(name, f"{name} is for a recurring task: this one has no recurrence")
+    if end is not None and end < due:
+        raise InvalidTask("end_at", f"end_at {iso(end)} is before the task's first due time {iso(due)}")
+    return end, count
+
+
+MAX_OCCURRENCES = 10**9
+
+
 def parse_timezone(value: Any) -> str | None:
     if value is None or value == "":
         return None
@@ -455,10 +485,13 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     else:
         action, is_default = default_action(item, settings), True
     timezone = parse_timezone(item.get("timezone"))
+    recurrence = parse_recurrence(item.get("recurrence"), timezone)
+    end_at, max_occurrences = parse_end(item.get("end_at"), item.get("max_occurrences"), due, recurrence)
     return Task(
         key=TaskKey(pk, sk), due=due, strategy=strategy, action=action,
-        recurrence=parse_recurrence(item.get("recurrence"), timezone), timezone=timezone,
-        action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")))
+        recurrence=recurrence, timezone=timezone,
+        action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")),
+        end_at=end_at, max_occurrences=max_occurrences)
 
 
 def read_task(item: dict[str, Any], key: TaskKey, settings: Settings) -> Task:
@@ -603,5 +636,6 @@ class DueMessage:
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
-           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_retry", "read_task", "retry_shown",
+           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_end", "parse_retry", "read_task",
+           "retry_shown",
            "task_from_item", "task_from_source_item"]

@@ -89,13 +89,20 @@ def next_retry(policy: RetryPolicy, failed_attempts: int, since: datetime, now: 
     return RetryStep("later", delay)
 
 
-def next_due(task: Task, now: datetime) -> datetime | None:
+def next_due(task: Task, now: datetime, occurrences: int = 0) -> datetime | None:
     """The next occurrence of a recurring task after this one (and after now: missed ones are not
-    replayed); None for a one-off task or an expression that never fires again."""
+    replayed); None for a one-off task, an expression that never fires again, a task whose ``occurrences``
+    (its runs so far, this one included) reached its ``max_occurrences``, or whose next time is past its
+    ``end_at``: then this occurrence was its last."""
     if not task.recurrence:
         return None
+    if task.max_occurrences is not None and occurrences >= task.max_occurrences:
+        return None
     after = max(task.due, now)
-    return schedule_expr.next_fire(task.recurrence, after, task.timezone or "UTC", start=task.due)
+    following = schedule_expr.next_fire(task.recurrence, after, task.timezone or "UTC", start=task.due)
+    if following is not None and task.end_at is not None and following > task.end_at:
+        return None
+    return following
 
 
 def claim_held_delay(claimed_at: float, lease_seconds: int, now: datetime) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chalicelib.settings import Settings
-from chalicelib.tasks.model import RetryPolicy, Strategy, Task, TaskKey
+from chalicelib.tasks.model import InvalidTask, RetryPolicy, Strategy, Task, TaskKey, task_from_item
 from chalicelib.tasks.timing import (
     PRECISIONS,
     RETRY_LATER_CAP_SECONDS,
@@ -120,6 +121,28 @@ def test_a_rate_keeps_its_phase_from_the_due_time() -> None:
 def test_missed_occurrences_are_not_replayed() -> None:
     late = NOW + timedelta(hours=5, minutes=30)
     assert next_due(task(NOW, "rate(1 hour)"), late) == NOW + timedelta(hours=6)
+
+
+def test_the_last_occurrence_has_no_next_time_by_end_at_or_by_count() -> None:
+    ends = replace(task(NOW, "rate(1 hour)"), end_at=NOW + timedelta(hours=1))
+    assert next_due(ends, NOW) == NOW + timedelta(hours=1)  # at end_at: still an occurrence
+    assert next_due(replace(ends, due=NOW + timedelta(hours=1)), NOW + timedelta(hours=1)) is None
+    counted = replace(task(NOW, "rate(1 hour)"), max_occurrences=2)
+    assert next_due(counted, NOW, occurrences=1) == NOW + timedelta(hours=1)
+    assert next_due(counted, NOW, occurrences=2) is None
+
+
+def test_an_items_end_is_read_and_checked_as_the_apis() -> None:
+    stage = Settings.from_env()
+    item = {"PK": "P", "SK": "S", "run_at": "2026-11-22T12:00:00Z", "email": "ada@example.com",
+            "recurrence": "rate(1 day)", "end_at": 1796000000, "max_occurrences": 3}
+    read = task_from_item(item, stage)
+    assert (read.end_at, read.max_occurrences) == (datetime.fromtimestamp(1796000000, UTC), 3)
+    for bad, field in (({"recurrence": None}, "end_at"), ({"end_at": None, "max_occurrences": 0}, "max_occurrences"),
+                       ({"end_at": "2026-11-22T11:59:59Z"}, "end_at")):
+        with pytest.raises(InvalidTask) as refused:
+            task_from_item({**item, **bad}, stage)
+        assert refused.value.field == field, bad
 
 
 def test_cron_reads_wall_clock_time_in_the_task_time_zone() -> None:
