@@ -40,6 +40,7 @@ from chalicelib.tasks.model import (
     parse_recurrence,
     parse_retry,
     parse_timezone,
+    parse_window,
     retry_shown,
 )
 
@@ -60,7 +61,7 @@ ITEMS_SOURCE = "items"
 CANCELLED_BY = "cancelled_by"
 BY_ITEM = "item"
 CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone", "retry", "end_at",
-                           "max_occurrences"})
+                           "max_occurrences", "window_seconds"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
 MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a short status-index key
@@ -79,6 +80,7 @@ class TaskRequest:
     retry: dict[str, int] | None = None
     end_at: datetime | None = None
     max_occurrences: int | None = None
+    window_seconds: int | None = None
 
     def fingerprint(self) -> str:
         """Same request, same fingerprint: whatever spelling the due time had (a request without ``retry`` has
@@ -88,6 +90,8 @@ class TaskRequest:
             fields.append(self.retry)
         if self.end_at is not None or self.max_occurrences is not None:
             fields.append({"end_at": iso(self.end_at) if self.end_at else None, "max_occurrences": self.max_occurrences})
+        if self.window_seconds is not None:
+            fields.append({"window_seconds": self.window_seconds})
         canonical = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -112,7 +116,7 @@ def parse_request(body: dict[str, Any], settings: Settings) -> TaskRequest:
     recurrence = parse_recurrence(body.get("recurrence"), timezone)
     end_at, max_occurrences = parse_end(body.get("end_at"), body.get("max_occurrences"), due, recurrence)
     return TaskRequest(task_id, due, strategy, action, recurrence, timezone, parse_retry(body.get("retry")),
-                       end_at, max_occurrences)
+                       end_at, max_occurrences, parse_window(body.get("window_seconds"), strategy))
 
 
 def parse_patch(body: dict[str, Any]) -> tuple[datetime | None, dict[str, Any] | None]:
@@ -198,6 +202,8 @@ def new_item(task_id: str, request: TaskRequest, settings: Settings, now: dateti
     if request.retry:
         item["retry"] = request.retry
     item.update(end_fields(request.end_at, request.max_occurrences))
+    if request.window_seconds:
+        item["window_seconds"] = request.window_seconds
     return item
 
 
@@ -284,6 +290,8 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
     if task.retry:
         record["retry"] = task.retry
     record.update(end_fields(task.end_at, task.max_occurrences))
+    if task.window_seconds:
+        record["window_seconds"] = task.window_seconds
     if created_at:
         record["created_at"] = created_at
         if task.key == TaskKey.for_id(task.id):  # an API task: listed by GET /tasks
@@ -406,6 +414,7 @@ def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | No
         "last_result": record.get("last_result"), "last_error": record.get("last_error"),
         "finished_at": record.get("finished_at"), **_retry_view(task.retry, record, iso(task.due)),
         **end_fields(task.end_at, task.max_occurrences), **_occurrences_view(task.recurrence, record),
+        **({"window_seconds": task.window_seconds} if task.window_seconds else {}),
     }
 
 
@@ -441,7 +450,8 @@ def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
         "finished_at": record.get("finished_at"),
         **_retry_view(record.get("retry") if isinstance(record.get("retry"), dict) else None, record,
                       record.get("run_at")),
-        **{name: record[name] for name in ("end_at", "max_occurrences") if record.get(name) is not None},
+        **{name: record[name] for name in ("end_at", "max_occurrences", "window_seconds")
+           if record.get(name) is not None},
         **_occurrences_view(record.get("recurrence"), record),
     }
 

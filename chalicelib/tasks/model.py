@@ -18,6 +18,8 @@ Any program may write a task item (string keys PK and SK). What the app reads:
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
 - ``end_at`` (a time, as the due time) and ``max_occurrences`` (1 or more), of a recurring task only: its last
   occurrence is the last one due at or before ``end_at``, or its ``max_occurrences``-th run; then it is DONE.
+- ``window_seconds``: optional, 60-86400 (EventBridge Scheduler's FlexibleTimeWindow, 1-1440 minutes), of an
+  exact task: how late it may run (never early), so tasks due close together share the executor's batches.
 - ``retry``: optional ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}``
   (EventBridge Scheduler's limits, which count retries: max_attempts = max_retries + 1; any may be left out):
   the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).  A task source's
@@ -184,6 +186,7 @@ class Task:
     retry: dict[str, int] | None = None  # the task's own retry policy as given (parse_retry); None: the stage's
     end_at: datetime | None = None  # a recurring task's end: no occurrence after it (parse_end)
     max_occurrences: int | None = None  # a recurring task's number of runs (parse_end)
+    window_seconds: int | None = None  # an exact task's flexible window (parse_window)
 
     def retry_policy(self, settings: Settings) -> RetryPolicy:
         """The task's retry policy, what it leaves out taken from the stage's settings."""
@@ -200,8 +203,9 @@ class Task:
         return int(self.due.timestamp())
 
     def fingerprint(self) -> str:
-        """What a schedule depends on: due time, strategy and action."""
-        return json.dumps([self.due_epoch, self.strategy.value, self.action], sort_keys=True)
+        """What a schedule depends on: due time, strategy and action (and its window, when it has one)."""
+        window = [self.window_seconds] if self.window_seconds else []
+        return json.dumps([self.due_epoch, self.strategy.value, self.action, *window], sort_keys=True)
 
 
 def key_value_problem(typed: tuple[str, Any]) -> str | None:
@@ -420,6 +424,23 @@ def parse_end(end_at: Any, max_occurrences: Any, due: datetime, recurrence: str 
 
 
 MAX_OCCURRENCES = 10**9
+WINDOW_SECONDS = (60, 86400)  # EventBridge Scheduler's FlexibleTimeWindow: MaximumWindowInMinutes 1-1440
+
+
+def parse_window(value: Any, strategy: Strategy) -> int | None:
+    """An exact task's ``window_seconds`` (60-86400), or None when absent; InvalidTask names ``window_seconds``
+    for another number, or for an interval or lazy task (the interval processor's minute and DynamoDB's TTL
+    deletion decide when those run)."""
+    if value is None:
+        return None
+    low, high = WINDOW_SECONDS
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not low <= value <= high:
+        raise InvalidTask("window_seconds", f"window_seconds must be a whole number from {low} to {high} (1-1440 "
+                                            f"minutes, as EventBridge Scheduler's), got {shown(value)}")
+    if strategy is not Strategy.EXACT:
+        raise InvalidTask("window_seconds", f"window_seconds is for an exact task; a {strategy.value} task runs when "
+                                            "its bucket or its TTL says")
+    return int(value)
 
 
 def parse_timezone(value: Any) -> str | None:
@@ -491,7 +512,7 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
         key=TaskKey(pk, sk), due=due, strategy=strategy, action=action,
         recurrence=recurrence, timezone=timezone,
         action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")),
-        end_at=end_at, max_occurrences=max_occurrences)
+        end_at=end_at, max_occurrences=max_occurrences, window_seconds=parse_window(item.get("window_seconds"), strategy))
 
 
 def read_task(item: dict[str, Any], key: TaskKey, settings: Settings) -> Task:
@@ -636,6 +657,6 @@ class DueMessage:
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
-           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_end", "parse_retry", "read_task",
-           "retry_shown",
+           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_end", "parse_retry",
+           "parse_window", "read_task", "retry_shown",
            "task_from_item", "task_from_source_item"]

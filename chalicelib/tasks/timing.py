@@ -105,6 +105,22 @@ def next_due(task: Task, now: datetime, occurrences: int = 0) -> datetime | None
     return following
 
 
+#: The grids a flexible window aligns a task's run to: the coarsest that fits in its window (each divides the next, so
+#: a coarser grid's boundaries are boundaries of the finer ones too).
+WINDOW_GRIDS = (60, 300, 900, 3600, 21600, 86400)
+
+
+def window_slot(due: datetime, window_seconds: int | None) -> datetime:
+    """When a task with a flexible window (``window_seconds``) is sent to run: the first boundary, at or after
+    ``due``, of the coarsest of WINDOW_GRIDS that fits in the window -- never early, at most the window late --
+    so tasks due close together with like windows arrive together and share the executor's batches.  Without a
+    window: ``due``. Pure."""
+    if not window_seconds:
+        return due
+    grid = max((g for g in WINDOW_GRIDS if g <= window_seconds), default=WINDOW_GRIDS[0])
+    return datetime.fromtimestamp(math.ceil(due.timestamp() / grid) * grid, due.tzinfo)
+
+
 def claim_held_delay(claimed_at: float, lease_seconds: int, now: datetime) -> int:
     """Seconds until a claim held by another worker goes stale (then this message may take it over)."""
     remaining = claimed_at + lease_seconds - now.timestamp()

@@ -21,6 +21,7 @@ from chalicelib.tasks.timing import (
     next_due,
     next_retry,
     queue_delay,
+    window_slot,
 )
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -130,6 +131,20 @@ def test_the_last_occurrence_has_no_next_time_by_end_at_or_by_count() -> None:
     counted = replace(task(NOW, "rate(1 hour)"), max_occurrences=2)
     assert next_due(counted, NOW, occurrences=1) == NOW + timedelta(hours=1)
     assert next_due(counted, NOW, occurrences=2) is None
+
+
+@given(st.integers(min_value=1, max_value=4_000_000_000), st.integers(min_value=60, max_value=86400))
+def test_a_windows_slot_is_never_early_and_at_most_the_window_late_on_a_grid(due_epoch: int, window: int) -> None:
+    due = datetime.fromtimestamp(due_epoch, UTC)
+    slot = window_slot(due, window)
+    assert due <= slot <= due + timedelta(seconds=window)
+    assert slot.timestamp() % 60 == 0  # a minute boundary at least: tasks due close together meet there
+
+
+def test_tasks_due_within_one_grid_step_share_a_slot_and_no_window_is_the_due_time() -> None:
+    assert {window_slot(NOW + timedelta(seconds=s), 300) for s in (1, 77, 299, 300)} == {NOW + timedelta(minutes=5)}
+    assert window_slot(NOW + timedelta(seconds=1), 299) == NOW + timedelta(minutes=1)  # the 1-minute grid fits
+    assert window_slot(NOW + timedelta(seconds=7), None) == NOW + timedelta(seconds=7)
 
 
 def test_an_items_end_is_read_and_checked_as_the_apis() -> None:
