@@ -5,7 +5,7 @@ due queue with SQS's duplicates, executor, interval processor), and no occurrenc
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from chalice.test import Client
@@ -14,7 +14,16 @@ from chalicelib.aws import Deps
 from chalicelib.tasks.model import TaskKey, iso
 from tests.fixtures import Aws, FakeClock
 from tests.functional.lambda_sim import LambdaSim
-from tests.functional.task_support import EMAIL_ACTION, emails_sent, get_item, get_task, patch_task, post_task
+from tests.functional.task_support import (
+    EMAIL_ACTION,
+    emails_sent,
+    get_item,
+    get_task,
+    patch_task,
+    post_task,
+    put_item,
+    state_of,
+)
 
 DUPLICATES = (timedelta(0), timedelta(seconds=90))  # SQS's at-least-once: a copy at once, a late one
 
@@ -84,3 +93,22 @@ def test_a_move_past_its_end_is_a_400_and_the_same_end_is_the_same_request(clien
     moved = patch_task(client, "ends", {"run_at": "2026-11-22T15:10:01Z"})
     assert (moved.status_code, json.loads(moved.body)["field"]) == (400, "run_at")
     assert patch_task(client, "ends", {"run_at": "2026-11-22T15:10:00Z"}).status_code == 200
+
+
+def test_an_item_written_again_after_its_end_counts_its_occurrences_anew(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    """A program's recurring item that ended DONE and is written again is a new task: max_occurrences again."""
+    key = TaskKey("USER#ada", "REMINDER#twice")
+
+    def write(first: datetime) -> None:
+        put_item(deps, {"PK": key.pk, "SK": key.sk, "run_at": iso(first), "email": "ada@example.com",
+                        "recurrence": "rate(1 minute)", "max_occurrences": 2})
+
+    sim = LambdaSim(deps, client, clock)
+    write(clock.now + timedelta(minutes=1))
+    sim.run(until=lambda: False, limit=timedelta(minutes=5))
+    assert (len(emails_sent()), state_of(deps, key)["status"]) == (2, "DONE")
+    write(clock.now + timedelta(minutes=1))
+    sim.run(until=lambda: False, limit=timedelta(minutes=5))
+    shown = state_of(deps, key)
+    assert (len(emails_sent()), shown["status"], shown["occurrences"]) == (4, "DONE", 2)
