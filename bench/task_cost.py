@@ -101,6 +101,7 @@ class Workload:
     action: str = "email"    # the tasks' action type
     together: int = 1        # tasks due at the same time, in groups of this many (the executor's batches)
     deduplicated: bool = False  # the action says ``target_deduplicates``: one write a task, no claim
+    window_seconds: int = 0  # each task's flexible window (``window_seconds``; 0: none)
 
     def tasks(self, n: int) -> int:
         """How many tasks the workload runs at a scale of ``n``: whole groups of ``together``."""
@@ -108,6 +109,8 @@ class Workload:
 
 
 DENSE = "exact via SQS delay, 10 due together"
+#: The due times of "exact via SQS delay", each task with a flexible window: tasks whose windows meet share a batch.
+WINDOWED = "exact via SQS delay, window_seconds 300"
 ONE_HOP = "exact via SQS delay, 16-26 min ahead (one re-queue hop)"
 HORIZON_SECONDS = Settings.from_env({}).direct_queue_horizon_seconds
 #: One write a task (docs/executor.md, "One write"): the target drops a repeat, in full batches of 10.
@@ -123,6 +126,7 @@ WORKLOADS = (
              PATH_FUNCTIONS | {"interval_processor"}),
     Workload("lazy", "lazy", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
     Workload(DENSE, "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS, together=10),
+    Workload(WINDOWED, "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS, window_seconds=300),
     *(Workload(f"exact via SQS delay, {action} action", "exact", timedelta(minutes=2), timedelta(minutes=10),
                PATH_FUNCTIONS, action) for action in ("lambda", "eventbridge", "stepfunctions", "webhook")),
     *(Workload(name, "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS, action, together=10,
@@ -369,8 +373,9 @@ def _item(workload: Workload, i: int, n: int, start: Any, settings: Any, targets
     group = i // workload.together
     fraction = timedelta(seconds=round((group * 0.37) % 1, 3))  # due at arbitrary fractions of a second
     due = start + workload.first_due + step * group + fraction
+    window = {"window_seconds": workload.window_seconds} if workload.window_seconds else {}
     return {"PK": f"{_prefix(workload)}{i}", "SK": "TASK", "strategy": workload.strategy,
-            settings.due_attribute: due.isoformat(), "action": _action(workload, i, targets, hook)}
+            settings.due_attribute: due.isoformat(), "action": _action(workload, i, targets, hook), **window}
 
 
 def _action(workload: Workload, i: int, targets: SampleTargets, hook: str = "") -> dict[str, Any]:
@@ -736,6 +741,16 @@ def run(scale: Scale, plots: Path) -> list[Section]:
             f"due 15 to 30 minutes ahead (within DIRECT_QUEUE_HORIZON_SECONDS = {HORIZON_SECONDS}): "
             f"the due queue with one re-queue hop ${hop:.2f} a million, a Scheduler schedule ${schedule:.2f}: "
             f"${schedule - hop:.2f} less a million")
+    by_measured = {m.workload.name: m for m in measured}
+    if WINDOWED in by_measured and "exact via SQS delay" in by_measured:
+        plain, windowed = (by_measured[name].invocations.count["task_executor"] / by_measured[name].tasks
+                           for name in ("exact via SQS delay", WINDOWED))
+        seconds = by_measured[WINDOWED].workload.window_seconds
+        figures["window"] = {"executor_invocations_per_task": {"without": plain, "with": windowed},
+                             "window_seconds": seconds}
+        section.notes.append(f"window_seconds: task_executor invocations per task, the same due times: {plain:.2f} "
+                             f"without a window, {windowed:.2f} with window_seconds {seconds} (tasks whose windows "
+                             "meet share a batch)")
     one, batched = executor_calls(n, 1), executor_calls(max(1, n // EXECUTOR_BATCH), EXECUTOR_BATCH)
     figures["executor_calls_besides_action"] = {"one_message": one, f"batches_of_{EXECUTOR_BATCH}": batched}
     section.notes.append(f"the executor alone, calls per one-time task besides the action: {one:.2f} a message at "

@@ -23,7 +23,7 @@ watches and how an item of it becomes a task (docs/task-sources.md)::
   a map, a list).  Default: an email to ``{email}`` with the stage's subject
   and body.
 - ``recurrence`` / ``timezone``: rate(...) or cron(...) and its IANA zone.
-- ``retry``: ``{"max_attempts": 1-185, "max_age_seconds": 60-86400}`` (either may be left out), the retry
+- ``retry``: ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}`` (any may be left out), the retry
   policy of every item of the source, as a task's own ``retry`` (chalicelib.tasks.model.parse_retry);
   what it leaves out, and a source without one, the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).
 - interval only: ``bucket_index`` (the user's GSI, hash key = the bucket),

@@ -305,6 +305,8 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
     expression, names, values = set_attributes(changes)
     ops = [update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression, still_due,
                   {**names, **due_names}, {**values, **due_values})]
+    if due is not None and task.end_at is not None and due > task.end_at:
+        raise bad_request("run_at", f"run_at {iso(due)} is after the task's end_at {iso(task.end_at)}")
     updated = task_from_item({**item, **changes}, settings)
     record_changes = {"run_at": iso(updated.due), "action": updated.action, "id": key.task_id,
                       "task_pk": key.pk, "task_sk": key.sk, "status": Status.PENDING.value}

@@ -252,9 +252,10 @@ def execute(deps: Deps, body: str, message_id: str,
         _measure_lateness(deps, task, measured)
     since = parse_due(claim.found.retry_from) if claim.found.retry_due == due_text and claim.found.retry_from else task.due
     outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since, seconds_left)
-    next_due = timing.next_due(task, deps.clock()) if outcome.status is Status.DONE else None
-    settled = _persisted(deps, "the task's outcome",
-                         lambda: store.settle(task.key, task.due, owner, outcome, deps.clock(), next_due))
+    occurrences = _runs_before(claim.found) + 1 if task.recurrence and outcome.status is Status.DONE else None
+    next_due = timing.next_due(task, deps.clock(), occurrences or 0) if outcome.status is Status.DONE else None
+    settled = _persisted(deps, "the task's outcome", lambda: store.settle(
+        task.key, task.due, owner, outcome, deps.clock(), next_due, occurrences=occurrences))
     if not settled:
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})
@@ -276,6 +277,13 @@ def _settled(deps: Deps, store: TaskStore, task: Task, message: DueMessage, imag
     _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
            outcome, message_id, body)
     return "failed" if outcome.status is Status.FAILED else "done"
+
+
+def _runs_before(found: Execution) -> int:
+    """A recurring task's runs before this one (``max_occurrences``): its record's count, unless the record was
+    finished before this claim -- an item written again after its task ended is a new task, counted anew. Pure."""
+    finished = found.status in (Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value)
+    return 0 if finished else found.occurrences
 
 
 def settles_once(task: Task, message: DueMessage) -> bool:

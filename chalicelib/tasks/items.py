@@ -36,9 +36,12 @@ from chalicelib.tasks.model import (
     iso,
     parse_action,
     parse_due,
+    parse_end,
     parse_recurrence,
     parse_retry,
     parse_timezone,
+    parse_window,
+    retry_shown,
 )
 
 RECORD_PREFIX = "TASK#"
@@ -57,7 +60,8 @@ ITEMS_SOURCE = "items"
 # API's cancel does not write it): that cancel was of the item then, so an item written again is a task again.
 CANCELLED_BY = "cancelled_by"
 BY_ITEM = "item"
-CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone", "retry"})
+CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone", "retry", "end_at",
+                           "max_occurrences", "window_seconds"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
 MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a short status-index key
@@ -74,6 +78,9 @@ class TaskRequest:
     recurrence: str | None
     timezone: str | None
     retry: dict[str, int] | None = None
+    end_at: datetime | None = None
+    max_occurrences: int | None = None
+    window_seconds: int | None = None
 
     def fingerprint(self) -> str:
         """Same request, same fingerprint: whatever spelling the due time had (a request without ``retry`` has
@@ -81,6 +88,10 @@ class TaskRequest:
         fields: list[Any] = [iso(self.due), self.strategy.value, self.action, self.recurrence, self.timezone]
         if self.retry is not None:
             fields.append(self.retry)
+        if self.end_at is not None or self.max_occurrences is not None:
+            fields.append({"end_at": iso(self.end_at) if self.end_at else None, "max_occurrences": self.max_occurrences})
+        if self.window_seconds is not None:
+            fields.append({"window_seconds": self.window_seconds})
         canonical = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -103,7 +114,9 @@ def parse_request(body: dict[str, Any], settings: Settings) -> TaskRequest:
     action = parse_action(body["action"])
     timezone = parse_timezone(body.get("timezone"))
     recurrence = parse_recurrence(body.get("recurrence"), timezone)
-    return TaskRequest(task_id, due, strategy, action, recurrence, timezone, parse_retry(body.get("retry")))
+    end_at, max_occurrences = parse_end(body.get("end_at"), body.get("max_occurrences"), due, recurrence)
+    return TaskRequest(task_id, due, strategy, action, recurrence, timezone, parse_retry(body.get("retry")),
+                       end_at, max_occurrences, parse_window(body.get("window_seconds"), strategy))
 
 
 def parse_patch(body: dict[str, Any]) -> tuple[datetime | None, dict[str, Any] | None]:
@@ -188,7 +201,21 @@ def new_item(task_id: str, request: TaskRequest, settings: Settings, now: dateti
         item["timezone"] = request.timezone
     if request.retry:
         item["retry"] = request.retry
+    item.update(end_fields(request.end_at, request.max_occurrences))
+    if request.window_seconds:
+        item["window_seconds"] = request.window_seconds
     return item
+
+
+def end_fields(end_at: datetime | None, max_occurrences: int | None) -> dict[str, Any]:
+    """A recurring task's ``end_at`` and ``max_occurrences`` as its item, record and view hold them (each only
+    when set). Pure."""
+    fields: dict[str, Any] = {}
+    if end_at is not None:
+        fields["end_at"] = iso(end_at)
+    if max_occurrences is not None:
+        fields["max_occurrences"] = max_occurrences
+    return fields
 
 
 # --- the state table: records, the status index, claims ----------------------
@@ -262,6 +289,9 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
     }
     if task.retry:
         record["retry"] = task.retry
+    record.update(end_fields(task.end_at, task.max_occurrences))
+    if task.window_seconds:
+        record["window_seconds"] = task.window_seconds
     if created_at:
         record["created_at"] = created_at
         if task.key == TaskKey.for_id(task.id):  # an API task: listed by GET /tasks
@@ -383,7 +413,15 @@ def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | No
         "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,
         "last_result": record.get("last_result"), "last_error": record.get("last_error"),
         "finished_at": record.get("finished_at"), **_retry_view(task.retry, record, iso(task.due)),
+        **end_fields(task.end_at, task.max_occurrences), **_occurrences_view(task.recurrence, record),
+        **({"window_seconds": task.window_seconds} if task.window_seconds else {}),
     }
+
+
+def _occurrences_view(recurrence: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """``occurrences``: the runs a recurring task made so far (its record's count), when it made any. Pure."""
+    count = _count(record.get("occurrences", 0))
+    return {"occurrences": count} if recurrence and count else {}
 
 
 def _retry_view(policy: dict[str, int] | None, record: dict[str, Any], due: str | None) -> dict[str, Any]:
@@ -391,7 +429,7 @@ def _retry_view(policy: dict[str, int] | None, record: dict[str, Any], due: str 
     (``retry_at``: only while one of its current due time waits). Pure."""
     shown: dict[str, Any] = {}
     if policy:
-        shown["retry"] = policy
+        shown["retry"] = retry_shown(policy)
     if record.get("exec_state") == "RETRYING" and record.get("retry_due") == due and record.get("retry_at"):
         shown["retry_at"] = record["retry_at"]
     return shown
@@ -412,6 +450,9 @@ def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
         "finished_at": record.get("finished_at"),
         **_retry_view(record.get("retry") if isinstance(record.get("retry"), dict) else None, record,
                       record.get("run_at")),
+        **{name: record[name] for name in ("end_at", "max_occurrences", "window_seconds")
+           if record.get(name) is not None},
+        **_occurrences_view(record.get("recurrence"), record),
     }
 
 

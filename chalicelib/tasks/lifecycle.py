@@ -9,7 +9,7 @@ execution lives.  Its state is read from the record alone (``state_of``):
   ``run_at``, status PENDING) and has not settled it (an action whose target drops a repeat runs unclaimed
   and is settled from PENDING: ``settle_once_*``);
 - DONE, FAILED: a one-time task's outcome (a recurring task that succeeds goes back to PENDING at its next
-  due time; one that fails stops);
+  due time, DONE after its last occurrence by ``end_at`` or ``max_occurrences``; one that fails stops);
 - CANCELLED: ``DELETE /tasks/{id}``, or the task's item deleted by a user (``cancelled_by: "item"``);
 - DEAD_LETTERED: SQS gave up on the due message of its current due time (``dead_letter`` says why); it waits
   for ``POST /tasks/{id}/retry`` (``redrive``), a cancel or a reschedule; or the stream dead-lettered a write of
@@ -87,7 +87,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("takeover", _states(R, DL), R,
                "the claim's lease ran out (its worker died): a new owner, exec_takeovers + 1 (from DEAD_LETTERED: "
                "a copy of the dead-lettered message takes the claim it left over)"),
-    Transition("settle_done", _states(R, DL), D, "a one-time task's action succeeded"),
+    Transition("settle_done", _states(R, DL), D, "a one-time task's action succeeded (or a recurring task's last)"),
     Transition("settle_next", _states(R, DL), P, "a recurring task's action succeeded: PENDING at its next due time"),
     Transition("settle_retry", _states(R, DL), P,
                "the action failed and the task's retry policy leaves an attempt later than the delivery can wait: "

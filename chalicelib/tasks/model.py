@@ -16,10 +16,14 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   DynamoDB map in an item); absent: an email to the item's ``email``
   with the stage's default subject and body.
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
-- ``retry``: optional ``{"max_attempts": 1-185, "max_age_seconds": 60-86400}`` (EventBridge Scheduler's
-  limits; either may be left out): the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS,
-  TASK_RETRY_MAX_AGE_SECONDS).  A task source's item takes its source's declared ``retry`` (never an
-  attribute of the item).
+- ``end_at`` (a time, as the due time) and ``max_occurrences`` (1 or more), of a recurring task only: its last
+  occurrence is the last one due at or before ``end_at``, or its ``max_occurrences``-th run; then it is DONE.
+- ``window_seconds``: optional, 60-86400 (EventBridge Scheduler's FlexibleTimeWindow, 1-1440 minutes), of an
+  exact task: how late it may run (never early), so tasks due close together share the executor's batches.
+- ``retry``: optional ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}``
+  (EventBridge Scheduler's limits, which count retries: max_attempts = max_retries + 1; any may be left out):
+  the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).  A task source's
+  item takes its source's declared ``retry`` (never an attribute of the item).
 - Written by the app: ``due_epoch``, the bucket, the TTL (what a strategy needs), a recurring task's next
   due time.  Never read as the task's execution: its status and attempts live only in its record in the state
   table (chalicelib.tasks.lifecycle); an item's own ``status`` or ``attempts`` is the user's data, and neither
@@ -79,7 +83,8 @@ class Status(StrEnum):
         return self in (Status.DONE, Status.FAILED, Status.CANCELLED)
 
 
-MAX_RETRY_ATTEMPTS = 185  # EventBridge Scheduler's RetryPolicy limits
+MAX_RETRIES = 185  # EventBridge Scheduler's RetryPolicy limits: MaximumRetryAttempts 0-185 counts retries
+MAX_RETRY_ATTEMPTS = MAX_RETRIES + 1  # max_attempts counts attempts: the first one and its retries
 RETRY_AGE_SECONDS = (60, 86400)
 
 
@@ -181,6 +186,9 @@ class Task:
     action_is_default: bool = False
     item: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     retry: dict[str, int] | None = None  # the task's own retry policy as given (parse_retry); None: the stage's
+    end_at: datetime | None = None  # a recurring task's end: no occurrence after it (parse_end)
+    max_occurrences: int | None = None  # a recurring task's number of runs (parse_end)
+    window_seconds: int | None = None  # an exact task's flexible window (parse_window)
 
     def retry_policy(self, settings: Settings) -> RetryPolicy:
         """The task's retry policy, what it leaves out taken from the stage's settings."""
@@ -197,8 +205,9 @@ class Task:
         return int(self.due.timestamp())
 
     def fingerprint(self) -> str:
-        """What a schedule depends on: due time, strategy and action."""
-        return json.dumps([self.due_epoch, self.strategy.value, self.action], sort_keys=True)
+        """What a schedule depends on: due time, strategy and action (and its window, when it has one)."""
+        window = [self.window_seconds] if self.window_seconds else []
+        return json.dumps([self.due_epoch, self.strategy.value, self.action, *window], sort_keys=True)
 
 
 def key_value_problem(typed: tuple[str, Any]) -> str | None:
@@ -353,15 +362,19 @@ def parse_recurrence(value: Any, tz: str | None) -> str | None:
 
 
 def parse_retry(value: Any, where: str = "retry") -> dict[str, int] | None:
-    """A task's ``retry`` ({"max_attempts": 1-185, "max_age_seconds": 60-86400}, either may be left out), or
-    None when absent; InvalidTask names the field at fault."""
+    """A task's ``retry`` ({"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}, any may
+    be left out), or None when absent: ``max_retries`` counts retries as EventBridge Scheduler's
+    MaximumRetryAttempts does, ``max_attempts`` the attempts (max_retries + 1; both given: they must agree).
+    Returned with ``max_attempts`` only (one meaning; ``retry_shown`` adds ``max_retries``).  InvalidTask names
+    the field at fault."""
     if value is None:
         return None
-    if not isinstance(value, dict) or not value or set(value) - {"max_attempts", "max_age_seconds"}:
-        raise InvalidTask(where, f"{where} must be an object with max_attempts (1-{MAX_RETRY_ATTEMPTS}) and/or "
-                                 f"max_age_seconds ({RETRY_AGE_SECONDS[0]}-{RETRY_AGE_SECONDS[1]}), got {shown(value)}")
+    if not isinstance(value, dict) or not value or set(value) - set(RETRY_FIELDS):
+        raise InvalidTask(where, f"{where} must be an object with max_retries (0-{MAX_RETRIES}) or max_attempts "
+                                 f"(1-{MAX_RETRY_ATTEMPTS}) and/or max_age_seconds "
+                                 f"({RETRY_AGE_SECONDS[0]}-{RETRY_AGE_SECONDS[1]}), got {shown(value)}")
     policy: dict[str, int] = {}
-    for name, (low, high) in (("max_attempts", (1, MAX_RETRY_ATTEMPTS)), ("max_age_seconds", RETRY_AGE_SECONDS)):
+    for name, (low, high) in RETRY_FIELDS.items():
         if name not in value:
             continue
         number = value[name]
@@ -370,7 +383,66 @@ def parse_retry(value: Any, where: str = "retry") -> dict[str, int] | None:
             raise InvalidTask(f"{where}.{name}", f"{where}.{name} must be a whole number from {low} to {high}, "
                                                  f"got {shown(number)}")
         policy[name] = int(number)
+    if "max_retries" in policy:
+        retries = policy.pop("max_retries")
+        if policy.setdefault("max_attempts", retries + 1) != retries + 1:
+            raise InvalidTask(f"{where}.max_retries", f"{where}.max_retries must be max_attempts - 1 "
+                                                      f"({policy['max_attempts'] - 1}), got {retries}: give one of them")
     return policy
+
+
+RETRY_FIELDS = {"max_retries": (0, MAX_RETRIES), "max_attempts": (1, MAX_RETRY_ATTEMPTS),
+                "max_age_seconds": RETRY_AGE_SECONDS}
+
+
+def retry_shown(policy: dict[str, int]) -> dict[str, int]:
+    """A retry policy as the API shows it: with ``max_retries`` (Scheduler's count) beside ``max_attempts``."""
+    if "max_attempts" not in policy:
+        return dict(policy)
+    return {**policy, "max_retries": policy["max_attempts"] - 1}
+
+
+def parse_end(end_at: Any, max_occurrences: Any, due: datetime, recurrence: str | None) \
+        -> tuple[datetime | None, int | None]:
+    """(end_at, max_occurrences) of a recurring task (either may be None): when its occurrences end, as
+    EventBridge Scheduler's EndDate, and how many runs it makes at most.  InvalidTask names the field: an
+    ``end_at`` that is no time or is before the task's due time ``due``, a ``max_occurrences`` that is not a whole
+    number of at least 1, either on a task with no ``recurrence``."""
+    end = None if end_at is None or end_at == "" else parse_due(end_at, "end_at")
+    count = None
+    if max_occurrences is not None:
+        number = max_occurrences
+        if isinstance(number, bool) or not isinstance(number, int | float) or number != int(number) \
+                or not 1 <= number <= MAX_OCCURRENCES:
+            raise InvalidTask("max_occurrences", f"max_occurrences must be a whole number from 1 to {MAX_OCCURRENCES}, "
+                                                 f"got {shown(number)}")
+        count = int(number)
+    for name, value in (("end_at", end), ("max_occurrences", count)):
+        if value is not None and not recurrence:
+            raise InvalidTask(name, f"{name} is for a recurring task: this one has no recurrence")
+    if end is not None and end < due:
+        raise InvalidTask("end_at", f"end_at {iso(end)} is before the task's first due time {iso(due)}")
+    return end, count
+
+
+MAX_OCCURRENCES = 10**9
+WINDOW_SECONDS = (60, 86400)  # EventBridge Scheduler's FlexibleTimeWindow: MaximumWindowInMinutes 1-1440
+
+
+def parse_window(value: Any, strategy: Strategy) -> int | None:
+    """An exact task's ``window_seconds`` (60-86400), or None when absent; InvalidTask names ``window_seconds``
+    for another number, or for an interval or lazy task (the interval processor's minute and DynamoDB's TTL
+    deletion decide when those run)."""
+    if value is None:
+        return None
+    low, high = WINDOW_SECONDS
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or not low <= value <= high:
+        raise InvalidTask("window_seconds", f"window_seconds must be a whole number from {low} to {high} (1-1440 "
+                                            f"minutes, as EventBridge Scheduler's), got {shown(value)}")
+    if strategy is not Strategy.EXACT:
+        raise InvalidTask("window_seconds", f"window_seconds is for an exact task; a {strategy.value} task runs when "
+                                            "its bucket or its TTL says")
+    return int(value)
 
 
 def parse_timezone(value: Any) -> str | None:
@@ -436,10 +508,13 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     else:
         action, is_default = default_action(item, settings), True
     timezone = parse_timezone(item.get("timezone"))
+    recurrence = parse_recurrence(item.get("recurrence"), timezone)
+    end_at, max_occurrences = parse_end(item.get("end_at"), item.get("max_occurrences"), due, recurrence)
     return Task(
         key=TaskKey(pk, sk), due=due, strategy=strategy, action=action,
-        recurrence=parse_recurrence(item.get("recurrence"), timezone), timezone=timezone,
-        action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")))
+        recurrence=recurrence, timezone=timezone,
+        action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")),
+        end_at=end_at, max_occurrences=max_occurrences, window_seconds=parse_window(item.get("window_seconds"), strategy))
 
 
 def read_task(item: dict[str, Any], key: TaskKey, settings: Settings) -> Task:
@@ -584,5 +659,6 @@ class DueMessage:
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
-           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_retry", "read_task",
+           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_end", "parse_retry",
+           "parse_window", "read_task", "retry_shown",
            "task_from_item", "task_from_source_item"]

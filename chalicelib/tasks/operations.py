@@ -151,7 +151,8 @@ def resume(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
             return 200, api.view(deps, key.task_id, item, record)
         raise api.conflict(f"task {key.task_id!r} is {status}; only a PAUSED task can be resumed", "status")
     now, store, settings = deps.clock(), TaskStore(deps), deps.settings
-    next_due = task.due if task.due > now else timing.next_due(task, now)
+    runs = int((record or {}).get("occurrences", 0) or 0)  # a recurring task's runs so far (max_occurrences)
+    next_due = task.due if task.due > now else timing.next_due(task, now, runs)
     if next_due is None:
         raise api.conflict(f"task {key.task_id!r} has no occurrence after now; cancel it", "recurrence")
     ops: list[dict[str, Any]] = []

@@ -401,16 +401,17 @@ def _plan_exact(change: Change, old: Task | None, new: Task, changed: bool,
                 settings: Settings, now: datetime) -> list[Step]:
     if not changed:
         return []
-    fire_at = new.due - timedelta(seconds=settings.schedule_lead_seconds)
-    direct = (new.due - now).total_seconds() <= settings.direct_queue_horizon_seconds or fire_at <= now
+    runs_at = timing.window_slot(new.due, new.window_seconds)  # its due time, or its window's slot
+    fire_at = runs_at - timedelta(seconds=settings.schedule_lead_seconds)
+    direct = (runs_at - now).total_seconds() <= settings.direct_queue_horizon_seconds or fire_at <= now
     if not direct:
         return [PutSchedule(new, fire_at, create=change.event_name == "INSERT" or old is None)]
     due_moved = old is None or old.due_epoch != new.due_epoch or old.strategy is not Strategy.EXACT
     steps: list[Step] = []
     if old is not None and old.strategy is Strategy.EXACT and due_moved:
         steps.append(DeleteSchedule(new.key))  # it may have had a schedule for its old, later time
-    if due_moved:
-        steps.append(SendDue(DueMessage(new.key, new.due), delay_seconds(new.due, now, settings.task_precision)))
+    if due_moved or (old is not None and old.window_seconds != new.window_seconds):
+        steps.append(SendDue(DueMessage(new.key, new.due), delay_seconds(runs_at, now, settings.task_precision)))
     return steps  # only the action changed: the queued message carries the key; the executor reads the item
 
 

@@ -140,6 +140,7 @@ class Execution:
     retry_due: str | None = None
     retry_at_ms: int | None = None
     retry_from: str | None = None
+    occurrences: int = 0  # a recurring task's runs so far (its end: max_occurrences)
 
     @classmethod
     def of(cls, record: Mapping[str, Any] | None) -> Execution:
@@ -153,7 +154,8 @@ class Execution:
                    int(record["exec_due_ms"]) if record.get("exec_due_ms") is not None else None,
                    int(record.get("exec_takeovers", 0) or 0), _text(record.get("retry_due")),
                    int(record["retry_at_ms"]) if record.get("retry_at_ms") is not None else None,
-                   _text(record.get("retry_from")))
+                   _text(record.get("retry_from")),
+                   occurrences=int(record.get("occurrences", 0) or 0))
 
     def attempts_before(self, due: str) -> int:
         """Attempts already made of the execution at ``due``: those a retry of it counts on (0 for a new one)."""
@@ -481,14 +483,20 @@ class TaskStore:
         return Claim(False, lost_reason(found, due_text, stale, due_at_ms), found)
 
     def settle(self, key: TaskKey, due: datetime, owner: str, outcome: Outcome, now: datetime,
-               next_due: datetime | None) -> bool:
+               next_due: datetime | None, occurrences: int | None = None) -> bool:
         """Write the outcome of this worker's claim on the task's record (status, attempts, result or error; a
-        recurring task's next due time).  True when it is there (this write, or an earlier attempt of it whose
+        recurring task's next due time, and its ``occurrences``: its runs, this one counted).
+        True when it is there (this write, or an earlier attempt of it whose
         response was lost); False when the claim is no longer this worker's (its lease ran out and another
         worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
         left RUNNING)."""
         due_text = iso(due)
-        expression, names, values = set_attributes(*self._outcome(due, outcome, now, next_due))
+        sets, removed = self._outcome(due, outcome, now, next_due)
+        if occurrences is not None:
+            sets["occurrences"] = occurrences
+            if next_due is None and outcome.retry_at is None:  # its last occurrence: none follows
+                removed.append("next_run_at")
+        expression, names, values = set_attributes(sets, removed)
         alias = {name: placeholder for placeholder, name in names.items()}  # one placeholder per attribute
         status, run_at = alias.get("status", "#st"), alias.get("run_at", "#ra")
         names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state", status: "status", run_at: "run_at"})

@@ -89,13 +89,36 @@ def next_retry(policy: RetryPolicy, failed_attempts: int, since: datetime, now: 
     return RetryStep("later", delay)
 
 
-def next_due(task: Task, now: datetime) -> datetime | None:
+def next_due(task: Task, now: datetime, occurrences: int = 0) -> datetime | None:
     """The next occurrence of a recurring task after this one (and after now: missed ones are not
-    replayed); None for a one-off task or an expression that never fires again."""
+    replayed); None for a one-off task, an expression that never fires again, a task whose ``occurrences``
+    (its runs so far, this one included) reached its ``max_occurrences``, or whose next time is past its
+    ``end_at``: then this occurrence was its last."""
     if not task.recurrence:
         return None
+    if task.max_occurrences is not None and occurrences >= task.max_occurrences:
+        return None
     after = max(task.due, now)
-    return schedule_expr.next_fire(task.recurrence, after, task.timezone or "UTC", start=task.due)
+    following = schedule_expr.next_fire(task.recurrence, after, task.timezone or "UTC", start=task.due)
+    if following is not None and task.end_at is not None and following > task.end_at:
+        return None
+    return following
+
+
+#: The grids a flexible window aligns a task's run to: the coarsest that fits in its window (each divides the next, so
+#: a coarser grid's boundaries are boundaries of the finer ones too).
+WINDOW_GRIDS = (60, 300, 900, 3600, 21600, 86400)
+
+
+def window_slot(due: datetime, window_seconds: int | None) -> datetime:
+    """When a task with a flexible window (``window_seconds``) is sent to run: the first boundary, at or after
+    ``due``, of the coarsest of WINDOW_GRIDS that fits in the window -- never early, at most the window late --
+    so tasks due close together with like windows arrive together and share the executor's batches.  Without a
+    window: ``due``. Pure."""
+    if not window_seconds:
+        return due
+    grid = max((g for g in WINDOW_GRIDS if g <= window_seconds), default=WINDOW_GRIDS[0])
+    return datetime.fromtimestamp(math.ceil(due.timestamp() / grid) * grid, due.tzinfo)
 
 
 def claim_held_delay(claimed_at: float, lease_seconds: int, now: datetime) -> int:

@@ -92,12 +92,22 @@ def test_the_round_trips_without_motos_cpu_are_the_wall_time_less_motos_shown_be
 def test_every_task_of_every_strategy_ran_its_action_exactly_once(sections: dict[str, Any]) -> None:
     workloads = sections["P4"]["figures"]["workloads"]
     assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy", task_cost.DENSE,
-                              task_cost.ONE_HOP, *(f"exact via SQS delay, {a} action"
+                              task_cost.WINDOWED, task_cost.ONE_HOP, *(f"exact via SQS delay, {a} action"
                                 for a in ("lambda", "eventbridge", "stepfunctions", "webhook")), *task_cost.ONE_WRITE}
     for name, w in workloads.items():
         assert (w["executed_once"], w["executed_twice_or_more"], w["missing"]) == (w["tasks"], 0, 0), name
         if w["action"] in task_cost.ACTION_CALL:  # a webhook's POST is no AWS call: its receiver counted it
             assert w["calls_by_operation"][task_cost.ACTION_CALL[w["action"]]] == w["tasks"], name
+
+
+def test_tasks_with_a_window_take_fewer_executor_invocations_than_the_same_tasks_without(
+        sections: dict[str, Any]) -> None:
+    p4 = sections["P4"]
+    workloads, window = p4["figures"]["workloads"], p4["figures"]["window"]["executor_invocations_per_task"]
+    for name, key in (("exact via SQS delay", "without"), (task_cost.WINDOWED, "with")):
+        assert window[key] == workloads[name]["invocations"]["task_executor"] / workloads[name]["tasks"]
+    assert window["with"] < window["without"]
+    assert any(note.startswith("window_seconds: task_executor invocations per task") for note in p4["notes"])
 
 
 def test_past_sqss_delay_one_re_queue_hop_costs_less_than_a_schedule(sections: dict[str, Any]) -> None:

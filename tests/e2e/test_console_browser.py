@@ -187,7 +187,9 @@ def test_sign_in_shows_the_now_view_and_the_first_view_is_under_100_kb(stage: Lo
 
 def test_a_task_created_through_the_api_appears_and_is_cancelled_from_its_page(api: ApiClient, browser: Any) -> None:
     task_id = f"cancel-me-{TAG}"
-    body = {"id": task_id, "run_at": iso(datetime.now(UTC) + timedelta(minutes=30)),
+    due = datetime.now(UTC) + timedelta(minutes=30)
+    body = {"id": task_id, "run_at": iso(due), "recurrence": "rate(1 day)", "end_at": iso(due + timedelta(days=9)),
+            "max_occurrences": 3, "window_seconds": 300, "retry": {"max_retries": 2},
             "action": {"type": "email", "to": "ops@example.com", "subject": IMG, "body": SCRIPT}}
     assert api.post("/tasks", body).status == 201
     go(browser, "#/tasks?status=PENDING")
@@ -196,6 +198,9 @@ def test_a_task_created_through_the_api_appears_and_is_cancelled_from_its_page(a
     browser.find_element(By.LINK_TEXT, task_id).click()
     shows(browser, "Act on it")
     assert IMG in main_text(browser) and SCRIPT in main_text(browser)  # shown as text, literally
+    shown = main_text(browser)  # the task's end, window and retries beside its other fields
+    assert "0 of 3" in shown and "300 s" in shown and '"max_retries":2' in shown, shown
+    assert iso(due + timedelta(days=9)).replace("T", " ").split(".")[0] in shown, shown
     screenshot(browser, "task")
     confirm(browser, "Cancel")
     shows(browser, "Cancel: done.")

@@ -30,6 +30,7 @@ timeout, its stream batch is retried.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -78,6 +79,7 @@ class LambdaSim:
     # How late Scheduler fires a schedule after its at() time (AWS: within 60 s, "60 second precision").
     schedule_lateness: timedelta = timedelta(0)
     failed_invocations: int = 0
+    invocations: Counter[str] = field(default_factory=Counter)  # per handler
     ttl_deletes: int = 0
     schedules_fired: int = 0
     _queues: dict[str, SimQueue] = field(default_factory=dict)
@@ -276,6 +278,7 @@ class LambdaSim:
 
     def _invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any] | None:
         """The handler's response, or None when the invocation failed (an exception, a crashed worker)."""
+        self.invocations[function] += 1
         try:
             payload = self.client.lambda_.invoke(function, event).payload
         except (Exception, WorkerCrash):

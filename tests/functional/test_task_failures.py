@@ -84,14 +84,32 @@ def test_a_tasks_own_retry_policy_bounds_its_attempts_and_get_shows_the_count_an
         client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
     fail(client, deps, clock, "twice", retry={"max_attempts": 2})
     shown = get_task(client, "twice")
-    assert (shown["attempts"], shown["retry"]) == (2, {"max_attempts": 2})
+    assert (shown["attempts"], shown["retry"]) == (2, {"max_attempts": 2, "max_retries": 1})
     assert "ServiceUnavailable" in shown["last_error"]
     [alert] = aws.alerts()  # what the runbook says it says
     assert alert["subject"] == "Task twice failed after 2 attempts"
     assert "`Task <id> failed after <n> attempts`" in RUNBOOK.read_text()
     assert set(alert["message"]) - {"subject"} == {"task_id", "due", "action", "attempts", "error", "dedupe_id"}
-    refused = post_task(client, {"run_at": RUN_AT, "action": EMAIL_ACTION, "retry": {"max_attempts": 186}})
+    refused = post_task(client, {"run_at": RUN_AT, "action": EMAIL_ACTION, "retry": {"max_attempts": 187}})
     assert (refused.status_code, refused.json_body["field"]) == (400, "retry.max_attempts")
+
+
+def test_retries_are_counted_as_eventbridge_scheduler_counts_them_up_to_its_185(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    """``max_retries`` is Scheduler's MaximumRetryAttempts (0-185): one attempt more in all, one meaning."""
+    fail(client, deps, clock, "once", retry={"max_retries": 1})
+    shown = get_task(client, "once")
+    assert (shown["attempts"], shown["retry"]) == (2, {"max_attempts": 2, "max_retries": 1})
+    most = {"run_at": RUN_AT, "action": EMAIL_ACTION, "retry": {"max_retries": 185}}
+    assert post_task(client, {"id": "most", **most}).json_body["retry"] == {"max_attempts": 186, "max_retries": 185}
+    both = {"run_at": RUN_AT, "action": EMAIL_ACTION, "retry": {"max_retries": 0, "max_attempts": 1}}
+    assert post_task(client, {"id": "both", **both}).status_code == 201
+    for retry, field in (({"max_retries": 186}, "retry.max_retries"), ({"max_retries": -1}, "retry.max_retries"),
+                         ({"max_retries": 2, "max_attempts": 2}, "retry.max_retries")):
+        refused = post_task(client, {"run_at": RUN_AT, "action": EMAIL_ACTION, "retry": retry})
+        assert (refused.status_code, refused.json_body["field"]) == (400, field), retry
+    assert "max_attempts - 1" in post_task(client, {"run_at": RUN_AT, "action": EMAIL_ACTION, "retry": {
+        "max_retries": 2, "max_attempts": 2}}).json_body["error"]
 
 
 def test_an_actions_retry_after_is_honoured_the_task_waits_pending_and_the_retry_runs_at_that_time(

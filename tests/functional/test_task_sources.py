@@ -290,10 +290,10 @@ def test_a_failed_source_task_is_listed_by_its_source_and_retried_once_through_i
     assert done["attempts"] == 1
 
 
-def test_a_sources_declared_retry_policy_gives_its_failing_item_up_after_its_attempts_not_the_stages(
+def test_a_sources_declared_retry_policy_gives_its_failing_item_up_after_its_retries_not_the_stages(
         aws: Aws, deps: Deps, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
     streams = {"appointments": create_table(deps, APPOINTMENTS_TABLE, [("PK", "S"), ("SK", "S")])}
-    sources = {"appointments": {**SEED_SOURCES["appointments"], "retry": {"max_attempts": 2}}}
+    sources = {"appointments": {**SEED_SOURCES["appointments"], "retry": {"max_retries": 1}}}  # Scheduler's count
     assert deps.settings.task_max_attempts > 2
     for stage in _stage(monkeypatch, deps, clock, sources, streams):
         stage.put(APPOINTMENTS_TABLE, {"PK": "USER#ada", "SK": "REMINDER#standup",
@@ -306,7 +306,7 @@ def test_a_sources_declared_retry_policy_gives_its_failing_item_up_after_its_att
         assert (failed["attempts"], ses.calls) == (2, 2)
         shown = client.http.get("/tasks/appointments/" + quote(json.dumps({"PK": "USER#ada", "SK": "REMINDER#standup"}),
                                                                 safe="")).json_body["task"]
-        assert (shown["status"], shown["retry"]) == ("FAILED", {"max_attempts": 2})
+        assert (shown["status"], shown["retry"]) == ("FAILED", {"max_attempts": 2, "max_retries": 1})
         [alert] = aws.alerts()
         assert alert["subject"].endswith("failed after 2 attempts")
 

@@ -211,3 +211,16 @@ def test_readmes_known_misses_names_every_target_the_committed_bench_missed_with
     assert f"{len(missed)} of {len(targets)} missed" in known
     for target in missed:
         assert f"{target['figure']:.2f}" in known, target["name"]
+
+
+def test_every_yes_of_the_eventbridge_scheduler_table_names_a_test_that_exists() -> None:
+    """docs/tasks.md "Compared with EventBridge Scheduler": each row that says yes names the test behind it."""
+    text = (ROOT / "docs" / "tasks.md").read_text()
+    table = text.split("### Compared with EventBridge Scheduler", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) >= 5
+    for option, answer, test in rows:
+        if not answer.startswith("yes"):
+            continue
+        path, _, name = test.strip("| `").partition("::")
+        assert name and f"def {name}(" in (ROOT / path).read_text(), option

@@ -411,3 +411,13 @@ def test_an_interval_seed_item_with_only_a_task_date_time_is_due_at_that_minute(
     assert isinstance(steps[0], SetBucket)
     filed = {**item, "taskDateTime": steps[0].bucket, DUE_EPOCH_ATTRIBUTE: int(due.timestamp())}
     assert plan(change("MODIFY", filed, item), settings) == []
+
+
+def test_an_exact_task_with_a_window_is_sent_for_its_slot_by_queue_and_by_schedule() -> None:
+    near = plan(change("INSERT", seed_item(NOW + timedelta(seconds=70), window_seconds=300)))
+    assert [(type(s).__name__, getattr(s, "delay_seconds", None)) for s in near] == [("SendDue", 300)]
+    assert near[0].message.due == NOW + timedelta(seconds=70)  # type: ignore[union-attr]  # its execution's time
+    far = plan(change("INSERT", seed_item(NOW + timedelta(hours=2, seconds=70), window_seconds=900)))
+    [put] = far
+    assert isinstance(put, PutSchedule)
+    assert put.fire_at == NOW + timedelta(hours=2, minutes=15) - timedelta(seconds=SETTINGS.schedule_lead_seconds)

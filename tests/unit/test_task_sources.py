@@ -120,9 +120,20 @@ def test_a_sources_retry_policy_is_read_once_and_every_item_of_it_takes_it_over_
 
 def test_a_bad_sources_retry_says_what_it_must_be() -> None:
     with pytest.raises(SourceSettingsError) as error:
-        Settings.from_env({"TASK_SOURCES": json.dumps({"appointments": _with(APPOINTMENTS, retry={"max_attempts": 186})})})
-    assert str(error.value) == ("TASK_SOURCES is invalid: task source 'appointments', field 'retry.max_attempts': "
-                                "must be a whole number from 1 to 185, got 186")
+        Settings.from_env({"TASK_SOURCES": json.dumps({"appointments": _with(APPOINTMENTS, retry={"max_retries": 186})})})
+    assert str(error.value) == ("TASK_SOURCES is invalid: task source 'appointments', field 'retry.max_retries': "
+                                "must be a whole number from 0 to 185, got 186")
+    with pytest.raises(SourceSettingsError) as error:
+        Settings.from_env({"TASK_SOURCES": json.dumps({"appointments": _with(APPOINTMENTS, retry={
+            "max_retries": 2, "max_attempts": 2})})})
+    assert "field 'retry.max_retries': must be max_attempts - 1 (1), got 2" in str(error.value)
+
+
+def test_a_source_declares_scheduler_s_185_retries_as_186_attempts() -> None:
+    settings = Settings.from_env({"TASK_SOURCES": json.dumps({"appointments": _with(APPOINTMENTS, retry={
+        "max_retries": 185, "max_age_seconds": 600})})})
+    [appointments] = settings.task_sources
+    assert appointments.retry == {"max_attempts": 186, "max_age_seconds": 600}
 
 
 def test_two_sources_may_not_share_a_table() -> None:

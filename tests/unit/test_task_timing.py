@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chalicelib.settings import Settings
-from chalicelib.tasks.model import RetryPolicy, Strategy, Task, TaskKey
+from chalicelib.tasks.model import InvalidTask, RetryPolicy, Strategy, Task, TaskKey, task_from_item
 from chalicelib.tasks.timing import (
     PRECISIONS,
     RETRY_LATER_CAP_SECONDS,
@@ -20,6 +21,7 @@ from chalicelib.tasks.timing import (
     next_due,
     next_retry,
     queue_delay,
+    window_slot,
 )
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -120,6 +122,42 @@ def test_a_rate_keeps_its_phase_from_the_due_time() -> None:
 def test_missed_occurrences_are_not_replayed() -> None:
     late = NOW + timedelta(hours=5, minutes=30)
     assert next_due(task(NOW, "rate(1 hour)"), late) == NOW + timedelta(hours=6)
+
+
+def test_the_last_occurrence_has_no_next_time_by_end_at_or_by_count() -> None:
+    ends = replace(task(NOW, "rate(1 hour)"), end_at=NOW + timedelta(hours=1))
+    assert next_due(ends, NOW) == NOW + timedelta(hours=1)  # at end_at: still an occurrence
+    assert next_due(replace(ends, due=NOW + timedelta(hours=1)), NOW + timedelta(hours=1)) is None
+    counted = replace(task(NOW, "rate(1 hour)"), max_occurrences=2)
+    assert next_due(counted, NOW, occurrences=1) == NOW + timedelta(hours=1)
+    assert next_due(counted, NOW, occurrences=2) is None
+
+
+@given(st.integers(min_value=1, max_value=4_000_000_000), st.integers(min_value=60, max_value=86400))
+def test_a_windows_slot_is_never_early_and_at_most_the_window_late_on_a_grid(due_epoch: int, window: int) -> None:
+    due = datetime.fromtimestamp(due_epoch, UTC)
+    slot = window_slot(due, window)
+    assert due <= slot <= due + timedelta(seconds=window)
+    assert slot.timestamp() % 60 == 0  # a minute boundary at least: tasks due close together meet there
+
+
+def test_tasks_due_within_one_grid_step_share_a_slot_and_no_window_is_the_due_time() -> None:
+    assert {window_slot(NOW + timedelta(seconds=s), 300) for s in (1, 77, 299, 300)} == {NOW + timedelta(minutes=5)}
+    assert window_slot(NOW + timedelta(seconds=1), 299) == NOW + timedelta(minutes=1)  # the 1-minute grid fits
+    assert window_slot(NOW + timedelta(seconds=7), None) == NOW + timedelta(seconds=7)
+
+
+def test_an_items_end_is_read_and_checked_as_the_apis() -> None:
+    stage = Settings.from_env()
+    item = {"PK": "P", "SK": "S", "run_at": "2026-11-22T12:00:00Z", "email": "ada@example.com",
+            "recurrence": "rate(1 day)", "end_at": 1796000000, "max_occurrences": 3}
+    read = task_from_item(item, stage)
+    assert (read.end_at, read.max_occurrences) == (datetime.fromtimestamp(1796000000, UTC), 3)
+    for bad, field in (({"recurrence": None}, "end_at"), ({"end_at": None, "max_occurrences": 0}, "max_occurrences"),
+                       ({"end_at": "2026-11-22T11:59:59Z"}, "end_at")):
+        with pytest.raises(InvalidTask) as refused:
+            task_from_item({**item, **bad}, stage)
+        assert refused.value.field == field, bad
 
 
 def test_cron_reads_wall_clock_time_in_the_task_time_zone() -> None:
