@@ -38,7 +38,7 @@ from typing import Any
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 from chalicelib.sources import MissingAttribute, TaskSource, render, render_value
-from chalicelib.tasks.actions import ACTIONS, EMAIL, Flag, JsonObject, action_refusal
+from chalicelib.tasks.actions import ACTIONS, EMAIL, JsonObject, OptionalField, PartProblem, action_refusal
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
@@ -302,21 +302,25 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
             raise InvalidTask(f"{where}.{name}", f"unknown field {where}.{name} for a {kind} action")
     clean: dict[str, Any] = {"type": kind}
     for name, check in action.fields.items():
-        if isinstance(check, Flag):  # optional: kept only when given
+        if isinstance(check, OptionalField):  # optional: kept only when given
             if name in spec:
                 clean[name] = spec[name]
         elif isinstance(check, JsonObject):  # a JSON object: checked whole (kind and size), kept as it is
             if name not in spec:
                 raise InvalidTask(f"{where}.{name}", f"{where}.{name} is required and must be a JSON object")
             clean[name] = spec[name]
-        else:
+        elif name not in action.optional or name in spec:
             clean[name] = _text(spec, name, where)
     for name, check in action.fields.items():
         if name not in clean:
             continue
         problem = check(clean[name])
         if problem:
-            raise InvalidTask(f"{where}.{name}", f"{where}.{name} {problem}")
+            named = f"{where}.{name}" + (f".{problem.part}" if isinstance(problem, PartProblem) else "")
+            raise InvalidTask(named, f"{named} {problem}")
+    whole = action.spec_problem(clean)
+    if whole is not None:
+        raise InvalidTask(f"{where}.{whole[0]}", f"{where}.{whole[0]} {whole[1]}")
     return clean
 
 

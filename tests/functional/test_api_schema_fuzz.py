@@ -74,10 +74,12 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
         ("action.url", re.compile(r"origin this stage allows webhooks|resolves to|is not a public address")),
         # ... and a URL's grammar (the document states it in words).
         ("action.url", re.compile(r"is longer than|printable ASCII|https:// URL|user name or password|#fragment|"
-                                  r"has no host|is not a URL|[Pp]ort")),
+                                  r"has no host|is not a URL|[Pp]ort|Invalid IPv6 URL")),
         ("action.secret", re.compile(r"TASK_WEBHOOK_SECRETS")),
         # A webhook's body is JSON text (a grammar the document states in words).
         ("action.body", re.compile(r"must be JSON text")),
+        # A webhook's headers: one name twice in two cases, and their size in all.
+        ("action.headers", re.compile(r"twice, in another case|bytes of names and values")),
     )],
     # The grammar of rate(...) and cron(...) (field ranges, units), and the IANA time zone database.
     ("POST /tasks", "recurrence", re.compile(r"^recurrence: ")),
