@@ -373,6 +373,13 @@ class Attempt:
     task_id: str
     due: datetime
     number: int = 1
+    callback: str = ""  # a task's callback (on_success, on_failure) runs as its own execution: ``key_id``
+
+    @property
+    def key_id(self) -> str:
+        """The id an idempotency key or execution name is made of: the task's, or ``<task id>#<callback>``, so
+        a callback's call is never dropped by its target as a repeat of the task's own."""
+        return f"{self.task_id}#{self.callback}" if self.callback else self.task_id
 
     @property
     def due_text(self) -> str:
@@ -408,6 +415,27 @@ def register(cls: A) -> A:
         raise ValueError(f"action type {cls.type!r} is already registered")
     ACTIONS[cls.type] = cls()
     return cls
+
+
+def with_outcome(spec: Mapping[str, Any], outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """A callback's action ``spec`` carrying the ``outcome`` of the execution it follows, as an ``"outcome"`` key
+    of its JSON: of each JSON object field (a payload, detail or input), and of a text field holding a JSON
+    object (a webhook's body, a queue's or topic's message).  Any other text (an email, a plain message) goes
+    as written. Pure."""
+    action = ACTIONS.get(str(spec.get("type")))
+    carried = dict(spec)
+    for name, check in (action.fields.items() if action is not None else ()):
+        value = carried.get(name)
+        if isinstance(check, JsonObject) and isinstance(value, dict):
+            carried[name] = {**value, "outcome": dict(outcome)}
+        elif name in ("body", "message") and isinstance(value, str):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict):
+                carried[name] = json_text({**parsed, "outcome": dict(outcome)})
+    return carried
 
 
 def run_action(deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
@@ -579,7 +607,7 @@ class StepFunctionsAction(Action):
         "KmsAccessDeniedException", "KmsInvalidStateException"}
 
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
-        name = execution_name(attempt.task_id, attempt.due)
+        name = execution_name(attempt.key_id, attempt.due)
         arn = spec["state_machine_arn"]
         try:
             with permanent_on(self.refused):
@@ -616,7 +644,7 @@ class WebhookAction(Action):
 
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         try:
-            return webhook.post(deps, spec, attempt.task_id, attempt.due)
+            return webhook.post(deps, spec, attempt.key_id, attempt.due)
         except webhook.WebhookRefused as exc:
             raise PermanentActionError(str(exc)) from exc
         except webhook.WebhookFailed as exc:

@@ -35,6 +35,7 @@ from chalicelib.tasks.model import (
     TaskKey,
     iso,
     parse_action,
+    parse_callback,
     parse_due,
     parse_recurrence,
     parse_retry,
@@ -57,7 +58,8 @@ ITEMS_SOURCE = "items"
 # API's cancel does not write it): that cancel was of the item then, so an item written again is a task again.
 CANCELLED_BY = "cancelled_by"
 BY_ITEM = "item"
-CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone", "retry"})
+CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone", "retry", "on_success",
+                           "on_failure"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
 MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a short status-index key
@@ -74,13 +76,17 @@ class TaskRequest:
     recurrence: str | None
     timezone: str | None
     retry: dict[str, int] | None = None
+    on_success: dict[str, Any] | None = None
+    on_failure: dict[str, Any] | None = None
 
     def fingerprint(self) -> str:
-        """Same request, same fingerprint: whatever spelling the due time had (a request without ``retry`` has
-        the fingerprint it had before tasks had one)."""
+        """Same request, same fingerprint: whatever spelling the due time had (a request without ``retry`` or
+        callbacks has the fingerprint it had before tasks had them)."""
         fields: list[Any] = [iso(self.due), self.strategy.value, self.action, self.recurrence, self.timezone]
         if self.retry is not None:
             fields.append(self.retry)
+        if self.on_success is not None or self.on_failure is not None:
+            fields.append({"on_success": self.on_success, "on_failure": self.on_failure})
         canonical = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -103,7 +109,9 @@ def parse_request(body: dict[str, Any], settings: Settings) -> TaskRequest:
     action = parse_action(body["action"])
     timezone = parse_timezone(body.get("timezone"))
     recurrence = parse_recurrence(body.get("recurrence"), timezone)
-    return TaskRequest(task_id, due, strategy, action, recurrence, timezone, parse_retry(body.get("retry")))
+    return TaskRequest(task_id, due, strategy, action, recurrence, timezone, parse_retry(body.get("retry")),
+                       parse_callback(body.get("on_success"), "on_success"),
+                       parse_callback(body.get("on_failure"), "on_failure"))
 
 
 def parse_patch(body: dict[str, Any]) -> tuple[datetime | None, dict[str, Any] | None]:
@@ -188,6 +196,9 @@ def new_item(task_id: str, request: TaskRequest, settings: Settings, now: dateti
         item["timezone"] = request.timezone
     if request.retry:
         item["retry"] = request.retry
+    for name, spec in (("on_success", request.on_success), ("on_failure", request.on_failure)):
+        if spec is not None:
+            item[name] = spec
     return item
 
 
@@ -262,6 +273,9 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
     }
     if task.retry:
         record["retry"] = task.retry
+    for name, spec in (("on_success", task.on_success), ("on_failure", task.on_failure)):
+        if spec is not None:
+            record[name] = spec
     if created_at:
         record["created_at"] = created_at
         if task.key == TaskKey.for_id(task.id):  # an API task: listed by GET /tasks
@@ -383,7 +397,20 @@ def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | No
         "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,
         "last_result": record.get("last_result"), "last_error": record.get("last_error"),
         "finished_at": record.get("finished_at"), **_retry_view(task.retry, record, iso(task.due)),
+        **_callback_view(task.on_success, task.on_failure, record),
     }
+
+
+def _callback_view(on_success: Any, on_failure: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """The task's callbacks, when it has them, and what the last one run came to (``callback``: which, for which
+    due time, its result or error). Pure."""
+    shown: dict[str, Any] = {name: spec for name, spec in (("on_success", on_success), ("on_failure", on_failure))
+                             if isinstance(spec, dict)}
+    ran = record.get("callback")
+    if isinstance(ran, dict):
+        shown["callback"] = {name: ran[name] for name in ("name", "run_at", "status", "result", "error", "at")
+                             if name in ran}
+    return shown
 
 
 def _retry_view(policy: dict[str, int] | None, record: dict[str, Any], due: str | None) -> dict[str, Any]:
@@ -412,6 +439,7 @@ def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
         "finished_at": record.get("finished_at"),
         **_retry_view(record.get("retry") if isinstance(record.get("retry"), dict) else None, record,
                       record.get("run_at")),
+        **_callback_view(record.get("on_success"), record.get("on_failure"), record),
     }
 
 

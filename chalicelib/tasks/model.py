@@ -16,6 +16,8 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   DynamoDB map in an item); absent: an email to the item's ``email``
   with the stage's default subject and body.
 - ``recurrence``: rate(...) or cron(...); ``timezone``: IANA name (for cron).
+- ``on_success``, ``on_failure``: optional actions (any type, validated and allow-listed as ``action``) run
+  once after an execution ends DONE or FAILED, given its outcome (executor.py ``_callback``).
 - ``retry``: optional ``{"max_attempts": 1-185, "max_age_seconds": 60-86400}`` (EventBridge Scheduler's
   limits; either may be left out): the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS,
   TASK_RETRY_MAX_AGE_SECONDS).  A task source's item takes its source's declared ``retry`` (never an
@@ -179,6 +181,15 @@ class Task:
     action_is_default: bool = False
     item: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     retry: dict[str, int] | None = None  # the task's own retry policy as given (parse_retry); None: the stage's
+    on_success: dict[str, Any] | None = None  # callbacks (parse_callback): an action run once after DONE
+    on_failure: dict[str, Any] | None = None  # ... after FAILED
+
+    def callback(self, status: str) -> tuple[str, dict[str, Any]] | None:
+        """(name, action) of the callback an execution ending in ``status`` runs (DONE: ``on_success``, FAILED:
+        ``on_failure``), or None."""
+        name, spec = {Status.DONE.value: ("on_success", self.on_success),
+                      Status.FAILED.value: ("on_failure", self.on_failure)}.get(status, ("", None))
+        return (name, spec) if spec is not None else None
 
     def retry_policy(self, settings: Settings) -> RetryPolicy:
         """The task's retry policy, what it leaves out taken from the stage's settings."""
@@ -375,6 +386,28 @@ def parse_retry(value: Any, where: str = "retry") -> dict[str, int] | None:
     return policy
 
 
+CALLBACKS = ("on_success", "on_failure")
+
+
+def parse_callback(value: Any, where: str) -> dict[str, Any] | None:
+    """A task's ``on_success`` or ``on_failure``: an action spec of any type (``parse_action``), or None when
+    absent.  A callback has no callbacks of its own: one inside it is refused, naming it."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        for name in CALLBACKS:
+            if name in value:
+                raise InvalidTask(f"{where}.{name}", f"{where}.{name}: a callback has no callbacks of its own")
+    return parse_action(value, where)
+
+
+def check_callback_targets(callbacks: dict[str, dict[str, Any] | None], settings: Settings) -> None:
+    """``check_action_target`` of each callback given, naming it (``on_failure.url``)."""
+    for name, spec in callbacks.items():
+        if spec is not None:
+            check_action_target(spec, settings, name)
+
+
 def parse_timezone(value: Any) -> str | None:
     if value is None or value == "":
         return None
@@ -441,7 +474,9 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
     return Task(
         key=TaskKey(pk, sk), due=due, strategy=strategy, action=action,
         recurrence=parse_recurrence(item.get("recurrence"), timezone), timezone=timezone,
-        action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")))
+        action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")),
+        on_success=parse_callback(item.get("on_success"), "on_success"),
+        on_failure=parse_callback(item.get("on_failure"), "on_failure"))
 
 
 def read_task(item: dict[str, Any], key: TaskKey, settings: Settings) -> Task:
@@ -586,5 +621,5 @@ class DueMessage:
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
-           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_retry", "read_task",
-           "task_from_item", "task_from_source_item"]
+           "check_action_target", "check_callback_targets", "default_action", "iso", "parse_action", "parse_callback",
+           "parse_due", "parse_retry", "read_task", "task_from_item", "task_from_source_item"]

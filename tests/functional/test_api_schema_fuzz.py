@@ -100,6 +100,11 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
     ("POST /backups/restores", "point_in_time", re.compile(r"must be an ISO-8601 time|recovery is off|outside the source")),
 ]
 
+# A task's callbacks (on_success, on_failure) are actions: refused by the same rules, naming their own field.
+BEYOND_THE_SCHEMA += [("POST /tasks", field.replace("action.", f"{name}.", 1), pattern)
+                      for operation, field, pattern in list(BEYOND_THE_SCHEMA)
+                      if operation == "POST /tasks" and field.startswith("action.") for name in ("on_success", "on_failure")]
+
 
 def _strategy(path: str, method: str) -> st.SearchStrategy[Any]:
     operation = SCHEMA[path][method]
