@@ -329,6 +329,9 @@
       h('h3', {}, 'Last result'), json(data.last_result === undefined ? null : data.last_result),
       h('h3', {}, 'Last error'), h('pre', {}, text(data.last_error)),
       h('h3', {}, 'Dead letter'), data.dead_letter ? json(data.dead_letter) : h('p', { class: 'muted' }, 'Not dead-lettered.'),
+      h('h3', {}, 'Callbacks'), data.on_success || data.on_failure
+        ? json({ on_success: data.on_success || null, on_failure: data.on_failure || null, last_run: data.callback || null })
+        : h('p', { class: 'muted' }, 'No on_success or on_failure.'),
       h('h3', {}, 'Act on it'),
       h('p', { class: 'buttons' },
         actionButton('Cancel', () => ({ title: 'Cancel the task?', words: 'Cancel ' + name + '? It will not run.', ok: 'Cancel the task' }),

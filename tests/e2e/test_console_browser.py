@@ -188,7 +188,8 @@ def test_sign_in_shows_the_now_view_and_the_first_view_is_under_100_kb(stage: Lo
 def test_a_task_created_through_the_api_appears_and_is_cancelled_from_its_page(api: ApiClient, browser: Any) -> None:
     task_id = f"cancel-me-{TAG}"
     body = {"id": task_id, "run_at": iso(datetime.now(UTC) + timedelta(minutes=30)),
-            "action": {"type": "email", "to": "ops@example.com", "subject": IMG, "body": SCRIPT}}
+            "action": {"type": "email", "to": "ops@example.com", "subject": IMG, "body": SCRIPT},
+            "on_failure": {"type": "email", "to": "ops@example.com", "subject": f"callback-{TAG}", "body": "failed"}}
     assert api.post("/tasks", body).status == 201
     go(browser, "#/tasks?status=PENDING")
     shows(browser, task_id)
@@ -196,6 +197,7 @@ def test_a_task_created_through_the_api_appears_and_is_cancelled_from_its_page(a
     browser.find_element(By.LINK_TEXT, task_id).click()
     shows(browser, "Act on it")
     assert IMG in main_text(browser) and SCRIPT in main_text(browser)  # shown as text, literally
+    assert "Callbacks" in main_text(browser) and f"callback-{TAG}" in main_text(browser)  # its on_failure
     screenshot(browser, "task")
     confirm(browser, "Cancel")
     shows(browser, "Cancel: done.")
