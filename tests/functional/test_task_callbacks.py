@@ -16,6 +16,7 @@ from chalice.test import Client
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import TaskKey, parse_due
 from local.webhook_receiver import Reply, WebhookReceiver
+from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock, moto_aws, use_settings
 from tests.functional.task_support import deliver, due_body, post_task, state_of
 
@@ -123,3 +124,23 @@ def test_a_callback_is_validated_and_allow_listed_as_an_action_and_has_no_callba
         assert refused.status_code == 400 and json.loads(refused.body)["field"] == field, (field, refused.body)
         if field == "on_success.on_failure":
             assert "a callback has no callbacks of its own" in json.loads(refused.body)["error"]
+
+
+def test_a_worker_that_dies_between_the_callback_and_its_note_leaves_it_to_run_again_with_the_same_key(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver,
+        faults: Faults) -> None:
+    created = post_task(client, {"id": "cb-crash", "run_at": RUN_AT, "action": hook(receiver.origin + "/main"),
+                                 "on_success": hook(receiver.origin + "/done")})
+    assert created.status_code == 201, created.body
+    clock.advance(minutes=10)
+    body = due_body(TaskKey.for_id("cb-crash"), parse_due(RUN_AT))
+    faults.inject("dynamodb.UpdateItem", "crash",
+                  match=lambda p: "#cb = :note" in str(p.get("UpdateExpression", "")))  # the callback's note
+    with pytest.raises(WorkerCrash):
+        deliver(client, body)
+    assert deliver(client, body) == set()  # the redelivery finds it DONE, not noted: the callback runs again
+    assert deliver(client, body) == set()  # noted now: nothing more
+    main, first, second = receiver.received
+    assert (main.path, first.path, second.path) == ("/main", "/done", "/done")
+    assert first.key == second.key and second.duplicate  # the receiver drops the repeat by its key
+    assert state_of(deps, TaskKey.for_id("cb-crash"))["callback"]["status"] == "DONE"
