@@ -144,3 +144,15 @@ def test_a_worker_that_dies_between_the_callback_and_its_note_leaves_it_to_run_a
     assert (main.path, first.path, second.path) == ("/main", "/done", "/done")
     assert first.key == second.key and second.duplicate  # the receiver drops the repeat by its key
     assert state_of(deps, TaskKey.for_id("cb-crash"))["callback"]["status"] == "DONE"
+
+
+def test_a_recurring_tasks_on_success_runs_after_each_occurrence(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    run(client, clock, {"id": "cb-daily", "action": hook(receiver.origin + "/main"), "recurrence": "rate(1 day)",
+                        "on_success": hook(receiver.origin + "/done")})
+    next_due = parse_due("2026-11-23T12:10:00Z")
+    clock.advance(days=1)
+    assert deliver(client, due_body(TaskKey.for_id("cb-daily"), next_due)) == set()
+    assert [r.path for r in receiver.received] == ["/main", "/done", "/main", "/done"]
+    dues = [json.loads(r.body)["outcome"]["due"] for r in receiver.received if r.path == "/done"]
+    assert dues == [RUN_AT, "2026-11-23T12:10:00Z"]
