@@ -370,7 +370,7 @@ def _retry(name: str, spec: Any) -> dict[str, int] | None:
 
 
 def _action(name: str, spec: Any) -> dict[str, Any] | None:
-    from chalicelib.tasks.actions import ACTIONS, Flag, JsonObject  # imports nothing of the model or settings at run time
+    from chalicelib.tasks.actions import ACTIONS, JsonObject, OptionalField  # imports nothing of the model or settings at run time
 
     if spec is None:
         return None
@@ -386,15 +386,18 @@ def _action(name: str, spec: Any) -> dict[str, Any] | None:
             raise SourceError(name, f"action.{field_name}", f"is not a field of a {kind} action")
     for field_name, check in action.fields.items():
         value = spec.get(field_name)
-        if isinstance(check, Flag):  # optional, never a template
+        if isinstance(check, OptionalField):  # optional, never a template
             if field_name in spec:
                 problem = check(value)
                 if problem:
-                    raise SourceError(name, f"action.{field_name}", problem)
+                    part = getattr(problem, "part", "")
+                    raise SourceError(name, f"action.{field_name}" + (f".{part}" if part else ""), problem)
                 clean[field_name] = value
             continue
         if isinstance(check, JsonObject):
             clean[field_name] = _json_field(name, field_name, value, check)
+            continue
+        if field_name in action.optional and field_name not in spec:
             continue
         if not isinstance(value, str) or not value.strip():
             raise SourceError(name, f"action.{field_name}", "is required: a non-empty string (a template)")
@@ -407,6 +410,9 @@ def _action(name: str, spec: Any) -> dict[str, Any] | None:
             if problem:
                 raise SourceError(name, f"action.{field_name}", problem)
         clean[field_name] = value
+    whole = action.spec_problem(clean)
+    if whole is not None:
+        raise SourceError(name, f"action.{whole[0]}", whole[1])
     return clean
 
 

@@ -80,6 +80,8 @@ class Received:
     status: int
     host: str
     received_at: float  # the receiver's clock (epoch seconds) when the request was read: what P3 measures
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class WebhookReceiver:
@@ -117,8 +119,9 @@ class WebhookReceiver:
         """The bodies of the requests acted on: verified, first of their key."""
         return [r.body for r in self.received if r.verified and not r.duplicate]
 
-    def handle(self, path: str, headers: Any, body: bytes) -> Reply:
-        """Record one POST and decide its answer."""
+    def handle(self, path: str, headers: Any, body: bytes, method: str = "POST") -> Reply:
+        """Record one request (a POST, PUT, PATCH, DELETE or a GET of another path than /received) and decide its
+        answer."""
         now = self.clock()
         key, timestamp = headers.get(IDEMPOTENCY_HEADER, ""), headers.get(TIMESTAMP_HEADER, "")
         signature = headers.get(SIGNATURE_HEADER, "")
@@ -136,7 +139,8 @@ class WebhookReceiver:
             if verified and ok:
                 self.taken.add(key)
             self.received.append(Received(path, key, timestamp, signature, body.decode("utf-8", "replace"), verified,
-                                          duplicate, reply.status, headers.get("Host", ""), now))
+                                          duplicate, reply.status, headers.get("Host", ""), now, method,
+                                          dict(headers.items())))
         if reply.hang:
             self._released.wait()
         return reply
@@ -153,7 +157,7 @@ def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
-            reply = receiver.handle(self.path, self.headers, body)
+            reply = receiver.handle(self.path, self.headers, body, self.command)
             if reply.drop or reply.hang:
                 self.close_connection = True
                 return
@@ -166,11 +170,16 @@ def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
+        do_PUT = do_PATCH = do_DELETE = do_POST
+
         def do_GET(self) -> None:
+            if self.path != "/received":
+                self.do_POST()
+                return
             with receiver._lock:
-                found = [asdict(r) for r in receiver.received] if self.path == "/received" else []
+                found = [asdict(r) for r in receiver.received]
             payload = json.dumps(found).encode()
-            self.send_response(200 if self.path == "/received" else 404)
+            self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

@@ -402,6 +402,9 @@
       h('h3', {}, 'Last result'), json(data.last_result === undefined ? null : data.last_result),
       h('h3', {}, 'Last error'), h('pre', {}, text(data.last_error)),
       h('h3', {}, 'Dead letter'), data.dead_letter ? json(data.dead_letter) : h('p', { class: 'muted' }, 'Not dead-lettered.'),
+      h('h3', {}, 'Callbacks'), data.on_success || data.on_failure
+        ? json({ on_success: data.on_success || null, on_failure: data.on_failure || null, last_run: data.callback || null })
+        : h('p', { class: 'muted' }, 'No on_success or on_failure.'),
       h('h3', {}, 'Act on it'), actionsOf(data, name, reload, post),
       h('p', {}, link('#/tasks', 'All tasks')));
   }

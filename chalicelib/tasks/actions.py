@@ -110,7 +110,7 @@ def json_body_text(value: str) -> str | None:
     try:
         json.loads(value)
     except ValueError as exc:
-        return f"must be JSON text (the body to POST): {exc}"
+        return f"must be JSON text (the body to send): {exc}"
     return None
 
 
@@ -179,13 +179,57 @@ class JsonObject:
         return _storable(value, 1)
 
 
+class OptionalField(ABC):
+    """A field kind a spec may leave out (kept only when given) and a task source never templates (``Flag``,
+    ``Choice``, ``HeaderMap``).  Called as a check with the value, it says what is wrong, like a string field's
+    check."""
+
+    @abstractmethod
+    def __call__(self, value: Any) -> str | None:
+        """What is wrong with ``value``, or None."""
+
+
+class PartProblem(str):
+    """A check's problem that names the part of the value at fault (``part``: a key of an object), so the field
+    named is ``<field>.<part>`` (``action.headers.Host``)."""
+
+    part: str
+
+    def __new__(cls, part: str, problem: str) -> PartProblem:
+        made = super().__new__(cls, problem)
+        made.part = part
+        return made
+
+
 @dataclass(frozen=True)
-class Flag:
-    """A field kind: an optional JSON boolean (absent: false).  Called as a check with the value, it says what is
-    wrong, like a string field's check."""
+class Flag(OptionalField):
+    """A field kind: an optional JSON boolean (absent: false)."""
 
     def __call__(self, value: Any) -> str | None:
         return None if isinstance(value, bool) else f"must be true or false, got {type(value).__name__}"
+
+
+@dataclass(frozen=True)
+class Choice(OptionalField):
+    """A field kind: an optional string among ``options`` (absent: the first)."""
+
+    options: tuple[str, ...]
+
+    def __call__(self, value: Any) -> str | None:
+        if isinstance(value, str) and value in self.options:
+            return None
+        return f"must be one of {', '.join(self.options)}, got {_shown(str(value)) if isinstance(value, str) else type(value).__name__}"
+
+
+@dataclass(frozen=True)
+class HeaderMap(OptionalField):
+    """A field kind: an optional JSON object of HTTP header names to values (``webhook.header_problem``)."""
+
+    def __call__(self, value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return f"must be a JSON object of header names to values, got {type(value).__name__}"
+        found = webhook.headers_problem(value)
+        return PartProblem(*found) if found and found[0] else found[1] if found else None
 
 
 # The optional field by which a task says its action's target drops a repeat of one execution (task, due time):
@@ -347,6 +391,13 @@ class Attempt:
     due: datetime
     number: int = 1
     seconds_left: Callable[[], float] | None = field(default=None, compare=False, repr=False)
+    callback: str = ""  # a task's callback (on_success, on_failure) runs as its own execution: ``key_id``
+
+    @property
+    def key_id(self) -> str:
+        """The id an idempotency key or execution name is made of: the task's, or ``<task id>#<callback>``, so
+        a callback's call is never dropped by its target as a repeat of the task's own."""
+        return f"{self.task_id}#{self.callback}" if self.callback else self.task_id
 
     @property
     def due_text(self) -> str:
@@ -359,7 +410,12 @@ class Action(ABC):
     """One action type: its name, its fields and how it runs."""
 
     type: ClassVar[str]
-    fields: ClassVar[Mapping[str, Check]]  # every one required (but a ``Flag``), in this order
+    fields: ClassVar[Mapping[str, Check]]  # every one required (but an ``OptionalField``), in this order
+    optional: ClassVar[frozenset[str]] = frozenset()  # string fields a spec may leave out (``spec_problem`` says when)
+
+    def spec_problem(self, spec: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(field, what is wrong) with a spec whose fields each passed their check, taken together; None. Pure."""
+        return None
 
     @abstractmethod
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
@@ -377,6 +433,27 @@ def register(cls: A) -> A:
         raise ValueError(f"action type {cls.type!r} is already registered")
     ACTIONS[cls.type] = cls()
     return cls
+
+
+def with_outcome(spec: Mapping[str, Any], outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """A callback's action ``spec`` carrying the ``outcome`` of the execution it follows, as an ``"outcome"`` key
+    of its JSON: of each JSON object field (a payload, detail or input), and of a text field holding a JSON
+    object (a webhook's body, a queue's or topic's message).  Any other text (an email, a plain message) goes
+    as written. Pure."""
+    action = ACTIONS.get(str(spec.get("type")))
+    carried = dict(spec)
+    for name, check in (action.fields.items() if action is not None else ()):
+        value = carried.get(name)
+        if isinstance(check, JsonObject) and isinstance(value, dict):
+            carried[name] = {**value, "outcome": dict(outcome)}
+        elif name in ("body", "message") and isinstance(value, str):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict):
+                carried[name] = json_text({**parsed, "outcome": dict(outcome)})
+    return carried
 
 
 def run_action(deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
@@ -548,7 +625,7 @@ class StepFunctionsAction(Action):
         "KmsAccessDeniedException", "KmsInvalidStateException"}
 
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
-        name = execution_name(attempt.task_id, attempt.due)
+        name = execution_name(attempt.key_id, attempt.due)
         arn = spec["state_machine_arn"]
         try:
             with permanent_on(self.refused):
@@ -564,16 +641,28 @@ class StepFunctionsAction(Action):
 
 @register
 class WebhookAction(Action):
-    """A signed HTTPS POST of a JSON body to an allow-listed origin (chalicelib/tasks/webhook.py).
-    ``target_deduplicates``: true says the receiver drops a repeat of a ``webhook-id`` it has seen."""
+    """A signed HTTPS request (POST by default; ``method``, extra ``headers``) of a JSON body to an allow-listed
+    origin (chalicelib/tasks/webhook.py).  ``target_deduplicates``: true says the receiver drops a repeat of a
+    ``webhook-id`` it has seen."""
 
     type = "webhook"
     fields: ClassVar[Mapping[str, Check]] = {"url": webhook.url_problem, "secret": webhook.secret_problem,
-                                             "body": json_body_text, TARGET_DEDUPLICATES: Flag()}
+                                             "body": json_body_text, "method": Choice(webhook.METHODS),
+                                             "headers": HeaderMap(), TARGET_DEDUPLICATES: Flag()}
+    optional: ClassVar[frozenset[str]] = frozenset({"body"})
+
+    def spec_problem(self, spec: Mapping[str, Any]) -> tuple[str, str] | None:
+        """``body`` is required but for a GET, which sends none and refuses one."""
+        method = str(spec.get("method", webhook.METHODS[0]))
+        if method in webhook.BODILESS and "body" in spec:
+            return "body", f"must be left out: a {method} sends no body"
+        if method not in webhook.BODILESS and "body" not in spec:
+            return "body", f"is required for a {method}: the JSON text to send"
+        return None
 
     def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         try:
-            return webhook.post(deps, spec, attempt.task_id, attempt.due, attempt.seconds_left)
+            return webhook.post(deps, spec, attempt.key_id, attempt.due, attempt.seconds_left)
         except webhook.WebhookRefused as exc:
             raise PermanentActionError(str(exc)) from exc
         except webhook.WebhookFailed as exc:

@@ -25,6 +25,7 @@ from chalicelib.tasks.model import (
     Task,
     TaskKey,
     check_action_target,
+    check_callback_targets,
     iso,
     task_from_item,
 )
@@ -110,6 +111,8 @@ def create(deps: Deps, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]
     settings, store = deps.settings, TaskStore(deps)
     request = _valid(lambda: items.parse_request(body, settings))
     _valid(lambda: check_action_target(request.action, settings))
+    _valid(lambda: check_callback_targets({"on_success": request.on_success, "on_failure": request.on_failure},
+                                          settings))
     fingerprint = request.fingerprint()
     if request.id is not None:
         replay = _replay(deps, store, request.id, fingerprint)

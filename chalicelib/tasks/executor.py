@@ -388,7 +388,52 @@ def _after(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
             did = True
     elif execution.state == Status.DONE.value and next_due is not None:
         did = _persisted(deps, "the next due time", lambda: _recur(deps, store, task, message, image, next_due))
-    return did
+    return _callback(deps, store, task, execution, outcome) or did
+
+
+def callback_outcome(task: Task, name: str, execution: Execution, outcome: Outcome | None) -> dict[str, Any]:
+    """What a callback is given of the execution it follows: the task's id, the due time, the attempts, the
+    status and the result or the error. Pure."""
+    given: dict[str, Any] = {"callback": name, "task_id": task.id, "due": iso(task.due),
+                             "attempt": outcome.attempts if outcome else execution.attempts,
+                             "status": execution.state}
+    if execution.state == Status.DONE.value:
+        given["result"] = outcome.result if outcome else execution.result
+    else:
+        given["error"] = outcome.error if outcome else execution.error
+    return given
+
+
+def _callback(deps: Deps, store: TaskStore, task: Task, execution: Execution, outcome: Outcome | None) -> bool:
+    """The task's ``on_success`` after a DONE execution (each occurrence of a recurring task), its ``on_failure``
+    after a FAILED one, run once: then noted on the record (``mark_callback``: the execution, by its due time and
+    owner), so a redelivery that finds it noted does not run it again; the window of "Fail loudly" applies (run,
+    then noted: a worker that dies in between leaves it to be run again, with the same idempotency key).  Its
+    action is given the outcome (``actions.with_outcome``), allow-listed as the task's own, and retried by the
+    task's retry policy within this delivery only (a wait the delivery cannot make gives up).  Its failure is
+    logged, alerted and noted; it never changes the task's outcome.  True when it ran."""
+    chosen = task.callback(execution.state)
+    if chosen is None or execution.callback_ran():
+        return False
+    name, spec = chosen
+    given = callback_outcome(task, name, execution, outcome)
+    ran = _run_with_retries(deps, replace(task, action=actions.with_outcome(spec, given)), since=deps.clock(),
+                            callback=name)
+    note: dict[str, Any] = {"name": name, "status": Status.DONE.value if ran.status is Status.DONE else
+                            Status.FAILED.value, "attempts": ran.attempts, "at": iso(deps.clock())}
+    if ran.status is Status.DONE:
+        note["result"] = ran.result
+        logger.info("task callback ran", extra={"task_id": task.id, "callback": name})
+    else:
+        note["error"] = ran.error
+        logger.error("task callback failed; the task's outcome stands",
+                     extra={"task_id": task.id, "callback": name, "error": ran.error})
+        alerts.publish(deps, f"Task {task.id}: its {name} callback failed after {ran.attempts} attempts", {
+            "task_id": task.id, "due": iso(task.due), "callback": name, "action": spec["type"],
+            "attempts": ran.attempts, "error": ran.error, "dedupe_id": f"task-callback-failed:{task.id}:{iso(task.due)}"})
+    _persisted(deps, "the callback on the record", lambda: store.mark_callback(
+        task.key, execution.due or iso(task.due), execution.owner, note))
+    return True
 
 
 def _recur(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
@@ -465,21 +510,21 @@ def _send_back(deps: Deps, message: DueMessage, delay: int) -> None:
 
 
 def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: datetime | None = None,
-                      seconds_left: Callable[[], float] | None = None) -> Outcome:
+                      seconds_left: Callable[[], float] | None = None, callback: str = "") -> Outcome:
     """DONE with the result on success; FAILED with the last error when the task's retry policy
     (``Task.retry_policy``: attempts, age since ``since``) is spent, or at once with a permanent error
     (``actions.PermanentActionError``: retrying cannot help); PENDING with ``retry_at`` when the next attempt
     is too far off to wait for in this delivery (``timing.next_retry``: backoff with jitter from ``deps.random``,
     at least an ``actions.ActionRetryHint``'s ``retry_after_seconds``).  ``attempts_before``: the attempts
-    earlier deliveries made of this execution."""
+    earlier deliveries made of this execution.  ``callback``: the task's callback runs (its own idempotency key),
+    and a wait this delivery cannot make gives it up (FAILED) instead of a retry later."""
     policy = task.retry_policy(deps.settings)
     attempt, slept, error = attempts_before, 0.0, ""
     while True:
         attempt += 1
         try:
-            return Outcome(Status.DONE, attempt,
-                           actions.run_action(deps, task.action,
-                                              actions.Attempt(task.id, task.due, attempt, seconds_left)))
+            return Outcome(Status.DONE, attempt, actions.run_action(
+                deps, task.action, actions.Attempt(task.id, task.due, attempt, seconds_left, callback)))
         except actions.PermanentActionError as exc:  # a refused target, an unknown type: no attempt can succeed
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("task action refused; not retried", extra={"task_id": task.id, "error": error})
@@ -491,8 +536,9 @@ def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: d
             step = timing.next_retry(policy, attempt, since or task.due, now, deps.random(), hint, slept)
             logger.warning("task action failed", extra={"task_id": task.id, "attempt": attempt, "error": error,
                                                         "next": step.kind, "delay_seconds": step.seconds})
-            if step.kind == "give_up":
-                return Outcome(Status.FAILED, attempt, None, f"{error} (not retried: {step.reason})"
+            if step.kind == "give_up" or (callback and step.kind == "later"):
+                reason = step.reason if step.kind == "give_up" else "a callback retries within its delivery only"
+                return Outcome(Status.FAILED, attempt, None, f"{error} (not retried: {reason})"
                                if attempt < policy.max_attempts else error)
             if step.kind == "later":
                 return Outcome(Status.PENDING, attempt, None, error, retry_at=now + timedelta(seconds=step.seconds))

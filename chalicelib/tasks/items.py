@@ -35,6 +35,7 @@ from chalicelib.tasks.model import (
     TaskKey,
     iso,
     parse_action,
+    parse_callback,
     parse_due,
     parse_end,
     parse_recurrence,
@@ -61,7 +62,7 @@ ITEMS_SOURCE = "items"
 CANCELLED_BY = "cancelled_by"
 BY_ITEM = "item"
 CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone", "retry", "end_at",
-                           "max_occurrences", "window_seconds"})
+                           "max_occurrences", "window_seconds", "on_success", "on_failure"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
 MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a short status-index key
@@ -81,10 +82,12 @@ class TaskRequest:
     end_at: datetime | None = None
     max_occurrences: int | None = None
     window_seconds: int | None = None
+    on_success: dict[str, Any] | None = None
+    on_failure: dict[str, Any] | None = None
 
     def fingerprint(self) -> str:
-        """Same request, same fingerprint: whatever spelling the due time had (a request without ``retry`` has
-        the fingerprint it had before tasks had one)."""
+        """Same request, same fingerprint: whatever spelling the due time had (a request without ``retry`` or
+        callbacks has the fingerprint it had before tasks had them)."""
         fields: list[Any] = [iso(self.due), self.strategy.value, self.action, self.recurrence, self.timezone]
         if self.retry is not None:
             fields.append(self.retry)
@@ -92,6 +95,8 @@ class TaskRequest:
             fields.append({"end_at": iso(self.end_at) if self.end_at else None, "max_occurrences": self.max_occurrences})
         if self.window_seconds is not None:
             fields.append({"window_seconds": self.window_seconds})
+        if self.on_success is not None or self.on_failure is not None:
+            fields.append({"on_success": self.on_success, "on_failure": self.on_failure})
         canonical = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -116,7 +121,9 @@ def parse_request(body: dict[str, Any], settings: Settings) -> TaskRequest:
     recurrence = parse_recurrence(body.get("recurrence"), timezone)
     end_at, max_occurrences = parse_end(body.get("end_at"), body.get("max_occurrences"), due, recurrence)
     return TaskRequest(task_id, due, strategy, action, recurrence, timezone, parse_retry(body.get("retry")),
-                       end_at, max_occurrences, parse_window(body.get("window_seconds"), strategy))
+                       end_at, max_occurrences, parse_window(body.get("window_seconds"), strategy),
+                       parse_callback(body.get("on_success"), "on_success"),
+                       parse_callback(body.get("on_failure"), "on_failure"))
 
 
 def parse_patch(body: dict[str, Any]) -> tuple[datetime | None, dict[str, Any] | None]:
@@ -204,6 +211,9 @@ def new_item(task_id: str, request: TaskRequest, settings: Settings, now: dateti
     item.update(end_fields(request.end_at, request.max_occurrences))
     if request.window_seconds:
         item["window_seconds"] = request.window_seconds
+    for name, spec in (("on_success", request.on_success), ("on_failure", request.on_failure)):
+        if spec is not None:
+            item[name] = spec
     return item
 
 
@@ -292,6 +302,9 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
     record.update(end_fields(task.end_at, task.max_occurrences))
     if task.window_seconds:
         record["window_seconds"] = task.window_seconds
+    for name, spec in (("on_success", task.on_success), ("on_failure", task.on_failure)):
+        if spec is not None:
+            record[name] = spec
     if created_at:
         record["created_at"] = created_at
         if task.key == TaskKey.for_id(task.id):  # an API task: listed by GET /tasks
@@ -415,6 +428,7 @@ def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | No
         "finished_at": record.get("finished_at"), **_retry_view(task.retry, record, iso(task.due)),
         **end_fields(task.end_at, task.max_occurrences), **_occurrences_view(task.recurrence, record),
         **({"window_seconds": task.window_seconds} if task.window_seconds else {}),
+        **_callback_view(task.on_success, task.on_failure, record),
     }
 
 
@@ -422,6 +436,18 @@ def _occurrences_view(recurrence: Any, record: dict[str, Any]) -> dict[str, Any]
     """``occurrences``: the runs a recurring task made so far (its record's count), when it made any. Pure."""
     count = _count(record.get("occurrences", 0))
     return {"occurrences": count} if recurrence and count else {}
+
+
+def _callback_view(on_success: Any, on_failure: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """The task's callbacks, when it has them, and what the last one run came to (``callback``: which, for which
+    due time, its result or error). Pure."""
+    shown: dict[str, Any] = {name: spec for name, spec in (("on_success", on_success), ("on_failure", on_failure))
+                             if isinstance(spec, dict)}
+    ran = record.get("callback")
+    if isinstance(ran, dict):
+        shown["callback"] = {name: ran[name] for name in ("name", "run_at", "status", "result", "error", "at")
+                             if name in ran}
+    return shown
 
 
 def _retry_view(policy: dict[str, int] | None, record: dict[str, Any], due: str | None) -> dict[str, Any]:
@@ -453,6 +479,7 @@ def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
         **{name: record[name] for name in ("end_at", "max_occurrences", "window_seconds")
            if record.get(name) is not None},
         **_occurrences_view(record.get("recurrence"), record),
+        **_callback_view(record.get("on_success"), record.get("on_failure"), record),
     }
 
 

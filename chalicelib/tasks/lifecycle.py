@@ -105,6 +105,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("settle_once_failed", ONCE, F, "as settle_once_done, the action failed for good"),
     Transition("mark_dead_lettered", _states(F), None, "the failure was sent to TASK_DLQ"),
     Transition("mark_alerted", _states(F), None, "the failure was sent to ALERT_TOPIC_ARN"),
+    Transition("mark_callback", _states(P, D, F), None,
+               "the task's on_success or on_failure ran after the execution it follows (from PENDING: a recurring "
+               "task's occurrence), on the condition that the record still holds that execution as settled"),
     Transition("cancel", _states(N, P, DL, PA), C,
                "DELETE /tasks/{id}, with the item's delete in one transaction (from DEAD_LETTERED: even with the "
                "claim its message left RUNNING)"),
@@ -137,7 +140,7 @@ WRITERS: Mapping[str, str] = {
     "settle_failed": "TaskStore.settle",
     "settle_once_done": "TaskStore.settle_once", "settle_once_retry": "TaskStore.settle_once",
     "settle_once_failed": "TaskStore.settle_once",
-    "mark_dead_lettered": "TaskStore.mark", "mark_alerted": "TaskStore.mark",
+    "mark_dead_lettered": "TaskStore.mark", "mark_alerted": "TaskStore.mark", "mark_callback": "TaskStore.mark_callback",
     "cancel": "TaskStore.cancel", "reschedule": "TaskStore.reschedule", "cancel_by_item": "TaskStore.cancel_by_item",
     "note_dead_letter": "TaskStore.note_dead_letter", "note_stream_dead_letter": "TaskStore.note_stream_dead_letter",
     "note_stream_dead_letter_kept": "TaskStore.note_stream_dead_letter",

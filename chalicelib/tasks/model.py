@@ -20,6 +20,8 @@ Any program may write a task item (string keys PK and SK). What the app reads:
   occurrence is the last one due at or before ``end_at``, or its ``max_occurrences``-th run; then it is DONE.
 - ``window_seconds``: optional, 60-86400 (EventBridge Scheduler's FlexibleTimeWindow, 1-1440 minutes), of an
   exact task: how late it may run (never early), so tasks due close together share the executor's batches.
+- ``on_success``, ``on_failure``: optional actions (any type, validated and allow-listed as ``action``) run
+  once after an execution ends DONE or FAILED, given its outcome (executor.py ``_callback``).
 - ``retry``: optional ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}``
   (EventBridge Scheduler's limits, which count retries: max_attempts = max_retries + 1; any may be left out):
   the task's retry policy, else the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).  A task source's
@@ -42,7 +44,7 @@ from typing import Any
 from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 from chalicelib.sources import MissingAttribute, TaskSource, render, render_value
-from chalicelib.tasks.actions import ACTIONS, EMAIL, Flag, JsonObject, action_refusal
+from chalicelib.tasks.actions import ACTIONS, EMAIL, JsonObject, OptionalField, PartProblem, action_refusal
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
@@ -189,6 +191,15 @@ class Task:
     end_at: datetime | None = None  # a recurring task's end: no occurrence after it (parse_end)
     max_occurrences: int | None = None  # a recurring task's number of runs (parse_end)
     window_seconds: int | None = None  # an exact task's flexible window (parse_window)
+    on_success: dict[str, Any] | None = None  # callbacks (parse_callback): an action run once after DONE
+    on_failure: dict[str, Any] | None = None  # ... after FAILED
+
+    def callback(self, status: str) -> tuple[str, dict[str, Any]] | None:
+        """(name, action) of the callback an execution ending in ``status`` runs (DONE: ``on_success``, FAILED:
+        ``on_failure``), or None."""
+        name, spec = {Status.DONE.value: ("on_success", self.on_success),
+                      Status.FAILED.value: ("on_failure", self.on_failure)}.get(status, ("", None))
+        return (name, spec) if spec is not None else None
 
     def retry_policy(self, settings: Settings) -> RetryPolicy:
         """The task's retry policy, what it leaves out taken from the stage's settings."""
@@ -313,21 +324,25 @@ def parse_action(spec: Any, where: str = "action") -> dict[str, Any]:
             raise InvalidTask(f"{where}.{name}", f"unknown field {where}.{name} for a {kind} action")
     clean: dict[str, Any] = {"type": kind}
     for name, check in action.fields.items():
-        if isinstance(check, Flag):  # optional: kept only when given
+        if isinstance(check, OptionalField):  # optional: kept only when given
             if name in spec:
                 clean[name] = spec[name]
         elif isinstance(check, JsonObject):  # a JSON object: checked whole (kind and size), kept as it is
             if name not in spec:
                 raise InvalidTask(f"{where}.{name}", f"{where}.{name} is required and must be a JSON object")
             clean[name] = spec[name]
-        else:
+        elif name not in action.optional or name in spec:
             clean[name] = _text(spec, name, where)
     for name, check in action.fields.items():
         if name not in clean:
             continue
         problem = check(clean[name])
         if problem:
-            raise InvalidTask(f"{where}.{name}", f"{where}.{name} {problem}")
+            named = f"{where}.{name}" + (f".{problem.part}" if isinstance(problem, PartProblem) else "")
+            raise InvalidTask(named, f"{named} {problem}")
+    whole = action.spec_problem(clean)
+    if whole is not None:
+        raise InvalidTask(f"{where}.{whole[0]}", f"{where}.{whole[0]} {whole[1]}")
     return clean
 
 
@@ -443,6 +458,26 @@ def parse_window(value: Any, strategy: Strategy) -> int | None:
         raise InvalidTask("window_seconds", f"window_seconds is for an exact task; a {strategy.value} task runs when "
                                             "its bucket or its TTL says")
     return int(value)
+CALLBACKS = ("on_success", "on_failure")
+
+
+def parse_callback(value: Any, where: str) -> dict[str, Any] | None:
+    """A task's ``on_success`` or ``on_failure``: an action spec of any type (``parse_action``), or None when
+    absent.  A callback has no callbacks of its own: one inside it is refused, naming it."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        for name in CALLBACKS:
+            if name in value:
+                raise InvalidTask(f"{where}.{name}", f"{where}.{name}: a callback has no callbacks of its own")
+    return parse_action(value, where)
+
+
+def check_callback_targets(callbacks: dict[str, dict[str, Any] | None], settings: Settings) -> None:
+    """``check_action_target`` of each callback given, naming it (``on_failure.url``)."""
+    for name, spec in callbacks.items():
+        if spec is not None:
+            check_action_target(spec, settings, name)
 
 
 def parse_timezone(value: Any) -> str | None:
@@ -514,7 +549,9 @@ def _task_from_item(item: dict[str, Any], settings: Settings) -> Task:
         key=TaskKey(pk, sk), due=due, strategy=strategy, action=action,
         recurrence=recurrence, timezone=timezone,
         action_is_default=is_default, item=item, retry=parse_retry(item.get("retry")),
-        end_at=end_at, max_occurrences=max_occurrences, window_seconds=parse_window(item.get("window_seconds"), strategy))
+        end_at=end_at, max_occurrences=max_occurrences, window_seconds=parse_window(item.get("window_seconds"), strategy),
+        on_success=parse_callback(item.get("on_success"), "on_success"),
+        on_failure=parse_callback(item.get("on_failure"), "on_failure"))
 
 
 def read_task(item: dict[str, Any], key: TaskKey, settings: Settings) -> Task:
@@ -659,6 +696,6 @@ class DueMessage:
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
-           "check_action_target", "default_action", "iso", "parse_action", "parse_due", "parse_end", "parse_retry",
-           "parse_window", "read_task", "retry_shown",
+           "check_action_target", "check_callback_targets", "default_action", "iso", "parse_action", "parse_callback",
+           "parse_due", "parse_end", "parse_retry", "parse_window", "read_task", "retry_shown",
            "task_from_item", "task_from_source_item"]

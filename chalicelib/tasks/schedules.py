@@ -49,6 +49,7 @@ from chalicelib.tasks.model import (
     Task,
     TaskKey,
     check_action_target,
+    check_callback_targets,
     iso,
     read_task,
     shown,
@@ -368,6 +369,7 @@ def _refused_target(task: Task, settings: Settings) -> str | None:
     """Why a task may not run: its action sends where the stage does not allow."""
     try:
         check_action_target(task.action, settings)
+        check_callback_targets({"on_success": task.on_success, "on_failure": task.on_failure}, settings)
     except InvalidTask as exc:
         return f"the task's action is refused: {exc.message}"
     return None

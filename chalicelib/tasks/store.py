@@ -141,12 +141,15 @@ class Execution:
     retry_at_ms: int | None = None
     retry_from: str | None = None
     occurrences: int = 0  # a recurring task's runs so far (its end: max_occurrences)
+    result: Any = None  # last_result
+    callback_of: str = ""  # the execution ("<due> <owner>") whose callback ran (``mark_callback``)
 
     @classmethod
     def of(cls, record: Mapping[str, Any] | None) -> Execution:
         record = record or {}
         next_run = record.get("next_run_at")
-        return cls(_text(record.get("exec_due")), str(record.get("exec_state", "")), str(record.get("exec_owner", "")),
+        ran = record.get("callback")
+        return replace(cls(_text(record.get("exec_due")), str(record.get("exec_state", "")), str(record.get("exec_owner", "")),
                    float(record.get("claimed_at", 0) or 0), str(next_run) if next_run else None,
                    record.get("dead_lettered") is True, record.get("alerted") is True,
                    str(record.get("status", "")), _text(record.get("run_at")), _text(record.get("moved_from")),
@@ -154,8 +157,14 @@ class Execution:
                    int(record["exec_due_ms"]) if record.get("exec_due_ms") is not None else None,
                    int(record.get("exec_takeovers", 0) or 0), _text(record.get("retry_due")),
                    int(record["retry_at_ms"]) if record.get("retry_at_ms") is not None else None,
-                   _text(record.get("retry_from")),
-                   occurrences=int(record.get("occurrences", 0) or 0))
+                   _text(record.get("retry_from"))),
+                       occurrences=int(record.get("occurrences", 0) or 0),
+                       result=record.get("last_result"),
+                       callback_of=f"{ran.get('run_at')} {ran.get('owner')}" if isinstance(ran, dict) else "")
+
+    def callback_ran(self) -> bool:
+        """True when the callback of this execution (its due time, settled by its owner) ran already."""
+        return self.callback_of == f"{self.due} {self.owner}"
 
     def attempts_before(self, due: str) -> int:
         """Attempts already made of the execution at ``due``: those a retry of it counts on (0 for a new one)."""
@@ -581,6 +590,20 @@ class TaskStore:
         self._ddb.update_item(
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
+
+    def mark_callback(self, key: TaskKey, due: str, owner: str, note: Mapping[str, Any]) -> bool:
+        """``mark_callback``: note on the record that the callback of the execution at ``due`` settled by
+        ``owner`` ran (``note``: which, its status, result or error), on the condition that the record still
+        holds that execution (a later occurrence's claim, a redrive's, is not marked).  False when it no longer
+        does, or the record has left the state the settle left (DONE, FAILED; PENDING at a recurring task's next
+        time): cancelled, paused or dead-lettered since."""
+        return _applied(lambda: self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
+            UpdateExpression="SET #cb = :note",
+            ConditionExpression="exec_due = :due AND exec_owner = :owner AND #s IN (:pending, :done, :failed)",
+            **_expression_args({"#cb": "callback", "#s": "status"}, {
+                ":note": {**note, "run_at": due, "owner": owner}, ":due": due, ":owner": owner,
+                ":pending": Status.PENDING.value, ":done": Status.DONE.value, ":failed": Status.FAILED.value})))
 
     def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any], key: TaskKey | None = None) -> bool:
         """Put a lazy task's item back (DynamoDB JSON as it was, binary as bytes) with ``changes`` (DynamoDB

@@ -1,4 +1,5 @@
-"""The ``webhook`` action: a signed HTTPS POST of a JSON body to an allow-listed origin (docs/tasks.md "Webhooks").
+"""The ``webhook`` action: a signed HTTPS request (POST, or the task's ``method``, with its own ``headers``) of a
+JSON body to an allow-listed origin (docs/tasks.md "Webhooks").
 
 The decisions are pure and come first: the URL and secret field checks, the
 origin allow-list (TASK_WEBHOOK_ORIGINS), which addresses may be called (never
@@ -74,6 +75,24 @@ MIN_CALL_SECONDS = 0.05
 # The Retry-After of a call the invocation had no time for, or that its time cut short: longer than the executor
 # waits in a delivery (timing.RETRY_CAP_SECONDS), so the next attempt is a later delivery's, with its own time.
 OUT_OF_TIME_RETRY_SECONDS = 30.0
+# The methods a webhook may use (the first is the default) and those that send no body (its signature signs an
+# empty one).
+METHODS = ("POST", "PUT", "PATCH", "DELETE", "GET")
+BODILESS = ("GET",)
+# A task's own headers: at most MAX_HEADERS, each name and value within these bounds, MAX_HEADER_BYTES in all.
+MAX_HEADERS = 20
+MAX_HEADER_NAME = 64
+MAX_HEADER_VALUE = 1024
+MAX_HEADER_BYTES = 4096
+# RFC 9110's token (a field name) and field value (visible ASCII, spaces and tabs inside; no CR, LF or NUL).
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_VALUE = re.compile(r"(?:[!-~](?:[ \t!-~]*[!-~])?)?")
+# Headers a task may not set (lowercase): what the signature and the idempotency key ride on (today's and the
+# Standard Webhooks names), what the connection itself frames (Host, Content-Length, Transfer-Encoding) and the
+# hop-by-hop ones (RFC 9110 7.6.1; any Proxy-* too).
+RESERVED_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature", "host", "content-length",
+                              "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade"})
+RESERVED_PREFIXES = ("proxy-",)
 # Networks whose addresses carry an IPv4 address that a gateway may reach: NAT64's prefixes.
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 # Special-purpose networks some Python versions count as global: IETF protocol assignments (192.0.0.0/24).
@@ -213,6 +232,44 @@ def secret_problem(ref: str) -> str | None:
             not all(c.isascii() and (c.isalnum() or c in "/_+=.@-") for c in name):
         return ("must name the signing secret as ssm:<parameter name> or secretsmanager:<secret name>, "
                 f"got {ref[:80]!r}")
+    return None
+
+
+def reserved_header(name: str) -> bool:
+    """True when a task may not set the header ``name`` (RESERVED_HEADERS, RESERVED_PREFIXES, and the signature's
+    and idempotency key's own headers). Pure."""
+    lower = name.lower()
+    own = {TIMESTAMP_HEADER.lower(), SIGNATURE_HEADER.lower(), IDEMPOTENCY_HEADER.lower()}
+    return lower in RESERVED_HEADERS or lower in own or lower.startswith(RESERVED_PREFIXES)
+
+
+def headers_problem(headers: dict[str, Any]) -> tuple[str, str] | None:
+    """The field check of ``action.headers``: (the header at fault, or "" for the whole object; what is wrong), or
+    None.  Names are RFC 9110 tokens, values strings of visible ASCII (spaces and tabs inside); none reserved
+    (``reserved_header``), none twice in another case; bounded in count and size. Pure."""
+    if len(headers) > MAX_HEADERS:
+        return "", f"holds {len(headers)} headers, more than {MAX_HEADERS}"
+    seen: set[str] = set()
+    size = 0
+    for name, value in headers.items():
+        part = name if HEADER_NAME.fullmatch(name) and len(name) <= MAX_HEADER_NAME else ""
+        if not part:
+            return "", (f"holds the name {name[:80]!r}, which is not a header name (an RFC 9110 token of at most "
+                        f"{MAX_HEADER_NAME} characters: letters, digits and !#$%&'*+-.^_`|~)")
+        if reserved_header(name):
+            return part, ("is a header the webhook sets itself (its signature, idempotency key, host and framing) "
+                          "or a hop-by-hop one, which a task may not set")
+        if name.lower() in seen:
+            return "", f"holds {name[:80]!r} twice, in another case (header names are case-insensitive)"
+        seen.add(name.lower())
+        if not isinstance(value, str):
+            return part, f"must be a string, got {type(value).__name__}"
+        if len(value) > MAX_HEADER_VALUE or not HEADER_VALUE.fullmatch(value):
+            return part, (f"must be at most {MAX_HEADER_VALUE} characters of visible ASCII, spaces and tabs "
+                          "inside (no CR, LF or other control character)")
+        size += len(name) + len(value)
+    if size > MAX_HEADER_BYTES:
+        return "", f"is {size} bytes of names and values, more than {MAX_HEADER_BYTES}"
     return None
 
 
@@ -517,11 +574,22 @@ def resolve(target: Target, allow_loopback: bool,
     return addresses[0]
 
 
+def request_headers(spec: dict[str, Any], key: str, timestamp: int, mac: str) -> dict[str, str]:
+    """The headers of a webhook's request: the task's own ``headers`` (a Content-Type or User-Agent of its own
+    replaces the default one) and then the idempotency key and signature, which no task header replaces. Pure."""
+    own: dict[str, str] = dict(spec.get("headers") or {})
+    chosen = {name.lower() for name in own}
+    defaults = {name: value for name, value in (("Content-Type", "application/json"), ("User-Agent", USER_AGENT))
+                if name.lower() not in chosen}
+    return {**defaults, **own, IDEMPOTENCY_HEADER: key, TIMESTAMP_HEADER: str(timestamp), SIGNATURE_HEADER: mac}
+
+
 def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime,
          seconds_left: Callable[[], float] | None = None, network: Network = SYSTEM) -> dict[str, Any]:
-    """POST ``spec['body']`` to ``spec['url']``, signed, with the execution's idempotency key, within the
-    call's deadline (``call_budget``: ``seconds_left``, the invocation's time, when it is known); the result to
-    record on success, else WebhookRefused or WebhookFailed (with OUT_OF_TIME_RETRY_SECONDS as its
+    """Send ``spec['body']`` to ``spec['url']`` with ``spec['method']`` (POST; a GET sends no body, and its
+    signature signs an empty one) and ``spec['headers']``, signed, with the execution's idempotency key, within
+    the call's deadline (``call_budget``: ``seconds_left``, the invocation's time, when it is known); the result
+    to record on success, else WebhookRefused or WebhookFailed (with OUT_OF_TIME_RETRY_SECONDS as its
     ``retry_after`` when the invocation's time was too short for the call or cut it short)."""
     settings = deps.settings
     target = target_of(spec["url"])
@@ -529,17 +597,17 @@ def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime,
     if problem:
         raise WebhookRefused(f"action.{problem[0]} {problem[1]}")
     keys = secret_value(deps, spec["secret"])
-    body = spec["body"].encode()
+    method = str(spec.get("method", METHODS[0]))
+    body = b"" if method in BODILESS else str(spec.get("body", "")).encode()
     timestamp = int(deps.clock().timestamp())
     key = idempotency_key(task_id, due)
-    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, IDEMPOTENCY_HEADER: key,
-               TIMESTAMP_HEADER: str(timestamp), SIGNATURE_HEADER: signature(keys, key, timestamp, body)}
+    headers = request_headers(spec, key, timestamp, signature(keys, key, timestamp, body))
     budget, by_invocation = call_budget(settings.task_webhook_timeout_seconds,
                                         seconds_left() if seconds_left is not None else None)
     if budget < MIN_CALL_SECONDS:
-        raise WebhookFailed(f"POST {target.origin} not made: the invocation has {budget + SETTLE_MARGIN_SECONDS:.3g} s "
-                            f"left, {SETTLE_MARGIN_SECONDS:g} s of which are kept to settle the task",
-                            retry_after=OUT_OF_TIME_RETRY_SECONDS)
+        raise WebhookFailed(f"{method} {target.origin} not made: the invocation has "
+                            f"{budget + SETTLE_MARGIN_SECONDS:.3g} s left, {SETTLE_MARGIN_SECONDS:g} s of which are "
+                            "kept to settle the task", retry_after=OUT_OF_TIME_RETRY_SECONDS)
     deadline = _Deadline(budget, network.monotonic)
     why = "the invocation's time left less the settle's" if by_invocation else "TASK_WEBHOOK_TIMEOUT_SECONDS"
     address = resolve(target, settings.task_webhook_allow_loopback, network.addresses)
@@ -547,23 +615,23 @@ def post(deps: Deps, spec: dict[str, Any], task_id: str, due: datetime,
         _PinnedHTTPSConnection(target.host, target.port, address, deadline, network.tls())
         if target.scheme == "https" else _PinnedHTTPConnection(target.host, target.port, address, deadline))
     try:
-        connection.request("POST", target.path, body=body, headers=headers)
+        connection.request(method, target.path, body=None if method in BODILESS else body, headers=headers)
         response = connection.getresponse()
         status, retry_after = response.status, response.getheader("Retry-After")
         location = response.getheader("Location") or ""
         text = response.read(KEPT_RESPONSE_BYTES).decode("utf-8", "replace")
     except (OSError, http.client.HTTPException) as exc:  # timeouts, refused and reset connections included
         if deadline.passed:
-            raise WebhookFailed(f"POST {target.origin}: {type(exc).__name__}: {exc} (the whole call's deadline: "
+            raise WebhookFailed(f"{method} {target.origin}: {type(exc).__name__}: {exc} (the whole call's deadline: "
                                 f"{budget:.3g} s, {why})",
                                 retry_after=OUT_OF_TIME_RETRY_SECONDS if by_invocation else None) from exc
-        raise WebhookFailed(f"POST {target.origin}: {type(exc).__name__}: {exc}") from exc
+        raise WebhookFailed(f"{method} {target.origin}: {type(exc).__name__}: {exc}") from exc
     finally:
         connection.close()
     kind = outcome_of(status)
     if kind == "done":
         return {"type": "webhook", "status": status, "idempotency_key": key}
-    said = f"POST {target.origin} answered {status}: {json.dumps(text[:200])}"
+    said = f"{method} {target.origin} answered {status}: {json.dumps(text[:200])}"
     if kind == "retry":
         raise WebhookFailed(said, retry_after=retry_after_seconds(retry_after, deps.clock()))
     if 300 <= status < 400:

@@ -190,7 +190,8 @@ def test_a_task_created_through_the_api_appears_and_is_cancelled_from_its_page(a
     due = datetime.now(UTC) + timedelta(minutes=30)
     body = {"id": task_id, "run_at": iso(due), "recurrence": "rate(1 day)", "end_at": iso(due + timedelta(days=9)),
             "max_occurrences": 3, "window_seconds": 300, "retry": {"max_retries": 2},
-            "action": {"type": "email", "to": "ops@example.com", "subject": IMG, "body": SCRIPT}}
+            "action": {"type": "email", "to": "ops@example.com", "subject": IMG, "body": SCRIPT},
+            "on_failure": {"type": "email", "to": "ops@example.com", "subject": f"callback-{TAG}", "body": "failed"}}
     assert api.post("/tasks", body).status == 201
     go(browser, "#/tasks?status=PENDING")
     shows(browser, task_id)
@@ -201,6 +202,7 @@ def test_a_task_created_through_the_api_appears_and_is_cancelled_from_its_page(a
     shown = main_text(browser)  # the task's end, window and retries beside its other fields
     assert "0 of 3" in shown and "300 s" in shown and '"max_retries":2' in shown, shown
     assert iso(due + timedelta(days=9)).replace("T", " ").split(".")[0] in shown, shown
+    assert "Callbacks" in main_text(browser) and f"callback-{TAG}" in main_text(browser)  # its on_failure
     screenshot(browser, "task")
     confirm(browser, "Cancel")
     shows(browser, "Cancel: done.")

@@ -76,11 +76,21 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
         ("action.url", re.compile(r"origin this stage allows webhooks|resolves to|is not a public address")),
         # ... and a URL's grammar (the document states it in words).
         ("action.url", re.compile(r"is longer than|printable ASCII|https:// URL|user name or password|#fragment|"
-                                  r"has no host|is not a URL|[Pp]ort")),
+                                  r"has no host|is not a URL|[Pp]ort|Invalid IPv6 URL")),
         ("action.secret", re.compile(r"TASK_WEBHOOK_SECRETS")),
         # A webhook's body is JSON text (a grammar the document states in words).
         ("action.body", re.compile(r"must be JSON text")),
+        # A webhook's headers: one name twice in two cases, and their size in all.
+        ("action.headers", re.compile(r"twice, in another case|bytes of names and values")),
     )],
+    # A recurring task's end and count, a window and a retry count, which the document relates to other fields
+    # in words: only with a recurrence, not before run_at, only on an exact task, max_retries = max_attempts - 1.
+    ("POST /tasks", "end_at", re.compile(r"is for a recurring task|is before the task's first due time|"
+                                         r"is out of range \(.*\): '|is in the past")),
+    ("POST /tasks", "max_occurrences", re.compile(r"is for a recurring task")),
+    ("POST /tasks", "window_seconds", re.compile(r"is for an exact task")),
+    ("POST /tasks", "retry.max_retries", re.compile(r"must be max_attempts - 1")),
+    ("PATCH /tasks/{task_id}", "run_at", re.compile(r"is after the task's end_at")),
     # The grammar of rate(...) and cron(...) (field ranges, units), and the IANA time zone database.
     ("POST /tasks", "recurrence", re.compile(r"^recurrence: ")),
     ("POST /tasks", "timezone", re.compile(r"is not an IANA time zone name")),
@@ -99,6 +109,11 @@ BEYOND_THE_SCHEMA: list[tuple[str, str, re.Pattern[str]]] = [
     ("POST /backups/restores", "latest", re.compile(r"^no AVAILABLE backup")),
     ("POST /backups/restores", "point_in_time", re.compile(r"must be an ISO-8601 time|recovery is off|outside the source")),
 ]
+
+# A task's callbacks (on_success, on_failure) are actions: refused by the same rules, naming their own field.
+BEYOND_THE_SCHEMA += [("POST /tasks", field.replace("action.", f"{name}.", 1), pattern)
+                      for operation, field, pattern in list(BEYOND_THE_SCHEMA)
+                      if operation == "POST /tasks" and field.startswith("action.") for name in ("on_success", "on_failure")]
 
 
 def _strategy(path: str, method: str) -> st.SearchStrategy[Any]:

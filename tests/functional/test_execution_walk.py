@@ -38,7 +38,7 @@ from tests.functional.task_support import (
 )
 
 STORE_WRITERS = {"claim", "settle", "settle_once", "mark", "note_dead_letter", "note_stream_dead_letter", "cancel_by_item", "redrive",
-                 "pause"}
+                 "pause", "mark_callback"}
 # Functions whose transactions hold the store's create, cancel, reschedule and resume.
 API_WRITERS = {("chalicelib.tasks.api", "create"), ("chalicelib.tasks.api", "cancel"),
                ("chalicelib.tasks.api", "reschedule"), ("chalicelib.tasks.operations", "resume")}
@@ -289,6 +289,7 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
 
     _walk_retries_and_pauses(walk)
     _walk_unclaimed_settles(walk)
+    _walk_callbacks(walk)
 
     assert watch.seen - lifecycle.edges() == set(), "writes the diagram lacks"
     assert lifecycle.edges() - watch.seen == set(), "declared transitions not walked"
@@ -429,3 +430,22 @@ def _walk_unclaimed_settles(walk: Walk) -> None:
             assert walk.state(key) is state, (name, state)
             assert store.settle_once(key, at, "worker", outcome, clock.now, lease).won, (name, state)
             assert (record_of(deps, key) or {}).get("run_at") == iso(at), (name, state)  # as a claim would write
+
+
+def _walk_callbacks(walk: Walk) -> None:
+    """mark_callback: after a one-time task's DONE, a recurring one's occurrence (PENDING) and a FAILED one (its
+    on_failure failing too: noted all the same)."""
+    client, deps, clock = walk.client, walk.deps, walk.clock
+    at = clock.now + timedelta(minutes=1)
+    for task_id, extra in (("called-once", {"on_success": EMAIL_ACTION}),
+                           ("called-daily", {"on_success": EMAIL_ACTION, "recurrence": "rate(1 day)"})):
+        assert post_task(client, {"id": task_id, "run_at": iso(at), "action": EMAIL_ACTION, **extra}).status_code == 201
+        walk.run(TaskKey.for_id(task_id), at)
+        assert (record_of(deps, TaskKey.for_id(task_id)) or {})["callback"]["status"] == "DONE"
+    failing = walk.key("called-failing")
+    walk.put(failing, at, on_failure=EMAIL_ACTION)
+    ses = deps.clients.ses
+    use_client(deps, "ses", FlakySes(ses, failures=99))
+    walk.run(failing, at)
+    use_client(deps, "ses", ses)
+    assert walk.state(failing) is State.FAILED

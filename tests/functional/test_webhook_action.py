@@ -266,6 +266,33 @@ def test_a_webhook_whose_receiver_drops_a_repeated_key_costs_one_write_and_a_dup
     assert shown(deps, "keyed") == ("DONE", 1)
 
 
+def test_a_webhook_sends_its_method_and_its_own_headers_and_a_get_sends_no_body_signed_as_empty(
+        client: Client, deps: Deps, clock: FakeClock, hooks: Deps, receiver: WebhookReceiver) -> None:
+    put = {**action(receiver.origin + "/put"), "method": "PUT",
+           "headers": {"X-Team": "7", "Authorization": "Bearer abc", "Content-Type": "application/vnd.x+json"}}
+    get = {"type": "webhook", "url": receiver.origin + "/get?q=1", "secret": f"ssm:{PARAMETER}", "method": "GET",
+           "headers": {"Accept": "application/json"}}
+    for task_id, spec in (("put-hook", put), ("get-hook", get)):
+        created = post_task(client, {"id": task_id, "run_at": RUN_AT, "action": spec})
+        assert created.status_code == 201, created.body
+    clock.advance(minutes=10)
+    for task_id in ("put-hook", "get-hook"):
+        assert deliver(client, due_body(TaskKey.for_id(task_id), parse_due(RUN_AT))) == set()
+    sent_put, sent_get = receiver.received
+    assert (sent_put.method, sent_put.path, sent_put.body, sent_put.verified) == ("PUT", "/put", BODY, True)
+    assert {name: sent_put.headers[name] for name in ("X-Team", "Authorization", "Content-Type")} == put["headers"]
+    assert (sent_get.method, sent_get.path, sent_get.body, sent_get.verified) == ("GET", "/get?q=1", "", True)
+    assert sent_get.headers["Accept"] == "application/json" and "Content-Length" not in sent_get.headers
+    assert shown(deps, "put-hook") == ("DONE", 1) and shown(deps, "get-hook") == ("DONE", 1)
+
+
+def test_the_api_refuses_a_webhooks_reserved_header_naming_it(client: Client, hooks: Deps,
+                                                               receiver: WebhookReceiver) -> None:
+    spec = {**action(receiver.origin + "/"), "headers": {"X-Team": "7", "Host": "internal.example"}}
+    refused = post_task(client, {"run_at": RUN_AT, "action": spec})
+    assert refused.status_code == 400 and json.loads(refused.body)["field"] == "action.headers.Host"
+
+
 def test_the_api_refuses_a_webhook_to_an_origin_or_with_a_secret_the_stage_does_not_allow(
         client: Client, hooks: Deps, receiver: WebhookReceiver) -> None:
     elsewhere = post_task(client, {"run_at": RUN_AT, "action": action("https://hooks.example.com/x")})

@@ -272,3 +272,53 @@ def test_the_docs_say_how_long_a_retry_after_waits_and_the_calls_deadline_as_the
         in answer
     assert f"less {webhook.SETTLE_MARGIN_SECONDS:g} s kept to settle the task" in deadline
     assert f"retried in a later delivery, {webhook.OUT_OF_TIME_RETRY_SECONDS:g} s on" in deadline
+
+
+HOOK = {"type": "webhook", "url": "https://hooks.example.com/x", "secret": "ssm:/hooks/signing", "body": "{}"}
+
+
+@pytest.mark.parametrize("name", [
+    *sorted(webhook.RESERVED_HEADERS), "Host", "Webhook-Signature", "WEBHOOK-ID", "Proxy-Authorization", "TE"])
+def test_a_header_the_webhook_sets_itself_or_a_hop_by_hop_one_is_refused_naming_it(name: str) -> None:
+    with pytest.raises(InvalidTask) as refused:
+        parse_action({**HOOK, "headers": {"X-Team": "7", name: "x"}})
+    assert refused.value.field == f"action.headers.{name}"
+
+
+@pytest.mark.parametrize(("headers", "field"), [
+    ({"X-Bad": "a\r\nHost: evil"}, "action.headers.X-Bad"),
+    ({"X-Bad": "tab\tok but\nnot a newline"}, "action.headers.X-Bad"),
+    ({"X-Bad": " padded"}, "action.headers.X-Bad"),
+    ({"X-Bad": 7}, "action.headers.X-Bad"),
+    ({"X-Bad": "é"}, "action.headers.X-Bad"),
+    ({"X-Bad": "x" * (webhook.MAX_HEADER_VALUE + 1)}, "action.headers.X-Bad"),
+    ({"bad name": "x"}, "action.headers"),
+    ({"": "x"}, "action.headers"),
+    ({"X-A": "1", "x-a": "2"}, "action.headers"),
+    ({f"X-{i}": "v" for i in range(webhook.MAX_HEADERS + 1)}, "action.headers"),
+    ({f"X-{i}": "v" * 900 for i in range(5)}, "action.headers"),
+    (["X-A", "1"], "action.headers"),
+])
+def test_a_bad_header_name_value_count_or_size_is_refused_naming_the_field(headers: Any, field: str) -> None:
+    with pytest.raises(InvalidTask) as refused:
+        parse_action({**HOOK, "headers": headers})
+    assert refused.value.field == field
+
+
+def test_a_webhooks_method_is_one_of_five_and_a_get_alone_sends_no_body() -> None:
+    assert parse_action({**HOOK, "method": "PUT", "headers": {"X-Team": "7", "Content-Type": "text/plain"}}) == {
+        **HOOK, "method": "PUT", "headers": {"X-Team": "7", "Content-Type": "text/plain"}}
+    assert parse_action({k: v for k, v in {**HOOK, "method": "GET"}.items() if k != "body"})["method"] == "GET"
+    for spec, field in (({**HOOK, "method": "get"}, "action.method"), ({**HOOK, "method": "HEAD"}, "action.method"),
+                        ({**HOOK, "method": "GET"}, "action.body"),
+                        ({k: v for k, v in {**HOOK, "method": "DELETE"}.items() if k != "body"}, "action.body"),
+                        ({k: v for k, v in HOOK.items() if k != "body"}, "action.body")):
+        with pytest.raises(InvalidTask) as refused:
+            parse_action(spec)
+        assert refused.value.field == field, spec
+
+
+def test_a_tasks_headers_go_first_and_never_replace_the_key_or_the_signature() -> None:
+    headers = webhook.request_headers({"headers": {"content-type": "text/plain", "X-Team": "7"}}, "k", 1, "v1=s")
+    assert headers == {"User-Agent": webhook.USER_AGENT, "content-type": "text/plain", "X-Team": "7",
+                       webhook.IDEMPOTENCY_HEADER: "k", webhook.TIMESTAMP_HEADER: "1", webhook.SIGNATURE_HEADER: "v1=s"}
