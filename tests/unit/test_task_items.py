@@ -67,10 +67,13 @@ def test_each_strategy_writes_its_own_due_attributes() -> None:
 
 
 def test_a_list_token_round_trips_and_a_forged_one_is_rejected() -> None:
-    key = {"PK": "TASK#x", "SK": "RECORD", "status": "DONE", "listed": "2026-11-22T12:00:00Z#x"}
-    assert items.decode_token(items.encode_token(1, key), 4) == (1, key)
-    assert items.decode_token(items.encode_token(2, None), 4) == (2, None)
-    for forged in ("garbage", items.encode_token(9, None), items.encode_token(0, {"PK": "CLAIM#x", "SK": "y"})):
+    listed = "2026-11-22T12:00:00Z#x"
+    assert items.decode_token(items.encode_token(1, "DONE", listed), 4) == (1, "DONE", listed)
+    assert items.decode_token(items.encode_token(2, "FAILED", None), 4) == (2, "FAILED", None)
+    long = "\u00e9" * 512  # 1,024 bytes of UTF-8: the longest sort key, within the token's bound
+    assert items.decode_token(items.encode_token(0, "DONE", long), 1) == (0, "DONE", long)
+    for forged in ("garbage", items.encode_token(9, "DONE", None), items.encode_token(0, "DONE", long + "x"),
+                   items.encode_token(True, "DONE", None)):
         with pytest.raises(InvalidTask):
             items.decode_token(forged, 4)
 
