@@ -25,6 +25,7 @@ listing without another write.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -39,6 +40,7 @@ from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Task, TaskKey, 
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
+LIST_QUERY_THREADS = 8  # a status's shards queried at once by a listing (the client keeps 10 connections or more)
 
 
 def _expression_args(names: Mapping[str, str] | None, values: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -286,9 +288,11 @@ class TaskStore:
         """(task ids, the ``listed`` to continue after -- None: no more) of one page of a status in the status
         index (a sparse GSI of the state table over the records that carry ``listed``: ``status_key``,
         ``listed``): each of the status's shards queried from ``after`` on, their pages merged by ``listed``
-        (``items.merge_shards``): the API's tasks oldest first, then the others by source; ``source``
-        (``items.listed_prefix``) narrows the key condition to one source's."""
-        pages = [self._query_shard(key, after, limit, source) for key in items.status_keys(status.value)]
+        (``items.merge_shards``; ``LIST_QUERY_THREADS`` queries at a time): the API's tasks oldest first, then
+        the others by source; ``source`` (``items.listed_prefix``) narrows the key condition to one source's."""
+        with ThreadPoolExecutor(max_workers=LIST_QUERY_THREADS, thread_name_prefix="task-list") as pool:
+            pages = list(pool.map(lambda key: self._query_shard(key, after, limit, source),
+                                  items.status_keys(status.value)))
         return items.merge_shards(pages, limit)
 
     def _query_shard(self, key: str, after: str | None, limit: int,
