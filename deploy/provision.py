@@ -110,8 +110,8 @@ def replace_status_index(clients: Clients, name: str, result: Provisioned,
     the sharded index is built, key every record for it (``key_status_records``), then delete the old index.
     Nothing to do on a table without it."""
     from chalicelib.tasks.items import REPLACED_STATUS_INDEXES
-    present = {i["IndexName"] for i in
-               clients.dynamodb.describe_table(TableName=name)["Table"].get("GlobalSecondaryIndexes", [])}
+    present = {i["IndexName"] for i in clients.dynamodb.describe_table(TableName=name)["Table"].get(
+        "GlobalSecondaryIndexes", []) if i.get("IndexStatus") != "DELETING"}  # deleted by an earlier run
     for old in REPLACED_STATUS_INDEXES:
         if old in present:
             wait_for_indexes(clients, name, sleep)
