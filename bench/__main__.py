@@ -31,6 +31,7 @@ MODULES: dict[str, str] = {
     "P2": "bench.stream_batch",
     "P3": "bench.precision",
     "P4": "bench.task_cost",
+    "P4k": "bench.hot_keys",
     "T": "bench.throughput",
     "B": "bench.burst",
     "P5": "bench.cold_start",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -45,9 +46,78 @@ class Index:
 
 
 def state_indexes() -> list[Index]:
-    """The state table's: the status index of API tasks' records (GET /tasks)."""
-    from chalicelib.tasks.items import LISTED, STATUS_INDEX
-    return [Index(STATUS_INDEX, "status", LISTED)]
+    """The state table's: the status index of the tasks' records (GET /tasks), keyed by status and shard."""
+    from chalicelib.tasks.items import LISTED, STATUS_INDEX, STATUS_KEY
+    return [Index(STATUS_INDEX, STATUS_KEY, LISTED)]
+
+
+INDEX_WAIT_SECONDS = 15  # between two looks at an index being built
+INDEX_WAIT_LOOKS = 240  # an hour: DynamoDB builds a new GSI of a large table in minutes to hours
+
+
+def wait_for_indexes(clients: Clients, name: str, sleep: Callable[[float], None] = time.sleep) -> None:
+    """Wait until the table and every GSI of it are ACTIVE (a new index is built from the table's items)."""
+    for _ in range(INDEX_WAIT_LOOKS):
+        table = clients.dynamodb.describe_table(TableName=name)["Table"]
+        indexes = table.get("GlobalSecondaryIndexes", [])
+        if table.get("TableStatus") == "ACTIVE" and all(i.get("IndexStatus") == "ACTIVE" for i in indexes):
+            return
+        sleep(INDEX_WAIT_SECONDS)
+    raise RuntimeError(f"the indexes of {name} were not ACTIVE after {INDEX_WAIT_SECONDS * INDEX_WAIT_LOOKS} s")
+
+
+def key_status_records(clients: Clients, name: str, result: Provisioned) -> int:
+    """Give every listed record its ``status_key`` for its status (a record written before the status index was
+    sharded has none): one conditional UpdateItem each (on the status read, so a transition meanwhile wins).
+    Returns how many were written."""
+    from chalicelib import ddb
+    from chalicelib.tasks import items
+    ddb_client, written = clients.dynamodb, 0
+    scan: dict[str, Any] = {
+        "TableName": name, "FilterExpression": "attribute_exists(#l) AND attribute_exists(#s)",
+        "ProjectionExpression": "PK, SK, #s, #k", "ExpressionAttributeNames": {
+            "#l": items.LISTED, "#s": "status", "#k": items.STATUS_KEY}}
+    while True:
+        page = ddb_client.scan(**scan)
+        for row in page.get("Items", []):
+            record = ddb.deserialize(row)
+            pk, status = str(record["PK"]), str(record["status"])
+            if not pk.startswith(items.RECORD_PREFIX) or record["SK"] != items.RECORD_SK:
+                continue
+            wanted = items.status_key(pk[len(items.RECORD_PREFIX):], status)
+            if record.get(items.STATUS_KEY) == wanted:
+                continue
+            try:
+                ddb_client.update_item(
+                    TableName=name, Key={"PK": row["PK"], "SK": row["SK"]}, UpdateExpression="SET #k = :k",
+                    ConditionExpression="#s = :s", ExpressionAttributeNames={"#k": items.STATUS_KEY, "#s": "status"},
+                    ExpressionAttributeValues={":k": {"S": wanted}, ":s": {"S": status}})
+                written += 1
+            except ClientError as exc:
+                if _code(exc) != "ConditionalCheckFailedException":
+                    raise
+        if "LastEvaluatedKey" not in page:
+            break
+        scan["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    if written:
+        result.changes.append(f"wrote status_key on {written} records of {name}")
+    return written
+
+
+def replace_status_index(clients: Clients, name: str, result: Provisioned,
+                         sleep: Callable[[float], None] = time.sleep) -> None:
+    """A state table made with the status index keyed by status alone (``items.REPLACED_STATUS_INDEXES``): once
+    the sharded index is built, key every record for it (``key_status_records``), then delete the old index.
+    Nothing to do on a table without it."""
+    from chalicelib.tasks.items import REPLACED_STATUS_INDEXES
+    present = {i["IndexName"] for i in clients.dynamodb.describe_table(TableName=name)["Table"].get(
+        "GlobalSecondaryIndexes", []) if i.get("IndexStatus") != "DELETING"}  # deleted by an earlier run
+    for old in REPLACED_STATUS_INDEXES:
+        if old in present:
+            wait_for_indexes(clients, name, sleep)
+            key_status_records(clients, name, result)
+            clients.dynamodb.update_table(TableName=name, GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": old}}])
+            result.changes.append(f"deleted index {old} on {name}")
 
 
 def tasks_indexes(settings: Settings) -> list[Index]:
@@ -237,6 +307,7 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
     """Every resource the app needs; returns the stage environment naming them."""
     result = Provisioned()
     ensure_table(clients, settings.state_table, result, ttl_attribute=STATE_TTL_ATTRIBUTE, indexes=state_indexes())
+    replace_status_index(clients, settings.state_table, result)
     tasks = ensure_table(clients, settings.tasks_table, result, stream=True, ttl_attribute=settings.ttl_attribute,
                          indexes=tasks_indexes(settings))
     _, monitor_dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, result)

@@ -186,27 +186,27 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
         if not WHOLE_NUMBER.fullmatch(query["limit"]) or not 1 <= int(query["limit"]) <= LIST_LIMIT_MAX:
             raise bad_request("limit", f"limit must be a whole number from 1 to {LIST_LIMIT_MAX}")
         limit = int(query["limit"])
-    partition, start_key = 0, None
+    partition, after = 0, None
     if query.get("next_token"):
-        partition, start_key = _valid(lambda: items.decode_token(query["next_token"], len(statuses)))
-        if start_key is not None and start_key["status"] != statuses[partition].value:
+        partition, status, after = _valid(lambda: items.decode_token(query["next_token"], len(statuses)))
+        if status != statuses[partition].value:
             raise bad_request("next_token", "next_token belongs to a listing with another status")
-        if start_key is not None and not items.listed_in(start_key[LISTED], source):
+        if after is not None and not items.listed_in(after, source):
             raise bad_request("next_token", "next_token belongs to a listing of another source")
     store = TaskStore(deps)
     ids: list[str] = []
     next_token: str | None = None
     while partition < len(statuses) and len(ids) < limit:
-        page, last = store.query_index(statuses[partition], start_key, limit - len(ids), source)
+        page, last = store.query_index(statuses[partition], after, limit - len(ids), source)
         ids.extend(page)
         if last is not None:
-            start_key = last
+            after = last
             if len(ids) >= limit:
-                next_token = items.encode_token(partition, last)
+                next_token = items.encode_token(partition, statuses[partition].value, last)
         else:
-            partition, start_key = partition + 1, None
+            partition, after = partition + 1, None
             if len(ids) >= limit and partition < len(statuses):
-                next_token = items.encode_token(partition, None)
+                next_token = items.encode_token(partition, statuses[partition].value, None)
     found_items, found_records = store.get_many(ids)
     now = deps.clock()
     tasks = [_listed_view(deps, i, found_items.get(i), found_records.get(i))
@@ -266,7 +266,7 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     if task is not None:
         new_record.update(items.record_of(task, new_record.get("created_at") or task.item.get("created_at"),
                                           new_record.get("fingerprint")))
-    new_record.update({"status": Status.CANCELLED.value, "finished_at": iso(now),
+    new_record.update({**items.status_fields(key.task_id, Status.CANCELLED.value), "finished_at": iso(now),
                        STATE_TTL_ATTRIBUTE: items.record_expiry(now, deps.settings)})
     new_record.pop(items.CANCELLED_BY, None)  # the API's cancel stops a due message in flight, whatever came before
     if not store.transact([delete(store.tasks_table, {"PK": key.pk, "SK": key.sk}),
@@ -312,7 +312,7 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
         raise bad_request("run_at", f"run_at {iso(due)} is after the task's end_at {iso(task.end_at)}")
     updated = task_from_item({**item, **changes}, settings)
     record_changes = {"run_at": iso(updated.due), "action": updated.action, "id": key.task_id,
-                      "task_pk": key.pk, "task_sk": key.sk, "status": Status.PENDING.value}
+                      "task_pk": key.pk, "task_sk": key.sk, **items.status_fields(key.task_id, Status.PENDING.value)}
     listed = items.listed_of(key)
     if listed is not None:
         record_changes[items.LISTED] = listed

@@ -7,8 +7,10 @@ cancelled, keeps the request fingerprint for idempotent POSTs, and keeps the
 execution state (``exec_due``, ``exec_state``, ``exec_owner``, ``claimed_at``,
 attempts, the last result or error) that the executor writes instead of the
 item.  The records of API tasks carry ``listed`` (``<created_at>#<id>``): with
-``status`` they are the keys of a sparse GSI, the *status index* GET /tasks
-pages through; the index follows a record's status with no write of its own.
+``status_key`` (``<status>#<shard>``, written with every ``status``) they are the
+keys of a sparse GSI, the *status index* GET /tasks pages through; the index
+follows a record's status with no write of its own, each status spread over
+``STATUS_SHARDS`` partition keys so that none is a hot key.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 import json
 import re
 import uuid
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,7 +50,13 @@ from chalicelib.tasks.model import (
 
 RECORD_PREFIX = "TASK#"
 RECORD_SK = "RECORD"
-STATUS_INDEX = "task-status-index"  # a sparse GSI of the state table: status (hash), listed (range)
+STATUS_INDEX = "task-status-shard-index"  # a sparse GSI of the state table: status_key (hash), listed (range)
+REPLACED_STATUS_INDEXES = ("task-status-index",)  # keyed by status alone (a hot key): provision deletes it
+STATUS_KEY = "status_key"  # "<status>#<shard>": on every record, written with its status (``status_fields``)
+# Each status's index entries are spread over this many partition keys by a stable hash of the task id: at
+# 10,000 tasks a second, PENDING takes 2 index writes a task (in at the create or claim, out at the settle), so
+# one key takes 20,000 / 32 = 625 write units a second, under DynamoDB's 1,000 a partition.
+STATUS_SHARDS = 32
 LISTED = "listed"  # on the records of API tasks only: "<created_at>#<id>", the status index's sort key
 IMAGE_PREFIX = "IMAGE#"
 LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED, Status.DEAD_LETTERED, Status.PAUSED)
@@ -65,7 +74,7 @@ CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "
                            "max_occurrences", "window_seconds", "on_success", "on_failure"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
 IMAGE_RETENTION = timedelta(days=14)  # SQS keeps a message at most 14 days
-MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a short status-index key
+MAX_TOKEN_CHARS = 4096  # a next_token is the base64 of a status and one status-index sort key
 
 
 @dataclass(frozen=True)
@@ -293,7 +302,7 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
     item's own attributes): enough to show it when its item is gone."""
     record: dict[str, Any] = {
         **record_key(task.id), "id": task.id, "task_pk": task.key.pk, "task_sk": task.key.sk,
-        "status": Status.PENDING.value, "run_at": iso(task.due), "strategy": task.strategy.value,
+        **status_fields(task.id, Status.PENDING.value), "run_at": iso(task.due), "strategy": task.strategy.value,
         "action": task.action, "attempts": 0,
         "recurrence": task.recurrence, "timezone": task.timezone,
     }
@@ -316,6 +325,27 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
         record["fingerprint"] = fingerprint
     record.update(extra)
     return record
+
+
+def status_shard(task_id: str) -> int:
+    """The status-index shard of a task: a stable hash of its id (CRC-32, the same in every process), mod
+    ``STATUS_SHARDS``. Pure."""
+    return zlib.crc32(task_id.encode("utf-8", "surrogatepass")) % STATUS_SHARDS
+
+
+def status_key(task_id: str, status: str) -> str:
+    """The status index's partition key of a task's record in ``status``: ``<status>#<shard>``. Pure."""
+    return f"{status}#{status_shard(task_id):02d}"
+
+
+def status_keys(status: str) -> list[str]:
+    """Every partition key of one status in the status index, the ones ``GET /tasks?status=`` queries. Pure."""
+    return [f"{status}#{shard:02d}" for shard in range(STATUS_SHARDS)]
+
+
+def status_fields(task_id: str, status: str) -> dict[str, str]:
+    """What every write of a record's status sets: ``status`` and the status index's ``status_key``. Pure."""
+    return {"status": status, STATUS_KEY: status_key(task_id, status)}
 
 
 def listed_of(key: TaskKey) -> str | None:
@@ -483,26 +513,43 @@ def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def encode_token(partition: int, last_key: dict[str, str] | None) -> str:
-    raw = json.dumps({"p": partition, "k": last_key}, sort_keys=True, separators=(",", ":")).encode()
+def encode_token(partition: int, status: str, after: str | None) -> str:
+    """A next_token: the listing's status (its ``partition``-th) and the ``listed`` of the last task shown in it
+    (None: from its start); the status index's shards are each queried from there on."""
+    raw = json.dumps({"p": partition, "s": status, "a": after}, sort_keys=True, separators=(",", ":"),
+                     ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_token(token: str, partitions: int) -> tuple[int, dict[str, str] | None]:
-    """(partition index, exclusive start key) of a next_token; InvalidTask if it is not one of ours."""
+def decode_token(token: str, partitions: int) -> tuple[int, str, str | None]:
+    """(partition index, its status, the ``listed`` to continue after) of a next_token; InvalidTask if it is not
+    one of ours."""
     if len(token) > MAX_TOKEN_CHARS:
         raise InvalidTask("next_token", "next_token is not a token from a previous page")
     try:
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (ValueError, binascii.Error, RecursionError) as exc:
         raise InvalidTask("next_token", "next_token is not a token from a previous page") from exc
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or set(data) != {"p", "s", "a"}:
         raise InvalidTask("next_token", "next_token is not a token from a previous page")
-    partition, key = data.get("p"), data.get("k")
-    valid_key = key is None or (isinstance(key, dict) and set(key) == {"PK", "SK", "status", LISTED}
-                                and all(isinstance(v, str) for v in key.values())
-                                and key["PK"].startswith(RECORD_PREFIX) and key["SK"] == RECORD_SK
-                                and fits_key(key["PK"], key["SK"]) and fits_key(key["status"], key[LISTED]))
-    if not isinstance(partition, int) or not 0 <= partition < partitions or not valid_key:
+    partition, status, after = data["p"], data["s"], data["a"]
+    valid_after = after is None or (isinstance(after, str) and fits_key(RECORD_PREFIX, after))
+    if not isinstance(partition, int) or isinstance(partition, bool) or not 0 <= partition < partitions \
+            or not isinstance(status, str) or not valid_after:
         raise InvalidTask("next_token", "next_token is not a token from a previous page (or the status changed)")
-    return partition, key
+    return partition, status, after
+
+
+def merge_shards(pages: list[tuple[list[tuple[str, str]], bool]], limit: int) -> tuple[list[str], str | None]:
+    """One page of a status from its shards' pages (each: its (listed, task id) rows in order, and whether it
+    has more after them): the ``limit`` first by ``listed``, and the ``listed`` to continue after (None: the
+    status is done). Rows past the end of a shard that has more are left for the next page: the shard's
+    unread rows may come before them. Pure."""
+    rows = sorted(row for page, _ in pages for row in page)
+    cutoffs = [page[-1][0] for page, more in pages if more and page]
+    more = any(more for _, more in pages)
+    if cutoffs:
+        rows = [row for row in rows if row[0] <= min(cutoffs)]
+    more = more or len(rows) > limit
+    taken = rows[:limit]
+    return [task_id for _, task_id in taken], (taken[-1][0] if more and taken else None)

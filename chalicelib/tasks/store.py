@@ -16,14 +16,16 @@ Every write of a task's record is here, one method per transition of
 ``settle``, ``settle_once``, ``mark``, ``cancel``, ``reschedule``, ``note_dead_letter``,
 ``note_stream_dead_letter``, ``cancel_by_item``); the API's three return the item of its
 transaction rather than writing.  The
-record's ``status`` and ``listed`` (API tasks only) are the keys of the sparse
-status index (a GSI) that ``GET /tasks`` pages through, so a task's outcome
-moves it in the listing without another write.
+record's ``status_key`` (``<status>#<shard>``, written with every ``status``:
+``items.status_fields``) and ``listed`` are the keys of the sparse status index
+(a GSI) that ``GET /tasks`` pages through, so a task's outcome moves it in the
+listing without another write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -38,6 +40,7 @@ from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Task, TaskKey, 
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
+LIST_QUERY_THREADS = 8  # a status's shards queried at once by a listing (the client keeps 10 connections or more)
 
 
 def _expression_args(names: Mapping[str, str] | None, values: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -291,31 +294,60 @@ class TaskStore:
                 request = dict(response.get("UnprocessedKeys", {}))
         return found_items, found_records
 
-    def query_index(self, status: Status, start_key: dict[str, str] | None, limit: int,
-                    source: str | None = None) -> tuple[list[str], dict[str, str] | None]:
-        """(task ids, key to continue from) of one page of the status index (a sparse GSI of the state table
-        over the records that carry ``listed``: ``status``, ``listed``), the API's tasks oldest first, then the
-        others by source; ``source`` (``items.listed_prefix``) narrows the key condition to one source's."""
-        condition, values = "#s = :status", {":status": {"S": status.value}}
-        if source is not None:
-            prefix = items.listed_prefix(source)
-            if prefix is None:  # the API's tasks: their listed starts with the time created, before the mark
+    def query_index(self, status: Status, after: str | None, limit: int,
+                    source: str | None = None) -> tuple[list[str], str | None]:
+        """(task ids, the ``listed`` to continue after -- None: no more) of one page of a status in the status
+        index (a sparse GSI of the state table over the records that carry ``listed``: ``status_key``,
+        ``listed``): each of the status's shards queried from ``after`` on, their pages merged by ``listed``
+        (``items.merge_shards``; ``LIST_QUERY_THREADS`` queries at a time): the API's tasks oldest first, then
+        the others by source; ``source`` (``items.listed_prefix``) narrows the key condition to one source's."""
+        with ThreadPoolExecutor(max_workers=LIST_QUERY_THREADS, thread_name_prefix="task-list") as pool:
+            pages = list(pool.map(lambda key: self._query_shard(key, after, limit, source),
+                                  items.status_keys(status.value)))
+        return items.merge_shards(pages, limit)
+
+    def _query_shard(self, key: str, after: str | None, limit: int,
+                     source: str | None) -> tuple[list[tuple[str, str]], bool]:
+        """((listed, task id) rows in order, whether more follow) of one status-index partition key, after
+        ``after``: a range given as BETWEEN (inclusive) drops the row equal to ``after``."""
+        condition, values = "#k = :key", {":key": {"S": key}}
+        prefix = items.listed_prefix(source) if source is not None else None
+        if source is None:
+            if after is not None:
+                condition += " AND #l > :after"
+                values[":after"] = {"S": after}
+        elif prefix is None:  # the API's tasks: their listed starts with the time created, before the mark
+            if after is None:
                 condition += " AND #l < :mark"
-                values[":mark"] = {"S": items.LISTED_SOURCE_MARK}
             else:
-                condition += " AND begins_with(#l, :prefix)"
-                values[":prefix"] = {"S": prefix}
+                condition += " AND #l BETWEEN :after AND :mark"
+                values[":after"] = {"S": after}
+            values[":mark"] = {"S": items.LISTED_SOURCE_MARK}
+        elif after is None:
+            condition += " AND begins_with(#l, :prefix)"
+            values[":prefix"] = {"S": prefix}
+        else:  # after <= listed <= the prefix's next string: the prefix's keys (none equals that string)
+            condition += " AND #l BETWEEN :after AND :end"
+            values.update({":after": {"S": max(after, prefix)}, ":end": {"S": prefix[:-1] + chr(ord(prefix[-1]) + 1)}})
         kwargs: dict[str, Any] = {
             "TableName": self.state_table, "IndexName": items.STATUS_INDEX, "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": {"#s": "status", **({"#l": items.LISTED} if source is not None else {})},
-            "ExpressionAttributeValues": values, "Limit": limit,
+            "ExpressionAttributeNames": {"#k": items.STATUS_KEY, **({"#l": items.LISTED} if "#l" in condition else {})},
+            "ExpressionAttributeValues": values, "Limit": limit + (1 if after is not None else 0),
         }
-        if start_key:
-            kwargs["ExclusiveStartKey"] = ddb.serialize(start_key)
-        response = self._ddb.query(**kwargs)
-        ids = [str(ddb.deserialize(row)["PK"])[len(items.RECORD_PREFIX):] for row in response.get("Items", [])]
-        last = response.get("LastEvaluatedKey")
-        return ids, ({k: str(v) for k, v in ddb.deserialize(last).items()} if last else None)
+        rows: list[tuple[str, str]] = []
+        more = True
+        while more and len(rows) < limit:
+            response = self._ddb.query(**kwargs)
+            for row in response.get("Items", []):
+                plain = ddb.deserialize(row)
+                listed = str(plain[items.LISTED])
+                if listed != after:
+                    rows.append((listed, str(plain["PK"])[len(items.RECORD_PREFIX):]))
+            last = response.get("LastEvaluatedKey")
+            more = last is not None
+            if last is not None:
+                kwargs["ExclusiveStartKey"] = last
+        return rows, more
 
     # --- writes --------------------------------------------------------------
 
@@ -374,7 +406,8 @@ class TaskStore:
         One conditional UpdateItem; the caller sends the due message."""
         due_text = iso(due)
         attributes: dict[str, Any] = {
-            "status": Status.PENDING.value, "exec_state": RETRYING, "exec_due": due_text, "exec_due_ms": due_ms(due),
+            **items.status_fields(key.task_id, Status.PENDING.value), "exec_state": RETRYING, "exec_due": due_text,
+            "exec_due_ms": due_ms(due),
             "retry_due": due_text, "retry_at": iso(run_at), "retry_at_ms": due_ms(run_at), "retry_from": iso(run_at),
             "retry_id": retry_id, "retry_token": token, "attempts": 0, "exec_takeovers": 0, "redriven_at": iso(now)}
         expression, names, values = set_attributes(attributes, [
@@ -397,8 +430,8 @@ class TaskStore:
         """``pause``: the record PAUSED (``record``: what a task without one gets -- ``items.record_of``), on the
         condition that it is PENDING (or has no record yet) and no executor claimed its due time ``due`` since it
         was read, so a pause and a claim never both win. False when that condition failed. One UpdateItem."""
-        sets = {"status": Status.PAUSED.value, "paused_at": iso(now)}
-        creates = {k: v for k, v in record.items() if k not in ("PK", "SK", "status") and v is not None}
+        sets = {**items.status_fields(key.task_id, Status.PAUSED.value), "paused_at": iso(now)}
+        creates = {k: v for k, v in record.items() if k not in ("PK", "SK", *sets) and v is not None}
         expression, names, values = set_attributes(sets)
         for i, (name, value) in enumerate(creates.items()):
             names[f"#c{i}"], values[f":c{i}"] = name, value
@@ -415,7 +448,7 @@ class TaskStore:
         """``resume``: the record PENDING again at ``run_at`` (the next occurrence after now; ``moved_from``: the
         due time it had, when that one passed while paused), as an item of the API's transaction with the item's
         new due time; on the condition that it is still PAUSED."""
-        changes: dict[str, Any] = {"status": Status.PENDING.value, "run_at": run_at}
+        changes: dict[str, Any] = {**items.status_fields(key.task_id, Status.PENDING.value), "run_at": run_at}
         if moved_from is not None:
             changes["moved_from"] = moved_from
         expression, names, values = set_attributes(changes, ["paused_at"])
@@ -438,8 +471,10 @@ class TaskStore:
         task's, deleted by its TTL)."""
         due_text, stamp = iso(due), now.timestamp()
         stale = stamp - lease_seconds
-        names = {"#s": "status"}
+        names = {"#s": "status", "#sk": items.STATUS_KEY}
+        pending_key = items.status_key(key.task_id, Status.PENDING.value)
         values = {":due": due_text, ":due_ms": due_ms(due), ":running": RUNNING, ":owner": owner, ":now": stamp,
+                  ":pending_key": pending_key,
                   ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
                   ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM,
                   ":retrying": RETRYING, ":now_ms": due_ms(now), ":paused": PAUSED}
@@ -454,8 +489,8 @@ class TaskStore:
                                 "exec_owner = :owner, claimed_at = :now, exec_takeovers = :zero, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = :due, "
-                                f"#s = :pending{shown} REMOVE dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, "
-                                f"{STATE_TTL_ATTRIBUTE}",
+                                f"#s = :pending, #sk = :pending_key{shown} "
+                                f"REMOVE dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, {STATE_TTL_ATTRIBUTE}",
             "ConditionExpression": CLAIMABLE, "ReturnValues": "ALL_OLD",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         claim = self._claim_write(key, request, due, owner, stale)
@@ -464,11 +499,12 @@ class TaskStore:
         previous = claim.found.takeovers
         takeover: dict[str, Any] = {  # its worker died: take it over, once per lease, counted
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
-            "UpdateExpression": f"SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms, #s = :pending{listed} "
-                                "ADD exec_takeovers :one",
+            "UpdateExpression": "SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms, #s = :pending, "
+                                f"#sk = :pending_key{listed} ADD exec_takeovers :one",
             "ConditionExpression": TAKEOVER, "ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            **_expression_args({"#s": "status"}, {
+            **_expression_args({"#s": "status", "#sk": items.STATUS_KEY}, {
                 ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
+                ":pending_key": pending_key,
                 ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
                 ":due_ms": due_ms(due), ":by_item": items.BY_ITEM, ":pending": Status.PENDING.value, **listed_values})}
         claim = self._claim_write(key, takeover, due, owner, stale)
@@ -500,7 +536,7 @@ class TaskStore:
         worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
         left RUNNING)."""
         due_text = iso(due)
-        sets, removed = self._outcome(due, outcome, now, next_due)
+        sets, removed = self._outcome(key, due, outcome, now, next_due)
         if occurrences is not None:
             sets["occurrences"] = occurrences
             if next_due is None and outcome.retry_at is None:  # its last occurrence: none follows
@@ -526,7 +562,7 @@ class TaskStore:
         duplicate delivery --, retrying, running, cancelled, rescheduled, paused, superseded) and the record as
         found."""
         due_text = iso(due)
-        sets, removed = self._outcome(due, outcome, now, None)  # a one-time task's (executor.settles_once)
+        sets, removed = self._outcome(key, due, outcome, now, None)  # a one-time task's (executor.settles_once)
         sets.update({"exec_due": due_text, "exec_due_ms": due_ms(due), "exec_owner": owner, "run_at": due_text,
                      **(shape or {})})
         listed = items.listed_of(key)
@@ -546,7 +582,7 @@ class TaskStore:
             return Claim(True, found=found or Execution())
         return Claim(False, lost_reason(found, due_text, now.timestamp() - lease_seconds, due_ms(due)), found)
 
-    def _outcome(self, due: datetime, outcome: Outcome, now: datetime,
+    def _outcome(self, key: TaskKey, due: datetime, outcome: Outcome, now: datetime,
                  next_due: datetime | None) -> tuple[dict[str, Any], list[str]]:
         """(attributes to set, to remove) of an execution's outcome on its record: status, attempts, result or
         error; a retry's time (RETRYING); a recurring task's next due time; a finished one's expiry."""
@@ -561,12 +597,14 @@ class TaskStore:
             else:
                 removed.append(name)
         if outcome.retry_at is not None:  # settle_retry: PENDING at this due time, claimable again from retry_at
-            attributes.update({"status": Status.PENDING.value, "retry_due": due_text, "retry_at": iso(outcome.retry_at),
+            attributes.update({**items.status_fields(key.task_id, Status.PENDING.value), "retry_due": due_text,
+                               "retry_at": iso(outcome.retry_at),
                                "retry_at_ms": due_ms(outcome.retry_at)})
         elif next_due is not None and outcome.status is Status.DONE:
-            attributes.update({"status": Status.PENDING.value, "run_at": iso(next_due), "next_run_at": iso(next_due)})
+            attributes.update({**items.status_fields(key.task_id, Status.PENDING.value), "run_at": iso(next_due),
+                               "next_run_at": iso(next_due)})
         else:
-            attributes.update({"status": outcome.status.value, "finished_at": stamp,
+            attributes.update({**items.status_fields(key.task_id, outcome.status.value), "finished_at": stamp,
                                STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
         return attributes, removed
 
@@ -627,8 +665,9 @@ class TaskStore:
             TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
             UpdateExpression="SET dead_letter = :note, id = if_not_exists(id, :id), "
                              "task_pk = if_not_exists(task_pk, :pk), task_sk = if_not_exists(task_sk, :sk), "
-                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered{listed}{counted}",
-            **_expression_args({"#s": "status"}, {
+                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered, #sk = :dead_key{listed}{counted}",
+            **_expression_args({"#s": "status", "#sk": items.STATUS_KEY}, {
+                ":dead_key": items.status_key(key.task_id, Status.DEAD_LETTERED.value),
                 ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
                 ":due": iso(due), ":dead_lettered": Status.DEAD_LETTERED.value, **listed_values,
                 **counted_values}))
@@ -639,7 +678,7 @@ class TaskStore:
         a record for it. A task with no record, PENDING (not running) or DEAD_LETTERED is DEAD_LETTERED, so the
         status index lists it so; any other keeps its state (``note_stream_dead_letter_kept``: a second write,
         only then). One conditional UpdateItem."""
-        names = {"#n": name, "#q": "sequence", "#s": "status"}
+        names = {"#n": name, "#q": "sequence", "#s": "status", "#sk": items.STATUS_KEY}
         values: dict[str, Any] = {":note": dict(note), ":q": note["sequence"], ":id": key.task_id, ":pk": key.pk,
                                   ":sk": key.sk}
         sets = ["#n = :note", "id = if_not_exists(id, :id)", "task_pk = if_not_exists(task_pk, :pk)",
@@ -652,11 +691,12 @@ class TaskStore:
             sets.append(listed.lstrip(", "))
             values.update(listed_values)
         newer = "(attribute_not_exists(#n) OR #n.#q < :q)"
-        dead = {":dead_lettered": Status.DEAD_LETTERED.value, ":pending": Status.PENDING.value, ":running": RUNNING}
+        dead = {":dead_lettered": Status.DEAD_LETTERED.value, ":pending": Status.PENDING.value, ":running": RUNNING,
+                ":dead_key": items.status_key(key.task_id, Status.DEAD_LETTERED.value)}
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression="SET " + ", ".join([*sets, "#s = :dead_lettered"]),
+                UpdateExpression="SET " + ", ".join([*sets, "#s = :dead_lettered", "#sk = :dead_key"]),
                 ConditionExpression=f"{newer} AND (attribute_not_exists(#s) OR #s = :dead_lettered OR (#s = :pending"
                                     " AND (attribute_not_exists(exec_state) OR exec_state <> :running"
                                     " OR exec_due <> run_at)))",
@@ -666,10 +706,13 @@ class TaskStore:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
         values[":pending"] = Status.PENDING.value
+        # A record with a status has its status_key (written with it): only a new record's is PENDING's.
+        values[":pending_key"] = items.status_key(key.task_id, Status.PENDING.value)
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression="SET " + ", ".join([*sets, "#s = if_not_exists(#s, :pending)"]),
+                UpdateExpression="SET " + ", ".join([*sets, "#s = if_not_exists(#s, :pending)",
+                                                     "#sk = if_not_exists(#sk, :pending_key)"]),
                 ConditionExpression=newer, **_expression_args(names, values))
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
@@ -684,7 +727,8 @@ class TaskStore:
         Written when there is no record yet, it is PENDING (not RUNNING: a claim that runs settles it), or
         cancelled by an item before -- never over a finished task or the API's cancel. False when the record
         was not in one of those states. One conditional UpdateItem."""
-        attributes: dict[str, Any] = {"status": Status.CANCELLED.value, "finished_at": at, "id": task.id,
+        attributes: dict[str, Any] = {**items.status_fields(task.id, Status.CANCELLED.value), "finished_at": at,
+                                      "id": task.id,
                                       "task_pk": task.key.pk, "task_sk": task.key.sk, "run_at": iso(task.due),
                                       "strategy": task.strategy.value, "action": task.action,
                                       items.CANCELLED_BY: items.BY_ITEM,

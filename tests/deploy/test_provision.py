@@ -160,3 +160,36 @@ def test_a_dlq_setting_added_later_is_picked_up_by_its_name() -> None:
 
     later = Later(**{f.name: getattr(Settings.from_env(STAGE_ENV), f.name) for f in dataclasses.fields(Settings)})
     assert "tk-prod-audit-dlq" in dead_letter_queues(later, {})
+
+
+def test_a_state_table_with_the_status_index_keyed_by_status_alone_gets_the_sharded_one_and_its_records_keyed(
+        clients: Clients) -> None:
+    from chalicelib.tasks import items
+
+    ddb = clients.dynamodb
+    ddb.create_table(  # the state table as an earlier provision made it
+        TableName="tk-prod-state", BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "status", "listed")],
+        GlobalSecondaryIndexes=[{"IndexName": "task-status-index", "Projection": {"ProjectionType": "KEYS_ONLY"},
+                                 "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"},
+                                               {"AttributeName": "listed", "KeyType": "RANGE"}]}])
+    for task_id, status in (("a", "PENDING"), ("b", "DONE"), ("c", "FAILED")):
+        ddb.put_item(TableName="tk-prod-state", Item={"PK": {"S": f"TASK#{task_id}"}, "SK": {"S": "RECORD"},
+                                                      "status": {"S": status}, "listed": {"S": f"2026#{task_id}"}})
+    ddb.put_item(TableName="tk-prod-state", Item={"PK": {"S": "TASK#unlisted"}, "SK": {"S": "RECORD"},
+                                                  "status": {"S": "PENDING"}})
+    changes = provision(clients, clients.settings).changes
+    table = ddb.describe_table(TableName="tk-prod-state")["Table"]
+    assert [(i["IndexName"], [k["AttributeName"] for k in i["KeySchema"]]) for i in table["GlobalSecondaryIndexes"]] \
+        == [("task-status-shard-index", ["status_key", "listed"])]
+    assert {"created index task-status-shard-index on tk-prod-state", "wrote status_key on 3 records of tk-prod-state",
+            "deleted index task-status-index on tk-prod-state"} <= set(changes)
+    for task_id, status in (("a", "PENDING"), ("b", "DONE"), ("c", "FAILED")):
+        found = ddb.query(TableName="tk-prod-state", IndexName="task-status-shard-index",
+                          KeyConditionExpression="status_key = :k",
+                          ExpressionAttributeValues={":k": {"S": items.status_key(task_id, status)}})["Items"]
+        assert [i["PK"]["S"] for i in found] == [f"TASK#{task_id}"]
+    unlisted = ddb.get_item(TableName="tk-prod-state", Key={"PK": {"S": "TASK#unlisted"}, "SK": {"S": "RECORD"}})
+    assert "status_key" not in unlisted["Item"]
+    assert not [c for c in provision(clients, clients.settings).changes if "index" in c or "status_key" in c]

@@ -18,7 +18,7 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
-from chalicelib.tasks import lifecycle
+from chalicelib.tasks import items, lifecycle
 from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import DueMessage, Status, TaskKey, iso
 from chalicelib.tasks.store import Outcome, TaskStore
@@ -51,6 +51,7 @@ class RecordWrites:
     def __init__(self, real: Any, state_table: str) -> None:
         self._real, self._table = real, state_table
         self.seen: set[tuple[str, State, State]] = set()
+        self.unkeyed: set[str] = set()  # transitions that left a record's status_key behind its status
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -77,6 +78,11 @@ class RecordWrites:
         for (op, key), old in zip(watched, before, strict=True):
             new = self._state(key)
             self.seen.add((_transition(writer, op), old, new))
+            found = self._real.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
+            record = ddb.deserialize(found) if found else {}
+            if "status" in record and record.get("status_key") != items.status_key(record["PK"][len("TASK#"):],
+                                                                                    record["status"]):
+                self.unkeyed.add(_transition(writer, op))
         return answer
 
     def _record_key(self, op: dict[str, Any]) -> dict[str, Any] | None:
@@ -292,6 +298,7 @@ def test_every_declared_transition_is_walked_and_the_code_makes_no_other(
     _walk_callbacks(walk)
 
     assert watch.seen - lifecycle.edges() == set(), "writes the diagram lacks"
+    assert watch.unkeyed == set(), "writes of a status without its status index key"
     assert lifecycle.edges() - watch.seen == set(), "declared transitions not walked"
 
 

@@ -11,8 +11,10 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.tasks import items
 from chalicelib.tasks.model import TaskKey, parse_due
 from chalicelib.tasks.schedules import schedule_name
+from chalicelib.tasks.store import TaskStore
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.stream_support import TableStream, stream
 from tests.functional.task_support import (
@@ -233,6 +235,43 @@ def test_the_list_filters_by_status(client: Client) -> None:
     assert [t["id"] for t in pending] == ["t0", "t2"]
 
 
+def _listed(client: Client, query: str) -> list[str]:
+    return [task_id for page in _pages(client, query) for task_id in page]
+
+
+def _pages(client: Client, query: str) -> list[list[str]]:
+    pages: list[list[str]] = []
+    token: str | None = None
+    while True:
+        response = client.http.get(f"/tasks?{query}" + (f"&next_token={token}" if token else ""))
+        assert response.status_code == 200, response.body
+        pages.append([t["id"] for t in response.json_body["tasks"]])
+        token = response.json_body["next_token"]
+        if not token:
+            return pages
+
+
+def test_the_list_merges_the_status_index_shards_in_order_page_by_page(
+        client: Client, deps: Deps, clock: FakeClock) -> None:
+    api_ids = [f"t{i}" for i in range(9)]
+    for task_id in api_ids:
+        assert post_task(client, body(id=task_id)).status_code == 201
+        clock.advance(seconds=1)
+    foreign = [TaskKey("USER#x", f"R#{i}") for i in range(7)]
+    store = TaskStore(deps)
+    for key in [*foreign, TaskKey.for_id("t4")]:
+        store.note_dead_letter(key, parse_due(RUN_AT), {"reason": "test"})
+    assert len({items.status_shard(i) for i in api_ids}) > 3  # spread over shards: the pages are merged
+    pending = [i for i in api_ids if i != "t4"]
+    dead = ["t4", *sorted(k.task_id for k in foreign)]
+    assert _pages(client, "status=PENDING&limit=3") == [pending[:3], pending[3:6], pending[6:]]
+    assert _listed(client, "status=DEAD_LETTERED&limit=2") == dead
+    assert _listed(client, "status=DEAD_LETTERED&source=items&limit=2") == dead[1:]
+    assert _listed(client, "status=DEAD_LETTERED&source=api&limit=1") == ["t4"]
+    every = _pages(client, "limit=4")
+    assert [i for page in every for i in page] == pending + dead and all(len(page) == 4 for page in every[:4]), every
+
+
 @pytest.mark.parametrize(("query", "field"), [
     ("status=SOON", "status"), ("limit=0", "limit"), ("limit=500", "limit"), ("limit=x", "limit"),
     ("limit=%C2%B2", "limit"), ("limit=%D9%A3", "limit"),  # "²" and an Arabic-Indic 3: digits to isdigit()
@@ -347,12 +386,14 @@ def test_patching_an_unknown_task_is_404_and_a_finished_one_409(client: Client, 
 def test_the_state_table_keeps_one_record_filed_in_the_status_index(client: Client, aws: Aws, deps: Deps) -> None:
     post_task(client, body())
     rows = [ddb.deserialize(i) for i in aws.clients.dynamodb.scan(TableName=deps.settings.state_table)["Items"]]
-    assert [(r["PK"], r["SK"], r["status"], r["listed"]) for r in rows] == [
-        ("TASK#standup", "RECORD", "PENDING", "2026-11-22T12:00:00Z#standup")]
+    shard = items.status_shard("standup")
+    assert [(r["PK"], r["SK"], r["status"], r["status_key"], r["listed"]) for r in rows] == [
+        ("TASK#standup", "RECORD", "PENDING", f"PENDING#{shard:02d}", "2026-11-22T12:00:00Z#standup")]
     assert json.dumps(rows)  # plain JSON values only
     indexed = aws.clients.dynamodb.query(
-        TableName=deps.settings.state_table, IndexName="task-status-index", KeyConditionExpression="#s = :s",
-        ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues={":s": {"S": "PENDING"}})["Items"]
+        TableName=deps.settings.state_table, IndexName="task-status-shard-index", KeyConditionExpression="#k = :k",
+        ExpressionAttributeNames={"#k": "status_key"},
+        ExpressionAttributeValues={":k": {"S": f"PENDING#{shard:02d}"}})["Items"]
     assert [i["PK"]["S"] for i in indexed] == ["TASK#standup"]
 
 

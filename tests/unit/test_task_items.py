@@ -67,10 +67,13 @@ def test_each_strategy_writes_its_own_due_attributes() -> None:
 
 
 def test_a_list_token_round_trips_and_a_forged_one_is_rejected() -> None:
-    key = {"PK": "TASK#x", "SK": "RECORD", "status": "DONE", "listed": "2026-11-22T12:00:00Z#x"}
-    assert items.decode_token(items.encode_token(1, key), 4) == (1, key)
-    assert items.decode_token(items.encode_token(2, None), 4) == (2, None)
-    for forged in ("garbage", items.encode_token(9, None), items.encode_token(0, {"PK": "CLAIM#x", "SK": "y"})):
+    listed = "2026-11-22T12:00:00Z#x"
+    assert items.decode_token(items.encode_token(1, "DONE", listed), 4) == (1, "DONE", listed)
+    assert items.decode_token(items.encode_token(2, "FAILED", None), 4) == (2, "FAILED", None)
+    long = "\u00e9" * 512  # 1,024 bytes of UTF-8: the longest sort key, within the token's bound
+    assert items.decode_token(items.encode_token(0, "DONE", long), 1) == (0, "DONE", long)
+    for forged in ("garbage", items.encode_token(9, "DONE", None), items.encode_token(0, "DONE", long + "x"),
+                   items.encode_token(True, "DONE", None)):
         with pytest.raises(InvalidTask):
             items.decode_token(forged, 4)
 
@@ -114,3 +117,14 @@ def test_an_api_task_and_its_record_start_pending_whatever_its_items_own_status_
     assert (record["status"], record["attempts"]) == ("PENDING", 0)
     # its record gone (expired after the task finished): the item's own status does not say otherwise
     assert items.expired_record(TaskKey.for_id("x"), item, None, NOW) is not None
+
+
+def test_a_page_of_a_status_merges_its_shards_by_listed_and_never_passes_a_shard_that_has_more() -> None:
+    full = [("2026-01-01#a", "a"), ("2026-01-03#c", "c")]  # a shard with more rows after these
+    done = [("2026-01-02#b", "b"), ("2026-01-04#d", "d"), ("2026-01-05#e", "e")]  # a shard read to its end
+    assert items.merge_shards([(full, True), (done, False)], 10) == (["a", "b", "c"], "2026-01-03#c")
+    assert items.merge_shards([(full, False), (done, False)], 3) == (["a", "b", "c"], "2026-01-03#c")
+    assert items.merge_shards([(full, False), (done, False)], 5) == (["a", "b", "c", "d", "e"], None)
+    assert items.merge_shards([([], False)] * items.STATUS_SHARDS, 5) == ([], None)
+    assert len(set(items.status_keys("DONE"))) == items.STATUS_SHARDS
+    assert items.status_key("a", "DONE") in items.status_keys("DONE")
