@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ WAIT_SECONDS = 30.0
 FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`(aws [a-z0-9-]+ [a-z0-9-]+[^`]*)`")
 SETUP = re.compile(r"^(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=|^aws\(\)")
+ANSWERED = re.compile(r'"(?:POST|GET) / HTTP/1\.1" \d{3}')  # urllib3's line of an answer
 LEFT_LOOPBACK = re.compile(r"Failed to connect to proxy|ProxyConnectionError|amazonaws\.com", re.IGNORECASE)
 
 
@@ -96,8 +98,8 @@ def moto() -> Iterator[MotoServer]:
 
 
 def run(script: str, endpoint: str) -> str:
-    """What the script printed (stdout and stderr); a waiter (`aws dynamodb wait`) is stopped after
-    WAIT_SECONDS, once its first calls are made."""
+    """What the script printed (stdout and stderr); a waiter (`aws dynamodb wait`, which polls for minutes) is
+    stopped once its first call's answer came back (or after WAIT_SECONDS)."""
     proxy = f"http://127.0.0.1:{dead_port()}"
     env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "HOME": str(ROOT / ".local" / "no-home"),
            "LANG": "C.UTF-8", "AWS_MAX_ATTEMPTS": "1",
@@ -105,12 +107,25 @@ def run(script: str, endpoint: str) -> str:
            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
     process = subprocess.Popen(["bash", "-c", script.replace(DOCUMENTED_ENDPOINT, endpoint)], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=WAIT_SECONDS)
-    except subprocess.TimeoutExpired:
+    lines: list[str] = []
+    answered = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if ANSWERED.search(line) and " wait " in script:
+                answered.set()
+        answered.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    answered.wait(WAIT_SECONDS)
+    if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate(timeout=10)
-    return output
+    process.wait(timeout=10)
+    reader.join(timeout=10)
+    return "".join(lines)
 
 
 def test_the_docs_show_aws_commands_of_several_services_sqs_among_them() -> None:
