@@ -215,15 +215,20 @@ def new_item(task_id: str, request: TaskRequest, settings: Settings, now: dateti
         item["recurrence"] = request.recurrence
     if request.timezone:
         item["timezone"] = request.timezone
-    if request.retry:
-        item["retry"] = request.retry
-    item.update(end_fields(request.end_at, request.max_occurrences))
-    if request.window_seconds:
-        item["window_seconds"] = request.window_seconds
-    for name, spec in (("on_success", request.on_success), ("on_failure", request.on_failure)):
-        if spec is not None:
-            item[name] = spec
+    item.update(option_fields(request))
     return item
+
+
+def option_fields(task: TaskRequest | Task) -> dict[str, Any]:
+    """A task's own options as its item and its record keep them (only those it has): ``retry``, ``end_at``,
+    ``max_occurrences``, ``window_seconds``, ``on_success``, ``on_failure``. Pure."""
+    fields: dict[str, Any] = {"retry": task.retry} if task.retry else {}
+    fields.update(end_fields(task.end_at, task.max_occurrences))
+    if task.window_seconds:
+        fields["window_seconds"] = task.window_seconds
+    fields.update({name: spec for name, spec in (("on_success", task.on_success), ("on_failure", task.on_failure))
+                   if spec is not None})
+    return fields
 
 
 def end_fields(end_at: datetime | None, max_occurrences: int | None) -> dict[str, Any]:
@@ -306,14 +311,7 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
         "action": task.action, "attempts": 0,
         "recurrence": task.recurrence, "timezone": task.timezone,
     }
-    if task.retry:
-        record["retry"] = task.retry
-    record.update(end_fields(task.end_at, task.max_occurrences))
-    if task.window_seconds:
-        record["window_seconds"] = task.window_seconds
-    for name, spec in (("on_success", task.on_success), ("on_failure", task.on_failure)):
-        if spec is not None:
-            record[name] = spec
+    record.update(option_fields(task))
     if created_at:
         record["created_at"] = created_at
         if task.key == TaskKey.for_id(task.id):  # an API task: listed by GET /tasks
