@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from chalice.test import Client
 
 from chalicelib import ddb
@@ -14,6 +15,7 @@ from chalicelib.aws import Deps
 from chalicelib.tasks import flow
 from chalicelib.tasks.flow import Limit
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
+from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.task_support import EMAIL_ACTION, deliver, due_body, emails_sent, get_task, post_task
 
@@ -38,28 +40,32 @@ def two_emails_due(client: Client, clock: FakeClock) -> list[str]:
 
 
 def test_a_task_over_its_targets_rate_waits_in_the_due_queue_with_its_attempts_unchanged_then_runs(
-        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, faults: Faults) -> None:
     use_settings(deps, task_target_limits=(("email", Limit(rate=0.5)),))  # one email every 2 s
     first, second = two_emails_due(client, clock)
     aws.sent(deps.settings.due_queue)
-    assert deliver(client, first) == set() and deliver(client, second) == set()  # nothing failed: the second waits
-    assert deliver(client, second) == set()  # the same message again: a start of its own, later
+    assert deliver(client, first) == set()
+    faults.inject("sqs.SendMessage", "crash")  # reserved its start, then died before waiting for it
+    with pytest.raises(WorkerCrash):
+        deliver(client, second)
+    assert deliver(client, second) == set()  # SQS's redelivery: a later start (the first is lost); nothing failed
+    assert deliver(client, second) == set()  # the same message again: a start of its own, later still
     assert len(emails_sent()) == 1
     assert (get_task(client, "first")["status"], get_task(client, "first")["attempts"]) == ("DONE", 1)
     waiting = get_task(client, "second")
     assert (waiting["status"], waiting.get("attempts", 0)) == ("PENDING", 0)  # not claimed: no attempt spent
     [(message, delay), (repeat, repeat_delay)] = due_messages(aws, deps)
     assert message.key == repeat.key == TaskKey.for_id("second")
-    assert (message.slot, delay) == (clock.now + timedelta(seconds=2), 2)
-    assert (repeat.slot, repeat_delay) == (clock.now + timedelta(seconds=4), 4)
-    clock.advance(seconds=2)
+    assert (message.slot, delay) == (clock.now + timedelta(seconds=4), 4)
+    assert (repeat.slot, repeat_delay) == (clock.now + timedelta(seconds=6), 6)
+    clock.advance(seconds=4)
     assert deliver(client, message.to_json()) == set()  # back at its start: it runs, with no other write
     clock.advance(seconds=2)
     assert deliver(client, repeat.to_json()) == set()  # the claim finds it done
     assert len(emails_sent()) == 2
     shown = get_task(client, "second")
     assert (shown["status"], shown["attempts"]) == ("DONE", 1)
-    # three starts reserved in all: each message came back holding its own, taking no other
+    # four starts reserved in all: each message came back holding its own, taking no other
     assert flow_item(deps, "email", flow.RATE_SK)["next_ms"] == int(clock.now.timestamp() * 1000) + 2000
 
 
