@@ -242,6 +242,7 @@ def execute(deps: Deps, body: str, message_id: str,
     gate = _gate(deps, task, message, owner, seconds_left)
     if gate.wait is not None:  # over its target's rate or concurrency: it waits, unclaimed (no attempt spent)
         _send_back(deps, replace(message, slot=gate.slot), timing.queue_delay(gate.wait, settings.task_precision))
+        deps.metrics.task(m.TASKS_PACED, task.strategy.value)
         return "requeued: " + gate.reason
     with flow.holding(deps, gate):
         return _run(deps, store, task, message, image, owner, message_id, body, measured, seconds_left)

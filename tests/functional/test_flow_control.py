@@ -16,7 +16,7 @@ from chalicelib.tasks import flow
 from chalicelib.tasks.flow import Limit
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from tests.faults import Faults, WorkerCrash
-from tests.fixtures import Aws, FakeClock, use_settings
+from tests.fixtures import Aws, Emitted, FakeClock, use_settings
 from tests.functional.task_support import EMAIL_ACTION, deliver, due_body, emails_sent, get_task, post_task
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
@@ -40,7 +40,7 @@ def two_emails_due(client: Client, clock: FakeClock) -> list[str]:
 
 
 def test_a_task_over_its_targets_rate_waits_in_the_due_queue_with_its_attempts_unchanged_then_runs(
-        aws: Aws, deps: Deps, clock: FakeClock, client: Client, faults: Faults) -> None:
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, faults: Faults, emitted: Emitted) -> None:
     use_settings(deps, task_target_limits=(("email", Limit(rate=0.5)),))  # one email every 2 s
     first, second = two_emails_due(client, clock)
     aws.sent(deps.settings.due_queue)
@@ -54,6 +54,7 @@ def test_a_task_over_its_targets_rate_waits_in_the_due_queue_with_its_attempts_u
     assert (get_task(client, "first")["status"], get_task(client, "first")["attempts"]) == ("DONE", 1)
     waiting = get_task(client, "second")
     assert (waiting["status"], waiting.get("attempts", 0)) == ("PENDING", 0)  # not claimed: no attempt spent
+    assert emitted.total("TasksPaced", Strategy="exact") == 2  # the two waits sent (not the crashed one's)
     [(message, delay), (repeat, repeat_delay)] = due_messages(aws, deps)
     assert message.key == repeat.key == TaskKey.for_id("second")
     assert (message.slot, delay) == (clock.now + timedelta(seconds=4), 4)
