@@ -11,6 +11,8 @@ holds no other.  For every message (``model.DueMessage``):
    message carries (or keeps in the state table) when the item is gone (a lazy
    task's TTL deleted it).  Skipped: a task gone, or rescheduled (its due
    time no longer matches the message's; the new time has its own message).
+   A task whose target or source has a limit passes its gate (``flow.admit``): over its rate or
+   concurrency, the message goes back to wait, unclaimed (no attempt spent).
 3. Claim the execution (task, due time) on the task's record in the state
    table: one conditional UpdateItem.  A duplicate delivery finds it settled
    and stops; an occurrence older than the one claimed last is skipped; a
