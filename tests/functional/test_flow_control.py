@@ -70,30 +70,22 @@ def test_a_task_over_its_targets_rate_waits_in_the_due_queue_with_its_attempts_u
     assert flow_item(deps, "email", flow.RATE_SK)["next_ms"] == int(clock.now.timestamp() * 1000) + 2000
 
 
-def test_a_concurrency_lease_is_given_back_after_the_run(
+def test_a_lease_a_dead_worker_held_keeps_others_waiting_until_it_expires_and_each_run_gives_its_own_back(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     use_settings(deps, task_target_limits=(("email", Limit(concurrency=1)),))
     first, second = two_emails_due(client, clock)
-    assert deliver(client, first) == set() and deliver(client, second) == set()
-    assert len(emails_sent()) == 2  # one at a time, each lease given back before the next
-    leases = flow_item(deps, "email", flow.LEASES_SK)
-    assert leases == {"PK": flow.PK_PREFIX + "email", "SK": flow.LEASES_SK, "held": 0}
-
-
-def test_a_lease_a_dead_worker_held_keeps_others_waiting_until_it_expires(
-        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
-    use_settings(deps, task_target_limits=(("email", Limit(concurrency=1)),))
-    first, _ = two_emails_due(client, clock)
     aws.sent(deps.settings.due_queue)
     expires = int(clock.now.timestamp() * 1000) + 90_000
     assert flow.Flow(deps).acquire("email", 1, "dead", expires)  # its worker took it, then died
     assert deliver(client, first) == set()
     assert emails_sent() == []
-    assert get_task(client, "first").get("attempts", 0) == 0
+    assert get_task(client, "first").get("attempts", 0) == 0  # not claimed: no attempt spent
     [(message, delay)] = due_messages(aws, deps)
     assert flow.WAIT_MIN_SECONDS <= delay <= flow.WAIT_MAX_SECONDS
     clock.advance(seconds=91)  # the lease ran out
     assert deliver(client, message.to_json()) == set()
     assert len(emails_sent()) == 1 and get_task(client, "first")["attempts"] == 1
+    assert deliver(client, second) == set()  # the first run gave its lease back: the next one runs at once
+    assert len(emails_sent()) == 2
     leases = flow_item(deps, "email", flow.LEASES_SK)
-    assert leases["held"] == 0 and not [k for k in leases if k.startswith(flow.LEASE_PREFIX)]
+    assert leases == {"PK": flow.PK_PREFIX + "email", "SK": flow.LEASES_SK, "held": 0}  # none left held
