@@ -45,7 +45,7 @@ RATE_SK = "RATE"
 LEASES_SK = "LEASES"
 LEASE_PREFIX = "L_"
 BURST_SECONDS = 1.0          # an idle target takes up to ``rate * BURST_SECONDS`` tasks at once
-MAX_RATE = 10_000.0          # a second, per target (one item takes 1,000 write units a second: docs/scale.md)
+MAX_RATE = 1_000.0           # a second, per target: one item takes 1,000 write units a second (docs/scale.md)
 MAX_CONCURRENCY = 200        # leases on one item (about 15 bytes each: 3 KB at most)
 WAIT_MIN_SECONDS, WAIT_MAX_SECONDS = 1, 5   # a task finding its target's concurrency full comes back within this
 EMAIL_TARGET = "email"
@@ -205,12 +205,14 @@ class Flow:
                 values: dict[str, Any], returns: Literal["NONE", "UPDATED_NEW"] = "NONE") -> dict[str, Any] | None:
         """One conditional UpdateItem; the item's new attributes (``returns``), or None when the condition failed
         (with the item as it was in ``self.found``)."""
+        request: dict[str, Any] = {
+            "TableName": self.table, "Key": {"PK": {"S": PK_PREFIX + key}, "SK": {"S": sk}},
+            "UpdateExpression": expression, "ConditionExpression": condition, "ExpressionAttributeValues": values,
+            "ReturnValues": returns, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        if names:  # DynamoDB refuses an empty ExpressionAttributeNames
+            request["ExpressionAttributeNames"] = names
         try:
-            answer = self.deps.clients.dynamodb.update_item(
-                TableName=self.table, Key={"PK": {"S": PK_PREFIX + key}, "SK": {"S": sk}},
-                UpdateExpression=expression, ConditionExpression=condition, ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values, ReturnValues=returns,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            answer = self.deps.clients.dynamodb.update_item(**request)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise

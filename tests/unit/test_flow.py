@@ -25,7 +25,7 @@ def test_a_reservation_starts_at_the_old_next_start_and_never_before_now(next_ms
 
 
 def test_starts_are_spaced_by_the_rate() -> None:
-    assert (flow.interval_ms(14), flow.interval_ms(0.5), flow.interval_ms(10_000)) == (71, 2_000, 1)
+    assert (flow.interval_ms(14), flow.interval_ms(0.5), flow.interval_ms(flow.MAX_RATE)) == (71, 2_000, 1)
 
 
 def test_only_the_leases_that_ran_out_are_taken_back() -> None:
