@@ -60,6 +60,7 @@ TASKS_DEAD_LETTERED = "TasksDeadLettered"   # a task record or due message sent 
 TASKS_SKIPPED_CANCELLED = "TasksSkippedCancelled"      # a due message for a task cancelled since
 TASKS_SKIPPED_RESCHEDULED = "TasksSkippedRescheduled"  # a due message for a task moved to another time
 TASKS_RAN_AFTER_CHANGE = "TasksRanAfterChange"  # an unclaimed action ran for a task cancelled or moved after its read
+TASKS_PACED = "TasksPaced"                  # a due task sent back to wait: over its target's rate or concurrency
 TASK_LATENESS = "TaskLateness"              # ms from the due time to the action's start
 # Backup runs (Stage only; BackupRunsStarted also by Trigger).
 BACKUP_RUNS_STARTED = "BackupRunsStarted"

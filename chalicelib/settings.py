@@ -24,6 +24,7 @@ from chalicelib import schedule_expr
 
 if TYPE_CHECKING:  # chalicelib.sources is loaded only by a stage that declares task sources (cold start)
     from chalicelib.sources import SourceError, TaskSource
+    from chalicelib.tasks.flow import Limit
 
 T = TypeVar("T")
 MIN_API_TOKEN = 32  # characters of API_TOKEN on a stage other than local (`make run` picks its own)
@@ -223,6 +224,27 @@ def _task_sources(value: str, env: _Reader) -> tuple[TaskSource, ...]:
         return parse_sources(value, streams)
     except SourceError as exc:
         raise SourceSettingsError(exc) from exc
+
+
+def _max_concurrency(value: str, env: _Reader) -> int:
+    number = int(value)
+    if number != 0 and not 2 <= number <= 1000:  # Lambda's ScalingConfig takes 2 to 1000
+        raise ValueError("")
+    return number
+
+
+def _target_limits(value: str, env: _Reader) -> tuple[tuple[str, Limit], ...]:
+    if not value.strip():
+        return ()
+    import json
+
+    from chalicelib.tasks.flow import LimitError, parse_target_limits  # only a stage that limits a target
+    try:
+        return tuple(parse_target_limits(json.loads(value)).items())
+    except LimitError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
 
 
 RESTORE_TARGET_FIXED = 3  # the fewest characters in a row, besides `<table>` and `*`, a restore target's name must have
@@ -529,6 +551,16 @@ class Settings:
         "Records of one stream batch processed at once (different keys).", integer(1, 64))
     executor_concurrency: int = setting("EXECUTOR_CONCURRENCY", "10",
         "Due messages of one executor batch handled at once.", integer(1, 64))
+    executor_max_concurrency: int = setting("EXECUTOR_MAX_CONCURRENCY", "0",
+        "Deployed stages: the executor's SQS event source mapping's `MaximumConcurrency`, invocations at once "
+        "(2-1000; 0: none, up to the account's concurrency) ([Scale](scale.md)).",
+        Parse(_max_concurrency, "expected 0 or a whole number from 2 to 1000"))
+    task_target_limits: tuple[tuple[str, Limit], ...] = setting("TASK_TARGET_LIMITS", "",
+        "A rate and a concurrency per action target: a JSON object of target (`email` for SES, a webhook's "
+        "origin, a queue's, topic's, function's, bus's or state machine's ARN) -> `{\"rate\": starts a second, "
+        "\"concurrency\": actions at once}`; a task over either waits in the due queue and runs late, spending no "
+        "attempt ([Scale](scale.md#flow-control)). Empty: none.",
+        Parse(_target_limits, 'expected a JSON object of target -> {"rate": n, "concurrency": n}'))
     # API
     api_auth: str = setting("API_AUTH", "none",
         "API authorization: none, token, iam, api_key or cognito.",

@@ -23,6 +23,8 @@ watches and how an item of it becomes a task (docs/task-sources.md)::
   a map, a list).  Default: an email to ``{email}`` with the stage's subject
   and body.
 - ``recurrence`` / ``timezone``: rate(...) or cron(...) and its IANA zone.
+- ``limit``: ``{"rate": starts a second, "concurrency": actions at once}`` (either may be left out): the
+  source's tasks, together, wait in the due queue beyond it (chalicelib/tasks/flow.py).
 - ``retry``: ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}`` (any may be left out), the retry
   policy of every item of the source, as a task's own ``retry`` (chalicelib.tasks.model.parse_retry);
   what it leaves out, and a source without one, the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).
@@ -47,9 +49,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chalicelib import schedule_expr
+
+if TYPE_CHECKING:
+    from chalicelib.tasks.flow import Limit
 
 TASKS_SOURCE = "tasks"  # the app's own tasks table
 STRATEGIES = ("exact", "interval", "lazy")
@@ -61,7 +66,7 @@ STREAM_ARN = re.compile(r"arn:aws[a-zA-Z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[A-
 TEMPLATE_PART = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 FIELDS = frozenset({"table", "strategy", "due_attribute", "ttl_attribute", "action", "recurrence", "timezone",
                     "retry", "bucket_index", "bucket_attribute", "bucket_format", "bucket_minutes", "key",
-                    "enable_stream", "enable_ttl"})
+                    "enable_stream", "enable_ttl", "limit"})
 
 
 class SourceError(ValueError):
@@ -102,6 +107,7 @@ class TaskSource:
     enable_stream: bool = False
     enable_ttl: bool = False
     stream_arn: str = field(default="", compare=False)
+    limit: Limit | None = None  # its tasks' rate and concurrency, together (chalicelib/tasks/flow.py)
 
     @property
     def function_name(self) -> str:
@@ -315,6 +321,7 @@ def parse_source(name: Any, spec: Any, stream_arn: str = "") -> TaskSource:
         except schedule_expr.InvalidScheduleExpression as exc:
             raise fail("recurrence", str(exc)) from exc
     retry = _retry(name, spec.get("retry"))
+    limit = _limit(name, spec.get("limit"))
     writes = strategy in ("lazy", "interval") or recurrence_given(spec)
     if writes and not key:
         raise fail("key", "is required for a lazy, interval or recurring source: the table's key attribute "
@@ -323,7 +330,7 @@ def parse_source(name: Any, spec: Any, stream_arn: str = "") -> TaskSource:
                       action=action, recurrence=recurrence, timezone=timezone, retry=retry, bucket_index=bucket_index,
                       bucket_attribute=bucket_attribute, bucket_format=bucket_format, bucket_minutes=minutes,
                       key=tuple(key), enable_stream=flag("enable_stream"), enable_ttl=flag("enable_ttl"),
-                      stream_arn=stream_arn)
+                      stream_arn=stream_arn, limit=limit)
 
 
 def recurrence_given(spec: dict[str, Any]) -> bool:
@@ -367,6 +374,18 @@ def _retry(name: str, spec: Any) -> dict[str, int] | None:
     except InvalidTask as exc:
         problem = exc.message.removeprefix(f"{exc.field} ")
         raise SourceError(name, exc.field, problem) from exc
+
+
+def _limit(name: str, spec: Any) -> Limit | None:
+    """The source's ``limit`` (its tasks' rate and concurrency); SourceError names ``limit.<field>``."""
+    if spec is None:
+        return None
+    from chalicelib.tasks.flow import LimitError, parse_limit
+
+    try:
+        return parse_limit(spec)
+    except LimitError as exc:
+        raise SourceError(name, "limit" if exc.field == "limit" else f"limit.{exc.field}", exc.problem) from exc
 
 
 def _action(name: str, spec: Any) -> dict[str, Any] | None:

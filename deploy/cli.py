@@ -169,7 +169,8 @@ def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str]
     deployed = project / ".chalice" / "deployed" / f"{name}.json"
     mappings = event_sources.deployed_mappings(deployed) if deployed.exists() else []
     on_failure = _queue_arn(clients, options.stream_on_failure_queue or settings.task_dlq)
-    report.changes += event_sources.apply(lambda_client(clients), mappings, options, on_failure)
+    report.changes += event_sources.apply(lambda_client(clients), mappings, options, on_failure,
+                                          settings.executor_max_concurrency)
     rest_api_id = api_gateway.deployed_rest_api(json.loads(deployed.read_text())) if deployed.exists() else None
     if rest_api_id:
         api_stage = str(config["stages"][name].get("api_gateway_stage", "api"))

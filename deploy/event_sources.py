@@ -7,6 +7,9 @@ destination or filters. ``apply`` reads the mappings' UUIDs from
 and updates only what differs, so a second run changes nothing. The same
 values go into the merge template (deploy/template.py) for ``chalice package``.
 
+The executor's SQS mapping also takes ``MaximumConcurrency`` (``ScalingConfig``)
+from the stage's EXECUTOR_MAX_CONCURRENCY (chalicelib/settings.py; 0: none).
+
 Deploy-time settings (read from the environment of ``make deploy``; not
 Lambda settings, so not in chalicelib/settings.py):
 
@@ -129,9 +132,17 @@ class EventSourceOptions:
         )
 
 
-def sqs_settings(options: EventSourceOptions) -> dict[str, Any]:
-    """update_event_source_mapping arguments of an SQS mapping."""
-    return {"FunctionResponseTypes": ["ReportBatchItemFailures"] if options.sqs_report_batch_item_failures else []}
+EXECUTOR_FUNCTION = "task_executor"  # app.py's function on the due queue: its mapping takes MaximumConcurrency
+
+
+def sqs_settings(options: EventSourceOptions, max_concurrency: int | None = None) -> dict[str, Any]:
+    """update_event_source_mapping arguments of an SQS mapping; ``max_concurrency``: the executor's
+    (EXECUTOR_MAX_CONCURRENCY; 0 removes it, None leaves the mapping's scaling alone)."""
+    settings: dict[str, Any] = {
+        "FunctionResponseTypes": ["ReportBatchItemFailures"] if options.sqs_report_batch_item_failures else []}
+    if max_concurrency is not None:
+        settings["ScalingConfig"] = {"MaximumConcurrency": max_concurrency} if max_concurrency else {}
+    return settings
 
 
 def stream_settings(options: EventSourceOptions, on_failure_arn: str) -> dict[str, Any]:
@@ -174,6 +185,8 @@ def _differs(key: str, want: Any, have: Any) -> bool:
         return want_set != have_set
     if key == "FunctionResponseTypes":
         return sorted(want) != sorted(have or [])
+    if key == "ScalingConfig":
+        return bool(want.get("MaximumConcurrency") != (have or {}).get("MaximumConcurrency"))
     if key == "DestinationConfig":
         return bool(want["OnFailure"].get("Destination")) and \
             (have or {}).get("OnFailure", {}).get("Destination") != want["OnFailure"]["Destination"]
@@ -181,11 +194,13 @@ def _differs(key: str, want: Any, have: Any) -> bool:
 
 
 def apply(lambda_client: Any, mappings: Sequence[DeployedMapping], options: EventSourceOptions,
-          on_failure_arn: str) -> list[str]:
+          on_failure_arn: str, executor_max_concurrency: int = 0) -> list[str]:
     """Bring each mapping to the settings; returns what changed (empty when nothing had to)."""
     changes: list[str] = []
     for mapping in mappings:
-        want = sqs_settings(options) if mapping.kind == "sqs" else stream_settings(options, on_failure_arn)
+        executor = mapping.name.startswith(f"{EXECUTOR_FUNCTION}-")
+        want = (sqs_settings(options, executor_max_concurrency if executor else None) if mapping.kind == "sqs"
+                else stream_settings(options, on_failure_arn))
         have = lambda_client.get_event_source_mapping(UUID=mapping.uuid)
         drift = {k: v for k, v in want.items() if _differs(k, v, have.get(k))}
         if drift:
@@ -198,13 +213,15 @@ TASKS_STREAM_FUNCTION = "task_stream"  # app.py's function on the tasks table's 
 
 
 def sam_event_overrides(app: Chalice, options: EventSourceOptions, on_failure_arn: Any,
-                        stream_table: str) -> dict[str, Any]:
+                        stream_table: str, executor_max_concurrency: int = 0) -> dict[str, Any]:
     """The same settings as SAM event properties, keyed by the function's CloudFormation resource;
     a stream event reads the stream of the template's ``stream_table`` resource."""
     resources: dict[str, Any] = {}
     for source in app.event_sources:
         if isinstance(source, SQSEventConfig):
-            props = sqs_settings(options)
+            props = sqs_settings(options, executor_max_concurrency if source.name == EXECUTOR_FUNCTION else None)
+            if not props.get("ScalingConfig", True):
+                del props["ScalingConfig"]
             suffix = "sqs-event-source"
         elif isinstance(source, DynamoDBEventConfig):
             props = stream_settings(options, "")

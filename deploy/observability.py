@@ -157,9 +157,10 @@ def dashboard_body(settings: Settings, dead_letter_queues: list[str], region: st
               for name, label in ((m.TASKS_RETRIED, "retried"), (m.TASKS_DEAD_LETTERED, "dead-lettered"),
                                   (m.TASKS_SKIPPED_CANCELLED, "skipped: cancelled"),
                                   (m.TASKS_SKIPPED_RESCHEDULED, "skipped: rescheduled"),
-                                  (m.TASKS_RAN_AFTER_CHANGE, "ran after a cancel or move"))
-              if not (s == m.UNKNOWN_STRATEGY
-                      and name in (m.TASKS_RETRIED, m.TASKS_SKIPPED_RESCHEDULED, m.TASKS_RAN_AFTER_CHANGE))]
+                                  (m.TASKS_RAN_AFTER_CHANGE, "ran after a cancel or move"),
+                                  (m.TASKS_PACED, "paced"))
+              if not (s == m.UNKNOWN_STRATEGY and name in (m.TASKS_RETRIED, m.TASKS_SKIPPED_RESCHEDULED,
+                                                          m.TASKS_RAN_AFTER_CHANGE, m.TASKS_PACED))]
     depths = [["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", q, {"stat": "Maximum", "label": q}]
               for q in dead_letter_queues]
     run_period = min(int(schedule_period(settings.backup_schedule).total_seconds()) // 60 * 60 or 60, 86400)

@@ -167,5 +167,6 @@ def with_event_settings(template: dict[str, Any], app: Chalice, settings: Settin
     failure_queue = options.stream_on_failure_queue or settings.task_dlq
     destination: Any = {"Fn::GetAtt": ["TaskDlq", "Arn"]} if failure_queue == settings.task_dlq else \
         {"Fn::Sub": f"arn:${{AWS::Partition}}:sqs:${{AWS::Region}}:${{AWS::AccountId}}:{failure_queue}"}
-    merged["Resources"].update(event_sources.sam_event_overrides(app, options, destination, "TasksTable"))
+    merged["Resources"].update(event_sources.sam_event_overrides(app, options, destination, "TasksTable",
+                                                                 settings.executor_max_concurrency))
     return merged

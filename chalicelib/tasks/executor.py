@@ -11,6 +11,8 @@ holds no other.  For every message (``model.DueMessage``):
    message carries (or keeps in the state table) when the item is gone (a lazy
    task's TTL deleted it).  Skipped: a task gone, or rescheduled (its due
    time no longer matches the message's; the new time has its own message).
+   A task whose target or source has a limit passes its gate (``flow.admit``): over its rate or
+   concurrency, the message goes back to wait, unclaimed (no attempt spent).
 3. Claim the execution (task, due time) on the task's record in the state
    table: one conditional UpdateItem.  A duplicate delivery finds it settled
    and stops; an occurrence older than the one claimed last is skipped; a
@@ -61,7 +63,7 @@ from chalicelib.deadletter import dead_letter
 from chalicelib.invocation import REQUEST_ID
 from chalicelib.log import about, line_fields, logger, worker_pool
 from chalicelib.settings import Settings
-from chalicelib.tasks import actions, buckets, items, timing
+from chalicelib.tasks import actions, buckets, flow, items, timing
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, read_task
 from chalicelib.tasks.store import Claim, Execution, Outcome, TaskStore
 
@@ -239,6 +241,28 @@ def execute(deps: Deps, body: str, message_id: str,
     if early > 0:  # the message's time was rounded down to the second
         deps.sleep(early)
     owner = uuid.uuid4().hex  # this attempt's token on the claim: its own writes are recognised
+    gate = _gate(deps, task, message, owner, seconds_left)
+    if gate.wait is not None:  # over its target's rate or concurrency: it waits, unclaimed (no attempt spent)
+        _send_back(deps, replace(message, slot=gate.slot), timing.queue_delay(gate.wait, settings.task_precision))
+        deps.metrics.task(m.TASKS_PACED, task.strategy.value)
+        return "requeued: " + gate.reason
+    with flow.holding(deps, gate):
+        return _run(deps, store, task, message, image, owner, message_id, body, measured, seconds_left)
+
+
+def _gate(deps: Deps, task: Task, message: DueMessage, owner: str,
+          seconds_left: Callable[[], float] | None) -> flow.Gate:
+    """Flow control (chalicelib/tasks/flow.py): the start the message carries, if it is still this run's; a
+    lease held no longer than the invocation can run."""
+    slot = message.slot if flow.slot_valid(message.slot, replace(message, slot=None).runs_at) else None
+    lease = seconds_left() + 1 if seconds_left is not None else deps.settings.task_claim_lease_seconds
+    return flow.admit(deps, task.action, task.key.source, slot, owner, lease)
+
+
+def _run(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None, owner: str,
+         message_id: str, body: str, measured: m.LinePoints, seconds_left: Callable[[], float] | None) -> str:
+    """Steps 3 to 6: the claim, the action, the settle and what follows."""
+    settings = deps.settings
     shape = {"strategy": task.strategy.value, "action": task.action}
     if settles_once(task, message):
         return _execute_once(deps, store, task, message, owner, shape, message_id, body, measured, seconds_left)

@@ -633,6 +633,7 @@ class DueMessage:
     image_stored: bool = False
     hops: int = 0  # times re-queued for being early
     not_before: datetime | None = None  # a retry of the execution at ``due``: not to run before this time
+    slot: datetime | None = None  # the start its target's rate gave it (chalicelib/tasks/flow.py)
 
     @property
     def carries_item(self) -> bool:
@@ -649,12 +650,16 @@ class DueMessage:
             body["image_stored"] = True
         if self.not_before is not None:
             body["not_before"] = iso(self.not_before)
+        if self.slot is not None:
+            body["slot"] = iso(self.slot)
         return json.dumps(body, sort_keys=True)
 
     @property
     def runs_at(self) -> datetime:
-        """When this message may run its execution: its due time, or a retry's later time."""
-        return self.not_before if self.not_before is not None and self.not_before > self.due else self.due
+        """When this message may run its execution: its due time, or a retry's later time, or the later start
+        its target's rate gave it."""
+        first = self.not_before if self.not_before is not None and self.not_before > self.due else self.due
+        return self.slot if self.slot is not None and self.slot > first else first
 
     @classmethod
     def from_json(cls, body: str) -> DueMessage:
@@ -691,8 +696,9 @@ class DueMessage:
             raise InvalidTask("image", f"the message's item image is not DynamoDB JSON: {str(exc)[:200]}") from exc
         hops = data.get("hops", 0)
         not_before = parse_due(data["not_before"], "not_before") if data.get("not_before") is not None else None
+        slot = parse_due(data["slot"], "slot") if data.get("slot") is not None else None
         return cls(key, parse_due(data.get("due"), "due"), image, data.get("image_stored") is True,
-                   hops if isinstance(hops, int) else 0, not_before)
+                   hops if isinstance(hops, int) else 0, not_before, slot)
 
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",

@@ -58,18 +58,51 @@ def test_one_status_key_drains_at_its_partitions_write_units_over_its_writes_per
     assert sharded.last == 100_000 / (4 * 1_000 / 2) == 50
 
 
-def test_a_million_emails_at_fourteen_a_second_take_their_count_over_the_rate() -> None:
+def test_a_million_emails_paced_at_fourteen_a_second_go_at_their_rank_over_the_rate() -> None:
+    """Flow control: every email reserves its start when the executor reaches it and waits for it; the k-th goes at
+    k / 14 s (in whole steps), whatever else binds, none failing."""
     outcome = burst.simulate(1_000_000, Route("all at once"), replace_lambda(Quotas(
         table_write_units_per_s=INF, partition_write_units_per_s=INF)), TWENTY)
     assert outcome.email_last == math.ceil(1_000_000 / 14) == 71_429
+    assert outcome.email_p50 == math.ceil(500_000 / 14)
+    assert outcome.email_p99 == math.ceil(990_000 / 14)
 
 
-def test_todays_path_is_held_by_the_status_key_and_the_proposed_one_runs_a_million_within_five_minutes() -> None:
-    results = burst.scenarios(TWENTY)
-    today = burst.simulate(burst.TASKS, *results[0][1:], TWENTY)
-    proposed = burst.simulate(burst.TASKS, *results[-1][1:], TWENTY)
-    assert (today.last, today.binding) == (2_000, "status index partition")   # 33 minutes
-    assert proposed.last <= burst.TARGET_SECONDS
+def test_emails_reach_their_start_no_faster_than_the_targets_item_takes_reservations() -> None:
+    """A limited target's item takes 1,000 writes a second: at 10,000 emails a second allowed, the reservations
+    bind, not the rate."""
+    quotas = replace_lambda(Quotas(table_write_units_per_s=INF, partition_write_units_per_s=INF,
+                                   email_per_s=10_000))
+    outcome = burst.simulate(100_000, Route("all at once"), quotas, TWENTY)
+    assert outcome.email_last == 100_000 / 1_000 == 100
+
+
+def test_the_sweeper_sends_at_its_batch_calls_times_ten_with_no_scheduler_cap() -> None:
+    slow = burst.Sweeper(calls_per_s=100, horizon_s=900, period_s=60)   # 1,000 messages a second
+    route = slow.route()
+    assert (route.rate, route.lead, route.delayed) == (1_000, 840, True)
+    outcome = burst.simulate(1_000_000, route, replace_lambda(UNBOUND), TWENTY)
+    assert outcome.last == 1_000_000 / 1_000 - 840 == 160   # the sweep binds: sent late, run as sent
+    fast = burst.simulate(1_000_000, burst.Sweeper(calls_per_s=1_000).route(), replace_lambda(UNBOUND), TWENTY)
+    assert fast.last == math.ceil(1_000_000 / (1_000 * 20))   # all visible at the due time: Lambda's rate alone
+
+
+def test_each_path_is_modelled_and_the_sweeper_with_a_warm_table_runs_a_million_within_five_minutes() -> None:
+    results = {name: burst.simulate(burst.TASKS, route, quotas, TWENTY)
+               for name, route, quotas in burst.scenarios(TWENTY)}
+    scheduler = results["Scheduler, default quotas"]
+    assert (scheduler.last, scheduler.binding) == (940, "Scheduler invocations")   # 1,000/s less its 60 s lead
+    assert results["sweeper, state table warm at 12,000 write units"].last <= burst.TARGET_SECONDS
+    measured = burst.scenarios(TWENTY, burst.Sweeper(calls_per_s=50))   # the lead plugs in the sweeper's figures
+    assert measured[-1][1].rate == 500
+
+
+def test_the_model_against_ts_offline_rounds_uses_their_floor_and_batch() -> None:
+    rounds = [{"tasks": 1_000, "executed": 1_000, "completed": True, "seconds": 12.5, "concurrency": 8,
+               "floor_rate_per_s": 80.0, "invocations": {"task_executor": 100}}]
+    [check] = burst.throughput_check({"sections": [{"key": "T", "figures": {"rounds": rounds}}]})
+    assert check["model_s"] == math.ceil(1_000 / 80) == 13 and check["ratio"] == pytest.approx(13 / 12.5)
+    assert burst.throughput_check({"sections": []}) == []
 
 
 def test_the_executors_times_are_the_line_through_p4s_two_batch_sizes() -> None:
