@@ -343,7 +343,7 @@ def work() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for make run, which stops this process
     address, key = os.environ.pop(ADDRESS_VARIABLE), bytes.fromhex(os.environ.pop(KEY_VARIABLE))
     stage, memory = os.environ.pop(STAGE_VARIABLE), int(os.environ.pop(MEMORY_VARIABLE))
-    from local.stage import PROJECT_DIR, load_app, warm
+    from local.app_module import PROJECT_DIR, load_app, warm
 
     transport = PipeTransport(os.environ["AWS_ENDPOINT_URL"], address, key)
     module = load_app(PROJECT_DIR)
