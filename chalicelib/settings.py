@@ -21,6 +21,7 @@ from datetime import UTC, tzinfo
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 from chalicelib import schedule_expr
+from chalicelib.names import APP_NAME as APP_NAME  # re-exported
 
 if TYPE_CHECKING:  # chalicelib.sources is loaded only by a stage that declares task sources (cold start)
     from chalicelib.sources import SourceError, TaskSource
@@ -89,8 +90,7 @@ OWN_TOPICS = ("alert_topic",)
 # functions <APP_NAME>-<stage> (the API handler) and <APP_NAME>-<stage>-<name> (.chalice/config.json's app_name),
 # so two name patterns cover every one, a task source's stream function included (Settings.own_functions).  Every
 # stage's queues, topics and functions are named <APP_NAME>-...: another stage's are refused unless
-# TASK_ACTION_TARGET_ARNS names them exactly (chalicelib/tasks/actions.py ``app_targets``).
-APP_NAME = "timekeeper"
+# TASK_ACTION_TARGET_ARNS names them exactly (chalicelib/tasks/actions.py ``app_targets``). APP_NAME: chalicelib/names.py.
 # The event buses the stage provisions (as Settings attributes holding their names), refused as ``eventbridge``
 # targets: none. backup_trigger's rule is a schedule on the default bus, which no PutEvents entry can fire.
 OWN_BUSES: tuple[str, ...] = ()

@@ -24,7 +24,7 @@ watches and how an item of it becomes a task (docs/task-sources.md)::
   and body.
 - ``recurrence`` / ``timezone``: rate(...) or cron(...) and its IANA zone.
 - ``retry``: ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}`` (any may be left out), the retry
-  policy of every item of the source, as a task's own ``retry`` (chalicelib.tasks.model.parse_retry);
+  policy of every item of the source, as a task's own ``retry`` (chalicelib.tasks.task_fields.parse_retry);
   what it leaves out, and a source without one, the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).
 - interval only: ``bucket_index`` (the user's GSI, hash key = the bucket),
   ``bucket_attribute``, ``bucket_format`` (strftime, default ``%Y-%m-%d#%H:%M``)
@@ -359,8 +359,8 @@ def _retry(name: str, spec: Any) -> dict[str, int] | None:
     """The source's retry policy, read by the task's own parser (one shape for both); SourceError names the
     field (``retry`` or ``retry.<name>``)."""
     if spec is None:
-        return None  # the model is loaded only by a stage whose sources declare a policy (cold start)
-    from chalicelib.tasks.model import InvalidTask, parse_retry
+        return None  # its parser is loaded only by a stage whose sources declare a policy (cold start)
+    from chalicelib.tasks.task_fields import InvalidTask, parse_retry
 
     try:
         return parse_retry(spec)

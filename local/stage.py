@@ -30,7 +30,8 @@ from chalicelib.sources import TaskSource
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
 from local import moto_speed
-from local.app_module import PROJECT_DIR, load_app, warm
+from local.app_module import PROJECT_DIR as PROJECT_DIR  # re-exported
+from local.app_module import load_app, warm
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.handler_processes import HandlerProcesses
 from local.invoker import Out, print_line
