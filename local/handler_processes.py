@@ -142,10 +142,6 @@ class HandlerProcesses:
                 self._ready.wait(min(left, 0.2))
         return True
 
-    @property
-    def pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers]
-
     def _accept(self) -> None:
         assert self._listener is not None
         while not self._stopped:
