@@ -36,8 +36,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("domain models", (
         "chalicelib.tasks.model", "chalicelib.tasks.buckets", "chalicelib.tasks.timing",
         "chalicelib.backups.verify_rules", "chalicelib.backups.restore_rules")),
-    ("domain logic", (
-        "chalicelib.tasks.items", "chalicelib.tasks.store", "chalicelib.tasks.schedules",
+    ("domain logic", (  # and any chalicelib module not named in another layer
+        "chalicelib.*", "chalicelib.tasks.items", "chalicelib.tasks.store", "chalicelib.tasks.schedules",
         "chalicelib.tasks.stream_dead_letters", "chalicelib.backups.store", "chalicelib.backups.conditional",
         "chalicelib.backups.retry", "chalicelib.backups.quotas", "chalicelib.backups.messages",
         "chalicelib.backups.verify", "chalicelib.backups.restore_store")),
