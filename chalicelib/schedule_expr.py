@@ -5,8 +5,8 @@ expression at import), task recurrence and the offline runtime (which fires
 them).  The grammar is EventBridge's: cron has six fields
 ``minutes hours day-of-month month day-of-week year``; exactly one of
 day-of-month and day-of-week is ``?``; times are UTC unless a time zone is
-given.  When an expression fires is chalicelib/schedule_fire.py, which
-``next_fire`` loads on its first call: the settings only parse.
+given.  When an expression fires is chalicelib/schedule_fire.py (``next_fire``),
+which the settings never load: they only parse.
 """
 
 from __future__ import annotations
@@ -214,22 +214,6 @@ def parse(text: str, allow_at: bool = False) -> Expression:
 def _shown(text: str, limit: int = 80) -> str:
     shown = repr(text)
     return shown if len(shown) <= limit else shown[:limit] + "..."
-
-
-# --- when an expression fires -------------------------------------------------
-
-def next_fire(expr: Expression | str, after: datetime, tz: str = "UTC", *,
-              start: datetime | None = None) -> datetime | None:
-    """The first time strictly after ``after`` at which ``expr`` fires (aware, UTC); None: never again.
-
-    Rates are elapsed time; cron fields and at() times are wall-clock time in ``tz``
-    (an IANA name) with DST handled as EventBridge Scheduler does: see
-    ``chalicelib.schedule_fire.next_fire``, loaded on the first call (the settings
-    parse schedules at import but never fire them).
-    """
-    from chalicelib import schedule_fire
-
-    return schedule_fire.next_fire(expr, after, tz, start=start)
 
 
 # An IANA time zone name (what EventBridge Scheduler's ScheduleExpressionTimezone takes): Area/Location

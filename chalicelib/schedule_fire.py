@@ -1,6 +1,6 @@
 """When an EventBridge schedule expression fires: ``next_fire``, with time zones and DST.
 
-The calendar arithmetic behind ``schedule_expr.next_fire``, apart from the grammar so
+The calendar arithmetic, apart from the grammar (chalicelib/schedule_expr.py) so
 that the settings, which parse the stage's schedules at import, do not load it (nor
 the time-zone database): only task recurrence and the offline runtime fire schedules.
 """
@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import calendar
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 from chalicelib.schedule_expr import DAY_NUMBERS, At, Cron, Expression, InvalidScheduleExpression, Rate, parse
-
-# The largest shift of a wall clock at a time-zone transition (DST is 1 h; a few
-# historic changes were 2 h); wall-clock candidates this far around ``after`` are
-# compared in UTC, so the earliest instant wins even where wall-clock order and
-# UTC order differ (``after`` inside a repeated hour).
-_MAX_TRANSITION = timedelta(hours=3)
 
 
 def next_fire(expr: Expression | str, after: datetime, tz: str = "UTC", *,
@@ -76,21 +70,13 @@ def _zone(tz: str) -> ZoneInfo:
 
 
 def _next_cron(cron: Cron, after: datetime, zone: ZoneInfo) -> datetime | None:
-    wall_after = after.astimezone(zone).replace(tzinfo=None)
-    margin = timedelta(0) if zone.key == "UTC" else _MAX_TRANSITION  # UTC's wall clock never shifts
-    best: datetime | None = None
-    horizon: datetime | None = None
-    for wall in _wall_times(cron, wall_after - margin):
-        if horizon is not None and wall > horizon:
-            break
+    """The first matching wall-clock time from ``after``'s on that has an instant later than ``after``: each
+    wall time's first occurrence (``_first_occurrence``) keeps wall-clock order and UTC order the same."""
+    for wall in _wall_times(cron, after.astimezone(zone).replace(tzinfo=None)):
         moment = _first_occurrence(wall, zone)
-        if moment is None or moment <= after:
-            continue
-        if best is None or moment < best:
-            best = moment
-        if horizon is None:
-            horizon = wall + margin
-    return best
+        if moment is not None and moment > after:
+            return moment
+    return None
 
 
 def _first_occurrence(wall: datetime, zone: ZoneInfo) -> datetime | None:

@@ -21,10 +21,11 @@ from datetime import UTC, tzinfo
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 from chalicelib import schedule_expr
+from chalicelib.names import APP_NAME as APP_NAME  # re-exported
 
 if TYPE_CHECKING:  # chalicelib.sources is loaded only by a stage that declares task sources (cold start)
     from chalicelib.sources import SourceError, TaskSource
-    from chalicelib.tasks.flow import Limit
+    from chalicelib.tasks.flow_limits import Limit
 
 T = TypeVar("T")
 MIN_API_TOKEN = 32  # characters of API_TOKEN on a stage other than local (`make run` picks its own)
@@ -40,12 +41,15 @@ class SettingsError(ValueError):
 
 
 class SourceSettingsError(SettingsError):
-    """A task source (TASK_SOURCES) the app cannot use: ``source`` and ``field`` name the culprit."""
+    """A task source (TASK_SOURCES, TASK_SOURCES_FILE) the app cannot use: ``source`` and ``field`` name the
+    culprit, ``name`` the variable and ``value`` the file it is declared in (chalicelib/<path>; "": the variable)."""
 
     def __init__(self, error: SourceError) -> None:
-        ValueError.__init__(self, f"TASK_SOURCES is invalid: {error}")
-        self.name = "TASK_SOURCES"
-        self.value = ""
+        in_file = error.origin != "TASK_SOURCES"
+        where = f"TASK_SOURCES_FILE ({error.origin})" if in_file else "TASK_SOURCES"
+        ValueError.__init__(self, f"{where} is invalid: {error}")
+        self.name = "TASK_SOURCES_FILE" if in_file else "TASK_SOURCES"
+        self.value = error.origin if in_file else ""
         self.source = error.source
         self.field = error.field
 
@@ -90,8 +94,7 @@ OWN_TOPICS = ("alert_topic",)
 # functions <APP_NAME>-<stage> (the API handler) and <APP_NAME>-<stage>-<name> (.chalice/config.json's app_name),
 # so two name patterns cover every one, a task source's stream function included (Settings.own_functions).  Every
 # stage's queues, topics and functions are named <APP_NAME>-...: another stage's are refused unless
-# TASK_ACTION_TARGET_ARNS names them exactly (chalicelib/tasks/actions.py ``app_targets``).
-APP_NAME = "timekeeper"
+# TASK_ACTION_TARGET_ARNS names them exactly (chalicelib/tasks/actions.py ``app_targets``). APP_NAME: chalicelib/names.py.
 # The event buses the stage provisions (as Settings attributes holding their names), refused as ``eventbridge``
 # targets: none. backup_trigger's rule is a schedule on the default bus, which no PutEvents entry can fire.
 OWN_BUSES: tuple[str, ...] = ()
@@ -217,11 +220,13 @@ def _webhook_secrets(value: str, env: _Reader) -> tuple[str, ...]:
 
 def _task_sources(value: str, env: _Reader) -> tuple[TaskSource, ...]:
     streams = env.text("TASK_SOURCE_STREAMS")
-    if not (value.strip() or streams.strip()):
+    file_name = env.text("TASK_SOURCES_FILE")
+    if not (value.strip() or streams.strip() or file_name):
         return ()  # what parse_sources answers for nothing declared, without loading it (cold start)
+    file_text = _sources_file_text(file_name) if file_name else ""
     from chalicelib.sources import SourceError, parse_sources
     try:
-        return parse_sources(value, streams)
+        return parse_sources(value, streams, file_text, file_name)
     except SourceError as exc:
         raise SourceSettingsError(exc) from exc
 
@@ -238,13 +243,45 @@ def _target_limits(value: str, env: _Reader) -> tuple[tuple[str, Limit], ...]:
         return ()
     import json
 
-    from chalicelib.tasks.flow import LimitError, parse_target_limits  # only a stage that limits a target
+    from chalicelib.tasks.flow_limits import LimitError, parse_target_limits  # only a stage that limits a target
     try:
         return tuple(parse_target_limits(json.loads(value)).items())
     except LimitError:
         raise
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"not JSON: {exc}") from exc
+
+
+# TASK_SOURCES_FILE's directory: chalicelib/, which Chalice packages whole (every file, not only Python's).
+SOURCES_FILE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _sources_file(value: str, env: _Reader) -> str:
+    if value:
+        _sources_file_path(value)
+    return value
+
+
+def _sources_file_path(value: str) -> str:
+    """The file TASK_SOURCES_FILE names: a .json path relative to chalicelib/, inside it; ValueError otherwise."""
+    parts = value.replace("\\", "/").split("/")
+    if value.startswith("/") or ".." in parts or not value.endswith(".json"):
+        raise ValueError("it must be a .json file's path relative to chalicelib/, inside it")
+    path = os.path.join(SOURCES_FILE_DIR, *parts)
+    if not os.path.isfile(path):
+        raise ValueError(f"there is no file chalicelib/{value}")
+    return path
+
+
+def _sources_file_text(value: str) -> str:
+    try:
+        with open(_sources_file_path(value), encoding="utf-8") as file:
+            return file.read()
+    except (ValueError, OSError) as exc:  # a bad path, an unreadable file, or not UTF-8 (UnicodeDecodeError)
+        raise SettingsError("TASK_SOURCES_FILE", value, SOURCES_FILE_EXPECTED + f" ({exc})") from exc
+
+
+SOURCES_FILE_EXPECTED = "expected the path of a JSON file under chalicelib/, relative to it"
 
 
 RESTORE_TARGET_FIXED = 3  # the fewest characters in a row, besides `<table>` and `*`, a restore target's name must have
@@ -613,6 +650,10 @@ class Settings:
         "The user's own tables whose items are tasks: a JSON object of source name -> source (table, "
         "strategy, due or TTL attribute, action templates, ...; [Task sources](task-sources.md)). Empty: "
         "none.", Parse(_task_sources))
+    task_sources_file: str = setting("TASK_SOURCES_FILE", "",
+        "A JSON file of task sources, as TASK_SOURCES (the same parser; a source in both is refused): its path "
+        "relative to chalicelib/, which is packaged with the app (`task_sources/prod.json`). Empty: none.",
+        Parse(_sources_file, SOURCES_FILE_EXPECTED))
     task_source_streams: str = setting("TASK_SOURCE_STREAMS", "",
         "Stream ARNs of the task sources' tables, set by provisioning: a JSON object of source name -> ARN.",
         TEXT)

@@ -26,7 +26,7 @@ watches and how an item of it becomes a task (docs/task-sources.md)::
 - ``limit``: ``{"rate": starts a second, "concurrency": actions at once}`` (either may be left out): the
   source's tasks, together, wait in the due queue beyond it (chalicelib/tasks/flow.py).
 - ``retry``: ``{"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}`` (any may be left out), the retry
-  policy of every item of the source, as a task's own ``retry`` (chalicelib.tasks.model.parse_retry);
+  policy of every item of the source, as a task's own ``retry`` (chalicelib.tasks.task_fields.parse_retry);
   what it leaves out, and a source without one, the stage's (TASK_MAX_ATTEMPTS, TASK_RETRY_MAX_AGE_SECONDS).
 - interval only: ``bucket_index`` (the user's GSI, hash key = the bucket),
   ``bucket_attribute``, ``bucket_format`` (strftime, default ``%Y-%m-%d#%H:%M``)
@@ -34,6 +34,9 @@ watches and how an item of it becomes a task (docs/task-sources.md)::
   hash first): the index's items are read by the table key.
 - deploy opt-ins: ``enable_stream`` and ``enable_ttl`` (default false: make
   deploy checks the table and refuses when it is not set up).
+
+A stage may declare its sources in a JSON file instead, or as well: ``TASK_SOURCES_FILE`` names it, relative
+to chalicelib/ (packaged with the app), and the same parser reads it; a source declared in both is refused.
 
 A source's stream ARN is a provisioned value, like TASKS_STREAM_ARN:
 ``TASK_SOURCE_STREAMS`` is a JSON object of source name -> stream ARN.
@@ -54,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from chalicelib import schedule_expr
 
 if TYPE_CHECKING:
-    from chalicelib.tasks.flow import Limit
+    from chalicelib.tasks.flow_limits import Limit
 
 TASKS_SOURCE = "tasks"  # the app's own tasks table
 STRATEGIES = ("exact", "interval", "lazy")
@@ -70,12 +73,14 @@ FIELDS = frozenset({"table", "strategy", "due_attribute", "ttl_attribute", "acti
 
 
 class SourceError(ValueError):
-    """A task source the app cannot use: ``source`` and ``field`` name the culprit."""
+    """A task source the app cannot use: ``source`` and ``field`` name the culprit, ``origin`` where it is declared
+    (``TASK_SOURCES``, or the file TASK_SOURCES_FILE names: ``chalicelib/<path>``)."""
 
-    def __init__(self, source: str, field_name: str, problem: str) -> None:
+    def __init__(self, source: str, field_name: str, problem: str, origin: str = "TASK_SOURCES") -> None:
         super().__init__(f"task source {source!r}, field {field_name!r}: {problem}")
         self.source = source
         self.field = field_name
+        self.origin = origin
 
 
 class MissingAttribute(KeyError):
@@ -201,19 +206,40 @@ def _json_template_names(template: Any) -> list[str]:
 
 # --- parsing ------------------------------------------------------------------------------------------
 
-def parse_sources(text: str, streams_text: str = "") -> tuple[TaskSource, ...]:
-    """The sources of TASK_SOURCES (and their stream ARNs, TASK_SOURCE_STREAMS); SourceError names the
-    source and the field of the first problem."""
+def parse_sources(text: str, streams_text: str = "", file_text: str = "", file_name: str = "") -> tuple[TaskSource, ...]:
+    """The sources of TASK_SOURCES and of the file TASK_SOURCES_FILE names (``file_text``, read from
+    chalicelib/``file_name``; the same JSON object), with their stream ARNs (TASK_SOURCE_STREAMS); SourceError
+    names the source, the field and where the source is declared, of the first problem."""
     declared = _json_object(text, "TASK_SOURCES", "source name -> source")
+    origins = dict.fromkeys(declared, "TASK_SOURCES")
+    if file_name:
+        origin = f"chalicelib/{file_name}"
+        try:
+            from_file = _json_object(file_text, "TASK_SOURCES_FILE", "source name -> source")
+        except SourceError as exc:
+            exc.origin = origin
+            raise
+        for name in from_file:
+            if name in declared:
+                raise SourceError(str(name), "name", f"is declared in both TASK_SOURCES and {origin}: declare it once",
+                                  origin)
+        declared = {**declared, **from_file}
+        origins.update(dict.fromkeys(from_file, origin))
     streams = _streams(streams_text, declared)
-    sources = tuple(parse_source(name, spec, streams.get(name, "")) for name, spec in declared.items())
     tables: dict[str, str] = {}
-    for source in sources:
-        if source.table in tables:
-            raise SourceError(source.name, "table", f"table {source.table!r} is already the source "
-                                                    f"{tables[source.table]!r}: one source per table")
+    sources = []
+    for name, spec in declared.items():
+        try:
+            source = parse_source(name, spec, streams.get(name, ""))
+            if source.table in tables:
+                raise SourceError(source.name, "table", f"table {source.table!r} is already the source "
+                                                        f"{tables[source.table]!r}: one source per table")
+        except SourceError as exc:
+            exc.origin = origins[name]
+            raise
         tables[source.table] = source.name
-    return sources
+        sources.append(source)
+    return tuple(sources)
 
 
 def _json_object(text: str, variable: str, what: str) -> dict[str, Any]:
@@ -366,8 +392,8 @@ def _retry(name: str, spec: Any) -> dict[str, int] | None:
     """The source's retry policy, read by the task's own parser (one shape for both); SourceError names the
     field (``retry`` or ``retry.<name>``)."""
     if spec is None:
-        return None  # the model is loaded only by a stage whose sources declare a policy (cold start)
-    from chalicelib.tasks.model import InvalidTask, parse_retry
+        return None  # its parser is loaded only by a stage whose sources declare a policy (cold start)
+    from chalicelib.tasks.task_fields import InvalidTask, parse_retry
 
     try:
         return parse_retry(spec)
@@ -380,7 +406,7 @@ def _limit(name: str, spec: Any) -> Limit | None:
     """The source's ``limit`` (its tasks' rate and concurrency); SourceError names ``limit.<field>``."""
     if spec is None:
         return None
-    from chalicelib.tasks.flow import LimitError, parse_limit
+    from chalicelib.tasks.flow_limits import LimitError, parse_limit
 
     try:
         return parse_limit(spec)

@@ -142,10 +142,6 @@ class HandlerProcesses:
                 self._ready.wait(min(left, 0.2))
         return True
 
-    @property
-    def pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers]
-
     def _accept(self) -> None:
         assert self._listener is not None
         while not self._stopped:
@@ -343,7 +339,7 @@ def work() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for make run, which stops this process
     address, key = os.environ.pop(ADDRESS_VARIABLE), bytes.fromhex(os.environ.pop(KEY_VARIABLE))
     stage, memory = os.environ.pop(STAGE_VARIABLE), int(os.environ.pop(MEMORY_VARIABLE))
-    from local.stage import PROJECT_DIR, load_app, warm
+    from local.app_module import PROJECT_DIR, load_app, warm
 
     transport = PipeTransport(os.environ["AWS_ENDPOINT_URL"], address, key)
     module = load_app(PROJECT_DIR)

@@ -67,12 +67,6 @@ def main() -> int:
     return 0
 
 
-def lingering() -> list[threading.Thread]:
-    """Threads other than this one that would keep the interpreter alive (not daemons)."""
-    return [t for t in threading.enumerate()
-            if t is not threading.current_thread() and not t.daemon and t.is_alive()]
-
-
 def end_process(code: int) -> None:
     """Flush what was printed and end the process now: no thread (a handler's own, a daemon holding the
     logging lock, an executor joined at exit) can keep it alive after a stop."""

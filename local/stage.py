@@ -9,17 +9,12 @@ and registers its event sources, at import.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import itertools
 import json
 import os
 import secrets
 import socket
-import sys
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,6 +30,8 @@ from chalicelib.sources import TaskSource
 from deploy.event_sources import EventSourceOptions, OptionError
 from deploy.provision import Provisioned, create_sample_tables, provision
 from local import moto_speed
+from local.app_module import PROJECT_DIR as PROJECT_DIR  # re-exported
+from local.app_module import load_app, warm
 from local.aws import LOCAL_HOST, MotoServer, aws_environment, load_chalice_config, stage_environment
 from local.handler_processes import HandlerProcesses
 from local.invoker import Out, print_line
@@ -45,11 +42,9 @@ from local.sources.sqs import DEFAULT_MAX_CONCURRENCY
 from local.sources.streams import StreamFailurePolicy
 from local.webhook_receiver import WebhookReceiver, new_secret
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 SAMPLE_TABLES = ("sample-orders", "sample-customers", "sample-invoices")
 SAMPLE_ROWS = 25
 HANDLERS_READY_SECONDS = 60.0  # the handler processes import the app and build its clients within this
-_copies = itertools.count(1)
 
 
 # The offline runtime's own variables and their defaults (docs/configuration.md lists them; a test checks).
@@ -202,37 +197,6 @@ def ensure_port_free(port: int, variable: str, host: str = LOCAL_HOST) -> None:
         except OSError as exc:
             raise LocalSettingsError(f"port {port} on {host} is in use ({exc.strerror}); set {variable} "
                                      f"to another port") from exc
-
-
-def load_app(project_dir: Path) -> ModuleType:
-    """Import app.py as Lambda would; a fresh copy if this process imported it already (tests)."""
-    if "app" not in sys.modules:
-        if str(project_dir) not in sys.path:
-            sys.path.insert(0, str(project_dir))
-        return importlib.import_module("app")
-    name = f"app_local_{next(_copies)}"
-    spec = importlib.util.spec_from_file_location(name, project_dir / "app.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {project_dir / 'app.py'}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def warm(app_module: ModuleType, attach: Callable[[Any], Any] | None = None) -> None:
-    """Build the app's per-container clients now, in one thread: boto3 sessions are not thread-safe,
-    and offline, unlike on Lambda, one container serves every handler at once.  ``attach`` is given
-    each client (moto's server is in this process: its calls skip the socket, local/in_process.py)."""
-    deps = getattr(app_module, "deps", None)
-    clients = getattr(deps(), "clients", None) if callable(deps) else None
-    if clients is None:
-        return
-    for name, attribute in vars(type(clients)).items():
-        if isinstance(attribute, cached_property):
-            client = getattr(clients, name)
-            if attach is not None:
-                attach(client)
 
 
 @dataclass

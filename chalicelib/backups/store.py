@@ -58,7 +58,6 @@ STARTING, RUNNING, FINISHING, COMPLETE = "STARTING", "RUNNING", "FINISHING", "CO
 RELEASED = datetime(1970, 1, 1, tzinfo=UTC)  # a FINISHING claim handed on: older than any lease
 VERIFYING = "VERIFYING"  # backups settled and retention done; restore verification under way (verify.py)
 POLLED = (RUNNING, VERIFYING)  # the statuses a poll message is claimed in
-FINAL = ("AVAILABLE", "FAILED", "STUCK")
 VERIFY_KEY = "verify#"   # + table: a verification's sort key in the run's page partition
 RESTORING, PASSED, SKIPPED = "RESTORING", "PASSED", "SKIPPED"  # a verification's status (and FAILED)
 

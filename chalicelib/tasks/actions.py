@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
-from chalicelib.settings import APP_NAME
+from chalicelib.names import APP_NAME
 from chalicelib.tasks import webhook
+from chalicelib.tasks.task_fields import iso
 
-if TYPE_CHECKING:
-    from chalicelib.aws import Deps
-    from chalicelib.settings import Settings
+if TYPE_CHECKING:  # below the settings and the clients, which the settings' task sources would loop back to
+    from chalicelib.tasks.action_deps import ActionDeps as Deps
+    from chalicelib.tasks.action_deps import ActionSettings as Settings
 
 # A field check: what is wrong with a value (completing "<field> ..."), or None when it is fine.
 Check = Callable[[str], str | None]
@@ -401,8 +402,6 @@ class Attempt:
 
     @property
     def due_text(self) -> str:
-        from chalicelib.tasks.model import iso  # the model imports this module
-
         return iso(self.due)
 
 

@@ -45,6 +45,7 @@ from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 from chalicelib.sources import MissingAttribute, TaskSource, render, render_value
 from chalicelib.tasks.actions import ACTIONS, EMAIL, JsonObject, OptionalField, PartProblem, action_refusal
+from chalicelib.tasks.task_fields import InvalidTask, iso, parse_retry, shown
 
 API_PK_PREFIX = "TASK#"
 API_SK = "TASK"
@@ -85,11 +86,6 @@ class Status(StrEnum):
         return self in (Status.DONE, Status.FAILED, Status.CANCELLED)
 
 
-MAX_RETRIES = 185  # EventBridge Scheduler's RetryPolicy limits: MaximumRetryAttempts 0-185 counts retries
-MAX_RETRY_ATTEMPTS = MAX_RETRIES + 1  # max_attempts counts attempts: the first one and its retries
-RETRY_AGE_SECONDS = (60, 86400)
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long a failing action is retried: at most ``max_attempts`` attempts in all, none later than
@@ -100,15 +96,6 @@ class RetryPolicy:
 
     def to_json(self) -> dict[str, int]:
         return {"max_attempts": self.max_attempts, "max_age_seconds": self.max_age_seconds}
-
-
-class InvalidTask(ValueError):
-    """A task (item or API body) that cannot be used; ``field`` names the culprit."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 class NoDueTime(InvalidTask):
@@ -244,14 +231,6 @@ def key_value_problem(typed: tuple[str, Any]) -> str | None:
     return None if isinstance(data, bytes | bytearray) and data else "must be non-empty binary"
 
 
-def shown(value: Any, limit: int = 60) -> str:
-    """A short repr of a client's value for an error message; never fails (a huge int has no repr)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
-        return "<a number too large to show>"
-    text = type(value).__name__ if isinstance(value, dict | list) else repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def has_control_characters(text: str) -> bool:
     """True when ``text`` holds a control character (NUL, newline, DEL, C1 controls...)."""
     return CONTROL.search(text) is not None
@@ -292,13 +271,6 @@ def check_due_range(epoch: float, value: Any, field_name: str) -> None:
     naming the range unless MIN_EPOCH <= epoch <= MAX_EPOCH -- so 0.5 and 1E-130 are refused, as is NaN."""
     if not MIN_EPOCH <= epoch <= MAX_EPOCH:
         raise InvalidTask(field_name, out_of_range(field_name, value))
-
-
-def iso(at: datetime) -> str:
-    """UTC ISO-8601 with a Z, seconds precision (milliseconds when present)."""
-    at = at.astimezone(UTC)
-    text = at.isoformat(timespec="milliseconds" if at.microsecond else "seconds")
-    return text.replace("+00:00", "Z")
 
 
 def _text(spec: dict[str, Any], name: str, where: str, limit: int = 256 * 1024) -> str:
@@ -374,40 +346,6 @@ def parse_recurrence(value: Any, tz: str | None) -> str | None:
     except schedule_expr.InvalidScheduleExpression as exc:
         raise InvalidTask("recurrence", f"recurrence: {exc}") from exc
     return value.strip()
-
-
-def parse_retry(value: Any, where: str = "retry") -> dict[str, int] | None:
-    """A task's ``retry`` ({"max_retries": 0-185 | "max_attempts": 1-186, "max_age_seconds": 60-86400}, any may
-    be left out), or None when absent: ``max_retries`` counts retries as EventBridge Scheduler's
-    MaximumRetryAttempts does, ``max_attempts`` the attempts (max_retries + 1; both given: they must agree).
-    Returned with ``max_attempts`` only (one meaning; ``retry_shown`` adds ``max_retries``).  InvalidTask names
-    the field at fault."""
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not value or set(value) - set(RETRY_FIELDS):
-        raise InvalidTask(where, f"{where} must be an object with max_retries (0-{MAX_RETRIES}) or max_attempts "
-                                 f"(1-{MAX_RETRY_ATTEMPTS}) and/or max_age_seconds "
-                                 f"({RETRY_AGE_SECONDS[0]}-{RETRY_AGE_SECONDS[1]}), got {shown(value)}")
-    policy: dict[str, int] = {}
-    for name, (low, high) in RETRY_FIELDS.items():
-        if name not in value:
-            continue
-        number = value[name]
-        if isinstance(number, bool) or not isinstance(number, int | float) or number != int(number) \
-                or not low <= number <= high:
-            raise InvalidTask(f"{where}.{name}", f"{where}.{name} must be a whole number from {low} to {high}, "
-                                                 f"got {shown(number)}")
-        policy[name] = int(number)
-    if "max_retries" in policy:
-        retries = policy.pop("max_retries")
-        if policy.setdefault("max_attempts", retries + 1) != retries + 1:
-            raise InvalidTask(f"{where}.max_retries", f"{where}.max_retries must be max_attempts - 1 "
-                                                      f"({policy['max_attempts'] - 1}), got {retries}: give one of them")
-    return policy
-
-
-RETRY_FIELDS = {"max_retries": (0, MAX_RETRIES), "max_attempts": (1, MAX_RETRY_ATTEMPTS),
-                "max_age_seconds": RETRY_AGE_SECONDS}
 
 
 def retry_shown(policy: dict[str, int]) -> dict[str, int]:
@@ -703,5 +641,5 @@ class DueMessage:
 
 __all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
            "check_action_target", "check_callback_targets", "default_action", "iso", "parse_action", "parse_callback",
-           "parse_due", "parse_end", "parse_retry", "parse_window", "read_task", "retry_shown",
+           "parse_due", "parse_end", "parse_retry", "parse_window", "read_task", "retry_shown", "shown",
            "task_from_item", "task_from_source_item"]

@@ -766,14 +766,6 @@ class TaskStore:
         return dict(image) if image is not None else None
 
 
-def put_raw(table: str, image: Mapping[str, Any], condition: str | None = None) -> dict[str, Any]:
-    """A TransactWriteItems Put of an item already in DynamoDB JSON (binary as bytes), kept exactly."""
-    op: dict[str, Any] = {"TableName": table, "Item": dict(image)}
-    if condition:
-        op["ConditionExpression"] = condition
-    return {"Put": op}
-
-
 # A claim is new when the record has no execution of this due time nor of a later one, and the task was neither
 # cancelled at that time (but by the stream, for an item deleted then: one written again runs) nor moved away from
 # it by the API (PATCH) since it was read.  An earlier due time than the one claimed last is an old occurrence's

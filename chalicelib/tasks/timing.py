@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from chalicelib import schedule_expr
 from chalicelib.tasks.model import RetryPolicy, Task
 
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds at most
@@ -99,7 +98,9 @@ def next_due(task: Task, now: datetime, occurrences: int = 0) -> datetime | None
     if task.max_occurrences is not None and occurrences >= task.max_occurrences:
         return None
     after = max(task.due, now)
-    following = schedule_expr.next_fire(task.recurrence, after, task.timezone or "UTC", start=task.due)
+    from chalicelib import schedule_fire  # the time-zone database: loaded by a recurring task only (cold start)
+
+    following = schedule_fire.next_fire(task.recurrence, after, task.timezone or "UTC", start=task.due)
     if following is not None and task.end_at is not None and following > task.end_at:
         return None
     return following

@@ -51,7 +51,7 @@ from urllib.parse import quote, urlsplit
 from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
-    from chalicelib.aws import Deps
+    from chalicelib.tasks.action_deps import ActionDeps as Deps
 
 # Standard Webhooks (https://www.standardwebhooks.com): the execution's idempotency key is the webhook-id.
 IDEMPOTENCY_HEADER = "webhook-id"

@@ -9,7 +9,7 @@ finding what is due costs nothing per schedule.  Without a feed (moto elsewhere)
 it lists every group again, at most every FALLBACK_LIST_FACTOR times as long as a
 listing takes (at least every second), and reads a schedule again just before it
 fires, in case it was deleted meanwhile.  A schedule fires at its at(), rate()
-or cron() time in its ScheduleExpressionTimezone (chalicelib.schedule_expr.next_fire,
+or cron() time in its ScheduleExpressionTimezone (chalicelib.schedule_fire.next_fire,
 which the app uses too: a cron time skipped by a daylight saving change does not
 fire, a repeated one fires once), within StartDate/EndDate, plus a random delay,
 as on AWS:
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib import schedule_expr
+from chalicelib import schedule_expr, schedule_fire
 from local.invoker import Clock, Invoker, describe_error
 from local.sources.schedules import missed_between
 
@@ -102,12 +102,12 @@ def next_due(schedule: dict[str, Any], after: datetime) -> datetime | None:
     expression = schedule_expr.parse(schedule["ScheduleExpression"], allow_at=True)
     tz = schedule.get("ScheduleExpressionTimezone") or "UTC"
     if isinstance(expression, schedule_expr.At):
-        return schedule_expr.next_fire(expression, after, tz)
+        return schedule_fire.next_fire(expression, after, tz)
     start, end = _utc(schedule.get("StartDate")), _utc(schedule.get("EndDate"))
     if start is not None and after < start:
         after = start - timedelta(microseconds=1)
     anchor = start or _utc(schedule.get("CreationDate")) or after
-    due = schedule_expr.next_fire(expression, after, tz, start=anchor)
+    due = schedule_fire.next_fire(expression, after, tz, start=anchor)
     if due is None or (end is not None and due > end):
         return None
     return due

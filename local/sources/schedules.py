@@ -20,7 +20,7 @@ from datetime import datetime
 
 from chalice.app import ScheduledEventConfig
 
-from chalicelib import schedule_expr
+from chalicelib import schedule_expr, schedule_fire
 from deploy import lambda_events as events
 from local.invoker import Clock, Invoker
 
@@ -62,7 +62,7 @@ class ScheduledRule:
         return self.config.name
 
     def following(self, after: datetime) -> datetime | None:
-        return schedule_expr.next_fire(self.expression, after, start=self.started)
+        return schedule_fire.next_fire(self.expression, after, start=self.started)
 
     def describe(self) -> str:
         upcoming = f", next {self.next_at:%H:%M:%S}Z" if self.next_at else ""

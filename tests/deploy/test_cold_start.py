@@ -32,7 +32,8 @@ CONFIG: dict[str, Any] = json.loads((ROOT / ".chalice" / "config.json").read_tex
 # (chalicelib.metrics: Powertools' package loads its EMF provider with the Logger anyway).
 AT_IMPORT = frozenset({
     "chalicelib", "chalicelib.auth", "chalicelib.aws", "chalicelib.container", "chalicelib.invocation",
-    "chalicelib.log", "chalicelib.metrics", "chalicelib.schedule_expr", "chalicelib.settings", "chalicelib.web",
+    "chalicelib.log", "chalicelib.metrics", "chalicelib.names", "chalicelib.schedule_expr", "chalicelib.settings",
+    "chalicelib.web",
 })
 
 # Loaded by some handlers only: the time-zone database (schedule_fire.py: task recurrence).
@@ -64,10 +65,10 @@ def test_importing_app_loads_no_handlers_module_until_that_handler_runs(stage: s
     sources = json.loads(variables.get("TASK_SOURCES") or "{}")
     checked = {"chalicelib.sources"} if sources else set()
     if any("action" in s for s in sources.values()):  # the action types, with what their fields need
-        checked |= {"chalicelib.tasks", "chalicelib.tasks.actions", "chalicelib.tasks.webhook", "chalicelib.ddb"}
-    if any("retry" in s for s in sources.values()):  # read by the task's own parser (chalicelib.tasks.model)
-        checked |= {"chalicelib.tasks", "chalicelib.tasks.model", "chalicelib.tasks.actions",
-                    "chalicelib.tasks.webhook", "chalicelib.ddb"}
+        checked |= {"chalicelib.tasks", "chalicelib.tasks.actions", "chalicelib.tasks.webhook", "chalicelib.ddb",
+                    "chalicelib.tasks.task_fields"}
+    if any("retry" in s for s in sources.values()):  # read by the task's own parser (chalicelib.tasks.task_fields)
+        checked |= {"chalicelib.tasks", "chalicelib.tasks.task_fields"}
     if variables.get("TASK_WEBHOOK_ORIGINS") or variables.get("TASK_WEBHOOK_SECRETS"):  # parsed at import
         checked |= {"chalicelib.tasks", "chalicelib.tasks.webhook"}
     assert {name for name in loaded if name.split(".")[0] == "chalicelib"} == AT_IMPORT | checked

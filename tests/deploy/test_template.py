@@ -153,6 +153,16 @@ def test_the_package_ships_valid_bytecode_for_app_py_and_every_chalicelib_module
         assert [n for n in names if n.endswith(".py") and bytecode.cached_name(n) not in names] == []
 
 
+def test_the_package_ships_every_file_of_chalicelib_so_a_task_sources_file_too(packaged: Path) -> None:
+    """TASK_SOURCES_FILE names a file relative to chalicelib/: the Lambda reads it from the package."""
+    files = {path.relative_to(ROOT).as_posix() for path in (ROOT / "chalicelib").rglob("*")
+             if path.is_file() and "__pycache__" not in path.parts}
+    assert "chalicelib/task_sources/seeds.json" in files
+    with zipfile.ZipFile(packaged.with_name("deployment.zip")) as zipped:
+        assert files - set(zipped.namelist()) == set()
+        assert zipped.read("chalicelib/task_sources/seeds.json") == (ROOT / "chalicelib/task_sources/seeds.json").read_bytes()
+
+
 def test_the_package_ships_the_consoles_files_and_api_gateway_passes_them_through_as_text(packaged: Path) -> None:
     from chalicelib import console
     with zipfile.ZipFile(packaged.with_name("deployment.zip")) as zipped:

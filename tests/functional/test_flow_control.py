@@ -13,7 +13,7 @@ from chalice.test import Client
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks import flow
-from chalicelib.tasks.flow import Limit
+from chalicelib.tasks.flow_limits import Limit
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, Emitted, FakeClock, use_settings

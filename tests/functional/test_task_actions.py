@@ -11,6 +11,7 @@ from chalice.test import Client
 
 from chalicelib.aws import Deps
 from chalicelib.tasks import actions
+from chalicelib.tasks.action_deps import ActionDeps
 from chalicelib.tasks.actions import Action, Check, any_text
 from chalicelib.tasks.model import TaskKey, parse_due
 from tests.fixtures import Aws, FakeClock
@@ -70,7 +71,7 @@ class ChimeAction(Action):
     fields: ClassVar[Mapping[str, Check]] = {"bell": _bell_name, "tune": any_text}
     rung: ClassVar[list[tuple[str, str]]] = []
 
-    def run(self, deps: Deps, spec: dict[str, Any], attempt: actions.Attempt) -> dict[str, Any]:
+    def run(self, deps: ActionDeps, spec: dict[str, Any], attempt: actions.Attempt) -> dict[str, Any]:
         self.rung.append((spec["bell"], spec["tune"]))
         return {"type": self.type, "bell": spec["bell"]}
 

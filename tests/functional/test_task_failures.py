@@ -15,6 +15,7 @@ from chalice.test import Client
 
 from chalicelib.aws import Deps
 from chalicelib.tasks import actions, lifecycle
+from chalicelib.tasks.action_deps import ActionDeps
 from chalicelib.tasks.actions import Action, ActionRetryHint, Attempt, Check, any_text
 from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import DueMessage, Status, TaskKey, iso, parse_due
@@ -63,7 +64,7 @@ class HintedAction(Action):
     failures: ClassVar[int] = 1
     runs: ClassVar[int] = 0
 
-    def run(self, deps: Deps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
+    def run(self, deps: ActionDeps, spec: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         HintedAction.runs += 1
         if HintedAction.runs <= HintedAction.failures:
             raise ActionRetryHint("429 Too Many Requests", retry_after_seconds=120)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chalicelib.settings import Settings, SettingsError, SourceSettingsError
-from chalicelib.tasks import flow
-from chalicelib.tasks.flow import Limit
+from chalicelib.tasks import flow, flow_limits
+from chalicelib.tasks.flow_limits import Limit
 from chalicelib.tasks.model import DueMessage, TaskKey
 
 NOW = 1_795_000_000_000  # epoch ms
@@ -25,7 +25,7 @@ def test_a_reservation_starts_at_the_old_next_start_and_never_before_now(next_ms
 
 
 def test_starts_are_spaced_by_the_rate() -> None:
-    assert (flow.interval_ms(14), flow.interval_ms(0.5), flow.interval_ms(flow.MAX_RATE)) == (71, 2_000, 1)
+    assert (flow.interval_ms(14), flow.interval_ms(0.5), flow.interval_ms(flow_limits.MAX_RATE)) == (71, 2_000, 1)
 
 
 def test_only_the_leases_that_ran_out_are_taken_back() -> None:

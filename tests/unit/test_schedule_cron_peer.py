@@ -22,7 +22,8 @@ from zoneinfo import ZoneInfo
 from aws_croniter import AwsCroniter  # type: ignore[import-untyped]
 from aws_croniter.exceptions import AwsCroniterExpressionError  # type: ignore[import-untyped]
 
-from chalicelib.schedule_expr import InvalidScheduleExpression, next_fire, parse_cron
+from chalicelib.schedule_expr import InvalidScheduleExpression, parse_cron
+from chalicelib.schedule_fire import next_fire
 
 SEED = 20261128
 EXPRESSIONS = 3000

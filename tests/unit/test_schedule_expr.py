@@ -9,7 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from chalicelib.schedule_expr import InvalidScheduleExpression, next_fire, parse_cron
+from chalicelib.schedule_expr import InvalidScheduleExpression, parse_cron
+from chalicelib.schedule_fire import next_fire
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:

@@ -1,14 +1,15 @@
-"""Task sources (TASK_SOURCES): parsing and validation at import, each error naming the source and the field."""
+"""Task sources (TASK_SOURCES, TASK_SOURCES_FILE): parsing and validation at import, each error naming the source and the field."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chalicelib.settings import Settings, SourceSettingsError
+from chalicelib.settings import Settings, SettingsError, SourceSettingsError
 from chalicelib.sources import MissingAttribute, SourceError, parse_sources, render, template_names
 from chalicelib.tasks.model import RetryPolicy, TaskKey, task_from_source_item
 
@@ -184,3 +185,69 @@ def test_a_template_naming_a_missing_attribute_says_which() -> None:
 def test_malformed_templates_are_refused(template: str) -> None:
     with pytest.raises(ValueError):
         template_names(template)
+
+
+# --- TASK_SOURCES_FILE: a JSON file under chalicelib/, packaged with the app -------------------------------------
+
+SEEDS_FILE = "task_sources/seeds.json"  # chalicelib/task_sources/seeds.json: docs/task-sources.md's seeds
+CHALICELIB = Path(__file__).resolve().parents[2] / "chalicelib"
+
+
+def test_a_stage_declares_its_sources_in_a_file_read_by_the_variables_parser() -> None:
+    from_file = Settings.from_env({"TASK_SOURCES_FILE": SEEDS_FILE})
+    assert from_file.task_sources == parse_sources((CHALICELIB / SEEDS_FILE).read_text())
+    assert [s.name for s in from_file.task_sources] == ["appointments", "sessions", "slots"]
+    assert from_file.task_sources_file == SEEDS_FILE
+
+
+def test_the_seeds_file_is_the_declaration_docs_task_sources_shows() -> None:
+    page = (CHALICELIB.parent / "docs" / "task-sources.md").read_text()
+    shown = page.split("`chalicelib/task_sources/seeds.json`:\n\n```json\n", 1)[1].split("```", 1)[0]
+    assert json.loads(shown) == json.loads((CHALICELIB / SEEDS_FILE).read_text())
+
+
+def test_the_variable_and_the_file_declare_sources_together_but_never_one_twice() -> None:
+    both = Settings.from_env({"TASK_SOURCES_FILE": SEEDS_FILE, "TASK_SOURCES": json.dumps({
+        "orders": _with(APPOINTMENTS, table="orders")})})
+    assert [s.name for s in both.task_sources] == ["orders", "appointments", "sessions", "slots"]
+    with pytest.raises(SourceSettingsError) as error:
+        Settings.from_env({"TASK_SOURCES_FILE": SEEDS_FILE, "TASK_SOURCES": json.dumps({
+            "sessions": _with(SESSIONS, table="other_sessions")})})
+    assert (error.value.name, error.value.source, error.value.field) == ("TASK_SOURCES_FILE", "sessions", "name")
+    assert str(error.value) == ("TASK_SOURCES_FILE (chalicelib/task_sources/seeds.json) is invalid: task source "
+                                "'sessions', field 'name': is declared in both TASK_SOURCES and "
+                                "chalicelib/task_sources/seeds.json: declare it once")
+    with pytest.raises(SourceSettingsError) as error:  # one source per table, wherever each is declared
+        Settings.from_env({"TASK_SOURCES_FILE": SEEDS_FILE, "TASK_SOURCES": json.dumps({"mine": SLOTS})})
+    assert (error.value.source, error.value.field, error.value.value) == (
+        "slots", "table", "chalicelib/task_sources/seeds.json")
+
+
+def test_a_bad_source_in_the_file_is_refused_naming_the_file_the_source_and_the_field() -> None:
+    text = json.dumps({"appointments": APPOINTMENTS, "slots": _with(SLOTS, key=None)})
+    with pytest.raises(SourceError) as error:
+        parse_sources("", "", text, "task_sources/prod.json")
+    assert (error.value.source, error.value.field, error.value.origin) == (
+        "slots", "key", "chalicelib/task_sources/prod.json")
+    refused = SourceSettingsError(error.value)
+    assert (refused.name, refused.value, refused.source, refused.field) == (
+        "TASK_SOURCES_FILE", "chalicelib/task_sources/prod.json", "slots", "key")
+    assert str(refused).startswith("TASK_SOURCES_FILE (chalicelib/task_sources/prod.json) is invalid: task source "
+                                   "'slots', field 'key': is required for an interval source")
+    with pytest.raises(SourceError) as error:
+        parse_sources("", "", "{", "task_sources/prod.json")
+    assert (error.value.field, error.value.origin) == ("TASK_SOURCES_FILE", "chalicelib/task_sources/prod.json")
+    assert "is not JSON" in str(error.value)
+
+
+@pytest.mark.parametrize(("path", "says"), [
+    ("task_sources/none.json", "there is no file chalicelib/task_sources/none.json"),
+    ("../app.py", "relative to chalicelib/, inside it"),
+    ("/etc/sources.json", "relative to chalicelib/, inside it"),
+    ("task_sources/../../requirements.json", "relative to chalicelib/, inside it"),
+    ("settings.py", "relative to chalicelib/, inside it")])
+def test_a_file_path_outside_chalicelib_or_missing_is_refused_at_import(path: str, says: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        Settings.from_env({"TASK_SOURCES_FILE": path})
+    assert error.value.name == "TASK_SOURCES_FILE" and error.value.value == path
+    assert says in str(error.value)
