@@ -401,6 +401,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             _statement("QueryTaskStatusIndex", ["dynamodb:Query"],
                        [b.table(f"{s.state_table}/index/{STATUS_INDEX}")]),
             b.send("SendRetries", s.due_queue),  # POST /tasks/{id}/retry sends the retry's due message
+            _statement("CountDeadLetters", ["sqs:GetQueueAttributes"], [b.queue(s.task_dlq)]),  # GET /dead-letters
             *start_backups,
             *b.restores(finish=False),  # POST /backups/restores
         ],
