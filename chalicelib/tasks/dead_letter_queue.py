@@ -9,19 +9,23 @@ not tasks and of tasks retried or cancelled since.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.aws import Deps
 from chalicelib.web import bad_request
 
-COUNTS = {  # the answer's field -> the SQS attribute it reads
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.literals import QueueAttributeFilterType
+
+COUNTS: dict[str, QueueAttributeFilterType] = {  # the answer's field -> the SQS attribute it reads
     "messages": "ApproximateNumberOfMessages",
     "in_flight": "ApproximateNumberOfMessagesNotVisible",
     "delayed": "ApproximateNumberOfMessagesDelayed",
 }
 
 
-def counts_of(attributes: dict[str, str]) -> dict[str, int]:
+def counts_of(attributes: Mapping[str, str]) -> dict[str, int]:
     """The answer's counts of GetQueueAttributes' ``Attributes`` (an attribute SQS left out counts 0). Pure."""
     return {field: int(attributes.get(name, "0") or 0) for field, name in COUNTS.items()}
 
@@ -32,4 +36,4 @@ def show(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any]]
         raise bad_request(name, f"unknown query parameter {name[:100]!r}: GET /dead-letters takes none")
     queue = deps.settings.task_dlq
     found = deps.clients.sqs.get_queue_attributes(QueueUrl=deps.queue_url(queue), AttributeNames=list(COUNTS.values()))
-    return 200, {"queue": queue, **counts_of(found.get("Attributes", {}))}
+    return 200, {"queue": queue, **counts_of({str(k): v for k, v in found.get("Attributes", {}).items()})}
