@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import threading
 import time
@@ -124,10 +125,17 @@ def confirm(driver: Any, button: str, value: str | None = None) -> None:
     driver.find_element(By.ID, "confirm-ok").click()
 
 
+MADE: set[str] = set()  # the screenshots this run made (docs/console.md may show no other)
+
+
 def screenshot(driver: Any, name: str) -> None:
+    """Take the picture docs/console.md shows as console/<name>.png; written there under CONSOLE_SCREENSHOTS=1."""
+    png = driver.get_screenshot_as_png()
+    assert png.startswith(b"\x89PNG"), name
+    MADE.add(name)
     if os.environ.get(SCREENSHOTS) == "1":
         DOCS.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(DOCS / f"{name}.png"))
+        (DOCS / f"{name}.png").write_bytes(png)
 
 
 def no_script_ran(driver: Any) -> None:
@@ -514,6 +522,192 @@ def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stag
                      "capped": "500+", "counted": "7"}
 
 
+def loaded(driver: Any, hash_: str) -> None:
+    """Open a view and wait until it is drawn (the status line says Updated)."""
+    driver.execute_script("document.getElementById('status').textContent = ''")
+    go(driver, hash_)
+    wait(driver, lambda d: "Updated" in d.find_element(By.ID, "status").text, f"{hash_} drawn")
+
+
+def tick(driver: Any) -> str:
+    """What the refresh timer runs, run now (the console's controllable timer)."""
+    return str(driver.execute_script("return window.timekeeperConsole.tick()"))
+
+
+def refreshed(driver: Any, before: int) -> None:
+    wait(driver, lambda d: d.execute_script("return window.timekeeperConsole.refreshes()") > before, "a live refresh")
+
+
+GROUP = [f"group-{i}-{TAG}" for i in range(3)]  # tasks that fail with one error
+DEAD = [f"dead-{i}-{TAG}@example.com" for i in range(2)]  # items the stream dead-letters with one reason
+
+
+@pytest.fixture(scope="module")
+def failures_made(stage: LocalStage, api: ApiClient) -> None:
+    """GROUP and DEAD, made once, before the tests that read them wait for them (they fail meanwhile)."""
+    for task_id in GROUP:
+        assert api.post("/tasks", failing(stage, task_id, f"gone-{TAG}")).status == 201
+    for key in DEAD:  # a TTL that is there but wrong: the stream dead-letters the item, with the reason
+        boto3.client("dynamodb", endpoint_url=stage.aws_endpoint).put_item(
+            TableName="seed-sessions", Item={"email": {"S": key}, "expires_at": {"S": "soon"}})
+
+
+def test_the_live_views_refresh_in_place_keeping_the_scroll_unless_paused_or_a_dialog_is_open(
+        api: ApiClient, browser: Any, failures_made: None) -> None:
+    email = {"type": "email", "to": "ops@example.com", "subject": "live", "body": "live"}
+    due = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    assert api.post("/tasks", {"id": f"live-{TAG}", "run_at": iso(due), "action": email}).status == 201
+    assert browser.execute_script("return window.timekeeperConsole.refreshEvery") == 15000
+    for view in ("#/backups", "#/tasks"):  # each live view sets its timer (the others: in their own tests)
+        loaded(browser, view)
+        assert browser.execute_script("return window.timekeeperConsole.armed()"), view
+        assert browser.find_element(By.ID, "live-switch").is_displayed(), view
+    [by_task] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main th button") if b.text == "task"]
+    by_task.click()
+    count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+    assert tick(browser) == "refreshed"
+    refreshed(browser, count)
+    assert [th.get_attribute("aria-sort") for th in browser.find_elements(By.CSS_SELECTOR, "main th")
+            if th.text.startswith("task")] == ["ascending"]  # the operator's sort survives a refresh
+
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(1000, 400)
+        loaded(browser, f"#/task/live-{TAG}")
+        browser.execute_script("window.sameDocument = true; window.scrollTo(0, 150)")
+        later = due + timedelta(hours=1)
+        assert api.request("PATCH", f"/tasks/live-{TAG}", {"run_at": iso(later)}).status == 200
+        count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+        assert tick(browser) == "refreshed"
+        refreshed(browser, count)
+        stamps = browser.execute_script("return [...document.querySelectorAll('main time')].map(t => t.dateTime)")
+        assert later.strftime("%Y-%m-%dT%H:%M:%S.000Z") in stamps, stamps  # read again, drawn in place
+        assert browser.execute_script("return [window.sameDocument, window.scrollY]") == [True, 150]
+
+        browser.find_element(By.ID, "live").click()  # the switch: paused
+        count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+        assert tick(browser) == "paused"
+        assert "paused" in browser.find_element(By.ID, "status").text
+        browser.find_element(By.ID, "live").click()  # on again: read at once
+        refreshed(browser, count)
+        [button] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main button") if b.text == "Reschedule"]
+        button.click()
+        wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation dialog")
+        count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+        assert tick(browser) == "a dialog is open"
+        browser.find_element(By.ID, "confirm-cancel").click()
+        assert browser.execute_script("return window.timekeeperConsole.refreshes()") == count
+        assert browser.execute_script("return window.timekeeperConsole.armed()")  # tried again later
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def failing(stage: LocalStage, task_id: str, queue: str) -> dict[str, Any]:
+    return {"id": task_id, "run_at": iso(datetime.now(UTC) + timedelta(seconds=1)),
+            "action": {"type": "sqs", "queue_url": f"{stage.aws_endpoint}/123456789012/{queue}", "message": "x"}}
+
+
+def outcomes(driver: Any) -> list[str]:
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll('#retry-outcomes tbody tr')].map(r => r.cells[1].textContent)"))
+
+
+def test_failures_are_grouped_by_cause_and_the_shown_ones_retried_once_each(
+        api: ApiClient, browser: Any, failures_made: None) -> None:
+    ids = GROUP
+    wait_until(lambda: all(api.get(f"/tasks/{i}").body["status"] == "FAILED" for i in ids), 20, "the tasks to fail", 0.2)
+    shown = api.get(f"/tasks/{ids[0]}").body
+    cause = browser.execute_script("return window.timekeeperConsole.causeOf(arguments[0], arguments[1])",
+                                   shown["last_error"], shown["id"])
+    loaded(browser, "#/failures")
+    assert browser.execute_script("return window.timekeeperConsole.armed()")  # a live view
+    rows = {r.find_element(By.CSS_SELECTOR, "td").text: r for r in browser.find_elements(By.CSS_SELECTOR, "main tbody tr")}
+    assert cause in rows, list(rows)
+    cells = rows[cause].find_elements(By.TAG_NAME, "td")
+    assert cells[1].text.endswith(" tasks") and int(cells[1].text.split()[0]) >= 3, cells[1].text
+    assert cells[2].find_element(By.TAG_NAME, "time") and cells[3].find_element(By.TAG_NAME, "time")  # first, last
+    screenshot(browser, "failures")
+    cells[1].find_element(By.TAG_NAME, "a").click()
+    shows(browser, "one cause")
+    listed = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    assert set(ids) <= set(listed), listed
+    browser.find_element(By.ID, "retry-all").click()
+    wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "one confirmation for all")
+    assert tick(browser) == "a dialog is open"  # no refresh under the dialog
+    browser.find_element(By.ID, "confirm-ok").click()
+    wait(browser, lambda d: "Retried" in d.find_element(By.ID, "retry-summary").text, "every outcome")
+    first = outcomes(browser)
+    assert len(first) == len(listed) and all(o.startswith("ok: retried") for o in first), first
+    assert f"Retried {len(listed)} of {len(listed)} tasks; 0 refused." == browser.find_element(By.ID, "retry-summary").text
+    browser.find_element(By.ID, "retry-all").click()  # again: the same retry_ids, nothing runs twice
+    wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    browser.find_element(By.ID, "confirm-ok").click()
+    wait(browser, lambda d: "Retried" in d.find_element(By.ID, "retry-summary").text, "every outcome again")
+    again = outcomes(browser)
+    assert all(o.startswith("ok: this retry was made already") for o in again), again
+
+
+def test_the_dead_letter_view_groups_dead_lettered_tasks_by_reason_and_counts_the_task_dlq(
+        api: ApiClient, browser: Any, failures_made: None) -> None:
+    keys = DEAD
+
+    def both() -> list[dict[str, Any]] | None:
+        found = [t for t in api.get("/tasks?status=DEAD_LETTERED&source=sessions&limit=50").body["tasks"]
+                 if any(key in t["id"] for key in keys)]
+        return found if len(found) == 2 else None
+
+    dead = wait_until(both, 30, "both items DEAD_LETTERED", 0.2)
+    loaded(browser, "#/dead-letters")
+    assert browser.execute_script("return window.timekeeperConsole.armed()")  # a live view
+    held = api.get("/dead-letters").body
+    assert held["messages"] >= 2, held
+    shown = browser.find_element(By.ID, "dlq-count").text
+    assert f"{held['queue']} holds {held['messages']} messages" in shown, shown
+    causes = {browser.execute_script("return window.timekeeperConsole.causeOf(arguments[0], arguments[1])",
+                                     t["dead_letter"]["reason"], t["id"]) for t in dead}
+    assert len(causes) == 1, causes  # one reason for both, its key aside
+    [cause] = causes
+    rows = {r.find_element(By.CSS_SELECTOR, "td").text: r for r in browser.find_elements(By.CSS_SELECTOR, "main tbody tr")}
+    assert cause in rows, list(rows)
+    screenshot(browser, "dead-letters")
+    rows[cause].find_elements(By.TAG_NAME, "td")[1].find_element(By.TAG_NAME, "a").click()
+    shows(browser, "one cause")
+    assert {t["id"] for t in dead} <= {a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")}
+    assert "task_stream:sessions" in main_text(browser)  # who dead-lettered it
+    browser.find_element(By.ID, "retry-all").click()
+    wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    browser.find_element(By.ID, "confirm-ok").click()
+    wait(browser, lambda d: "Retried" in d.find_element(By.ID, "retry-summary").text, "every outcome")
+    refused = outcomes(browser)  # an item that is no task cannot run again: the API says why, per task
+    assert refused and all(o.startswith("refused: HTTP 409: ") for o in refused), refused
+    assert all("write it again" in o for o in refused), refused
+
+
+def test_at_375_px_no_date_wraps_and_lateness_is_a_table_that_fits(browser: Any) -> None:
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(375, 800)
+        for view in ("#/now", "#/tasks?status=PENDING", "#/failures", "#/dead-letters", "#/backups", "#/lateness",
+                     f"#/task/welcome-{TAG}"):
+            loaded(browser, view)
+            wrapped = browser.execute_script("""
+                return [...document.querySelectorAll('main time')].filter((t) => {
+                  const style = getComputedStyle(t), line = parseFloat(style.lineHeight) || 1.45 * parseFloat(style.fontSize);
+                  return t.getClientRects().length !== 1 || t.getBoundingClientRect().height > line * 1.2;
+                }).map((t) => t.textContent)""")
+            assert wrapped == [], (view, wrapped)
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), view
+            if view == "#/lateness":
+                assert not browser.find_element(By.CSS_SELECTOR, "main svg.chart").is_displayed()
+                table = browser.find_element(By.ID, "lateness-table")
+                assert table.is_displayed() and "late by" in table.text
+                assert browser.execute_script("return arguments[0].getBoundingClientRect().right <= window.innerWidth",
+                                              table)
+                screenshot(browser, "lateness-375")
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
 def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any) -> None:
     """As API Gateway serves it (/<stage>/console): every file and data call stays under the prefix."""
     token = stage.environment["API_TOKEN"]
@@ -532,3 +726,11 @@ def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any)
         assert proxy.credentials["GET /api/backups/runs?limit=10"] == {"authorization": f"Bearer {token}"}
         assert sorted(json.loads(browser.execute_script("return JSON.stringify(Object.keys(sessionStorage))"))) == [
             "timekeeper.console.scheme", "timekeeper.console.token"]
+
+
+def test_every_screenshot_docs_console_md_shows_is_one_this_run_made() -> None:
+    """docs/console.md shows console/<name>.png only for pictures this test run takes (and commits under docs/console/)."""
+    shown = set(re.findall(r"\]\(console/([\w-]+)\.png\)", (DOCS.parent / "console.md").read_text()))
+    assert shown, "docs/console.md shows no screenshot"
+    assert shown - MADE == set(), f"docs/console.md shows screenshots this run does not make: {sorted(shown - MADE)}"
+    assert [name for name in shown if not (DOCS / f"{name}.png").exists()] == []
