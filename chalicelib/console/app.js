@@ -645,6 +645,7 @@
     return source ? [source, id.slice(source.length + 1)] : [id];
   }
   const taskLink = (t) => link('#/' + (taskRoute(t).length > 1 ? 'source/' : 'task/') + taskRoute(t).map(encodeURIComponent).join('/'), t.id);
+  const RETRY_AT_ONCE = 4;
   const retryRoute = (t) => 'tasks/' + taskRoute(t).map(encodeURIComponent).join('/') + '/retry';
   const retryable = (t) => t.status === 'FAILED' || t.status === 'DEAD_LETTERED' || Boolean(t.dead_letter);
 
@@ -666,8 +667,11 @@
       retrying = true;
       button.disabled = true;
       let ok = 0;
-      try {
-        for (const [t, cell] of rows) {
+      let next = 0;
+      const worker = async () => { // RETRY_AT_ONCE requests in flight at most, each task's outcome in its row
+        while (next < rows.length) {
+          const [t, cell] = rows[next];
+          next += 1;
           try {
             const answered = await api('POST', retryRoute(t), { retry_id: retryIdOf(t) });
             ok += 1;
@@ -678,6 +682,9 @@
             replace(cell, h('span', { class: 'refused' }, 'refused'), ': ', failure instanceof ApiError ? failure.words() : failure.message);
           }
         }
+      };
+      try {
+        await Promise.all(Array.from({ length: Math.min(RETRY_AT_ONCE, rows.length) }, worker));
         $('retry-summary').textContent = 'Retried ' + ok + ' of ' + chosen.length + ' tasks; ' + (chosen.length - ok) + ' refused.';
       } catch (failure) {
         showSignIn(failure.message);
