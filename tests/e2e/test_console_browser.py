@@ -534,9 +534,9 @@ def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stag
 
 
 def loaded(driver: Any, hash_: str) -> None:
-    """Open a view and wait until it is drawn (the status line says Updated)."""
-    driver.execute_script("document.getElementById('status').textContent = ''")
-    go(driver, hash_)
+    """Open a view (drawn again when it is the one shown) and wait until it is drawn (the status says Updated)."""
+    driver.execute_script("history.replaceState(null, '', '#/'); document.getElementById('status').textContent = '';"
+                          " location.hash = arguments[0]", hash_)
     wait(driver, lambda d: "Updated" in d.find_element(By.ID, "status").text, f"{hash_} drawn")
 
 
