@@ -367,7 +367,7 @@
       pendingAll && failedAll && deadAll ? null : h('p', { class: 'muted' }, 'Counted from the first ' + COUNT_PAGES * PAGE + ' of each status.'),
       h('h2', {}, 'Due in the next hour'),
       due.length ? timeline(minutes) : null,
-      table(['due', 'task', 'strategy', 'status'], due.slice(0, NOW_CAP).map((t) => [when(t.run_at), link(taskHash(t.id), t.id), text(t.strategy), status(t.status)]),
+      table(['due', 'task', 'strategy', 'status'], due.slice(0, NOW_CAP).map((t) => [when(t.run_at), taskLink(t), text(t.strategy), status(t.status)]),
         'No task is due in the next hour.'),
       due.length > NOW_CAP ? h('p', { id: 'due-more' }, 'The first ' + NOW_CAP + ' of ' + countLabel(due.length, pendingAll) + ' shown: ',
         link('#/tasks?status=PENDING', 'all pending tasks, by due time')) : null,
@@ -440,7 +440,7 @@
     replace(results,
       ['FAILED', 'DEAD_LETTERED'].includes(filters.status) && shown.length ? h('p', { class: 'buttons' }, retryAllButton(shown)) : null,
       sortableTable([
-        ['task', (t) => link(taskHash(t.id), t.id), (t) => String(t.id)],
+        ['task', (t) => taskLink(t), (t) => String(t.id)],
         ['status', (t) => status(shownStatus(t)), (t) => String(shownStatus(t))],
         ['strategy', (t) => text(t.strategy), (t) => String(t.strategy || '')],
         ['due', (t) => when(t.run_at), dueOf],
@@ -545,7 +545,7 @@
     const found = listed.filter((t) => String(t.id).startsWith(words)).sort(byDue);
     replace(main, h('h2', {}, 'Tasks whose id starts with ', h('code', {}, words)),
       complete ? null : h('p', { class: 'muted' }, 'Searched the first ' + SEARCH_PAGES * PAGE + ' listed tasks.'),
-      table(['task', 'status', 'strategy', 'due'], found.map((t) => [link(taskHash(t.id), t.id),
+      table(['task', 'status', 'strategy', 'due'], found.map((t) => [taskLink(t),
         status(t.dead_letter ? 'DEAD_LETTERED' : t.status), text(t.strategy), when(t.run_at)]),
       'No task has that id, an id starting with it, or that source/key.'));
   }

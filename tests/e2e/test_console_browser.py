@@ -572,6 +572,7 @@ def test_the_live_views_refresh_in_place_keeping_the_scroll_unless_paused_or_a_d
     loaded(browser, "#/tasks?status=PENDING")  # a live view sets its timer (each of the others: test_at_375_px_...)
     assert browser.execute_script("return window.timekeeperConsole.armed()")
     assert browser.find_element(By.ID, "live-switch").is_displayed()
+    assert not browser.find_elements(By.ID, "retry-all")  # offered on FAILED and DEAD_LETTERED lists only
     [by_task] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main th button") if b.text == "task"]
     by_task.click()
     count = browser.execute_script("return window.timekeeperConsole.refreshes()")
@@ -655,6 +656,9 @@ def test_failures_are_grouped_by_cause_and_the_shown_ones_retried_once_each(
     wait(browser, lambda d: "Retried" in d.find_element(By.ID, "retry-summary").text, "every outcome again")
     again = outcomes(browser)
     assert all(o.startswith("ok: this retry was made already") for o in again), again
+    loaded(browser, "#/tasks?status=FAILED")  # the Tasks list filtered by FAILED offers it for the tasks shown
+    rows = browser.execute_script("return document.querySelectorAll('main tbody tr').length")
+    assert browser.find_element(By.ID, "retry-all").text == f"Retry all shown ({rows})"
 
 
 def test_the_dead_letter_view_groups_dead_lettered_tasks_by_reason_and_counts_the_task_dlq(
@@ -691,6 +695,8 @@ def test_the_dead_letter_view_groups_dead_lettered_tasks_by_reason_and_counts_th
     refused = outcomes(browser)  # an item that is no task cannot run again: the API says why, per task
     assert refused and all(o.startswith("refused: HTTP 409: ") for o in refused), refused
     assert all("write it again" in o for o in refused), refused
+    browser.find_element(By.CSS_SELECTOR, "main tbody a").click()  # a task source's item: its page, by source and key
+    shows(browser, "Item of task source sessions")
 
 
 def test_at_375_px_no_date_wraps_and_lateness_is_a_table_that_fits(browser: Any) -> None:
