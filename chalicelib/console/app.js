@@ -235,8 +235,12 @@
   // An error or a dead letter's reason as a cause shared by many tasks: the task's own id, times, UUIDs and long
   // hex ids (request ids) replaced by placeholders, spaces folded.
   function causeOf(words, id) {
-    let cause = words === null || words === undefined || words === '' ? 'no error recorded' : String(words);
-    if (id) cause = cause.split(String(id)).join('<task>');
+    if (words === null || words === undefined || words === '') return 'no error recorded';
+    let cause = String(words);
+    if (id) { // the id as a word of its own only ("task b failed", not the b of "by")
+      const own = new RegExp('(^|[^A-Za-z0-9_.:-])' + String(id).replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '(?![A-Za-z0-9_:-])', 'g');
+      cause = cause.replace(own, '$1<task>');
+    }
     return cause.replace(/\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?/g, '<time>')
       .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, '<uuid>')
       .replace(/\b(?=[0-9a-f]*\d)[0-9a-f]{16,}\b/gi, '<id>')
@@ -267,9 +271,9 @@
       if (Number.isFinite(at)) { group.first = Math.min(group.first, at); group.last = Math.max(group.last, at); }
       groups.set(cause, group);
     }
-    return [...groups.values()].map((g) => ({ ...g, first: Number.isFinite(g.first) ? new Date(g.first).toISOString() : null,
-      last: Number.isFinite(g.last) ? new Date(g.last).toISOString() : null }))
-      .sort((x, y) => y.tasks.length - x.tasks.length || compare(String(y.last), String(x.last)) || compare(x.cause, y.cause));
+    return [...groups.values()].sort((x, y) => y.tasks.length - x.tasks.length || compare(y.last, x.last) || compare(x.cause, y.cause))
+      .map((g) => ({ ...g, first: Number.isFinite(g.first) ? new Date(g.first).toISOString() : null,
+        last: Number.isFinite(g.last) ? new Date(g.last).toISOString() : null }));
   }
 
   // The retry_id "Retry all shown" sends for a task: the same for the same failure (a second click, a lost answer:

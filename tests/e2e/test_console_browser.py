@@ -720,6 +720,33 @@ def test_at_375_px_no_date_wraps_and_lateness_is_a_table_that_fits(browser: Any)
         browser.set_window_size(size["width"], size["height"])
 
 
+def test_the_grouping_the_retry_ids_and_the_lateness_table_on_data_of_the_tests_own(browser: Any) -> None:
+    """The console's pure decisions behind Failures, Dead letters, Retry all shown and the 375 px lateness table."""
+    found = browser.execute_script("""
+        const c = window.timekeeperConsole;
+        const failed = (id, at, error) => ({id, status: 'FAILED', run_at: '2026-11-28T20:00:00Z', finished_at: at, attempts: 1,
+                                            last_error: error});
+        const tasks = [failed('a', '2026-11-28T20:05:00Z', 'task a failed at 2026-11-28T20:00:00Z: request 0123456789abcdef0 refused'),
+                       failed('b', '2026-11-28T20:01:00Z', 'task b failed at 2026-11-28T19:00:00Z: request fedcba98765432100 refused'),
+                       failed('c', '2026-11-28T20:03:00Z', 'QueueDoesNotExist'), failed('d', null, null)];
+        const groups = c.groupsOf(tasks, (t) => t.last_error, (t) => t.finished_at);
+        const again = {...tasks[0]}, later = {...tasks[0], finished_at: '2026-11-28T21:00:00Z'};
+        return {groups: groups.map((g) => [g.cause, g.tasks.map((t) => t.id), g.first, g.last]),
+                same: c.retryIdOf(again) === c.retryIdOf(tasks[0]), moved: c.retryIdOf(later) !== c.retryIdOf(tasks[0]),
+                other: c.retryIdOf(tasks[1]) !== c.retryIdOf(tasks[0]), id: c.retryIdOf(tasks[0]),
+                buckets: c.latenessBuckets([0.5, 1, 4.9, 29, 59, 61, 299, 300, 9000].map((seconds) => ({seconds})))};
+    """)
+    assert found["groups"] == [
+        ["task <task> failed at <time>: request <id> refused", ["a", "b"], "2026-11-28T20:01:00.000Z",
+         "2026-11-28T20:05:00.000Z"],
+        ["QueueDoesNotExist", ["c"], "2026-11-28T20:03:00.000Z", "2026-11-28T20:03:00.000Z"],
+        ["no error recorded", ["d"], None, None]]
+    assert found["same"] and found["moved"] and found["other"], found
+    assert re.fullmatch(r"console-[0-9a-f]{16}", found["id"]), found["id"]  # a retry_id the API takes
+    assert found["buckets"] == [["under 1 s", 1], ["1–5 s", 2], ["5–30 s", 1], ["30–60 s", 1], ["1–5 min", 2],
+                                ["5 min or more", 2]]
+
+
 def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any) -> None:
     """As API Gateway serves it (/<stage>/console): every file and data call stays under the prefix."""
     token = stage.environment["API_TOKEN"]
