@@ -224,6 +224,12 @@ def resume_task(source: str) -> Response:
     return respond(lambda: operations.resume(deps(), source))
 
 
+@app.route("/dead-letters", methods=["GET"], **protected)
+def count_dead_letters() -> Response:
+    from chalicelib.tasks import dead_letter_queue
+    return respond(lambda: dead_letter_queue.show(deps(), query(app.current_request)))
+
+
 # Chalice cannot set ReportBatchItemFailures; deploy must set it on this mapping too.
 @app.on_sqs_message(queue=settings.due_queue, batch_size=10, name="task_executor")
 def task_executor(event: SQSEvent) -> dict[str, Any]:

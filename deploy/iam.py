@@ -401,6 +401,8 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             _statement("QueryTaskStatusIndex", ["dynamodb:Query"],
                        [b.table(f"{s.state_table}/index/{STATUS_INDEX}")]),
             b.send("SendRetries", s.due_queue),  # POST /tasks/{id}/retry sends the retry's due message
+            _statement("CountDeadLetters", ["sqs:GetQueueUrl", "sqs:GetQueueAttributes"],  # GET /dead-letters
+                       [b.queue(s.task_dlq)]),
             *start_backups,
             *b.restores(finish=False),  # POST /backups/restores
         ],

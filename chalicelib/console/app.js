@@ -12,10 +12,17 @@
   const COUNT_PAGES = 10; // at most this many pages are counted per status on the Now view
   const POLL_MS = 2000;
   const NOW_CAP = 20; // tasks listed on the Now view (the chart counts them all)
+  const REFRESH_MS = 15000; // a live view (LIVE_VIEWS) is read again this often while the switch is on
+  const LIVE_VIEWS = new Set(['now', 'tasks', 'task', 'source', 'backups', 'failures', 'dead-letters']);
+  const GROUP_PAGES = 10; // failures and dead letters are grouped from at most this many pages (500 tasks)
   const path = location.pathname;
   const ROOT = path.slice(0, path.lastIndexOf('/console') + 1); // "/" offline, "/<stage>/" behind API Gateway
   const $ = (id) => document.getElementById(id);
   let pollTimer = 0;
+  let refreshTimer = 0;
+  let refreshes = 0; // live refreshes drawn (the browser test counts them)
+  let retrying = false; // a "Retry all shown" is under way: no refresh meanwhile
+  const sortMemory = new Map(); // view address -> the column its table is sorted by, kept across refreshes
   let renderCount = 0; // a render outdated by a newer one drops its results
 
   // --- DOM building: elements and text only -------------------------------------------------------
@@ -105,13 +112,14 @@
   // A table of `items` whose column headers sort it (click again: the other way); columns: [name, cell(item), key(item)].
   function sortableTable(columns, items, empty, initial) {
     if (!items.length) return h('p', { class: 'muted' }, empty);
-    let sortBy = initial;
-    let descending = false;
+    const remembered = sortMemory.get(location.hash) || { sortBy: initial, descending: false };
+    let { sortBy, descending } = remembered;
     const body = h('tbody', {});
     const heads = columns.map(([name], i) => h('th', { scope: 'col', 'aria-sort': 'none' },
       h('button', { type: 'button', class: 'sort', on: { click: () => {
         descending = sortBy === i ? !descending : false;
         sortBy = i;
+        sortMemory.set(location.hash, { sortBy, descending });
         draw();
       } } }, name)));
     function draw() {
@@ -224,8 +232,73 @@
   const seconds = (value) => (value === null ? '—' : (Math.round(value * 100) / 100) + ' s');
   const countLabel = (n, complete) => String(n) + (complete ? '' : '+'); // "500+": more than were counted
 
+  // An error or a dead letter's reason as a cause shared by many tasks: the task's own id, times, UUIDs and long
+  // hex ids (request ids) replaced by placeholders, spaces folded.
+  function causeOf(words, id) {
+    if (words === null || words === undefined || words === '') return 'no error recorded';
+    let cause = String(words);
+    if (id) { // the id as a word of its own only ("task b failed", not the b of "by")
+      const own = new RegExp('(^|[^A-Za-z0-9_.:-])' + String(id).replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '(?![A-Za-z0-9_:-])', 'g');
+      cause = cause.replace(own, '$1<task>');
+    }
+    return cause.replace(/\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?/g, '<time>')
+      .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, '<uuid>')
+      .replace(/\b(?=[0-9a-f]*\d)[0-9a-f]{16,}\b/gi, '<id>')
+      .replace(/\s+/g, ' ').trim().slice(0, 1000);
+  }
+
+  // A short stable fingerprint of a text (FNV-1a, two 32-bit lanes): 16 hex digits.
+  function fingerprint(words) {
+    let a = 0x811c9dc5;
+    let b = 0x01000193 ^ 0x5bd1e995;
+    for (let i = 0; i < words.length; i += 1) {
+      const c = words.charCodeAt(i);
+      a = Math.imul(a ^ c, 0x01000193) >>> 0;
+      b = Math.imul(b ^ c, 0x5bd1e995) >>> 0;
+    }
+    return a.toString(16).padStart(8, '0') + b.toString(16).padStart(8, '0');
+  }
+
+  // Tasks grouped by cause: [{group, cause, tasks, first, last}], the largest group first (then the latest).
+  // causeOf(task) gives a task's words, atOf(task) when it failed (ISO).
+  function groupsOf(tasks, wordsOf, atOf) {
+    const groups = new Map();
+    for (const task of tasks) {
+      const cause = causeOf(wordsOf(task), task.id);
+      const at = Date.parse(atOf(task));
+      const group = groups.get(cause) || { group: fingerprint(cause), cause, tasks: [], first: Infinity, last: -Infinity };
+      group.tasks.push(task);
+      if (Number.isFinite(at)) { group.first = Math.min(group.first, at); group.last = Math.max(group.last, at); }
+      groups.set(cause, group);
+    }
+    return [...groups.values()].sort((x, y) => y.tasks.length - x.tasks.length || compare(y.last, x.last) || compare(x.cause, y.cause))
+      .map((g) => ({ ...g, first: Number.isFinite(g.first) ? new Date(g.first).toISOString() : null,
+        last: Number.isFinite(g.last) ? new Date(g.last).toISOString() : null }));
+  }
+
+  // The retry_id "Retry all shown" sends for a task: the same for the same failure (a second click, a lost answer:
+  // the API answers 200 and runs nothing again), another once the task failed again (another finish or dead letter).
+  function retryIdOf(task) {
+    const dead = task.dead_letter || {};
+    return 'console-' + fingerprint([task.id, task.run_at, task.finished_at, task.attempts, dead.at, dead.event_id].map((v) => text(v)).join('\n'));
+  }
+
+  // Lateness as a table for small screens: executions per range of seconds late.
+  const LATE_BOUNDS = [1, 5, 30, 60, 300];
+  function latenessBuckets(points) {
+    const names = ['under 1 s', '1–5 s', '5–30 s', '30–60 s', '1–5 min', '5 min or more'];
+    const counts = names.map(() => 0);
+    for (const p of points) {
+      const i = LATE_BOUNDS.findIndex((bound) => p.seconds < bound);
+      counts[i < 0 ? LATE_BOUNDS.length : i] += 1;
+    }
+    return names.map((name, i) => [name, counts[i]]);
+  }
+
   // The decisions above, for the browser test to check with data of its own (nothing else reads them).
-  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, searchTargets, byDue, localTime, relative, allowedActions });
+  // tick() runs what the refresh timer runs (the test's controllable timer); armed() says whether it is set.
+  window.timekeeperConsole = Object.freeze({ percentile, lateness, perMinute, countLabel, searchTargets, byDue, localTime, relative, allowedActions,
+    causeOf, groupsOf, retryIdOf, latenessBuckets, tick, armed: () => Boolean(refreshTimer), refreshes: () => refreshes, refreshEvery: REFRESH_MS });
 
   // --- the confirmation dialog -------------------------------------------------------------------------
   function confirmAction({ title, words, label, value, ok }) {
@@ -271,6 +344,8 @@
   }
 
   // --- views -----------------------------------------------------------------------------------------
+  const COUNT_LINKS = { failed: '#/failures', 'dead-lettered': '#/dead-letters' }; // a count's view, by cause
+
   async function nowView(main, live) {
     const started = Date.now();
     const [pendingResult, failedResult, deadResult, runs] = await Promise.all([
@@ -291,11 +366,12 @@
     replace(main,
       h('h2', {}, 'Now'),
       h('ul', { class: 'counts', 'aria-label': 'Tasks by status' }, counts.map(([name, n, all]) =>
-        h('li', { 'data-count': name }, h('span', { class: 'n' }, countLabel(n, all)), name))),
+        h('li', { 'data-count': name }, h('span', { class: 'n' }, countLabel(n, all)),
+          COUNT_LINKS[name] ? link(COUNT_LINKS[name], name) : name))),
       pendingAll && failedAll && deadAll ? null : h('p', { class: 'muted' }, 'Counted from the first ' + COUNT_PAGES * PAGE + ' of each status.'),
       h('h2', {}, 'Due in the next hour'),
       due.length ? timeline(minutes) : null,
-      table(['due', 'task', 'strategy', 'status'], due.slice(0, NOW_CAP).map((t) => [when(t.run_at), link(taskHash(t.id), t.id), text(t.strategy), status(t.status)]),
+      table(['due', 'task', 'strategy', 'status'], due.slice(0, NOW_CAP).map((t) => [when(t.run_at), taskLink(t), text(t.strategy), status(t.status)]),
         'No task is due in the next hour.'),
       due.length > NOW_CAP ? h('p', { id: 'due-more' }, 'The first ' + NOW_CAP + ' of ' + countLabel(due.length, pendingAll) + ' shown: ',
         link('#/tasks?status=PENDING', 'all pending tasks, by due time')) : null,
@@ -366,8 +442,9 @@
     const shown = (page.tasks || []).filter((t) => !filters.strategy || t.strategy === filters.strategy);
     const shownStatus = (t) => (t.dead_letter ? 'DEAD_LETTERED' : t.status);
     replace(results,
+      ['FAILED', 'DEAD_LETTERED'].includes(filters.status) && shown.length ? h('p', { class: 'buttons' }, retryAllButton(shown)) : null,
       sortableTable([
-        ['task', (t) => link(taskHash(t.id), t.id), (t) => String(t.id)],
+        ['task', (t) => taskLink(t), (t) => String(t.id)],
         ['status', (t) => status(shownStatus(t)), (t) => String(shownStatus(t))],
         ['strategy', (t) => text(t.strategy), (t) => String(t.strategy || '')],
         ['due', (t) => when(t.run_at), dueOf],
@@ -472,7 +549,7 @@
     const found = listed.filter((t) => String(t.id).startsWith(words)).sort(byDue);
     replace(main, h('h2', {}, 'Tasks whose id starts with ', h('code', {}, words)),
       complete ? null : h('p', { class: 'muted' }, 'Searched the first ' + SEARCH_PAGES * PAGE + ' listed tasks.'),
-      table(['task', 'status', 'strategy', 'due'], found.map((t) => [link(taskHash(t.id), t.id),
+      table(['task', 'status', 'strategy', 'due'], found.map((t) => [taskLink(t),
         status(t.dead_letter ? 'DEAD_LETTERED' : t.status), text(t.strategy), when(t.run_at)]),
       'No task has that id, an id starting with it, or that source/key.'));
   }
@@ -491,7 +568,8 @@
         ' failed tasks): seconds from the due time to the end of the run (finished_at − run_at; the API shows no start time).'),
       fields([['executions', points.length], ['p50', h('span', { id: 'p50' }, seconds(p50))], ['p99', h('span', { id: 'p99' }, seconds(p99))],
         ['worst', seconds(sorted.length ? sorted[sorted.length - 1] : null)]]),
-      points.length ? latenessChart(points, p50, p99) : h('p', { class: 'muted' }, 'No finished execution yet.'),
+      points.length ? [latenessChart(points, p50, p99), h('div', { class: 'narrow-only', id: 'lateness-table' },
+        table(['late by', 'executions'], latenessBuckets(points), ''))] : h('p', { class: 'muted' }, 'No finished execution yet.'),
       table(['finished', 'task', 'status', 'late by'], points.slice(-20).reverse().map((p) =>
         [when(new Date(p.at).toISOString()), link(taskHash(p.id), p.id), status(p.status), seconds(p.seconds)]), ''));
   }
@@ -502,7 +580,7 @@
     const first = points[0].at;
     const span = Math.max(points[points.length - 1].at - first, 1);
     const y = (value) => 105 - ((value - low) / (top - low)) * 88; // room above for the p99 label
-    const chart = s('svg', { class: 'chart', viewBox: '0 0 620 130', role: 'img',
+    const chart = s('svg', { class: 'chart wide-only', viewBox: '0 0 620 130', role: 'img',
       'aria-label': 'Lateness of ' + points.length + ' executions; p50 ' + seconds(p50) + ', p99 ' + seconds(p99) });
     for (const p of points) {
       const dot = s('circle', { class: 'dot', cx: 10 + ((p.at - first) / span) * 600, cy: y(p.seconds), r: 3 });
@@ -516,6 +594,110 @@
     chart.append(s('line', { class: 'axis', x1: 10, y1: 105, x2: 610, y2: 105 }));
     chart.append(s('text', { x: 10, y: 122 }, seconds(low) + ' … ' + seconds(top)));
     return chart;
+  }
+
+  // --- failures and dead letters, grouped by cause; "Retry all shown" -------------------------------------
+  const FAILURES = {
+    title: 'Failures', status: 'FAILED', what: 'failed tasks', hash: '#/failures',
+    wordsOf: (t) => t.last_error || t.error, atOf: (t) => t.finished_at,
+    columns: [['due', (t) => when(t.run_at)], ['failed', (t) => when(t.finished_at)], ['attempts', (t) => text(t.attempts)],
+      ['error', (t) => text(t.last_error || t.error)]],
+  };
+  const DEAD_LETTERS = {
+    title: 'Dead letters', status: 'DEAD_LETTERED', what: 'dead-lettered tasks', hash: '#/dead-letters',
+    wordsOf: (t) => (t.dead_letter || {}).reason, atOf: (t) => (t.dead_letter || {}).at,
+    columns: [['due', (t) => when(t.run_at)], ['dead-lettered', (t) => when((t.dead_letter || {}).at)],
+      ['by', (t) => text((t.dead_letter || {}).source || 'due_dead_letter')], ['reason', (t) => text((t.dead_letter || {}).reason)]],
+  };
+
+  // Failed (or dead-lettered) tasks, read from at most GROUP_PAGES pages of GET /tasks?status=..., grouped by cause;
+  // ?group=<id>: one group's tasks, with "Retry all shown". The dead-letter view also says what TASK_DLQ holds.
+  async function groupedView(main, live, params, kind) {
+    const [[tasks, complete], queue] = await Promise.all([
+      pagesOf('tasks', { status: kind.status, limit: PAGE }, 'tasks', GROUP_PAGES),
+      kind === DEAD_LETTERS ? api('GET', 'dead-letters').catch((failure) => failure) : null]);
+    if (!live()) return;
+    const groups = groupsOf(tasks, kind.wordsOf, kind.atOf);
+    const bound = complete ? null : h('p', { class: 'muted' }, 'Grouped from the first ' + GROUP_PAGES * PAGE + ' ' + kind.what + '.');
+    const held = queue === null ? null : queue instanceof Error ? failureMessage(queue, 'Could not count the dead-letter queue: ')
+      : h('p', { id: 'dlq-count' }, 'The task dead-letter queue ', h('code', {}, text(queue.queue)), ' holds ',
+        h('strong', {}, String(queue.messages)), ' messages', queue.in_flight ? ' (and ' + queue.in_flight + ' being read)' : '',
+        '. Each is a dead letter for a human; the tasks below are those still DEAD_LETTERED.');
+    const chosen = params.get('group');
+    if (chosen) {
+      const group = groups.find((g) => g.group === chosen);
+      const shownTasks = group ? group.tasks : [];
+      replace(main, h('h2', {}, kind.title, ': one cause'), held, bound,
+        group ? h('pre', { class: 'cause' }, group.cause) : h('p', { class: 'muted' }, 'No ' + kind.what + ' have this cause any more.'),
+        shownTasks.length ? h('p', { class: 'buttons' }, retryAllButton(shownTasks)) : null,
+        sortableTable([['task', taskLink, (t) => String(t.id)],
+          ...kind.columns.map(([name, cell]) => [name, cell, name === 'due' ? dueOf : (t) => String(kind.atOf(t) || '')])],
+        shownTasks, 'None.', 0),
+        h('p', {}, link(kind.hash, 'All causes')));
+      return;
+    }
+    replace(main, h('h2', {}, kind.title, ' by cause'), held, bound,
+      table(['cause', 'tasks', 'first seen', 'last seen'], groups.map((g) => [h('span', { class: 'cause' }, g.cause),
+        h('a', { href: kind.hash + query({ group: g.group }), class: 'count' }, g.tasks.length + (g.tasks.length === 1 ? ' task' : ' tasks')),
+        when(g.first), when(g.last)]), 'No ' + kind.what + '.'));
+  }
+
+  // A listed task's address: a task source's item by its source and key (its id is "<source>/<key>").
+  function taskRoute(t) {
+    const id = String(t.id);
+    const source = t.source && t.source !== 'api' && id.startsWith(t.source + '/') ? String(t.source) : '';
+    return source ? [source, id.slice(source.length + 1)] : [id];
+  }
+  const taskLink = (t) => link('#/' + (taskRoute(t).length > 1 ? 'source/' : 'task/') + taskRoute(t).map(encodeURIComponent).join('/'), t.id);
+  const RETRY_AT_ONCE = 4;
+  const retryRoute = (t) => 'tasks/' + taskRoute(t).map(encodeURIComponent).join('/') + '/retry';
+  const retryable = (t) => t.status === 'FAILED' || t.status === 'DEAD_LETTERED' || Boolean(t.dead_letter);
+
+  // One request per task, each with its own retry_id (retryIdOf: the same on a second click), behind one
+  // confirmation; each task's outcome in the notice above the view (kept while the view refreshes).
+  function retryAllButton(tasks) {
+    const chosen = tasks.filter(retryable);
+    const button = h('button', { type: 'button', id: 'retry-all', on: { click: async () => {
+      const answer = await confirmAction({ title: 'Retry ' + chosen.length + ' tasks?',
+        words: 'Run each of the ' + chosen.length + ' tasks shown again, once: one request per task. Clicking again sends the same requests, which the API answers without running anything twice.',
+        ok: 'Retry ' + chosen.length + ' tasks' });
+      if (!answer) return;
+      const out = $('notice');
+      const rows = chosen.map((t) => [t, h('td', { 'data-task': t.id }, 'waiting…')]);
+      replace(out, h('h3', {}, 'Retry all shown'), h('p', { id: 'retry-summary' }, 'Retrying ' + chosen.length + ' tasks…'),
+        h('div', { class: 'table-wrap' }, h('table', { id: 'retry-outcomes' },
+          h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'task'), h('th', { scope: 'col' }, 'outcome'))),
+          h('tbody', {}, rows.map(([t, cell]) => h('tr', {}, h('td', {}, taskLink(t)), cell))))));
+      retrying = true;
+      button.disabled = true;
+      let ok = 0;
+      let next = 0;
+      const worker = async () => { // RETRY_AT_ONCE requests in flight at most, each task's outcome in its row
+        while (next < rows.length) {
+          const [t, cell] = rows[next];
+          next += 1;
+          try {
+            const answered = await api('POST', retryRoute(t), { retry_id: retryIdOf(t) });
+            ok += 1;
+            replace(cell, h('span', { class: 'ok' }, 'ok'), answered && answered.note ? ': ' + answered.note : ': retried',
+              answered && answered.status ? ' (status now ' + answered.status + ')' : '');
+          } catch (failure) {
+            if (failure instanceof SignedOut) throw failure;
+            replace(cell, h('span', { class: 'refused' }, 'refused'), ': ', failure instanceof ApiError ? failure.words() : failure.message);
+          }
+        }
+      };
+      try {
+        await Promise.all(Array.from({ length: Math.min(RETRY_AT_ONCE, rows.length) }, worker));
+        $('retry-summary').textContent = 'Retried ' + ok + ' of ' + chosen.length + ' tasks; ' + (chosen.length - ok) + ' refused.';
+      } catch (failure) {
+        showSignIn(failure.message);
+      } finally {
+        retrying = false;
+        button.disabled = false;
+      }
+    } } }, 'Retry all shown (' + chosen.length + ')');
+    return chosen.length ? button : null;
   }
 
   const restoreTarget = (table) => table + '-restored-' + new Date().toISOString().replace(/[-:]/g, '').slice(0, 15).toLowerCase();
@@ -617,6 +799,9 @@
 
   function showSignIn(why) {
     clearTimeout(pollTimer);
+    clearTimeout(refreshTimer);
+    refreshTimer = 0;
+    $('live-switch').hidden = true;
     $('sign-in').hidden = false;
     $('sign-out').hidden = true;
     $('sign-in-why').textContent = why;
@@ -626,8 +811,42 @@
     $('token').focus();
   }
 
-  async function render() {
+  // --- live views: read again every REFRESH_MS, drawn apart and swapped in whole (the scroll position kept) ----
+  function refreshHold() {
+    if (!$('live').checked) return 'paused';
+    if ($('confirm').open) return 'a dialog is open';
+    if (retrying) return 'retrying';
+    const active = document.activeElement;
+    if (active && $('main').contains(active) && ['INPUT', 'SELECT', 'TEXTAREA'].includes(active.tagName)) return 'a field is in use';
+    return null;
+  }
+
+  function armRefresh() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(tick, REFRESH_MS);
+  }
+
+  // What the refresh timer runs: the view read again, unless held (then the timer is set again); says which.
+  function tick() {
+    clearTimeout(refreshTimer);
+    refreshTimer = 0;
+    const hold = refreshHold();
+    if (hold) { armRefresh(); return hold; }
+    render(true);
+    return 'refreshed';
+  }
+
+  function swapIn(main, drawn) {
+    const [x, y] = [window.scrollX, window.scrollY];
+    main.replaceChildren(...drawn.childNodes);
+    window.scrollTo(x, y);
+  }
+
+  async function render(refresh) {
     clearTimeout(pollTimer);
+    clearTimeout(refreshTimer);
+    pollTimer = 0;
+    refreshTimer = 0;
     const mine = ++renderCount;
     const live = () => mine === renderCount;
     const poll = () => { if (live()) pollTimer = setTimeout(() => { if (live()) render(); }, POLL_MS); };
@@ -636,13 +855,18 @@
     for (const a of document.querySelectorAll('nav a')) {
       if (a.dataset.view === view) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     }
-    const main = $('main');
+    const shown = $('main');
     if (!sessionStorage.getItem(TOKEN_KEY)) { showSignIn('Type the API token once; it is kept in this tab only.'); return; }
     $('sign-in').hidden = true;
     $('sign-out').hidden = false;
-    if (!main.firstChild || main.dataset.view !== view) replace(main, h('p', {}, 'Loading…'));
-    main.dataset.view = view;
-    say('Loading…');
+    $('live-switch').hidden = !LIVE_VIEWS.has(name);
+    const main = refresh ? h('div', {}) : shown; // a refresh draws apart, then replaces the view at once
+    if (!refresh) {
+      if (!shown.firstChild || shown.dataset.view !== view) replace(shown, h('p', {}, 'Loading…'));
+      shown.dataset.view = view;
+      say('Loading…');
+    }
+    const again = () => { if (live() && LIVE_VIEWS.has(name) && !pollTimer) armRefresh(); };
     try {
       if (name === 'now') await nowView(main, live);
       else if (name === 'tasks') await tasksView(main, live, params);
@@ -650,11 +874,16 @@
       else if (name === 'source') await taskView(main, live, 'tasks/' + encodeURIComponent(parts[1] || '') + '/' + encodeURIComponent(parts.slice(2).join('/')));
       else if (name === 'search') await searchView(main, live, params);
       else if (name === 'lateness') await latenessView(main, live);
+      else if (name === 'failures') await groupedView(main, live, params, FAILURES);
+      else if (name === 'dead-letters') await groupedView(main, live, params, DEAD_LETTERS);
       else if (name === 'backups') await backupsView(main, live, params, poll);
       else if (name === 'run') await runView(main, live, parts[1] || '', poll);
       else if (name === 'restore') await restoreView(main, live, parts[1] || '', poll);
       else replace(main, message('error', 'No such view: ' + name + '.'), link('#/now', 'Now'));
-      if (live()) say('Updated ' + new Date().toLocaleTimeString() + '.');
+      if (!live()) return;
+      if (refresh) { swapIn(shown, main); refreshes += 1; }
+      say('Updated ' + new Date().toLocaleTimeString() + (LIVE_VIEWS.has(name) && $('live').checked ? ' (live).' : '.'));
+      again();
     } catch (failure) {
       if (!live()) return;
       if (failure instanceof SignedOut) { showSignIn(failure.message); return; }
@@ -663,8 +892,9 @@
         showSignIn('Unauthorized: ' + failure.words());
         return;
       }
-      replace(main, failureMessage(failure));
-      say('');
+      if (refresh) say('Could not refresh (' + (failure instanceof ApiError ? failure.words() : failure.message) + '); shown as read before.');
+      else { replace(main, failureMessage(failure)); say(''); }
+      again();
     }
   }
 
@@ -698,6 +928,11 @@
       location.hash = '#/search' + query({ q: $('search-input').value.trim() });
     });
     window.addEventListener('hashchange', () => { $('notice').replaceChildren(); render(); });
+    $('live-every').textContent = REFRESH_MS / 1000 + ' s';
+    $('live').addEventListener('change', () => {
+      if ($('live').checked) tick(); // on again: read the view now
+      else say('Live updates paused.');
+    });
     render();
   });
 })();

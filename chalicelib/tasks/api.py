@@ -207,6 +207,7 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
             partition, after = partition + 1, None
             if len(ids) >= limit and partition < len(statuses):
                 next_token = items.encode_token(partition, statuses[partition].value, None)
+    ids = list(dict.fromkeys(ids))  # a task that moved to a later status while the statuses were read: once
     found_items, found_records = store.get_many(ids)
     now = deps.clock()
     tasks = [_listed_view(deps, i, found_items.get(i), found_records.get(i))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import threading
 import time
@@ -124,10 +125,17 @@ def confirm(driver: Any, button: str, value: str | None = None) -> None:
     driver.find_element(By.ID, "confirm-ok").click()
 
 
+MADE: set[str] = set()  # the screenshots this run made (docs/console.md may show no other)
+
+
 def screenshot(driver: Any, name: str) -> None:
+    """Take the picture docs/console.md shows as console/<name>.png; written there under CONSOLE_SCREENSHOTS=1."""
+    png = driver.get_screenshot_as_png()
+    assert png.startswith(b"\x89PNG"), name
+    MADE.add(name)
     if os.environ.get(SCREENSHOTS) == "1":
         DOCS.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(DOCS / f"{name}.png"))
+        (DOCS / f"{name}.png").write_bytes(png)
 
 
 def no_script_ran(driver: Any) -> None:
@@ -310,6 +318,15 @@ def test_a_backup_run_started_from_the_console_is_watched_to_complete(stage: Loc
     screenshot(browser, "lateness")
 
 
+def wrapped_dates(driver: Any) -> list[str]:
+    """The view's times drawn on more than one line (a box taller than its line height)."""
+    return list(driver.execute_script("""
+        return [...document.querySelectorAll('main time')].filter((t) => {
+          const style = getComputedStyle(t), line = parseFloat(style.lineHeight) || 1.45 * parseFloat(style.fontSize);
+          return t.getClientRects().length !== 1 || t.getBoundingClientRect().height > line * 1.2;
+        }).map((t) => t.textContent)"""))
+
+
 def test_the_views_are_keyboard_reachable_and_readable_at_320_px(browser: Any) -> None:
     go(browser, "#/now")
     shows(browser, "Due in the next hour")
@@ -334,6 +351,8 @@ def test_the_views_are_keyboard_reachable_and_readable_at_320_px(browser: Any) -
             width = browser.execute_script("return document.documentElement.scrollWidth")
             inner = browser.execute_script("return window.innerWidth")
             assert width <= inner, (view, width, inner)
+            assert wrapped_dates(browser) == [], view  # narrower than 375 px: no date wraps here either
+            assert browser.execute_script("return window.timekeeperConsole.armed()"), view  # a live view
     finally:
         browser.set_window_size(size["width"], size["height"])
 
@@ -514,6 +533,220 @@ def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stag
                      "capped": "500+", "counted": "7"}
 
 
+def loaded(driver: Any, hash_: str) -> None:
+    """Open a view (drawn again when it is the one shown) and wait until it is drawn (the status says Updated)."""
+    driver.execute_script("history.replaceState(null, '', '#/'); document.getElementById('status').textContent = '';"
+                          " location.hash = arguments[0]", hash_)
+    wait(driver, lambda d: "Updated" in d.find_element(By.ID, "status").text, f"{hash_} drawn")
+
+
+def tick(driver: Any) -> str:
+    """What the refresh timer runs, run now (the console's controllable timer)."""
+    return str(driver.execute_script("return window.timekeeperConsole.tick()"))
+
+
+def refreshed(driver: Any, before: int) -> None:
+    wait(driver, lambda d: d.execute_script("return window.timekeeperConsole.refreshes()") > before, "a live refresh")
+
+
+GROUP = [f"group-{i}-{TAG}" for i in range(3)]  # tasks that fail with one error
+DEAD = [f"dead-{i}-{TAG}@example.com" for i in range(2)]  # items the stream dead-letters with one reason
+
+
+@pytest.fixture(scope="module")
+def failures_made(stage: LocalStage, api: ApiClient) -> None:
+    """GROUP and DEAD, made once, before the tests that read them wait for them (they fail meanwhile)."""
+    for task_id in GROUP:
+        assert api.post("/tasks", failing(stage, task_id, f"gone-{TAG}")).status == 201
+    for key in DEAD:  # a TTL that is there but wrong: the stream dead-letters the item, with the reason
+        boto3.client("dynamodb", endpoint_url=stage.aws_endpoint).put_item(
+            TableName="seed-sessions", Item={"email": {"S": key}, "expires_at": {"S": "soon"}})
+
+
+def test_the_live_views_refresh_in_place_keeping_the_scroll_unless_paused_or_a_dialog_is_open(
+        api: ApiClient, browser: Any, failures_made: None) -> None:
+    email = {"type": "email", "to": "ops@example.com", "subject": "live", "body": "live"}
+    due = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    assert api.post("/tasks", {"id": f"live-{TAG}", "run_at": iso(due), "action": email}).status == 201
+    assert browser.execute_script("return window.timekeeperConsole.refreshEvery") == 15000
+    loaded(browser, "#/tasks?status=PENDING")  # a live view sets its timer (each of the others: test_at_375_px_...)
+    assert browser.execute_script("return window.timekeeperConsole.armed()")
+    assert browser.find_element(By.ID, "live-switch").is_displayed()
+    assert not browser.find_elements(By.ID, "retry-all")  # offered on FAILED and DEAD_LETTERED lists only
+    [by_task] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main th button") if b.text == "task"]
+    by_task.click()
+    count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+    assert tick(browser) == "refreshed"
+    refreshed(browser, count)
+    assert [th.get_attribute("aria-sort") for th in browser.find_elements(By.CSS_SELECTOR, "main th")
+            if th.text.startswith("task")] == ["ascending"]  # the operator's sort survives a refresh
+
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(1000, 400)
+        loaded(browser, f"#/task/live-{TAG}")
+        browser.execute_script("window.sameDocument = true; window.scrollTo(0, 150)")
+        later = due + timedelta(hours=1)
+        assert api.request("PATCH", f"/tasks/live-{TAG}", {"run_at": iso(later)}).status == 200
+        count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+        assert tick(browser) == "refreshed"
+        refreshed(browser, count)
+        stamps = browser.execute_script("return [...document.querySelectorAll('main time')].map(t => t.dateTime)")
+        assert later.strftime("%Y-%m-%dT%H:%M:%S.000Z") in stamps, stamps  # read again, drawn in place
+        assert browser.execute_script("return [window.sameDocument, window.scrollY]") == [True, 150]
+
+        browser.find_element(By.ID, "live").click()  # the switch: paused
+        count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+        assert tick(browser) == "paused"
+        assert "paused" in browser.find_element(By.ID, "status").text
+        browser.find_element(By.ID, "live").click()  # on again: read at once
+        refreshed(browser, count)
+        [button] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main button") if b.text == "Reschedule"]
+        button.click()
+        wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation dialog")
+        count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+        assert tick(browser) == "a dialog is open"
+        browser.find_element(By.ID, "confirm-cancel").click()
+        assert browser.execute_script("return window.timekeeperConsole.refreshes()") == count
+        assert browser.execute_script("return window.timekeeperConsole.armed()")  # tried again later
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def failing(stage: LocalStage, task_id: str, queue: str) -> dict[str, Any]:
+    return {"id": task_id, "run_at": iso(datetime.now(UTC) + timedelta(seconds=1)),
+            "action": {"type": "sqs", "queue_url": f"{stage.aws_endpoint}/123456789012/{queue}", "message": "x"}}
+
+
+def outcomes(driver: Any) -> list[str]:
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll('#retry-outcomes tbody tr')].map(r => r.cells[1].textContent)"))
+
+
+def test_failures_are_grouped_by_cause_and_the_shown_ones_retried_once_each(
+        api: ApiClient, browser: Any, failures_made: None) -> None:
+    ids = GROUP
+    wait_until(lambda: all(api.get(f"/tasks/{i}").body["status"] == "FAILED" for i in ids), 20, "the tasks to fail", 0.2)
+    shown = api.get(f"/tasks/{ids[0]}").body
+    cause = browser.execute_script("return window.timekeeperConsole.causeOf(arguments[0], arguments[1])",
+                                   shown["last_error"], shown["id"])
+    loaded(browser, "#/failures")
+    assert browser.execute_script("return window.timekeeperConsole.armed()")  # a live view
+    rows = {r.find_element(By.CSS_SELECTOR, "td").text: r for r in browser.find_elements(By.CSS_SELECTOR, "main tbody tr")}
+    assert cause in rows, list(rows)
+    cells = rows[cause].find_elements(By.TAG_NAME, "td")
+    assert cells[1].text.endswith(" tasks") and int(cells[1].text.split()[0]) >= 3, cells[1].text
+    assert cells[2].find_element(By.TAG_NAME, "time") and cells[3].find_element(By.TAG_NAME, "time")  # first, last
+    screenshot(browser, "failures")
+    cells[1].find_element(By.TAG_NAME, "a").click()
+    shows(browser, "one cause")
+    listed = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    assert set(ids) <= set(listed), listed
+    browser.find_element(By.ID, "retry-all").click()
+    wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "one confirmation for all")
+    assert tick(browser) == "a dialog is open"  # no refresh under the dialog
+    browser.find_element(By.ID, "confirm-ok").click()
+    wait(browser, lambda d: "Retried" in d.find_element(By.ID, "retry-summary").text, "every outcome")
+    first = outcomes(browser)
+    assert len(first) == len(listed) and all(o.startswith("ok: retried") for o in first), first
+    assert f"Retried {len(listed)} of {len(listed)} tasks; 0 refused." == browser.find_element(By.ID, "retry-summary").text
+    browser.find_element(By.ID, "retry-all").click()  # again: the same retry_ids, nothing runs twice
+    wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    browser.find_element(By.ID, "confirm-ok").click()
+    wait(browser, lambda d: "Retried" in d.find_element(By.ID, "retry-summary").text, "every outcome again")
+    again = outcomes(browser)
+    assert all(o.startswith("ok: this retry was made already") for o in again), again
+    loaded(browser, "#/tasks?status=FAILED")  # the Tasks list filtered by FAILED offers it for the tasks shown
+    rows = browser.execute_script("return document.querySelectorAll('main tbody tr').length")
+    assert browser.find_element(By.ID, "retry-all").text == f"Retry all shown ({rows})"
+
+
+def test_the_dead_letter_view_groups_dead_lettered_tasks_by_reason_and_counts_the_task_dlq(
+        api: ApiClient, browser: Any, failures_made: None) -> None:
+    keys = DEAD
+
+    def both() -> list[dict[str, Any]] | None:
+        found = [t for t in api.get("/tasks?status=DEAD_LETTERED&source=sessions&limit=50").body["tasks"]
+                 if any(key in t["id"] for key in keys)]
+        return found if len(found) == 2 else None
+
+    dead = wait_until(both, 30, "both items DEAD_LETTERED", 0.2)
+    loaded(browser, "#/dead-letters")
+    assert browser.execute_script("return window.timekeeperConsole.armed()")  # a live view
+    held = api.get("/dead-letters").body
+    assert held["messages"] >= 2, held
+    shown = browser.find_element(By.ID, "dlq-count").text
+    assert f"{held['queue']} holds {held['messages']} messages" in shown, shown
+    causes = {browser.execute_script("return window.timekeeperConsole.causeOf(arguments[0], arguments[1])",
+                                     t["dead_letter"]["reason"], t["id"]) for t in dead}
+    assert len(causes) == 1, causes  # one reason for both, its key aside
+    [cause] = causes
+    rows = {r.find_element(By.CSS_SELECTOR, "td").text: r for r in browser.find_elements(By.CSS_SELECTOR, "main tbody tr")}
+    assert cause in rows, list(rows)
+    screenshot(browser, "dead-letters")
+    rows[cause].find_elements(By.TAG_NAME, "td")[1].find_element(By.TAG_NAME, "a").click()
+    shows(browser, "one cause")
+    assert {t["id"] for t in dead} <= {a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")}
+    assert "task_stream:sessions" in main_text(browser)  # who dead-lettered it
+    browser.find_element(By.ID, "retry-all").click()
+    wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    browser.find_element(By.ID, "confirm-ok").click()
+    wait(browser, lambda d: "Retried" in d.find_element(By.ID, "retry-summary").text, "every outcome")
+    refused = outcomes(browser)  # an item that is no task cannot run again: the API says why, per task
+    assert refused and all(o.startswith("refused: HTTP 409: ") for o in refused), refused
+    assert all("write it again" in o for o in refused), refused
+    browser.find_element(By.CSS_SELECTOR, "main tbody a").click()  # a task source's item: its page, by source and key
+    shows(browser, "Item of task source sessions")
+
+
+def test_at_375_px_no_date_wraps_and_lateness_is_a_table_that_fits(browser: Any) -> None:
+    size = browser.get_window_size()
+    try:
+        browser.set_window_size(375, 800)
+        for view in ("#/failures", "#/dead-letters", "#/lateness", f"#/task/live-{TAG}"):  # the others: at 320 px
+            loaded(browser, view)
+            assert wrapped_dates(browser) == [], view
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), view
+            live = browser.execute_script("return window.timekeeperConsole.armed()")
+            assert live == (view != "#/lateness"), view  # every view but Lateness refreshes itself
+            if view == "#/lateness":
+                assert not browser.find_element(By.CSS_SELECTOR, "main svg.chart").is_displayed()
+                table = browser.find_element(By.ID, "lateness-table")
+                assert table.is_displayed() and "late by" in table.text
+                assert browser.execute_script("return arguments[0].getBoundingClientRect().right <= window.innerWidth",
+                                              table)
+                screenshot(browser, "lateness-375")
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def test_the_grouping_the_retry_ids_and_the_lateness_table_on_data_of_the_tests_own(browser: Any) -> None:
+    """The console's pure decisions behind Failures, Dead letters, Retry all shown and the 375 px lateness table."""
+    found = browser.execute_script("""
+        const c = window.timekeeperConsole;
+        const failed = (id, at, error) => ({id, status: 'FAILED', run_at: '2026-11-28T20:00:00Z', finished_at: at, attempts: 1,
+                                            last_error: error});
+        const tasks = [failed('a', '2026-11-28T20:05:00Z', 'task a failed at 2026-11-28T20:00:00Z: request 0123456789abcdef0 refused'),
+                       failed('b', '2026-11-28T20:01:00Z', 'task b failed at 2026-11-28T19:00:00Z: request fedcba98765432100 refused'),
+                       failed('c', '2026-11-28T20:03:00Z', 'QueueDoesNotExist'), failed('d', null, null)];
+        const groups = c.groupsOf(tasks, (t) => t.last_error, (t) => t.finished_at);
+        const again = {...tasks[0]}, later = {...tasks[0], finished_at: '2026-11-28T21:00:00Z'};
+        return {groups: groups.map((g) => [g.cause, g.tasks.map((t) => t.id), g.first, g.last]),
+                same: c.retryIdOf(again) === c.retryIdOf(tasks[0]), moved: c.retryIdOf(later) !== c.retryIdOf(tasks[0]),
+                other: c.retryIdOf(tasks[1]) !== c.retryIdOf(tasks[0]), id: c.retryIdOf(tasks[0]),
+                buckets: c.latenessBuckets([0.5, 1, 4.9, 29, 59, 61, 299, 300, 9000].map((seconds) => ({seconds})))};
+    """)
+    assert found["groups"] == [
+        ["task <task> failed at <time>: request <id> refused", ["a", "b"], "2026-11-28T20:01:00.000Z",
+         "2026-11-28T20:05:00.000Z"],
+        ["QueueDoesNotExist", ["c"], "2026-11-28T20:03:00.000Z", "2026-11-28T20:03:00.000Z"],
+        ["no error recorded", ["d"], None, None]]
+    assert found["same"] and found["moved"] and found["other"], found
+    assert re.fullmatch(r"console-[0-9a-f]{16}", found["id"]), found["id"]  # a retry_id the API takes
+    assert found["buckets"] == [["under 1 s", 1], ["1–5 s", 2], ["5–30 s", 1], ["30–60 s", 1], ["1–5 min", 2],
+                                ["5 min or more", 2]]
+
+
 def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any) -> None:
     """As API Gateway serves it (/<stage>/console): every file and data call stays under the prefix."""
     token = stage.environment["API_TOKEN"]
@@ -532,3 +765,11 @@ def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any)
         assert proxy.credentials["GET /api/backups/runs?limit=10"] == {"authorization": f"Bearer {token}"}
         assert sorted(json.loads(browser.execute_script("return JSON.stringify(Object.keys(sessionStorage))"))) == [
             "timekeeper.console.scheme", "timekeeper.console.token"]
+
+
+def test_every_screenshot_docs_console_md_shows_is_one_this_run_made() -> None:
+    """docs/console.md shows console/<name>.png only for pictures this test run takes (and commits under docs/console/)."""
+    shown = set(re.findall(r"\]\(console/([\w-]+)\.png\)", (DOCS.parent / "console.md").read_text()))
+    assert shown, "docs/console.md shows no screenshot"
+    assert shown - MADE == set(), f"docs/console.md shows screenshots this run does not make: {sorted(shown - MADE)}"
+    assert [name for name in shown if not (DOCS / f"{name}.png").exists()] == []
