@@ -22,7 +22,8 @@ from typing import Any
 HISTORY = "h"  # the entries kept, oldest first
 COUNT = "hn"  # entries ever written
 KEEP = 10  # entries kept per task
-MAX_BYTES = 1200  # and at most this many bytes of them (DynamoDB's measure), the oldest dropped first
+MAX_BYTES = 500  # and at most this many bytes of them (DynamoDB's measure), the oldest dropped first: with the
+# rest of a record (about 450 B) one write unit a write
 TEXT_CHARS = 100  # of an error or a result
 
 # Kinds of entry: an execution (its outcome: DONE, FAILED, or RETRYING -- an attempt failed, another comes later),
@@ -172,6 +173,19 @@ def last_run(entries: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     return next((e for e in reversed(entries) if e.get("k") == RUN), None)
 
 
-__all__ = ["COUNT", "HISTORY", "KEEP", "KINDS", "MAX_BYTES", "NAMES", "OPERATOR_KINDS", "appended", "count_of",
-           "entries_of", "last_run", "lateness_from", "ms", "operator_entry", "run_entry", "shown", "shown_entry",
+def last_execution_view(record: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``last_execution`` of a task's view, when its record keeps one: the newest execution's times, attempt and
+    status, and its ``lateness_ms`` from its own due time (a retry's time for an operator's retry)."""
+    entry = last_run(entries_of(record))
+    if entry is None:
+        return {}
+    view = {k: v for k, v in shown_entry(entry).items() if k not in ("kind", "result", "error")}
+    lateness = lateness_from(entry)
+    if lateness is not None:
+        view["lateness_ms"] = lateness
+    return {"last_execution": view}
+
+
+__all__ = ["COUNT", "HISTORY", "KEEP", "KINDS", "MAX_BYTES", "NAMES", "OPERATOR_KINDS", "TEXT_CHARS", "appended", "count_of",
+           "entries_of", "last_execution_view", "last_run", "lateness_from", "ms", "operator_entry", "run_entry", "shown", "shown_entry",
            "size"]
