@@ -336,7 +336,7 @@ def _history_entry(task: Task, outcome: Outcome, started: datetime, finished: da
                    takeovers: int = 0) -> dict[str, Any]:
     """The history entry of this execution (``chalicelib.tasks.history``), written by its settle. Pure."""
     status = RETRYING if outcome.retry_at is not None else outcome.status.value
-    return history.run_entry(task.due, started, finished, outcome.attempts, status, outcome.result, outcome.error,
+    return history.run_entry(task.due, started, finished, outcome.attempts, status, outcome.error,
                              runs_from=since, retry_at=outcome.retry_at, takeovers=takeovers)
 
 

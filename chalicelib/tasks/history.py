@@ -8,8 +8,10 @@ writes none: the settle's entry carries the claim's time.
 Stored compactly (every byte of the record is paid at each of its writes, in write units, and kept, in storage):
 ``h`` is the list of the last ``KEEP`` entries, oldest first, within ``MAX_BYTES``; ``hn`` counts every entry ever
 written, so ``hn - len(h)`` older entries were dropped.  An entry is a map of one-letter names (``NAMES``), times as
-epoch milliseconds, an error or a result cut to ``TEXT_CHARS``.  ``GET /tasks/{id}/history`` shows them with
-their long names (``shown``).
+epoch milliseconds, an error cut to ``TEXT_CHARS``.  A result is not stored in the history: the newest execution's
+is the record's ``last_result``, shown with its entry; an older execution's result is not kept (an action's result,
+a message id, would otherwise be half of an entry, and a recurring task's record past a write unit).
+``GET /tasks/{id}/history`` shows them with their long names (``shown``).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from typing import Any
 HISTORY = "h"  # the entries kept, oldest first
 COUNT = "hn"  # entries ever written
 KEEP = 10  # entries kept per task
-MAX_BYTES = 500  # and at most this many bytes of them (DynamoDB's measure), the oldest dropped first: with the
-# rest of a record (about 450 B) one write unit a write
-TEXT_CHARS = 100  # of an error or a result
+MAX_BYTES = 300  # and at most this many bytes of them (DynamoDB's measure), the oldest dropped first: with the
+# rest of a record (about 700 B for an email task) one write unit a write
+TEXT_CHARS = 100  # of an error (and of the result shown)
 
 # Kinds of entry: an execution (its outcome: DONE, FAILED, or RETRYING -- an attempt failed, another comes later),
 # and the operator's changes.
@@ -63,15 +65,13 @@ def _cut(text: str) -> str:
 
 
 def run_entry(due: datetime, started: datetime, finished: datetime, attempt: int, status: str,
-              result: Any = None, error: str | None = None, runs_from: datetime | None = None,
+              error: str | None = None, runs_from: datetime | None = None,
               retry_at: datetime | None = None, takeovers: int = 0) -> dict[str, Any]:
     """The entry of one execution: due, started (claimed), finished, the attempt it ended on, its status and its
-    result (as compact JSON, cut) or error (cut); ``runs_from``: a retry's own time, when not the due time."""
+    error (cut); ``runs_from``: a retry's own time, when not the due time."""
     entry: dict[str, Any] = {"k": RUN, "d": ms(due), "c": ms(started), "f": ms(finished), "a": attempt, "s": status}
     if runs_from is not None and ms(runs_from) != entry["d"]:
         entry["w"] = ms(runs_from)
-    if result is not None:
-        entry["r"] = _cut(json.dumps(result, separators=(",", ":"), ensure_ascii=False, default=str))
     if error:
         entry["x"] = _cut(error)
     if retry_at is not None:
@@ -155,8 +155,13 @@ def shown(record: Mapping[str, Any] | None, task_id: str) -> dict[str, Any]:
     older ones were dropped, and the bound."""
     entries = entries_of(record)
     total = count_of(record)
-    return {"id": task_id, "entries": [shown_entry(e) for e in entries], "total": total,
-            "dropped": total - len(entries), "keep": KEEP}
+    shown_entries = [shown_entry(e) for e in entries]
+    newest = last_run(entries)
+    result = (record or {}).get("last_result")
+    if newest is not None and newest.get("s") == "DONE" and result is not None:  # the settle wrote both
+        at = max(i for i, e in enumerate(entries) if e is newest)
+        shown_entries[at]["result"] = _cut(json.dumps(result, separators=(",", ":"), ensure_ascii=False, default=str))
+    return {"id": task_id, "entries": shown_entries, "total": total, "dropped": total - len(entries), "keep": KEEP}
 
 
 def lateness_from(entry: Mapping[str, Any]) -> int | None:

@@ -120,7 +120,7 @@ def test_a_settle_without_a_claim_appends_to_a_full_history_by_writing_it_whole(
     deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
         **items.record_key(key.task_id), "id": key.task_id, "status": Status.PENDING.value, "run_at": RUN_AT,
         history.HISTORY: old, history.COUNT: 14}))
-    entry = history.run_entry(due, due, due, 1, "DONE", {"ok": True})
+    entry = history.run_entry(due, due, due, 1, "DONE")
     store = TaskStore(deps)
     assert store.settle_once(key, due, "me", Outcome(Status.DONE, 1, {"ok": True}), due, 60, entry=entry).won
     record = record_of(deps, key) or {}
