@@ -112,6 +112,12 @@ def test_a_recurring_tasks_pause_and_resume_say_who_and_when_and_an_unknown_task
     assert history_of(client, "some") == {"id": "some", "entries": [], "total": 0, "dropped": 0, "keep": history.KEEP}
     refused = client.http.get("/tasks/some/history?limit=3")
     assert (refused.status_code, refused.json_body["field"]) == (400, "limit")
+    moved = client.http.request("PATCH", "/tasks/some", body=json.dumps({"run_at": "2026-11-26T12:10:00Z"}).encode(),
+                                headers={"Content-Type": "application/json"})
+    assert moved.status_code == 200
+    assert client.http.delete("/tasks/some").status_code == 200
+    assert [(e["kind"], e["by"], e.get("due")) for e in history_of(client, "some")["entries"]] == [
+        ("reschedule", "api", "2026-11-26T12:10:00.000Z"), ("cancel", "api", None)]
 
 
 def test_a_settle_without_a_claim_appends_to_a_full_history_by_writing_it_whole(deps: Deps, clock: FakeClock) -> None:
