@@ -24,7 +24,8 @@ holds no other.  For every message (``model.DueMessage``):
    here, a longer one settles the execution to be retried later (its message
    comes back then); a permanent error (a refused target) fails it at once.
 5. Settle: the outcome (status, attempts, result or error; a recurring task's
-   next due time) goes on the record, with one conditional UpdateItem.  That is
+   next due time; the execution's entry in the task's history,
+   ``chalicelib.tasks.history``) goes on the record, with one conditional UpdateItem.  That is
    the one write between the action and a second run of it: retried, never
    released (docs/executor.md).  A one-time task's item is never written.
 6. A failure is dead-lettered and alerted, each noted on the record after it,
