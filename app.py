@@ -118,6 +118,12 @@ def show_restore(restore_id: str) -> Response:
 
 # --- tasks: stream scheduler and interval processor --------------------------
 
+@app.route("/tasks/{source}/history", methods=["GET"], **protected)
+def task_history(source: str) -> Response:
+    from chalicelib.tasks import api as task_api
+    return respond(lambda: task_api.show_history(deps(), source, query(app.current_request)))
+
+
 # Chalice cannot set ReportBatchItemFailures; deploy sets it on this mapping after deploy.
 @app.on_dynamodb_record(stream_arn=settings.tasks_stream_arn, name="task_stream", batch_size=100,
                         starting_position="TRIM_HORIZON")
@@ -189,13 +195,14 @@ def show_source_task(source: str, key: str) -> Response:
 @app.route("/tasks/{task_id}", methods=["DELETE"], **protected)
 def cancel_task(task_id: str) -> Response:
     from chalicelib.tasks import api as task_api
-    return respond(lambda: task_api.cancel(deps(), task_id))
+    return respond(lambda: task_api.cancel(deps(), task_id, auth.caller(app.current_request)))
 
 
 @app.route("/tasks/{task_id}", methods=["PATCH"], **protected)
 def reschedule_task(task_id: str) -> Response:
     from chalicelib.tasks import api as task_api
-    return respond(lambda: task_api.reschedule(deps(), task_id, json_body(raw_body(app.current_request))))
+    return respond(lambda: task_api.reschedule(deps(), task_id, json_body(raw_body(app.current_request)),
+                                               auth.caller(app.current_request)))
 
 
 # POST /tasks/<task id>/retry, /pause, /resume: the id's path part is named {source}, as in its sibling
@@ -203,25 +210,27 @@ def reschedule_task(task_id: str) -> Response:
 @app.route("/tasks/{source}/retry", methods=["POST"], **protected)
 def retry_task(source: str) -> Response:
     from chalicelib.tasks import operations
-    return respond(lambda: operations.retry(deps(), source, json_body(raw_body(app.current_request))))
+    return respond(lambda: operations.retry(deps(), source, json_body(raw_body(app.current_request)),
+                                               auth.caller(app.current_request)))
 
 
 @app.route("/tasks/{source}/{key}/retry", methods=["POST"], **protected)
 def retry_source_task(source: str, key: str) -> Response:
     from chalicelib.tasks import operations
-    return respond(lambda: operations.retry_source(deps(), source, key, json_body(raw_body(app.current_request))))
+    return respond(lambda: operations.retry_source(deps(), source, key, json_body(raw_body(app.current_request)),
+                                                      auth.caller(app.current_request)))
 
 
 @app.route("/tasks/{source}/pause", methods=["POST"], **protected)
 def pause_task(source: str) -> Response:
     from chalicelib.tasks import operations
-    return respond(lambda: operations.pause(deps(), source))
+    return respond(lambda: operations.pause(deps(), source, auth.caller(app.current_request)))
 
 
 @app.route("/tasks/{source}/resume", methods=["POST"], **protected)
 def resume_task(source: str) -> Response:
     from chalicelib.tasks import operations
-    return respond(lambda: operations.resume(deps(), source))
+    return respond(lambda: operations.resume(deps(), source, auth.caller(app.current_request)))
 
 
 @app.route("/dead-letters", methods=["GET"], **protected)

@@ -36,7 +36,7 @@ protected all the same.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chalice.app import Chalice, CognitoUserPoolAuthorizer, IAMAuthorizer, Request, Response
@@ -96,6 +96,23 @@ def require_token(app: Chalice, current: Callable[[], Settings]) -> None:
         return get_response(request)
 
     app.register_middleware(check_token, "http")
+
+
+def caller(request: Request | None) -> str:
+    """Who called the API, as the request's context (API Gateway's) names them: an IAM principal's ARN (iam), a
+    Cognito user's name or subject (cognito), the API key's id (api_key); ``"api"`` when it names nobody (token:
+    one token for all; none)."""
+    context = request.context if request is not None else None
+    def part(of: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+        found = (of or {}).get(name)
+        return found if isinstance(found, Mapping) else {}
+
+    identity, claims = part(context, "identity"), part(part(context, "authorizer"), "claims")
+    for value in (identity.get("userArn"), claims.get("cognito:username"), claims.get("email"), claims.get("sub"),
+                  identity.get("apiKeyId")):
+        if isinstance(value, str) and value:
+            return value
+    return "api"
 
 
 def route_auth(app: Chalice, settings: Settings, current: Callable[[], Settings]) -> dict[str, Any]:

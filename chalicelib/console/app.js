@@ -206,10 +206,17 @@
     return sorted[Math.min(sorted.length - 1, Math.max(0, rank))];
   }
 
+  // Each task's last execution: how late it started from its own due time (an operator's retry from the retry's
+  // time: the API's last_execution.lateness_ms); a task the API shows no execution of: its end minus its due time.
   function lateness(tasks) {
-    return tasks.filter((t) => t.run_at && t.finished_at)
-      .map((t) => ({ id: t.id, status: t.status, at: Date.parse(t.finished_at),
-                     seconds: (Date.parse(t.finished_at) - Date.parse(t.run_at)) / 1000 }))
+    const pointOf = (t) => {
+      const last = t.last_execution;
+      if (last && Number.isFinite(last.lateness_ms)) {
+        return { id: t.id, status: t.status, at: Date.parse(last.finished_at || t.finished_at), seconds: last.lateness_ms / 1000 };
+      }
+      return { id: t.id, status: t.status, at: Date.parse(t.finished_at), seconds: (Date.parse(t.finished_at) - Date.parse(t.run_at)) / 1000 };
+    };
+    return tasks.filter((t) => t.run_at && t.finished_at).map(pointOf)
       .filter((p) => Number.isFinite(p.seconds) && Number.isFinite(p.at))
       .sort((a, b) => a.at - b.at);
   }
@@ -461,6 +468,8 @@
     if (!live()) return;
     const data = answer.task && answer.source ? answer.task : answer; // a task source's item: {source, key, task}
     const id = data.id;
+    const past = await taskHistory(id);
+    if (!live()) return;
     const reload = () => render();
     const post = (verb) => (value) => api('POST', 'tasks/' + encodeURIComponent(id) + '/' + verb, value ? { run_at: value } : undefined);
     const name = 'task ' + id;
@@ -482,8 +491,43 @@
       h('h3', {}, 'Callbacks'), data.on_success || data.on_failure
         ? json({ on_success: data.on_success || null, on_failure: data.on_failure || null, last_run: data.callback || null })
         : h('p', { class: 'muted' }, 'No on_success or on_failure.'),
+      h('h3', {}, 'History'), historyTimeline(past),
       h('h3', {}, 'Act on it'), actionsOf(data, name, reload, post),
       h('p', {}, link('#/tasks', 'All tasks')));
+  }
+
+  // --- a task's history (GET /tasks/{id}/history): its executions and the operator's changes, oldest first ---
+  async function taskHistory(id) {
+    try {
+      return await api('GET', 'tasks/' + encodeURIComponent(id) + '/history');
+    } catch (failure) {
+      if (failure instanceof SignedOut) throw failure;
+      return { error: failure instanceof ApiError ? failure.words() : String(failure) };
+    }
+  }
+
+  const HISTORY_VERBS = { retry: 'Retried', pause: 'Paused', resume: 'Resumed', cancel: 'Cancelled', reschedule: 'Rescheduled' };
+  const millis = (ms) => (Number.isFinite(ms) ? (ms < 1000 ? ms + ' ms' : Math.round(ms / 10) / 100 + ' s') : null);
+
+  function historyEntry(entry) {
+    if (entry.kind === 'run') {
+      return h('li', { class: 'run' }, h('strong', {}, 'Execution '), status(entry.status), ' attempt ', text(entry.attempt),
+        fields([['due', when(entry.due)], ['runs from', entry.runs_from ? when(entry.runs_from) : null],
+          ['claimed', when(entry.claimed_at)], ['finished', when(entry.finished_at)], ['duration', millis(entry.duration_ms)],
+          ['retry at', entry.retry_at ? when(entry.retry_at) : null], ['takeovers', entry.takeovers],
+          ['result', entry.result], ['error', entry.error]].filter(([, value]) => value !== null && value !== undefined)));
+    }
+    return h('li', { class: 'operator' }, h('strong', {}, HISTORY_VERBS[entry.kind] || text(entry.kind)), ' by ', h('code', {}, text(entry.by)),
+      ' ', when(entry.at), entry.due ? [' — due ', when(entry.due)] : null, entry.runs_from ? [', runs from ', when(entry.runs_from)] : null);
+  }
+
+  function historyTimeline(past) {
+    if (!past || past.error) return h('p', { class: 'muted', id: 'history' }, 'No history: ' + text(past && past.error));
+    const entries = Array.isArray(past.entries) ? past.entries : [];
+    if (!entries.length) return h('p', { class: 'muted', id: 'history' }, 'No execution or change yet.');
+    return h('div', { id: 'history' },
+      past.dropped > 0 ? h('p', { class: 'muted' }, past.dropped + ' earlier entries are not kept (the last ' + past.keep + ' are).') : null,
+      h('ol', { class: 'timeline' }, entries.map(historyEntry)));
   }
 
   // The operations the API allows in each status, from its declaration (chalicelib/console writes them in):
@@ -565,7 +609,7 @@
     const p99 = percentile(sorted, 99);
     replace(main, h('h2', {}, 'Lateness'),
       h('p', { class: 'muted' }, 'Recent executions (the newest ' + (4 * PAGE) + ' done and ' + (2 * PAGE) +
-        ' failed tasks): seconds from the due time to the end of the run (finished_at − run_at; the API shows no start time).'),
+        ' failed tasks): seconds from each last execution\u2019s own due time (a retry\u2019s, for an operator\u2019s retry) to its start.'),
       fields([['executions', points.length], ['p50', h('span', { id: 'p50' }, seconds(p50))], ['p99', h('span', { id: 'p99' }, seconds(p99))],
         ['worst', seconds(sorted.length ? sorted[sorted.length - 1] : null)]]),
       points.length ? [latenessChart(points, p50, p99), h('div', { class: 'narrow-only', id: 'lateness-table' },

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from chalicelib.aws import Deps
 from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE
-from chalicelib.tasks import items, lifecycle, stream_dead_letters
+from chalicelib.tasks import history, items, lifecycle, stream_dead_letters
 from chalicelib.tasks.items import LISTED, LISTED_STATUSES
 from chalicelib.tasks.model import (
     TASK_ID,
@@ -164,6 +164,14 @@ def show(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     return 200, _view(deps, key.task_id, item, record)
 
 
+def show_history(deps: Deps, task_id: str, query: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """``GET /tasks/{id}/history``: the task's executions and the operator's changes, oldest first, as its record
+    keeps them (``chalicelib.tasks.history``); 404 for a task that does not exist."""
+    reject_unknown(query or {}, set())
+    key, _, record = _lookup(deps, task_id)
+    return 200, history.shown(record, key.task_id)
+
+
 def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any]]:
     query = query or {}
     reject_unknown(query, {"status", "limit", "next_token", "source"})
@@ -251,8 +259,9 @@ def _status(record: dict[str, Any] | None, task: Task | None) -> str:
     return items.current_status(task, record)
 
 
-def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
-    """Delete the item (the stream deletes its schedule) and record the task as CANCELLED."""
+def cancel(deps: Deps, task_id: str, by: str = "api") -> tuple[int, dict[str, Any]]:
+    """Delete the item (the stream deletes its schedule) and record the task as CANCELLED (``by``: the caller,
+    kept in the task's history)."""
     key, item, record, task = _current(deps, task_id)
     status = _status(record, task)
     if status == Status.CANCELLED.value:
@@ -268,7 +277,8 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
         new_record.update(items.record_of(task, new_record.get("created_at") or task.item.get("created_at"),
                                           new_record.get("fingerprint")))
     new_record.update({**items.status_fields(key.task_id, Status.CANCELLED.value), "finished_at": iso(now),
-                       STATE_TTL_ATTRIBUTE: items.record_expiry(now, deps.settings)})
+                       STATE_TTL_ATTRIBUTE: items.record_expiry(now, deps.settings),
+                       **history.appended(record, history.operator_entry(history.CANCEL, by, now))})
     new_record.pop(items.CANCELLED_BY, None)  # the API's cancel stops a due message in flight, whatever came before
     if not store.transact([delete(store.tasks_table, {"PK": key.pk, "SK": key.sk}),
                            store.cancel(new_record, stuck)]):
@@ -277,8 +287,9 @@ def cancel(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     return 200, items.view_of_record(new_record)
 
 
-def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
-    """Move the due time and/or replace the action of a pending task (the stream re-schedules it)."""
+def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None, by: str = "api") -> tuple[int, dict[str, Any]]:
+    """Move the due time and/or replace the action of a pending task (the stream re-schedules it; ``by``: the
+    caller, kept in the task's history)."""
     if body is None:
         raise bad_request("body", "a JSON object body is required: {run_at?, action?}")
     reject_unknown(body, set(items.PATCH_FIELDS))
@@ -317,6 +328,8 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[i
     listed = items.listed_of(key)
     if listed is not None:
         record_changes[items.LISTED] = listed
+    record_changes.update(history.appended(record, history.operator_entry(history.RESCHEDULE, by, now,
+                                                                           iso(updated.due))))
     ops.append(store.reschedule(key, record_changes, iso(task.due), stuck))
     if not store.transact(ops):
         raise conflict(f"task {key.task_id!r} changed while being rescheduled; read it and try again")
@@ -330,4 +343,4 @@ key_of = _key_of
 view = _view
 current = _current
 
-__all__ = ["cancel", "create", "current", "key_of", "list_tasks", "reschedule", "show", "view"]
+__all__ = ["cancel", "create", "current", "key_of", "list_tasks", "reschedule", "show", "show_history", "view"]

@@ -26,7 +26,8 @@ holds no other.  For every message (``model.DueMessage``):
    here, a longer one settles the execution to be retried later (its message
    comes back then); a permanent error (a refused target) fails it at once.
 5. Settle: the outcome (status, attempts, result or error; a recurring task's
-   next due time) goes on the record, with one conditional UpdateItem.  That is
+   next due time; the execution's entry in the task's history,
+   ``chalicelib.tasks.history``) goes on the record, with one conditional UpdateItem.  That is
    the one write between the action and a second run of it: retried, never
    released (docs/executor.md).  A one-time task's item is never written.
 6. A failure is dead-lettered and alerted, each noted on the record after it,
@@ -63,9 +64,9 @@ from chalicelib.deadletter import dead_letter
 from chalicelib.invocation import REQUEST_ID
 from chalicelib.log import about, line_fields, logger, worker_pool
 from chalicelib.settings import Settings
-from chalicelib.tasks import actions, buckets, flow, items, timing
+from chalicelib.tasks import actions, buckets, flow, history, items, timing
 from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, read_task
-from chalicelib.tasks.store import Claim, Execution, Outcome, TaskStore
+from chalicelib.tasks.store import RETRYING, Claim, Execution, Outcome, TaskStore
 
 SOURCE = "task_executor"
 
@@ -266,20 +267,23 @@ def _run(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: d
     shape = {"strategy": task.strategy.value, "action": task.action}
     if settles_once(task, message):
         return _execute_once(deps, store, task, message, owner, shape, message_id, body, measured, seconds_left)
-    claim = store.claim(task.key, task.due, deps.clock(), settings.task_claim_lease_seconds, owner, shape=shape)
+    claimed = deps.clock()
+    claim = store.claim(task.key, task.due, claimed, settings.task_claim_lease_seconds, owner, shape=shape)
     if not claim.won:
         _measure_skip(deps, task, claim.lost)
         return _claim_lost(deps, store, task, message, image, claim, message_id, body)
     given_up = _given_up(deps, task, claim.takeovers)
     due_text = iso(task.due)
-    if given_up is None and claim.found.attempts_before(due_text) == 0:
-        _measure_lateness(deps, task, measured)
+    # a retry's own due time (a redrive's run_at, a retry's first): its age and its lateness count from it
     since = parse_due(claim.found.retry_from) if claim.found.retry_due == due_text and claim.found.retry_from else task.due
+    if given_up is None and claim.found.attempts_before(due_text) == 0:
+        _measure_lateness(deps, task, measured, since=since)
     outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since, seconds_left)
     occurrences = _runs_before(claim.found) + 1 if task.recurrence and outcome.status is Status.DONE else None
     next_due = timing.next_due(task, deps.clock(), occurrences or 0) if outcome.status is Status.DONE else None
+    kept = claim.found.with_entry(_history_entry(task, outcome, claimed, deps.clock(), since, claim.takeovers))
     settled = _persisted(deps, "the task's outcome", lambda: store.settle(
-        task.key, task.due, owner, outcome, deps.clock(), next_due, occurrences=occurrences))
+        task.key, task.due, owner, outcome, deps.clock(), next_due, occurrences=occurrences, kept=kept))
     if not settled:
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})
@@ -332,8 +336,9 @@ def _execute_once(deps: Deps, store: TaskStore, task: Task, message: DueMessage,
     started = deps.clock()
     outcome = _run_with_retries(deps, task, seconds_left=seconds_left)
     lease = deps.settings.task_claim_lease_seconds
+    entry = _history_entry(task, outcome, started, deps.clock(), task.due)
     settled = _persisted(deps, "the task's outcome", lambda: store.settle_once(
-        task.key, task.due, owner, outcome, deps.clock(), lease, shape))
+        task.key, task.due, owner, outcome, deps.clock(), lease, shape, entry=entry))
     if settled.won:
         _measure_lateness(deps, task, measured, started)
         return _settled(deps, store, task, message, None, owner, outcome, None, message_id, body, measured)
@@ -350,6 +355,14 @@ def _execute_once(deps: Deps, store: TaskStore, task: Task, message: DueMessage,
     logger.info("the action ran again; the execution is another delivery's",
                 extra={"task_id": task.id, "found": lost})
     return "skipped: " + lost
+
+
+def _history_entry(task: Task, outcome: Outcome, started: datetime, finished: datetime, since: datetime,
+                   takeovers: int = 0) -> dict[str, Any]:
+    """The history entry of this execution (``chalicelib.tasks.history``), written by its settle. Pure."""
+    status = RETRYING if outcome.retry_at is not None else outcome.status.value
+    return history.run_entry(task.due, started, finished, outcome.attempts, status, outcome.error,
+                             runs_from=since, retry_at=outcome.retry_at, takeovers=takeovers)
 
 
 def _given_up(deps: Deps, task: Task, takeovers: int) -> Outcome | None:
@@ -572,10 +585,12 @@ def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: d
 
 # --- metrics (chalicelib/metrics.py; docs/operations.md) ----------------------------------------------------------
 
-def _measure_lateness(deps: Deps, task: Task, measured: m.LinePoints, started: datetime | None = None) -> None:
-    """The action starts now (or started at ``started``): how late, in ms (executed minus due; never negative, as
-    it waits out early: the metric filter reads values from 0), on the execution's line."""
-    late = max(0.0, ((started or deps.clock()) - task.due).total_seconds() * 1000)
+def _measure_lateness(deps: Deps, task: Task, measured: m.LinePoints, started: datetime | None = None,
+                      since: datetime | None = None) -> None:
+    """The action starts now (or started at ``started``): how late, in ms, from the execution's own due time
+    (``since``: a retry's time, for an operator's retry; else the task's due time) -- executed minus due, never
+    negative, as it waits out early: the metric filter reads values from 0 -- on the execution's line."""
+    late = max(0.0, ((started or deps.clock()) - (since or task.due)).total_seconds() * 1000)
     measured.record(m.TASK_LATENESS, task.strategy.value, late)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
 from chalicelib.sources import TaskSource
-from chalicelib.tasks import buckets
+from chalicelib.tasks import buckets, history
 from chalicelib.tasks.model import (
     TASK_ID,
     InvalidTask,
@@ -456,7 +456,7 @@ def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | No
         "finished_at": record.get("finished_at"), **_retry_view(task.retry, record, iso(task.due)),
         **end_fields(task.end_at, task.max_occurrences), **_occurrences_view(task.recurrence, record),
         **({"window_seconds": task.window_seconds} if task.window_seconds else {}),
-        **_callback_view(task.on_success, task.on_failure, record),
+        **_callback_view(task.on_success, task.on_failure, record), **history.last_execution_view(record),
     }
 
 
@@ -508,6 +508,7 @@ def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
            if record.get(name) is not None},
         **_occurrences_view(record.get("recurrence"), record),
         **_callback_view(record.get("on_success"), record.get("on_failure"), record),
+        **history.last_execution_view(record),
     }
 
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from chalicelib.aws import Deps
 from chalicelib.log import logger
-from chalicelib.tasks import api, items, lifecycle, source_api, timing
+from chalicelib.tasks import api, history, items, lifecycle, source_api, timing
 from chalicelib.tasks.model import (
     DueMessage,
     InvalidTask,
@@ -50,20 +50,21 @@ RETRY_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 RETRYABLE = lifecycle.allowed_from("retry")  # FAILED, DEAD_LETTERED
 
 
-def retry(deps: Deps, task_id: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
-    """``POST /tasks/{id}/retry``."""
+def retry(deps: Deps, task_id: str, body: dict[str, Any] | None, by: str = "api") -> tuple[int, dict[str, Any]]:
+    """``POST /tasks/{id}/retry`` (``by``: the caller, ``auth.caller``, kept in the task's history)."""
     key = api.key_of(task_id)
     if key is None:
         raise not_found("task", task_id)
-    return _retry(deps, key, body)
+    return _retry(deps, key, body, by)
 
 
-def retry_source(deps: Deps, source_name: str, key_text: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+def retry_source(deps: Deps, source_name: str, key_text: str, body: dict[str, Any] | None,
+                 by: str = "api") -> tuple[int, dict[str, Any]]:
     """``POST /tasks/{source}/{key}/retry``: the same, for the task of an item in a user's table."""
-    return _retry(deps, source_api.key_of(deps, source_name, key_text), body)
+    return _retry(deps, source_api.key_of(deps, source_name, key_text), body, by)
 
 
-def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None, by: str) -> tuple[int, dict[str, Any]]:
     body = body or {}
     reject_unknown(body, set(RETRY_FIELDS))
     retry_id = body.get("retry_id") or uuid.uuid4().hex
@@ -92,7 +93,9 @@ def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None) -> tuple[int, 
         raise api.conflict(f"task {key.task_id!r} is due at {iso(task.due)} now, not at the time that failed "
                            f"({iso(due)}); it runs then", "id")
     run_at = max(run_at, due)
-    if not store.redrive(key, due, run_at, retry_id, uuid.uuid4().hex, now, deps.settings.task_claim_lease_seconds):
+    kept = history.appended(record, history.operator_entry(history.RETRY, by, now, iso(due), run_at))
+    if not store.redrive(key, due, run_at, retry_id, uuid.uuid4().hex, now, deps.settings.task_claim_lease_seconds,
+                         kept):
         record = store.get_record(key.task_id)
         if record is not None and record.get("retry_id") == retry_id:  # a repeat of this retry got there first
             return _resend(deps, key, record, retry_id, "this retry was made already")
@@ -125,8 +128,8 @@ def _resend(deps: Deps, key: TaskKey, record: dict[str, Any], retry_id: str, not
     return (200 if note else 202), view
 
 
-def pause(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
-    """``POST /tasks/{id}/pause``."""
+def pause(deps: Deps, task_id: str, by: str = "api") -> tuple[int, dict[str, Any]]:
+    """``POST /tasks/{id}/pause`` (``by``: the caller, kept in the task's history)."""
     key, item, record, task = _recurring(deps, task_id, "paused")
     status = _status_of(deps, task, record)
     if status == Status.PAUSED.value:
@@ -134,7 +137,8 @@ def pause(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     if status not in lifecycle.allowed_from("pause"):
         raise api.conflict(f"task {key.task_id!r} is {status}; only a PENDING task can be paused", "status")
     new_record = items.record_of(task, (record or {}).get("created_at") or task.item.get("created_at"))
-    if not TaskStore(deps).pause(key, new_record, iso(task.due), deps.clock()):
+    kept = history.appended(record, history.operator_entry(history.PAUSE, by, deps.clock()))
+    if not TaskStore(deps).pause(key, new_record, iso(task.due), deps.clock(), kept):
         raise api.conflict(f"task {key.task_id!r} is running or changed while being paused; read it and try again",
                            "status")
     logger.info("task paused", extra={"task_id": key.task_id})
@@ -142,8 +146,9 @@ def pause(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
     return 200, api.view(deps, key.task_id, store.get_item(key), store.get_record(key.task_id))
 
 
-def resume(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
-    """``POST /tasks/{id}/resume``: from the next occurrence after now."""
+def resume(deps: Deps, task_id: str, by: str = "api") -> tuple[int, dict[str, Any]]:
+    """``POST /tasks/{id}/resume``: from the next occurrence after now (``by``: the caller, kept in the task's
+    history)."""
     key, item, record, task = _recurring(deps, task_id, "resumed")
     status = _status_of(deps, task, record)
     if status not in lifecycle.allowed_from("resume"):
@@ -166,7 +171,8 @@ def resume(deps: Deps, task_id: str) -> tuple[int, dict[str, Any]]:
         expression, names, values = set_attributes(changes)
         ops.append(update(store.tasks_table, {"PK": key.pk, "SK": key.sk}, expression, still_due,
                           {**names, **due_names}, {**values, **due_values}))
-    ops.append(store.resume(key, iso(next_due), moved_from))
+    kept = history.appended(record, history.operator_entry(history.RESUME, by, now, iso(next_due)))
+    ops.append(store.resume(key, iso(next_due), moved_from, kept))
     if not store.transact(ops):
         raise api.conflict(f"task {key.task_id!r} changed while being resumed; read it and try again", "status")
     logger.info("task resumed", extra={"task_id": key.task_id, "run_at": iso(next_due)})

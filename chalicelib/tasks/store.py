@@ -35,7 +35,7 @@ from botocore.exceptions import ClientError
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
-from chalicelib.tasks import items
+from chalicelib.tasks import history, items
 from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Task, TaskKey, iso
 from chalicelib.throttle import error_code
 
@@ -146,6 +146,8 @@ class Execution:
     occurrences: int = 0  # a recurring task's runs so far (its end: max_occurrences)
     result: Any = None  # last_result
     callback_of: str = ""  # the execution ("<due> <owner>") whose callback ran (``mark_callback``)
+    history: tuple[dict[str, Any], ...] = ()  # the record's history entries (chalicelib.tasks.history)
+    history_count: int = 0
 
     @classmethod
     def of(cls, record: Mapping[str, Any] | None) -> Execution:
@@ -163,7 +165,12 @@ class Execution:
                    _text(record.get("retry_from"))),
                        occurrences=int(record.get("occurrences", 0) or 0),
                        result=record.get("last_result"),
-                       callback_of=f"{ran.get('run_at')} {ran.get('owner')}" if isinstance(ran, dict) else "")
+                       callback_of=f"{ran.get('run_at')} {ran.get('owner')}" if isinstance(ran, dict) else "",
+                       history=tuple(history.entries_of(record)), history_count=history.count_of(record))
+
+    def with_entry(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """The record's history attributes with ``entry`` added (``history.appended``)."""
+        return history.appended({history.HISTORY: list(self.history), history.COUNT: self.history_count}, entry)
 
     def callback_ran(self) -> bool:
         """True when the callback of this execution (its due time, settled by its owner) ran already."""
@@ -396,20 +403,23 @@ class TaskStore:
     # --- the operator's transitions: retry a failure, pause and resume (chalicelib.tasks.operations) ------------
 
     def redrive(self, key: TaskKey, due: datetime, run_at: datetime, retry_id: str, token: str, now: datetime,
-                lease_seconds: int) -> bool:
+                lease_seconds: int, kept: Mapping[str, Any] | None = None) -> bool:
         """``redrive``: a FAILED or DEAD_LETTERED execution of ``due`` runs again, fresh (no attempts counted, its
         age from ``run_at``): the record PENDING, RETRYING until ``run_at``, the retry's ``retry_id`` kept (and
         ``retry_token``, this request's).  Refused (False) unless the record is FAILED at that due time, or
         DEAD_LETTERED at it without a live claim -- and never when it carries this ``retry_id`` already: a repeat
         of the retry (its answer lost, two requests at once) re-arms nothing, whatever became of the retry since.
         True also when the write found is this request's own (``token``: an earlier attempt whose answer was lost).
-        One conditional UpdateItem; the caller sends the due message."""
+        ``kept``: the record's history with the retry's entry (``history.appended`` of the record read), written
+        on the condition that no entry was added since that read.  One conditional UpdateItem; the caller sends
+        the due message."""
         due_text = iso(due)
         attributes: dict[str, Any] = {
             **items.status_fields(key.task_id, Status.PENDING.value), "exec_state": RETRYING, "exec_due": due_text,
             "exec_due_ms": due_ms(due),
             "retry_due": due_text, "retry_at": iso(run_at), "retry_at_ms": due_ms(run_at), "retry_from": iso(run_at),
-            "retry_id": retry_id, "retry_token": token, "attempts": 0, "exec_takeovers": 0, "redriven_at": iso(now)}
+            "retry_id": retry_id, "retry_token": token, "attempts": 0, "exec_takeovers": 0, "redriven_at": iso(now),
+            **(kept or {})}
         expression, names, values = set_attributes(attributes, [
             "dead_letter", "dead_lettered", "alerted", "finished_at", "exec_owner", "claimed_at", STATE_TTL_ATTRIBUTE])
         names.update({"#rs": "status", "#rr": "run_at", "#rd": "exec_due", "#re": "exec_state", "#rc": "claimed_at",
@@ -419,6 +429,11 @@ class TaskStore:
         condition = ("((#rs = :r_failed AND #rd = :r_due) OR (#rs = :r_dead AND #rr = :r_due AND (attribute_not_exists(#re)"
                      " OR #re <> :r_running OR #rd <> :r_due OR #rc < :r_stale)))"
                      " AND (attribute_not_exists(#ri) OR #ri <> :r_id)")
+        if kept:
+            seen, seen_names, seen_values = _history_seen(int(kept[history.COUNT]) - 1)
+            condition += f" AND {seen}"
+            names.update(seen_names)
+            values.update(seen_values)
         if _applied(lambda: self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
                 UpdateExpression=expression, ConditionExpression=condition, **_expression_args(names, values))):
@@ -426,11 +441,13 @@ class TaskStore:
         found = self.get_record(key.task_id) or {}
         return found.get("retry_id") == retry_id and found.get("retry_token") == token
 
-    def pause(self, key: TaskKey, record: Mapping[str, Any], due: str, now: datetime) -> bool:
+    def pause(self, key: TaskKey, record: Mapping[str, Any], due: str, now: datetime,
+              kept: Mapping[str, Any] | None = None) -> bool:
         """``pause``: the record PAUSED (``record``: what a task without one gets -- ``items.record_of``), on the
         condition that it is PENDING (or has no record yet) and no executor claimed its due time ``due`` since it
-        was read, so a pause and a claim never both win. False when that condition failed. One UpdateItem."""
-        sets = {**items.status_fields(key.task_id, Status.PAUSED.value), "paused_at": iso(now)}
+        was read, so a pause and a claim never both win (``kept``: the history with the pause's entry). False when
+        that condition failed. One UpdateItem."""
+        sets = {**items.status_fields(key.task_id, Status.PAUSED.value), "paused_at": iso(now), **(kept or {})}
         creates = {k: v for k, v in record.items() if k not in ("PK", "SK", *sets) and v is not None}
         expression, names, values = set_attributes(sets)
         for i, (name, value) in enumerate(creates.items()):
@@ -444,11 +461,13 @@ class TaskStore:
             ConditionExpression=f"(attribute_not_exists(#ps) OR #ps = :p_pending) AND ({condition})",
             **_expression_args(names, values)))
 
-    def resume(self, key: TaskKey, run_at: str, moved_from: str | None) -> dict[str, Any]:
+    def resume(self, key: TaskKey, run_at: str, moved_from: str | None,
+               kept: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``resume``: the record PENDING again at ``run_at`` (the next occurrence after now; ``moved_from``: the
         due time it had, when that one passed while paused), as an item of the API's transaction with the item's
-        new due time; on the condition that it is still PAUSED."""
-        changes: dict[str, Any] = {**items.status_fields(key.task_id, Status.PENDING.value), "run_at": run_at}
+        new due time; on the condition that it is still PAUSED (``kept``: the history with the resume's entry)."""
+        changes: dict[str, Any] = {**items.status_fields(key.task_id, Status.PENDING.value), "run_at": run_at,
+                                   **(kept or {})}
         if moved_from is not None:
             changes["moved_from"] = moved_from
         expression, names, values = set_attributes(changes, ["paused_at"])
@@ -528,15 +547,19 @@ class TaskStore:
         return Claim(False, lost_reason(found, due_text, stale, due_at_ms), found)
 
     def settle(self, key: TaskKey, due: datetime, owner: str, outcome: Outcome, now: datetime,
-               next_due: datetime | None, occurrences: int | None = None) -> bool:
+               next_due: datetime | None, occurrences: int | None = None,
+               kept: Mapping[str, Any] | None = None) -> bool:
         """Write the outcome of this worker's claim on the task's record (status, attempts, result or error; a
-        recurring task's next due time, and its ``occurrences``: its runs, this one counted).
+        recurring task's next due time, and its ``occurrences``: its runs, this one counted; ``kept``: the
+        record's history with this execution's entry, ``Execution.with_entry`` of the claim's record -- set
+        whole, so a repeat of this write adds nothing, and only this claim's owner writes the record meanwhile).
         True when it is there (this write, or an earlier attempt of it whose
         response was lost); False when the claim is no longer this worker's (its lease ran out and another
         worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
         left RUNNING)."""
         due_text = iso(due)
         sets, removed = self._outcome(key, due, outcome, now, next_due)
+        sets.update(kept or {})
         if occurrences is not None:
             sets["occurrences"] = occurrences
             if next_due is None and outcome.retry_at is None:  # its last occurrence: none follows
@@ -551,7 +574,8 @@ class TaskStore:
         return found is None or _written(found, due_text, owner, outcome)
 
     def settle_once(self, key: TaskKey, due: datetime, owner: str, outcome: Outcome, now: datetime,
-                    lease_seconds: int, shape: Mapping[str, Any] | None = None) -> Claim:
+                    lease_seconds: int, shape: Mapping[str, Any] | None = None,
+                    entry: Mapping[str, Any] | None = None) -> Claim:
         """``settle_once_done``, ``_retry``, ``_failed``: the outcome of a one-time task's execution run without a
         claim (its action's target drops a repeat: ``executor.settles_once``), written as ``settle`` writes it,
         with what a claim would have written (``exec_due``, ``exec_due_ms``, ``run_at``, this worker's token, the
@@ -560,7 +584,9 @@ class TaskStore:
         moved from it.  One conditional UpdateItem; won when the outcome is there (this write, or an earlier
         attempt of it whose response was lost), else lost with the reason (``lost_reason``: done or failed -- a
         duplicate delivery --, retrying, running, cancelled, rescheduled, paused, superseded) and the record as
-        found."""
+        found.  ``entry``: the execution's history entry, appended to the record's history (``list_append``: the
+        record is not read) while it holds fewer than ``history.KEEP`` entries; a full one is written whole
+        (``history.appended``) by a second write, on the condition that no entry was added since."""
         due_text = iso(due)
         sets, removed = self._outcome(key, due, outcome, now, None)  # a one-time task's (executor.settles_once)
         sets.update({"exec_due": due_text, "exec_due_ms": due_ms(due), "exec_owner": owner, "run_at": due_text,
@@ -577,7 +603,22 @@ class TaskStore:
         status = {name: placeholder for placeholder, name in names.items()}["status"]
         values.update({":due": due_text, ":due_ms": due_ms(due), ":paused": PAUSED,
                        ":cancelled": Status.CANCELLED.value, ":by_item": items.BY_ITEM})
-        found = self._update_or_found(key, expression, NEW_EXECUTION.replace("#s", status), names, values)
+        condition = NEW_EXECUTION.replace("#s", status)
+        if entry is None:
+            found = self._update_or_found(key, expression, condition, names, values)
+        else:
+            names.update({"#hh": history.HISTORY, "#hn": history.COUNT})
+            appended = expression.replace("SET ", "SET #hh = list_append(if_not_exists(#hh, :h_none), :h_entry), ", 1)
+            found = self._update_or_found(
+                key, appended + " ADD #hn :h_one", f"{condition} AND (attribute_not_exists(#hh) OR size(#hh) < :h_keep)",
+                names, {**values, ":h_none": [], ":h_entry": [dict(entry)], ":h_one": 1, ":h_keep": history.KEEP})
+            if found is not None and not _written(found, due_text, owner, outcome) and len(found.history) >= history.KEEP:
+                whole = found.with_entry(entry)  # a full history: written whole, if no entry was added since
+                found = self._update_or_found(
+                    key, expression.replace("SET ", "SET #hh = :h_all, #hn = :h_count, ", 1),
+                    f"{condition} AND #hn = :h_seen", names,
+                    {**values, ":h_all": whole[history.HISTORY], ":h_count": whole[history.COUNT],
+                     ":h_seen": found.history_count})
         if found is None or _written(found, due_text, owner, outcome):
             return Claim(True, found=found or Execution())
         return Claim(False, lost_reason(found, due_text, now.timestamp() - lease_seconds, due_ms(due)), found)
@@ -800,6 +841,13 @@ def _listed_update(key: TaskKey) -> tuple[str, dict[str, Any]]:
     nothing for an API task (its ``listed`` is written once, by ``create``)."""
     listed = items.listed_of(key)
     return ("", {}) if listed is None else (f", {items.LISTED} = :listed", {":listed": listed})
+
+
+def _history_seen(count: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition that the record's history has ``count`` entries written (as read), with its names and values."""
+    if count <= 0:
+        return "attribute_not_exists(#h_count)", {"#h_count": history.COUNT}, {}
+    return "#h_count = :h_seen", {"#h_count": history.COUNT}, {":h_seen": count}
 
 
 def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, str], dict[str, Any]]:

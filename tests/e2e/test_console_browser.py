@@ -747,6 +747,42 @@ def test_the_grouping_the_retry_ids_and_the_lateness_table_on_data_of_the_tests_
                                 ["5 min or more", 2]]
 
 
+def test_a_tasks_page_reads_its_whole_history_a_failure_an_operators_retry_and_the_success(
+        stage: LocalStage, api: ApiClient, browser: Any) -> None:
+    """The task's history as a timeline: the execution that failed (its queue missing), the operator's retry (by
+    whom, when), the execution that succeeded once the queue was made; and the Lateness chart counts a retried
+    execution from the retry's time, not from the due time that failed."""
+    task_id, name = f"history-{TAG}", f"later-{TAG}"
+    queue = f"{stage.aws_endpoint}/123456789012/{name}"
+    body = {"id": task_id, "run_at": iso(datetime.now(UTC) + timedelta(seconds=1)),
+            "action": {"type": "sqs", "queue_url": queue, "message": SCRIPT}}
+    assert api.post("/tasks", body).status == 201
+    wait_until(lambda: api.get(f"/tasks/{task_id}").body["status"] == "FAILED", 20, "the task to fail", 0.1)
+    boto3.client("sqs", endpoint_url=stage.aws_endpoint).create_queue(QueueName=name)
+    assert api.post(f"/tasks/{task_id}/retry", {"retry_id": f"r-{TAG}"}).status == 202
+    wait_until(lambda: api.get(f"/tasks/{task_id}").body["status"] == "DONE", 20, "the retry to succeed", 0.1)
+    browser.get(f"{stage.api_url}/console#/task/{task_id}")  # signed in already, or now (when run alone)
+    wait(browser, lambda d: d.find_element(By.ID, "token").is_displayed() or "Act on it" in main_text(d),
+         "the task's page or the sign-in form")
+    if browser.find_element(By.ID, "token").is_displayed():
+        browser.find_element(By.ID, "token").send_keys(stage.environment["API_TOKEN"] + Keys.ENTER)
+    shows(browser, "Act on it")
+    steps = browser.execute_script("return [...document.querySelectorAll('#history li')].map(li => li.innerText)")
+    assert len(steps) == 3, steps
+    failed, retried, done = steps
+    assert "Execution" in failed and "FAILED" in failed and "attempt 1" in failed and "NonExistentQueue" in failed, failed
+    assert "claimed" in failed and "finished" in failed and "duration" in failed, failed
+    assert retried.startswith("Retried by api") and "due" in retried, retried
+    assert "Execution" in done and "DONE" in done and "runs from" in done and "result" in done, done
+    no_script_ran(browser)
+    late = browser.execute_script("""
+        const at = (s) => new Date(Date.parse('2026-11-26T12:00:00Z') + s * 1000).toISOString();
+        return window.timekeeperConsole.lateness([{id: 'r', status: 'DONE', run_at: at(0), finished_at: at(111),
+            last_execution: {runs_from: at(108), claimed_at: at(109), finished_at: at(111), lateness_ms: 1000}}])
+            .map(p => p.seconds);""")
+    assert late == [1]  # from the retry's own time (108 s after the due time that failed), not 111 s
+
+
 def test_the_console_works_under_a_stage_prefix(stage: LocalStage, browser: Any) -> None:
     """As API Gateway serves it (/<stage>/console): every file and data call stays under the prefix."""
     token = stage.environment["API_TOKEN"]
