@@ -125,9 +125,10 @@ _SEND = ("sqs:SendMessage", "sqs:GetQueueUrl")
 
 
 def function_names(settings: Settings) -> tuple[str, ...]:
-    """The Lambda functions Chalice deploys for a stage with ``settings``: app.py's, and one stream function
-    per task source."""
-    return FUNCTIONS + tuple(source.function_name for source in settings.task_sources)
+    """The Lambda functions Chalice deploys for a stage with ``settings``: app.py's, the export trigger where
+    EXPORT_BUCKET names a bucket, and one stream function per task source."""
+    exports = ("export_trigger",) if settings.export_bucket else ()
+    return FUNCTIONS + exports + tuple(source.function_name for source in settings.task_sources)
 
 
 def _only_attributes(source: TaskSource) -> dict[str, Any]:
@@ -223,6 +224,51 @@ class _Builder:
                 "dynamodb:CreateBackup", "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource",
                 "dynamodb:DescribeContinuousBackups",  # the run's point-in-time recovery report
             ], [self.where.arn("dynamodb", "table/*")]),
+        ]
+
+    def exported_tables(self) -> list[str]:
+        """The tables exports may export (EXPORT_TABLES, else the backup selection: ``table/*`` when a pattern or
+        a tag chooses it, as their names are not known when the policy is written)."""
+        s = self.settings
+        if s.export_tables:
+            return [self.table(n) for n in s.export_tables]
+        if s.backup_table_pattern is not None or s.backup_table_tag is not None:
+            return [self.where.arn("dynamodb", "table/*")]
+        return [self.table(n) for n in s.backup_tables]
+
+    def export_selection(self) -> list[dict[str, Any]]:
+        """Choose the exported tables as a backup run does: by pattern (ListTables) or tag (ListTagsOfResource)."""
+        s = self.settings
+        if s.backup_table_pattern is None and s.backup_table_tag is None:
+            return []
+        return [_statement("ListTables", ["dynamodb:ListTables"], ["*"]),  # AWS has no narrower resource
+                _statement("ReadTableTags", ["dynamodb:DescribeTable", "dynamodb:ListTagsOfResource"],
+                           [self.where.arn("dynamodb", "table/*")])]
+
+    def export_objects(self) -> str:
+        """The stage's objects in EXPORT_BUCKET: its prefix only."""
+        return f"arn:{self.where.partition}:s3:::{self.settings.export_bucket}/{self.settings.export_prefix}/*"
+
+    def exports(self, start: bool) -> list[dict[str, Any]]:
+        """Exports to S3 (none when EXPORT_BUCKET is empty): ``start``, the export trigger's (read the selected
+        tables' PITR, export them, write their objects under the stage's prefix, find an export whose answer
+        was lost); else the monitor's (follow them). No statement grants s3:BypassGovernanceRetention or
+        s3:PutBucketObjectLockConfiguration (tests/deploy/test_iam_policy.py)."""
+        s = self.settings
+        tables = self.exported_tables()
+        if not s.export_bucket or not tables:
+            return []
+        described = [_statement("DescribeExports", ["dynamodb:DescribeExport"], [f"{t}/export/*" for t in tables])]
+        if not start:
+            return described
+        return [
+            _statement("ListExports", ["dynamodb:ListExports"], ["*"]),  # AWS has no narrower resource
+            _statement("ExportSelectedTables", ["dynamodb:DescribeTable", "dynamodb:DescribeContinuousBackups",
+                                                "dynamodb:ExportTableToPointInTime"], tables),
+            *described,
+            # ExportTableToPointInTime writes with the caller's permissions.
+            _statement("WriteExportObjects", ["s3:PutObject", "s3:AbortMultipartUpload", "s3:PutObjectAcl"],
+                       [self.export_objects()]),
         ]
 
     def restore_tables(self) -> str:
@@ -412,6 +458,13 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             _statement("DeleteLeftoverRestoreTables", ["dynamodb:DescribeTable", "dynamodb:DeleteTable"],
                        [b.restore_tables()]),
         ],
+        "export_trigger": [
+            b.state_table("ExportRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+            *(b.export_selection() if not s.export_tables else []),
+            *b.exports(start=True),
+            b.send("SendToMonitorQueue", s.backup_monitor_queue),
+            b.alerts(),
+        ],
         "backup_monitor": [
             b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchWriteItem"]),
             *b.backups(),  # it takes over the start of a run whose trigger died (the start watch)
@@ -419,6 +472,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
                        [where.arn("dynamodb", "table/*/backup/*")]),
             *b.verify_restores(),
             *b.restores(finish=True),  # a restore's polls
+            *b.exports(start=False),  # an export run's polls
             b.send("SendToMonitorQueues", s.backup_monitor_queue, s.backup_monitor_dlq),
             b.consume("ConsumeMonitorQueue", s.backup_monitor_queue),
             b.alerts(),

@@ -56,6 +56,7 @@ ENTRY_MODULES = {
         ("tasks/executor.py", "task_executor"), ("tasks/actions.py", "task_executor"),
         ("tasks/webhook.py", "task_executor"),
         ("tasks/dead_letters.py", "due_dead_letter"), ("backups/restore.py", API_FUNCTION),
+        ("backups/exports.py", "export_trigger"),
     )
 }
 
@@ -150,7 +151,7 @@ def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for key in ("TableName", "IndexName", "BackupArn", "ResourceArn", "QueueUrl", "QueueName", "TopicArn",
                 "TargetArn", "FromEmailAddress", "Name", "GroupName", "SecretId", "FunctionName",
-                "stateMachineArn"):
+                "stateMachineArn", "TableArn", "ExportArn", "S3Bucket", "S3Prefix", "Bucket", "Key", "Prefix"):
         if isinstance(params.get(key), str):
             out.append((key, params[key]))
     if isinstance(params.get("Key"), dict) and isinstance(params.get("TableName"), str):
@@ -221,7 +222,10 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         context = (("dynamodb:Attributes", ",".join(attributes)),) if attributes else ()
         if tables:
             return [Request(action, arn("dynamodb", f"table/{t}"), context) for t in tables]
-        for key in ("BackupArn", "ResourceArn"):
+        if "TableArn" in params and "S3Bucket" in params:  # an export writes its objects with the caller's rights
+            objects = f"arn:{partition}:s3:::{params['S3Bucket']}/{params.get('S3Prefix', '')}/AWSDynamoDB/x"
+            return [Request(action, params["TableArn"]), Request("s3:PutObject", objects)]
+        for key in ("BackupArn", "ResourceArn", "TableArn", "ExportArn"):
             if key in params:
                 return [Request(action, params[key])]
         return [Request(action, "*")]
@@ -248,6 +252,9 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         if "RoleArn" in params:
             out.append(Request("iam:PassRole", params["RoleArn"], (("iam:PassedToService", "scheduler.amazonaws.com"),)))
         return out
+    if call.service == "s3" and "Bucket" in params:  # an object (Key) or a listing under a Prefix: the bucket
+        named = params.get("Key") or params.get("Prefix")
+        return [Request(action, f"arn:{partition}:s3:::{params['Bucket']}" + (f"/{named}" if named else ""))]
     if call.service == "ssm" and "Name" in params:
         return [Request(action, arn("ssm", "parameter/" + params["Name"].lstrip("/")))]
     if call.service == "secretsmanager" and "SecretId" in params:  # AWS appends six characters to the name

@@ -42,6 +42,7 @@ from chalicelib.backups import rules, trigger, verify
 from chalicelib.backups.messages import (
     BadMessage,
     Creating,
+    ExportMessage,
     MonitorMessage,
     RestoreMessage,
     creating_of,
@@ -172,6 +173,10 @@ def check_run(deps: Deps, body: str, message_id: str = "", seconds_left: Callabl
     except BadMessage as exc:
         dead_letter(deps, settings.backup_monitor_dlq, "backup-monitor", message_id, str(exc), body)
         return "dead-lettered"
+    if isinstance(message, ExportMessage):
+        from chalicelib.backups import exports  # an export run's poll
+        with about(export_run=message.run_id):
+            return exports.poll(deps, message.run_id, message.poll)
     if isinstance(message, RestoreMessage):
         from chalicelib.backups import restore  # a restore's poll (restore on demand)
         with about(restore_id=message.restore_id):

@@ -1,0 +1,260 @@
+"""Exports to S3: start a run of full exports (ExportTableToPointInTime), and follow it (the monitor's polls).
+
+A run (``start``, from the export_trigger schedule) is named by its export time, so a scheduled event delivered
+twice names the same run and the same exports. For each table (EXPORT_TABLES, else the backup selection) the
+export is recorded PENDING (a conditional write: a repeat finds it and goes on from where it is), the table's
+point-in-time recovery read (an export needs it: a table without is REFUSED, with one alert naming it), and the
+export asked for at the run's export time into ``s3://EXPORT_BUCKET/<EXPORT_PREFIX>/<table>/<time>/`` with a
+``ClientToken`` of the table and time (export_rules.py). botocore never retries the call itself: an error that may
+hide an export that was made (a 5xx, a lost answer) is followed by a look at the table's exports (ListExports,
+DescribeExport) for one at that prefix before the call is tried again with the same token.
+
+The run's poll messages go through the backup monitor queue (``{"export_run", "poll"}``), each number claimed once
+on the run: DescribeExport of each export still IN_PROGRESS settles COMPLETED (its item count and size recorded),
+FAILED, VANISHED (ExportNotFoundException) or STUCK (past EXPORT_DEADLINE_MINUTES), each settled by one conditional
+write whose winner alerts once; failures the bucket caused (missing, refused by its policy or lock) make one alert
+a run naming the bucket. While any export is in progress the next poll is queued; then the run is complete.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from chalicelib import alerts
+from chalicelib.aws import Deps
+from chalicelib.backups import export_rules as er
+from chalicelib.backups.export_store import RUNNING, Export, ExportRun, ExportStore
+from chalicelib.backups.retry import is_transient, retry_transient
+from chalicelib.log import logger
+from chalicelib.throttle import error_code
+
+EXPORT_ATTEMPTS = 3  # ExportTableToPointInTime tries on transient errors, each after a look for the export
+PITR_OFF = "point-in-time recovery is off: an export needs it (UpdateContinuousBackups)"
+
+
+class ExportsOff(RuntimeError):
+    """EXPORT_BUCKET is empty: the stage makes no exports."""
+
+
+def _send_poll(deps: Deps, run_id: str, poll: int) -> None:
+    url = deps.queue_url(deps.settings.backup_monitor_queue)
+    retry_transient(lambda: deps.clients.sqs.send_message(
+        QueueUrl=url, MessageBody=json.dumps({"export_run": run_id, "poll": poll}),
+        DelaySeconds=deps.settings.backup_monitor_delay_seconds), deps.sleep)
+
+
+def export_tables(deps: Deps) -> list[str]:
+    """EXPORT_TABLES, else the backup selection (BACKUP_TABLES, BACKUP_TABLE_PATTERN, BACKUP_TABLE_TAG)."""
+    if deps.settings.export_tables:
+        return list(deps.settings.export_tables)
+    from chalicelib.backups.trigger import selected_tables
+    return selected_tables(deps)
+
+
+def start(deps: Deps, at: datetime) -> ExportRun:
+    """Export the selected tables as they were at ``at`` (the schedule's time), and queue the run's monitor."""
+    s = deps.settings
+    if not s.export_bucket:
+        raise ExportsOff("EXPORT_BUCKET is empty: this stage makes no exports")
+    store = ExportStore(deps)
+    run = ExportRun(run_id=er.export_time_label(at), export_time=at, tables=export_tables(deps))
+    if not store.create_run(run):
+        existing = store.get_run(run.run_id)
+        assert existing is not None
+        run = existing
+        logger.info("export run repeated", extra={"export_run": run.run_id})
+    else:
+        logger.info("export run started", extra={"export_run": run.run_id, "tables": run.tables})
+    for table in run.tables:
+        export_table(deps, store, run, table)
+    _send_poll(deps, run.run_id, 0)  # a repeat's second message is harmless: each poll number is claimed once
+    return run
+
+
+def export_table(deps: Deps, store: ExportStore, run: ExportRun, table: str) -> Export:
+    """Record and start ``table``'s export of ``run`` (a repeat goes on from the record it finds)."""
+    s = deps.settings
+    export = Export(table=table, export_time=run.export_time, run_id=run.run_id, bucket=s.export_bucket,
+                    prefix=er.export_prefix(s.export_prefix, table, run.export_time), owner=s.export_bucket_owner)
+    if not store.create(export):
+        found = store.get(table, run.run_id)
+        assert found is not None
+        if found.status != er.PENDING:
+            return found
+        export = found
+    export.started_at = deps.clock()
+    _ask(deps, export)
+    if not store.started(export):
+        return store.get(table, run.run_id) or export
+    if export.status in (er.REFUSED, er.FAILED):
+        logger.error("export not started", extra={"export_run": run.run_id, "table": table, "reason": export.error})
+        _alert(deps, f"timekeeper: export of {table} refused" if export.status == er.REFUSED
+               else f"timekeeper: export of {table} failed", export)
+    else:
+        logger.info("export started", extra={"export_run": run.run_id, "table": table, "export_arn": export.export_arn})
+    return export
+
+
+def _ask(deps: Deps, export: Export) -> None:
+    """PITR first, then ExportTableToPointInTime (once, or again after a look finds no export of a lost answer);
+    sets the export's status (IN_PROGRESS, REFUSED, FAILED), its ARN or its error."""
+    client = deps.clients.dynamodb
+    try:
+        arn = retry_transient(lambda: client.describe_table(TableName=export.table), deps.sleep)["Table"]["TableArn"]
+        pitr = retry_transient(lambda: client.describe_continuous_backups(TableName=export.table), deps.sleep)
+    except ClientError as exc:
+        export.status, export.failure_code = er.FAILED, error_code(exc)
+        export.error = f"{error_code(exc)}: {exc.response['Error'].get('Message', '')}"
+        return
+    status = pitr["ContinuousBackupsDescription"].get("PointInTimeRecoveryDescription", {}).get(
+        "PointInTimeRecoveryStatus", "")
+    if status != "ENABLED":
+        export.status, export.error = er.REFUSED, PITR_OFF
+        return
+    kwargs: dict[str, Any] = {
+        "TableArn": arn, "ExportTime": export.export_time, "ClientToken": er.client_token(export.table,
+                                                                                          export.export_time),
+        "S3Bucket": export.bucket, "S3Prefix": export.prefix, "ExportFormat": "DYNAMODB_JSON",
+        "ExportType": "FULL_EXPORT"}
+    if export.owner:
+        kwargs["S3BucketOwner"] = export.owner
+    attempt = 0
+    while True:
+        try:
+            answer = deps.clients.dynamodb_unretried.export_table_to_point_in_time(**kwargs)
+            export.status, export.export_arn = er.IN_PROGRESS, answer["ExportDescription"]["ExportArn"]
+            return
+        except (ClientError, BotoCoreError) as exc:
+            attempt += 1
+            if isinstance(exc, ClientError) and error_code(exc) == "PointInTimeRecoveryUnavailableException":
+                export.status, export.error = er.REFUSED, PITR_OFF
+                return
+            if not is_transient(exc) or attempt == EXPORT_ATTEMPTS:
+                export.status = er.FAILED
+                export.failure_code = error_code(exc) if isinstance(exc, ClientError) else type(exc).__name__
+                export.error = f"ExportTableToPointInTime failed: {exc}"[:1000]
+                return
+            deps.sleep(2.0 ** (attempt - 1))
+            found = find_export(deps, arn, export)
+            if found:
+                logger.info("export found after a failed answer", extra={"table": export.table, "export_arn": found})
+                export.status, export.export_arn = er.IN_PROGRESS, found
+                return
+
+
+def find_export(deps: Deps, table_arn: str, export: Export) -> str | None:
+    """The ARN of the table's export into ``export``'s bucket and prefix, if one was made (ListExports of the
+    table, DescribeExport of each: the summaries do not say where an export went)."""
+    client = deps.clients.dynamodb
+    kwargs: dict[str, Any] = {"TableArn": table_arn}
+    while True:
+        page = retry_transient(lambda: client.list_exports(**kwargs), deps.sleep)
+        for summary in page.get("ExportSummaries", []):
+            if summary.get("ExportStatus") == "FAILED":
+                continue
+            arn = str(summary["ExportArn"])
+            described = retry_transient(lambda a=arn: client.describe_export(ExportArn=a),  # type: ignore[misc]
+                                        deps.sleep)["ExportDescription"]
+            if described.get("S3Bucket") == export.bucket and described.get("S3Prefix") == export.prefix:
+                return arn
+        if not page.get("NextToken"):
+            return None
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def _alert(deps: Deps, subject: str, export: Export) -> None:
+    try:
+        retry_transient(lambda: alerts.publish(deps, subject, {
+            "table": export.table, "export_run": export.run_id, "export_arn": export.export_arn or None,
+            "location": f"s3://{export.bucket}/{export.prefix}/", "reason": export.error}), deps.sleep)
+    except Exception:
+        logger.exception("could not send the export alert", extra={"table": export.table})
+
+
+# --- the monitor -------------------------------------------------------------------------------------------------
+
+def poll(deps: Deps, run_id: str, number: int) -> str:
+    """One poll of an export run (see the module's docstring); what happened, for logs and tests."""
+    store = ExportStore(deps)
+    run = store.claim_poll(run_id, number)
+    if run is None:
+        logger.info("export poll not claimed", extra={"export_run": run_id, "poll": number})
+        return "duplicate"
+    now = deps.clock()
+    waiting = False
+    exports: list[Export] = []
+    for table in run.tables:
+        export = store.get(table, run.run_id)
+        if export is None or export.status == er.PENDING:  # its start is under way, or died (a repeat resumes it)
+            waiting = waiting or (export is not None and not _past_deadline(deps, run.export_time, now))
+            continue
+        exports.append(export)
+        if export.status != er.IN_PROGRESS:
+            continue
+        if not _check(deps, store, export, now):
+            waiting = True
+    bucket_failures = [e for e in exports if e.status == er.FAILED and er.is_bucket_failure(e.failure_code)]
+    if bucket_failures and not run.bucket_alerted and not _alert_bucket(deps, store, run, bucket_failures):
+        waiting = True  # the next poll alerts again
+    if waiting:
+        _send_poll(deps, run.run_id, number + 1)
+        return "requeued"
+    store.complete(run.run_id)
+    logger.info("export run complete", extra={"export_run": run.run_id})
+    return "complete"
+
+
+def _past_deadline(deps: Deps, started: datetime, now: datetime) -> bool:
+    return (now - started).total_seconds() > deps.settings.export_deadline_minutes * 60
+
+
+def _check(deps: Deps, store: ExportStore, export: Export, now: datetime) -> bool:
+    """DescribeExport: settle the export if it is done (True), alerting once a failure the bucket did not cause."""
+    try:
+        described = retry_transient(lambda: deps.clients.dynamodb.describe_export(ExportArn=export.export_arn),
+                                    deps.sleep)["ExportDescription"]
+    except ClientError as exc:
+        if error_code(exc) not in ("ExportNotFoundException", "ResourceNotFoundException"):
+            raise
+        described = {}
+    status = er.settle(str(described.get("ExportStatus", "")), export.started_at or export.export_time, now,
+                       deps.settings.export_deadline_minutes)
+    if status == er.IN_PROGRESS:
+        return False
+    export.status, export.finished_at = status, now
+    export.item_count = int(described.get("ItemCount", 0) or 0)
+    export.size_bytes = int(described.get("BilledSizeBytes", 0) or 0)
+    export.failure_code = str(described.get("FailureCode") or "")
+    export.error = {er.VANISHED: "the export is gone (ExportNotFoundException)",
+                    er.STUCK: f"still IN_PROGRESS {deps.settings.export_deadline_minutes} minutes after it started",
+                    er.FAILED: f"{export.failure_code}: {described.get('FailureMessage') or ''}"}.get(status, "")
+    if not store.settle(export):
+        return True
+    (logger.info if status == er.COMPLETED else logger.error)("export settled", extra={
+        "export_run": export.run_id, "table": export.table, "status": status, "reason": export.error})
+    if status != er.COMPLETED and not (status == er.FAILED and er.is_bucket_failure(export.failure_code)):
+        _alert(deps, f"timekeeper: export of {export.table} {status.lower()}", export)
+    return True
+
+
+def _alert_bucket(deps: Deps, store: ExportStore, run: ExportRun, failed: list[Export]) -> bool:
+    """One alert a run for the exports the bucket refused, naming the bucket (claimed on the run); False when it
+    could not be sent (released for the next poll)."""
+    if run.status != RUNNING or not store.claim_bucket_alert(run.run_id):
+        return True
+    bucket = failed[0].bucket
+    logger.error("exports refused by the bucket", extra={"export_run": run.run_id, "bucket": bucket,
+                                                         "tables": [e.table for e in failed][:100]})
+    try:
+        retry_transient(lambda: alerts.publish(deps, f"timekeeper: exports refused by bucket {bucket}", {
+            "bucket": bucket, "export_run": run.run_id, "tables": [e.table for e in failed][:100],
+            "reason": failed[0].error}), deps.sleep)
+        return True
+    except Exception:
+        logger.exception("could not send the bucket alert", extra={"export_run": run.run_id, "bucket": bucket})
+        store.release_bucket_alert(run.run_id)
+        return False

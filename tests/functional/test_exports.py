@@ -1,0 +1,130 @@
+"""Exports to S3 on a schedule, followed by the monitor (chalicelib/backups/exports.py), against moto."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from chalicelib.aws import Deps
+from chalicelib.backups import export_rules, exports, monitor
+from chalicelib.backups.export_store import ExportStore
+from tests.faults import Faults
+from tests.fixtures import Aws, FakeClock
+from tests.functional.export_support import BUCKET, export_polls, export_stage, finish_exports, moto_exports
+
+
+def _poll(deps: Deps, run_id: str, number: int) -> str:
+    return monitor.check_run(deps, json.dumps({"export_run": run_id, "poll": number}), f"m-{number}")
+
+
+def test_a_scheduled_export_goes_to_the_stage_prefix_with_a_token_of_table_and_time_and_the_monitor_follows_it(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders"], export_bucket_owner="210987654321")
+    at = clock.now.replace(microsecond=0)
+
+    run = exports.start(deps, at)
+
+    (made,) = moto_exports(deps).values()
+    assert (made.s3_bucket, made.s3_prefix) == (BUCKET, f"timekeeper-test/orders/{run.run_id}")
+    assert made.account_id == "210987654321"  # S3BucketOwner reached the call
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.status == "IN_PROGRESS" and record.export_arn == made.arn
+    assert export_polls(aws, deps) == [{"export_run": run.run_id, "poll": 0}]
+    assert export_rules.client_token("orders", at) == export_rules.client_token("orders", at)
+    assert export_rules.client_token("orders", at) != export_rules.client_token("orders", at + timedelta(seconds=1))
+    assert export_rules.client_token("orders", at) != export_rules.client_token("users", at)
+
+
+def test_an_export_completes_with_its_item_count_and_size_and_the_run_with_it(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders"])
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    export_polls(aws, deps)
+
+    finish_exports(deps)
+    assert _poll(deps, run.run_id, 0) == "complete"
+
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.status == "COMPLETED"
+    assert record.item_count == 2 and record.size_bytes > 0
+    assert export_polls(aws, deps) == [] and aws.alerts() == []
+
+
+def test_a_table_without_pitr_is_refused_with_one_alert_naming_it_even_when_the_schedule_fires_twice(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders", "users"], pitr=["orders"])
+    at = clock.now.replace(microsecond=0)
+
+    exports.start(deps, at)
+    exports.start(deps, at)  # the scheduled event delivered twice
+
+    assert len(moto_exports(deps)) == 1  # the second delivery made no second export of orders
+    record = ExportStore(deps).get("users", export_rules.export_time_label(at))
+    assert record is not None and record.status == "REFUSED" and "point-in-time recovery is off" in record.error
+    alerts = aws.alerts()
+    assert [a["subject"] for a in alerts] == ["timekeeper: export of users refused"]
+    assert alerts[0]["message"]["table"] == "users"
+
+
+def test_a_lost_export_answer_never_makes_a_second_export(aws: Aws, deps: Deps, clock: FakeClock,
+                                                          faults: Faults) -> None:
+    export_stage(deps, ["orders"])
+    faults.inject("dynamodb.ExportTableToPointInTime", "lost")
+
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+
+    assert len(moto_exports(deps)) == 1  # found by its prefix before the call was tried again
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.export_arn == next(iter(moto_exports(deps)))
+
+
+def test_a_bucket_that_refuses_the_exports_fails_them_with_one_alert_naming_the_bucket(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders", "users"], make_bucket=False)
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    finish_exports(deps)
+
+    assert _poll(deps, run.run_id, 0) == "complete"
+
+    store = ExportStore(deps)
+    for table in ("orders", "users"):
+        record = store.get(table, run.run_id)
+        assert record is not None and record.status == "FAILED" and record.failure_code == "S3NoSuchBucket"
+    assert [a["subject"] for a in aws.alerts()] == [f"timekeeper: exports refused by bucket {BUCKET}"]
+
+
+def test_the_same_monitor_message_twice_is_one_poll(aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders"])
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    export_polls(aws, deps)
+    made = next(iter(moto_exports(deps).values()))
+    made.join(timeout=10)
+    made.status = "IN_PROGRESS"  # still running, as far as DescribeExport tells
+
+    assert _poll(deps, run.run_id, 0) == "requeued"
+    assert _poll(deps, run.run_id, 0) == "duplicate"
+
+    assert export_polls(aws, deps) == [{"export_run": run.run_id, "poll": 1}]
+
+
+@pytest.mark.parametrize(("what", "status"), [("vanished", "VANISHED"), ("stuck", "STUCK")])
+def test_an_export_that_vanishes_or_is_stuck_past_its_deadline_is_alerted_once(
+        aws: Aws, deps: Deps, clock: FakeClock, what: str, status: str) -> None:
+    export_stage(deps, ["orders"])
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    made = next(iter(moto_exports(deps).values()))
+    made.join(timeout=10)
+    if what == "vanished":
+        del moto_exports(deps)[made.arn]
+    else:
+        made.status = "IN_PROGRESS"
+        clock.advance(minutes=deps.settings.export_deadline_minutes + 1)
+
+    assert _poll(deps, run.run_id, 0) == "complete"
+    assert _poll(deps, run.run_id, 1) == "duplicate"  # the run is complete: nothing more to claim
+
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.status == status
+    assert [a["subject"] for a in aws.alerts()] == [f"timekeeper: export of orders {status.lower()}"]
