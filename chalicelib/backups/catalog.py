@@ -205,7 +205,11 @@ def list_backups(deps: Deps, raw: dict[str, str] | None) -> tuple[int, dict[str,
             else cursor.width
         nxt = cursor = Cursor(lower, max(1, min(width, WIDEST)), None, cursor.walks, q.key)
     items = _views(deps, shown, verdicts, unknown if cursor.walks is not None else None, sizes)
-    return 200, {"backups": items, "next_token": nxt.encode() if nxt is not None else None}
+    page: dict[str, Any] = {"backups": items, "next_token": nxt.encode() if nxt is not None else None}
+    if deps.settings.export_bucket and not token:  # the first page: the exports beside the backups
+        from chalicelib.backups import exports
+        page["exports"] = exports.catalog(deps, q.table, q.limit)
+    return 200, page
 
 
 def _window(deps: Deps, q: Query, lower: int, upper: int) -> tuple[list[Any], bool]:

@@ -136,6 +136,14 @@ class ExportStore(StateStore):
         item = self._items.read(self._run_key(run_id))
         return ExportRun.from_item(item) if item else None
 
+    def latest_run(self) -> ExportRun | None:
+        """The newest export run (one Query)."""
+        response = retry_transient(lambda: self._ddb.query(
+            TableName=self._table, KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": RUN_PARTITION}}, ScanIndexForward=False, Limit=1), self._sleep)
+        items = response.get("Items", [])
+        return ExportRun.from_item(ddb.deserialize(items[0])) if items else None
+
     def create(self, export: Export) -> bool:
         """Record a new export; False when this table's export at this time is recorded already (a repeat: the
         caller reads it and goes on from where it is)."""

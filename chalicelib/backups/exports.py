@@ -258,3 +258,16 @@ def _alert_bucket(deps: Deps, store: ExportStore, run: ExportRun, failed: list[E
         logger.exception("could not send the bucket alert", extra={"export_run": run.run_id, "bucket": bucket})
         store.release_bucket_alert(run.run_id)
         return False
+
+
+# --- the catalog -------------------------------------------------------------------------------------------------
+
+def catalog(deps: Deps, table: str | None, limit: int) -> list[dict[str, Any]]:
+    """The exports GET /backups shows beside the backups, newest first: ``table``'s, else the newest run's."""
+    store = ExportStore(deps)
+    if table is not None:
+        found = store.of_table(table)[::-1]
+    else:
+        run = store.latest_run()
+        found = [e for e in (store.get(t, run.run_id) for t in run.tables) if e is not None] if run else []
+    return [e.view() for e in found[:limit]]

@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from chalice.test import Client
 
 from chalicelib.aws import Deps
 from chalicelib.backups import export_rules, exports, monitor
@@ -128,3 +129,17 @@ def test_an_export_that_vanishes_or_is_stuck_past_its_deadline_is_alerted_once(
     record = ExportStore(deps).get("orders", run.run_id)
     assert record is not None and record.status == status
     assert [a["subject"] for a in aws.alerts()] == [f"timekeeper: export of orders {status.lower()}"]
+
+
+def test_the_catalog_shows_a_tables_exports_beside_its_backups_with_size_and_item_count(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    export_stage(deps, ["orders"])
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    finish_exports(deps)
+    _poll(deps, run.run_id, 0)
+
+    for path in ("/backups?table=orders", "/backups"):  # the table's exports; the newest run's
+        page = client.http.get(path).json_body
+        (shown,) = page["exports"]
+        assert shown["status"] == "COMPLETED" and shown["item_count"] == 2 and shown["size_bytes"] > 0
+        assert shown["location"] == f"s3://{BUCKET}/timekeeper-test/orders/{run.run_id}/"
