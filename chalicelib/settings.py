@@ -474,6 +474,9 @@ class Settings:
         "When exports start: an EventBridge rate() or cron() expression.", SCHEDULE)
     export_tables: tuple[str, ...] = setting("EXPORT_TABLES", "",
         "Comma-separated tables to export; empty: the backup selection.", TABLE_LIST)
+    export_lock_mode: str = setting("EXPORT_LOCK_MODE", "GOVERNANCE",
+        "Object Lock mode of each export's objects, until its planned expiry, where EXPORT_BUCKET has Object Lock "
+        "on: GOVERNANCE or COMPLIANCE.", choice("GOVERNANCE", "COMPLIANCE"))
     export_deadline_minutes: int = setting("EXPORT_DEADLINE_MINUTES", "720",
         "An export still IN_PROGRESS this long after it started is stuck (alerted once).", integer(30, 7 * 24 * 60))
     # tasks

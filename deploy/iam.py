@@ -259,8 +259,14 @@ class _Builder:
         if not s.export_bucket or not tables:
             return []
         described = [_statement("DescribeExports", ["dynamodb:DescribeExport"], [f"{t}/export/*" for t in tables])]
-        if not start:
-            return described
+        bucket = f"arn:{self.where.partition}:s3:::{s.export_bucket}"
+        if not start:  # follow, lock and prune (never s3:BypassGovernanceRetention: a locked object stays)
+            return [*described,
+                    _statement("ListExportObjects", ["s3:ListBucket", "s3:ListBucketVersions"], [bucket],
+                               {"StringLike": {"s3:prefix": [f"{s.export_prefix}/*"]}}),
+                    _statement("ReadBucketLock", ["s3:GetBucketObjectLockConfiguration"], [bucket]),
+                    _statement("LockAndDeleteExportObjects", ["s3:PutObjectRetention", "s3:DeleteObject",
+                                                              "s3:DeleteObjectVersion"], [self.export_objects()])]
         return [
             _statement("ListExports", ["dynamodb:ListExports"], ["*"]),  # AWS has no narrower resource
             _statement("ExportSelectedTables", ["dynamodb:DescribeTable", "dynamodb:DescribeContinuousBackups",

@@ -172,6 +172,14 @@ def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     for entry in params.get("Entries", []) or []:  # events.PutEvents: each entry's bus
         if isinstance(entry, dict) and isinstance(entry.get("EventBusName"), str):
             out.append(("EventBusName", entry["EventBusName"]))
+    delete = params.get("Delete")  # s3.DeleteObjects: each object (and whether a version is named)
+    if isinstance(delete, dict):
+        for entry in delete.get("Objects", []) or []:
+            out.append(("Key", str(entry.get("Key", ""))))
+            if entry.get("VersionId"):
+                out.append(("VersionId", "yes"))
+    if isinstance(params.get("VersionId"), str):
+        out.append(("VersionId", "yes"))
     target = params.get("Target")
     if isinstance(target, dict) and isinstance(target.get("RoleArn"), str):
         out.append(("RoleArn", target["RoleArn"]))
@@ -183,6 +191,11 @@ RECORDER = Recorder()
 
 # --- IAM evaluation ------------------------------------------------------------------------------
 
+# S3 operations whose IAM action is not their name: on the bucket, and on each object a call names.
+S3_BUCKET_ACTIONS = {"ListObjectVersions": "ListBucketVersions", "ListObjectsV2": "ListBucket",
+                     "GetObjectLockConfiguration": "GetBucketObjectLockConfiguration"}
+S3_OBJECT_ACTIONS = {"DeleteObjects": ("DeleteObject", "DeleteObjectVersion"),
+                     "PutObjectRetention": ("PutObjectRetention",), "GetObject": ("GetObject",)}
 BATCH_ACTIONS = {("sqs", "SendMessageBatch"): "SendMessage", ("sqs", "DeleteMessageBatch"): "DeleteMessage",
                  ("sqs", "ChangeMessageVisibilityBatch"): "ChangeMessageVisibility"}
 TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
@@ -252,9 +265,16 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         if "RoleArn" in params:
             out.append(Request("iam:PassRole", params["RoleArn"], (("iam:PassedToService", "scheduler.amazonaws.com"),)))
         return out
-    if call.service == "s3" and "Bucket" in params:  # an object (Key) or a listing under a Prefix: the bucket
-        named = params.get("Key") or params.get("Prefix")
-        return [Request(action, f"arn:{partition}:s3:::{params['Bucket']}" + (f"/{named}" if named else ""))]
+    if call.service == "s3" and "Bucket" in params:
+        bucket = f"arn:{partition}:s3:::{params['Bucket']}"
+        if call.operation in S3_BUCKET_ACTIONS:  # a listing (under s3:prefix) or the bucket's own configuration
+            prefix = (("s3:prefix", params["Prefix"]),) if "Prefix" in params else ()
+            return [Request(f"s3:{S3_BUCKET_ACTIONS[call.operation]}", bucket, prefix)]
+        keys = [v for k, v in call.params if k == "Key"]
+        versioned = any(k == "VersionId" for k, _ in call.params)
+        named = S3_OBJECT_ACTIONS.get(call.operation, (call.operation,))
+        return [Request(f"s3:{a}", f"{bucket}/{key}") for key in keys for a in named
+                if versioned or not a.endswith("Version")]
     if call.service == "ssm" and "Name" in params:
         return [Request(action, arn("ssm", "parameter/" + params["Name"].lstrip("/")))]
     if call.service == "secretsmanager" and "SecretId" in params:  # AWS appends six characters to the name

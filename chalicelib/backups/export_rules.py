@@ -10,7 +10,10 @@ and a listing of the table's exports finds it by its prefix where a token is not
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from chalicelib.backups import rules
 
 # An export's status in its record: AWS's IN_PROGRESS, COMPLETED and FAILED, and the app's own verdicts.
 PENDING = "PENDING"          # recorded, ExportTableToPointInTime not answered yet
@@ -63,3 +66,47 @@ def settle(status: str, started: datetime, now: datetime, deadline_minutes: int)
     if (now - started).total_seconds() > deadline_minutes * 60:
         return STUCK
     return IN_PROGRESS
+
+
+# How long each calendar rule can keep one export at most: N periods of its length (a month 31 days, a year 366).
+RULE_SPAN = {rules.Keep.DAILY: timedelta(days=1), rules.Keep.WEEKLY: timedelta(weeks=1),
+             rules.Keep.MONTHLY: timedelta(days=31), rules.Keep.YEARLY: timedelta(days=366)}
+
+
+def planned_expiry(export_time: datetime, policy: rules.Policy) -> datetime:
+    """The latest time the stage's retention may keep an export made at ``export_time`` by age or calendar
+    (BACKUP_RETENTION_DAYS, BACKUP_RETENTION): its Object Lock retention. Only the newest BACKUP_MIN_KEEP good
+    ones may be kept longer (``last_good``), never deleted while newer ones are not."""
+    spans = [policy.age, *(RULE_SPAN[rule] * policy.count(rule) for rule in rules.CALENDAR)]
+    return export_time + max(spans)
+
+
+@dataclass(frozen=True)
+class ExportVerdict:
+    """Retention's decision on one COMPLETED export: why kept (rule names, ``lock``), when it expires (None: as long
+    as its rule keeps it), whether its objects are to be deleted now."""
+
+    run_id: str
+    kept: tuple[str, ...]
+    expires: datetime | None
+    delete: bool
+
+
+def export_verdicts(completed: list[tuple[str, datetime, str]], now: datetime, policy: rules.Policy
+                    ) -> list[ExportVerdict]:
+    """Verdicts on one table's COMPLETED exports (``(run_id, export time, locked until ISO or "")``), by the
+    backups' rules (rules.table_verdicts): one a run, newest first. The newest BACKUP_MIN_KEEP (at least 1) are
+    always kept. One the rules expire but whose objects are still locked is kept by ``lock`` until then."""
+    as_backups = [rules.Backup(arn=run_id, name=run_id, table="", created=at, status="AVAILABLE", type="USER")
+                  for run_id, at, _ in completed]
+    locks = {run_id: locked for run_id, _, locked in completed}
+    out: list[ExportVerdict] = []
+    for verdict in rules.table_verdicts(rules.TableWalk(), as_backups, now, policy):
+        run_id = verdict.backup.name
+        locked = datetime.fromisoformat(locks[run_id]) if locks[run_id] else None
+        if verdict.deleted and locked is not None and locked > now:
+            out.append(ExportVerdict(run_id, ("lock",), locked, False))
+        else:
+            out.append(ExportVerdict(run_id, tuple(k.value for k in verdict.kept), verdict.expires_after,
+                                     verdict.deleted))
+    return out

@@ -19,7 +19,7 @@ a run naming the bucket. While any export is in progress the next poll is queued
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,6 +28,7 @@ from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.backups import export_rules as er
 from chalicelib.backups.export_store import RUNNING, Export, ExportRun, ExportStore
+from chalicelib.backups.monitor import retention_policy
 from chalicelib.backups.retry import is_transient, retry_transient
 from chalicelib.log import logger
 from chalicelib.throttle import error_code
@@ -203,8 +204,10 @@ def poll(deps: Deps, run_id: str, number: int) -> str:
     if waiting:
         _send_poll(deps, run.run_id, number + 1)
         return "requeued"
-    store.complete(run.run_id)
-    logger.info("export run complete", extra={"export_run": run.run_id})
+    if store.complete(run.run_id):
+        logger.info("export run complete", extra={"export_run": run.run_id})
+        for table in run.tables:
+            prune(deps, store, table, now)
     return "complete"
 
 
@@ -232,8 +235,12 @@ def _check(deps: Deps, store: ExportStore, export: Export, now: datetime) -> boo
     export.error = {er.VANISHED: "the export is gone (ExportNotFoundException)",
                     er.STUCK: f"still IN_PROGRESS {deps.settings.export_deadline_minutes} minutes after it started",
                     er.FAILED: f"{export.failure_code}: {described.get('FailureMessage') or ''}"}.get(status, "")
+    if status == er.COMPLETED:
+        lock(deps, export)
     if not store.settle(export):
         return True
+    if export.locked_until:
+        store.plan(export)
     (logger.info if status == er.COMPLETED else logger.error)("export settled", extra={
         "export_run": export.run_id, "table": export.table, "status": status, "reason": export.error})
     if status != er.COMPLETED and not (status == er.FAILED and er.is_bucket_failure(export.failure_code)):
@@ -258,6 +265,102 @@ def _alert_bucket(deps: Deps, store: ExportStore, run: ExportRun, failed: list[E
         logger.exception("could not send the bucket alert", extra={"export_run": run.run_id, "bucket": bucket})
         store.release_bucket_alert(run.run_id)
         return False
+
+
+# --- Object Lock and retention ------------------------------------------------------------------------------------
+
+def _owner(export: Export) -> dict[str, str]:
+    """ExpectedBucketOwner: every S3 call on another account's bucket checks the bucket is still that account's."""
+    return {"ExpectedBucketOwner": export.owner} if export.owner else {}
+
+
+def _versions(deps: Deps, export: Export) -> list[dict[str, str]]:
+    """Every version of the export's objects (its prefix and below only): Key and VersionId."""
+    assert export.prefix.startswith(f"{deps.settings.export_prefix}/"), export.prefix  # the stage's prefix only
+    found: list[dict[str, str]] = []
+    pages = deps.clients.s3.get_paginator("list_object_versions").paginate(
+        Bucket=export.bucket, Prefix=f"{export.prefix}/", **_owner(export))
+    for page in pages:
+        for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
+            found.append({"Key": entry["Key"], "VersionId": entry.get("VersionId") or "null"})
+    return found
+
+
+def bucket_locked(deps: Deps, export: Export) -> bool:
+    """Whether the bucket has Object Lock on (GetObjectLockConfiguration; read, never changed)."""
+    try:
+        answer = deps.clients.s3.get_object_lock_configuration(Bucket=export.bucket, **_owner(export))
+    except ClientError as exc:
+        if error_code(exc) in ("ObjectLockConfigurationNotFoundError", "ObjectLockConfigurationNotFound"):
+            return False
+        raise
+    return bool(answer.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled")
+
+
+def lock(deps: Deps, export: Export) -> None:
+    """Set a COMPLETED export's objects' retention to its planned expiry (EXPORT_LOCK_MODE), where the bucket has
+    Object Lock on; the lock only ever lengthens (S3 refuses to shorten one without bypassing governance, which
+    this app never asks for). Failures are logged: the export stands, unlocked, and the catalog says so."""
+    try:
+        if not bucket_locked(deps, export):
+            return
+        until = er.planned_expiry(export.export_time, retention_policy(deps.settings)).astimezone(UTC)
+        for version in _versions(deps, export):
+            deps.clients.s3.put_object_retention(
+                Bucket=export.bucket, Key=version["Key"], VersionId=version["VersionId"], **_owner(export),
+                Retention={"Mode": deps.settings.export_lock_mode, "RetainUntilDate": until})
+        export.locked_until = until.isoformat()
+        logger.info("export locked", extra={"table": export.table, "export_run": export.run_id,
+                                            "locked_until": export.locked_until})
+    except (ClientError, BotoCoreError):
+        logger.exception("could not lock the export's objects", extra={"table": export.table,
+                                                                       "export_run": export.run_id})
+
+
+def prune(deps: Deps, store: ExportStore, table: str, now: datetime) -> list[str]:
+    """Retention of ``table``'s exports (BACKUP_RETENTION_DAYS, BACKUP_MIN_KEEP, BACKUP_RETENTION: the backups'
+    rules): each COMPLETED one's record says why it is kept and when it expires; one the rules expire has its
+    objects deleted (every version, under its own prefix), unless they are still locked: then it is kept by
+    ``lock`` until the lock ends. The newest BACKUP_MIN_KEEP (at least one) are never deleted. The run ids
+    whose objects were deleted."""
+    exports = {e.run_id: e for e in store.of_table(table) if e.status == er.COMPLETED and not e.deleted}
+    verdicts = er.export_verdicts([(e.run_id, e.export_time, e.locked_until) for e in exports.values()], now,
+                                  retention_policy(deps.settings))
+    deleted: list[str] = []
+    for verdict in verdicts:
+        export = exports[verdict.run_id]
+        expires = verdict.expires.isoformat() if verdict.expires else ""
+        if verdict.delete:
+            try:
+                _delete_objects(deps, export)
+            except (ClientError, BotoCoreError):  # a lock this app did not set, a refusal: kept, said, tried again
+                logger.exception("could not delete the export's objects", extra={"table": table,
+                                                                                 "export_run": export.run_id})
+                continue
+            export.deleted, export.kept_because, export.expires = True, [], expires
+            deleted.append(export.run_id)
+        elif list(verdict.kept) == export.kept_because and expires == export.expires:
+            continue
+        else:
+            export.kept_because, export.expires = list(verdict.kept), expires
+            if verdict.kept == ("lock",):
+                logger.info("export kept by its lock", extra={"table": table, "export_run": export.run_id,
+                                                              "locked_until": export.locked_until})
+        store.plan(export)
+    if deleted:
+        logger.info("expired exports deleted", extra={"table": table, "export_runs": deleted})
+    return deleted
+
+
+def _delete_objects(deps: Deps, export: Export) -> None:
+    versions = _versions(deps, export)
+    for start in range(0, len(versions), 1000):  # DeleteObjects takes 1,000 keys a call
+        answer = deps.clients.s3.delete_objects(Bucket=export.bucket, **_owner(export),
+                                                Delete={"Objects": versions[start:start + 1000], "Quiet": True})
+        if answer.get("Errors"):
+            error = answer["Errors"][0]
+            raise ClientError({"Error": {"Code": error.get("Code", ""), "Message": error.get("Message", "")}},
+                              "DeleteObjects")
 
 
 # --- the catalog -------------------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from chalice.test import Client
 from chalicelib.aws import Deps
 from chalicelib.backups import export_rules, exports, monitor
 from chalicelib.backups.export_store import ExportStore
+from chalicelib.settings import Calendar
 from tests.faults import Faults
-from tests.fixtures import Aws, FakeClock
+from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
 from tests.functional.export_support import BUCKET, export_polls, export_stage, finish_exports, moto_exports
 
 
@@ -143,3 +144,61 @@ def test_the_catalog_shows_a_tables_exports_beside_its_backups_with_size_and_ite
         (shown,) = page["exports"]
         assert shown["status"] == "COMPLETED" and shown["item_count"] == 2 and shown["size_bytes"] > 0
         assert shown["location"] == f"s3://{BUCKET}/timekeeper-test/orders/{run.run_id}/"
+
+
+def _export_days(aws: Aws, deps: Deps, clock: FakeClock, days: int) -> list[str]:
+    """One export run a day for ``days`` days, each followed to its end (and its retention)."""
+    run_ids = []
+    for _ in range(days):
+        run = exports.start(deps, clock.now.replace(microsecond=0))
+        finish_exports(deps)
+        assert _poll(deps, run.run_id, 0) == "complete"
+        run_ids.append(run.run_id)
+        clock.advance(days=1)
+    return run_ids
+
+
+def _keys(deps: Deps, prefix: str) -> list[str]:
+    versions = deps.clients.s3.list_object_versions(Bucket=BUCKET, Prefix=prefix)
+    return [v["Key"] for v in versions.get("Versions", [])]
+
+
+def test_retention_deletes_expired_exports_objects_under_the_stage_prefix_only_and_keeps_the_newest(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders"], backup_retention_days=2, backup_min_keep=1)
+    deps.clients.s3.put_object(Bucket=BUCKET, Key="someone-else/orders/keep.json", Body=b"{}")
+
+    run_ids = _export_days(aws, deps, clock, 4)
+
+    store = ExportStore(deps)
+    records = {r: store.get("orders", r) for r in run_ids}
+    assert [records[r].deleted for r in run_ids] == [True, False, False, False]  # type: ignore[union-attr]
+    assert _keys(deps, f"timekeeper-test/orders/{run_ids[0]}/") == []
+    assert len(_keys(deps, f"timekeeper-test/orders/{run_ids[3]}/")) == 3  # manifests and data
+    assert _keys(deps, "someone-else/") == ["someone-else/orders/keep.json"]
+    newest, older = records[run_ids[3]], records[run_ids[1]]
+    assert newest is not None and newest.kept_because == ["last_good", "age"] and not newest.expires  # while newest
+    assert older is not None and older.kept_because == ["age"]
+    assert older.expires == (older.export_time + timedelta(days=2)).isoformat()
+
+
+def test_a_locked_bucket_gets_each_exports_objects_locked_to_its_planned_expiry_and_the_lock_keeps_them_longer(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders"], make_bucket=False, backup_retention_days=1, backup_min_keep=1)
+    deps.clients.s3.create_bucket(Bucket=BUCKET, ObjectLockEnabledForBucket=True)
+    deps.clients.s3.put_object_lock_configuration(Bucket=BUCKET, ObjectLockConfiguration={
+        "ObjectLockEnabled": "Enabled"})
+    use_settings(deps, backup_retention=Calendar(weekly=1))  # an export kept a week at most: locked a week
+
+    run_ids = _export_days(aws, deps, clock, 3)
+
+    first = ExportStore(deps).get("orders", run_ids[0])
+    assert first is not None and not first.deleted
+    assert first.kept_because == ["lock"]  # the rules expire it, its lock keeps it
+    assert first.locked_until == (first.export_time + timedelta(weeks=1)).isoformat()
+    versions = deps.clients.s3.list_object_versions(Bucket=BUCKET, Prefix=f"timekeeper-test/orders/{run_ids[0]}/")
+    for version in versions["Versions"]:  # every object of the export is still there, locked
+        from moto.s3.models import s3_backends
+        (kept,) = [k for k in s3_backends[ACCOUNT]["aws"].buckets[BUCKET].keys.getlist(version["Key"])
+                   if k.version_id == version["VersionId"]]
+        assert (kept.lock_mode, kept.lock_until) == ("GOVERNANCE", first.locked_until.replace("+00:00", "Z"))
