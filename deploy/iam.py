@@ -341,6 +341,14 @@ class _Builder:
                 "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query",
                 "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], targets),
         ]
+        if self.settings.export_bucket:  # restore from an export: ImportTable into a target, reading the export
+            bucket = f"arn:{self.where.partition}:s3:::{self.settings.export_bucket}"
+            statements += [
+                _statement("ImportExportsIntoRestoreTargets", ["dynamodb:ImportTable", "dynamodb:DescribeImport"],
+                           targets),
+                _statement("ReadExportObjects", ["s3:GetObject"], [self.export_objects()]),
+                _statement("ListExportObjectsToImport", ["s3:ListBucket"], [bucket],
+                           {"StringLike": {"s3:prefix": [f"{self.settings.export_prefix}/*"]}})]
         if not finish:
             return [*statements, _statement("DescribeSelectedBackups", ["dynamodb:DescribeBackup"], backups)]
         return [
@@ -360,7 +368,8 @@ class _Builder:
         sids = {st["Sid"] for st in self.restores(finish=True)}
         restoring = [st for st in statements if st["Effect"] == "Allow" and st["Sid"] in sids]
         others = [st for st in statements if st["Effect"] == "Allow" and st["Sid"] not in sids]
-        actions = list(dict.fromkeys(a for st in restoring for a in st["Action"] if a != "dynamodb:DescribeBackup"))
+        actions = list(dict.fromkeys(a for st in restoring for a in st["Action"] if a != "dynamodb:DescribeBackup"
+                                     and a.startswith("dynamodb:")))
         named = {self.table(n) for n in (*self.settings.backup_tables, *self.settings.backup_api_tables)}
         denied: dict[tuple[str, ...], list[str]] = {}
         for arn in map(self.table, self.settings.own_tables()):

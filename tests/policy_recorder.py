@@ -172,6 +172,10 @@ def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     for entry in params.get("Entries", []) or []:  # events.PutEvents: each entry's bus
         if isinstance(entry, dict) and isinstance(entry.get("EventBusName"), str):
             out.append(("EventBusName", entry["EventBusName"]))
+    creation, source = params.get("TableCreationParameters"), params.get("S3BucketSource")  # dynamodb.ImportTable
+    if isinstance(creation, dict) and isinstance(source, dict):
+        out += [("ImportTable", str(creation.get("TableName", ""))), ("ImportBucket", str(source.get("S3Bucket", ""))),
+                ("ImportPrefix", str(source.get("S3KeyPrefix", "")))]
     delete = params.get("Delete")  # s3.DeleteObjects: each object (and whether a version is named)
     if isinstance(delete, dict):
         for entry in delete.get("Objects", []) or []:
@@ -235,6 +239,10 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         context = (("dynamodb:Attributes", ",".join(attributes)),) if attributes else ()
         if tables:
             return [Request(action, arn("dynamodb", f"table/{t}"), context) for t in tables]
+        if call.operation == "ImportTable":  # the new table, and the export's objects it reads
+            return [Request(action, arn("dynamodb", f"table/{params.get('ImportTable', '')}")),
+                    Request("s3:GetObject", f"arn:{partition}:s3:::{params.get('ImportBucket', '')}/"
+                                            f"{params.get('ImportPrefix', '')}x")]
         if "TableArn" in params and "S3Bucket" in params:  # an export writes its objects with the caller's rights
             objects = f"arn:{partition}:s3:::{params['S3Bucket']}/{params.get('S3Prefix', '')}/AWSDynamoDB/x"
             return [Request(action, params["TableArn"]), Request("s3:PutObject", objects)]

@@ -49,6 +49,7 @@ class Export:
     kept_because: list[str] = field(default_factory=list)
     locked_until: str = ""    # the objects' Object Lock retention, as set
     deleted: bool = False     # its objects were deleted (retention)
+    schema: dict[str, Any] = field(default_factory=dict)  # the table's keys and indexes: what an import recreates
 
     def to_item(self) -> dict[str, Any]:
         item: dict[str, Any] = {
@@ -57,7 +58,7 @@ class Export:
             "prefix": self.prefix, "owner": self.owner, "status": self.status, "export_arn": self.export_arn,
             "item_count": self.item_count, "size_bytes": self.size_bytes, "failure_code": self.failure_code,
             "error": self.error, "expires": self.expires, "kept_because": self.kept_because,
-            "locked_until": self.locked_until, "deleted": self.deleted}
+            "locked_until": self.locked_until, "deleted": self.deleted, "schema": self.schema}
         if self.started_at:
             item["started_at"] = self.started_at.isoformat()
         if self.finished_at:
@@ -75,7 +76,7 @@ class Export:
                    size_bytes=int(item.get("size_bytes", 0)), failure_code=item.get("failure_code", ""),
                    error=item.get("error", ""), expires=item.get("expires", ""),
                    kept_because=list(item.get("kept_because", [])), locked_until=item.get("locked_until", ""),
-                   deleted=bool(item.get("deleted", False)))
+                   deleted=bool(item.get("deleted", False)), schema=dict(item.get("schema", {})))
 
     def view(self) -> dict[str, Any]:
         """What the API shows of an export."""
@@ -169,9 +170,10 @@ class ExportStore(StateStore):
         """PENDING -> IN_PROGRESS with its ARN (or a PENDING one's outcome: REFUSED, FAILED to start)."""
         done, _ = self._items.update(
             self._key(export.table, export.run_id),
-            "SET #s = :status, export_arn = :arn, started_at = :started, #e = :error, failure_code = :code",
-            "#s = :pending", {"#s": "status", "#e": "error"},
+            "SET #s = :status, export_arn = :arn, started_at = :started, #e = :error, failure_code = :code, "
+            "#schema = :schema", "#s = :pending", {"#s": "status", "#e": "error", "#schema": "schema"},
             {":status": export.status, ":arn": export.export_arn, ":pending": PENDING, ":error": export.error,
+             ":schema": export.schema,
              ":code": export.failure_code, ":started": export.started_at.isoformat() if export.started_at else ""})
         return done
 

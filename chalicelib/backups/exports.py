@@ -105,7 +105,9 @@ def _ask(deps: Deps, export: Export) -> None:
     sets the export's status (IN_PROGRESS, REFUSED, FAILED), its ARN or its error."""
     client = deps.clients.dynamodb
     try:
-        arn = retry_transient(lambda: client.describe_table(TableName=export.table), deps.sleep)["Table"]["TableArn"]
+        described = retry_transient(lambda: client.describe_table(TableName=export.table), deps.sleep)["Table"]
+        arn = described["TableArn"]
+        export.schema = table_schema(described)
         pitr = retry_transient(lambda: client.describe_continuous_backups(TableName=export.table), deps.sleep)
     except ClientError as exc:
         export.status, export.failure_code = er.FAILED, error_code(exc)
@@ -145,6 +147,16 @@ def _ask(deps: Deps, export: Export) -> None:
                 logger.info("export found after a failed answer", extra={"table": export.table, "export_arn": found})
                 export.status, export.export_arn = er.IN_PROGRESS, found
                 return
+
+
+def table_schema(table: Any) -> dict[str, Any]:
+    """What ImportTable needs to recreate the table (DescribeTable's keys, attributes and global indexes)."""
+    schema: dict[str, Any] = {"KeySchema": table["KeySchema"], "AttributeDefinitions": table["AttributeDefinitions"]}
+    indexes = [{"IndexName": i["IndexName"], "KeySchema": i["KeySchema"], "Projection": i["Projection"]}
+               for i in table.get("GlobalSecondaryIndexes", [])]
+    if indexes:
+        schema["GlobalSecondaryIndexes"] = indexes
+    return schema
 
 
 def find_export(deps: Deps, table_arn: str, export: Export) -> str | None:

@@ -405,7 +405,7 @@ def test_a_restore_targets_pattern_never_reaches_the_apps_own_tables() -> None:
 
 def test_exports_get_their_actions_on_the_selection_and_the_stage_prefix_only_and_nothing_that_unlocks() -> None:
     settings = replace(Settings.from_env(), task_action_target_arns=(), export_bucket="vault",
-                       export_prefix="timekeeper-prod", export_tables=("orders", "users"))
+                       export_prefix="timekeeper-prod", export_tables=("orders", "users"), backup_tables=("orders",))
     policies = iam.function_policies(settings, WHERE)
     assert "export_trigger" in policies and "export_trigger" not in iam.function_policies(
         replace(settings, export_bucket=""), WHERE)  # a stage without EXPORT_BUCKET has no export function
@@ -415,14 +415,16 @@ def test_exports_get_their_actions_on_the_selection_and_the_stage_prefix_only_an
             actions = set(statement["Action"])
             assert not actions & {"s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration",
                                   "s3:PutBucketPolicy", "s3:DeleteBucket"}, (function, statement)
-            if actions & {"dynamodb:ExportTableToPointInTime", "dynamodb:ImportTable"}:
+            if actions & {"dynamodb:ExportTableToPointInTime"}:
                 assert statement["Resource"] == [WHERE.arn("dynamodb", "table/orders"),
                                                  WHERE.arn("dynamodb", "table/users")], statement
+            if actions & {"dynamodb:ImportTable"} and statement["Effect"] == "Allow":  # a new table: a target only
+                assert statement["Resource"] == [WHERE.arn("dynamodb", "table/orders-restored-*")], statement
             object_actions = {a for a in actions if a.startswith("s3:") and "Bucket" not in a}
             if object_actions:
                 assert statement["Resource"] == [objects], statement
             elif actions & {"s3:ListBucket", "s3:ListBucketVersions"}:
                 assert statement["Condition"] == {"StringLike": {"s3:prefix": ["timekeeper-prod/*"]}}, statement
     granted = {a for p in policies.values() for s in p["Statement"] for a in s["Action"]}
-    assert {"dynamodb:ExportTableToPointInTime", "s3:PutObject", "s3:PutObjectRetention",
+    assert {"dynamodb:ExportTableToPointInTime", "dynamodb:ImportTable", "s3:GetObject", "s3:PutObject", "s3:PutObjectRetention",
             "s3:DeleteObjectVersion"} <= granted

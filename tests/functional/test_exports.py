@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from chalice.test import Client
@@ -202,3 +203,51 @@ def test_a_locked_bucket_gets_each_exports_objects_locked_to_its_planned_expiry_
         (kept,) = [k for k in s3_backends[ACCOUNT]["aws"].buckets[BUCKET].keys.getlist(version["Key"])
                    if k.version_id == version["VersionId"]]
         assert (kept.lock_mode, kept.lock_until) == ("GOVERNANCE", first.locked_until.replace("+00:00", "Z"))
+
+
+def _completed_export(aws: Aws, deps: Deps, clock: FakeClock) -> str:
+    export_stage(deps, ["orders"], backup_tables=("orders",))
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    finish_exports(deps)
+    assert _poll(deps, run.run_id, 0) == "complete"
+    return run.run_id
+
+
+def _restore_from(client: Client, deps: Deps, export: str) -> dict[str, Any]:
+    response = client.http.post("/backups/restores", headers={"Content-Type": "application/json"}, body=json.dumps({
+        "table": "orders", "target": "orders-restored-1", "export": export, "restore_id": "from-export"}))
+    assert response.status_code == 202, response.body
+    from moto.dynamodb.models import dynamodb_backends
+    for made in dynamodb_backends[ACCOUNT][deps.settings.region].table_imports.values():
+        made.join(timeout=10)
+    assert monitor.check_run(deps, json.dumps({"restore_id": "from-export", "poll": 0}), "r-0") == "active"
+    body: dict[str, Any] = client.http.get("/backups/restores/from-export").json_body
+    return body
+
+
+@pytest.mark.parametrize("lost", [False, True])
+def test_a_restore_from_an_export_imports_it_into_a_new_table_with_the_sources_settings_once(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client, faults: Faults, lost: bool) -> None:
+    run_id = _completed_export(aws, deps, clock)
+    if lost:  # ImportTable applied, its answer lost: the next poll finds the table; no second table, no second copy
+        faults.inject("dynamodb.ImportTable", "lost")
+
+    restore = _restore_from(client, deps, run_id)
+
+    assert restore["status"] == "ACTIVE" and restore["restored_from"]["from"] == "export"
+    assert restore["comparison"]["compared_with"] == "export"
+    assert restore["comparison"]["recorded_items"] == restore["comparison"]["restored_items"] == 2
+    assert "pitr" in restore["settings_applied"]  # re-applied from the source, as a backup restore does
+    tables = deps.clients.dynamodb.list_tables()["TableNames"]
+    assert tables.count("orders-restored-1") == 1
+    from moto.dynamodb.models import dynamodb_backends
+    imports = dynamodb_backends[ACCOUNT][deps.settings.region].table_imports.values()
+    assert [i.status for i in imports] == ["COMPLETED"]  # one import (its ClientToken) whatever was lost
+
+
+def test_a_restore_names_an_export_that_exists_or_is_refused_naming_the_field(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    _completed_export(aws, deps, clock)
+    response = client.http.post("/backups/restores", headers={"Content-Type": "application/json"}, body=json.dumps({
+        "table": "orders", "target": "orders-restored-1", "export": "20200101T000000Z"}))
+    assert response.status_code == 400 and response.json_body["field"] == "export", response.body
