@@ -39,6 +39,7 @@ webhook signing secrets it may read are TASK_WEBHOOK_SECRETS, by name.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -265,7 +266,8 @@ class _Builder:
                     _statement("ListExportObjects", ["s3:ListBucket", "s3:ListBucketVersions"], [bucket],
                                {"StringLike": {"s3:prefix": [f"{s.export_prefix}/*"]}}),
                     _statement("ReadBucketLock", ["s3:GetBucketObjectLockConfiguration"], [bucket]),
-                    _statement("LockAndDeleteExportObjects", ["s3:PutObjectRetention", "s3:DeleteObject",
+                    _statement("LockAndDeleteExportObjects", ["s3:GetObject", "s3:PutObjectRetention",
+                                                              "s3:DeleteObject",
                                                               "s3:DeleteObjectVersion"], [self.export_objects()])]
         return [
             _statement("ListExports", ["dynamodb:ListExports"], ["*"]),  # AWS has no narrower resource
@@ -598,3 +600,53 @@ def cloudformation(value: Any) -> Any:
     if isinstance(value, str) and "${AWS::" in value:
         return {"Fn::Sub": value}
     return value
+
+
+# What a bucket in another account must allow the stage's roles, and what no bucket policy of ours may hold.
+EXPORT_OBJECT_ACTIONS = ("s3:PutObject", "s3:AbortMultipartUpload", "s3:PutObjectAcl", "s3:GetObject",
+                         "s3:PutObjectRetention", "s3:DeleteObject", "s3:DeleteObjectVersion")
+EXPORT_BUCKET_ACTIONS = ("s3:ListBucket", "s3:ListBucketVersions")
+NEVER_GRANTED = ("s3:*", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration", "s3:PutBucketPolicy",
+                 "s3:DeleteBucket", "s3:DeleteBucketPolicy")
+EXPORT_FUNCTIONS = ("export_trigger", "backup_monitor", API_HANDLER)  # who writes, follows and prunes, imports
+
+
+def export_bucket_policy(settings: Settings, where: Account) -> Policy:
+    """The bucket policy EXPORT_BUCKET needs when it belongs to another account (EXPORT_BUCKET_OWNER): the
+    stage's export, monitor and API roles (Chalice names them <app>-<stage>-<function>) may write, read, lock and
+    delete objects under EXPORT_PREFIX only, list under it, and read the bucket's Object Lock configuration."""
+    roles = [where.arn("iam", f"role/{APP_NAME}-{settings.stage}-{f}", regional=False) for f in EXPORT_FUNCTIONS]
+    bucket = f"arn:{where.partition}:s3:::{settings.export_bucket}"
+    principal = {"AWS": roles}
+    return {"Version": "2012-10-17", "Statement": [
+        {**_statement("TimekeeperExportObjects", EXPORT_OBJECT_ACTIONS, [f"{bucket}/{settings.export_prefix}/*"]),
+         "Principal": principal},
+        {**_statement("TimekeeperListExports", EXPORT_BUCKET_ACTIONS, [bucket],
+                      {"StringLike": {"s3:prefix": [f"{settings.export_prefix}/*"]}}), "Principal": principal},
+        {**_statement("TimekeeperReadObjectLock", ["s3:GetBucketObjectLockConfiguration"], [bucket]),
+         "Principal": principal},
+    ]}
+
+
+def export_bucket_policy_problems(policy: Policy, settings: Settings) -> list[str]:
+    """What is wrong with a bucket policy for the stage's exports (empty: nothing): a statement that grants
+    what unlocks or reconfigures a bucket, an object action beyond EXPORT_PREFIX, a principal not this stage's."""
+    problems: list[str] = []
+    prefix = f":::{settings.export_bucket}/{settings.export_prefix}/"
+    for statement in policy.get("Statement", []):
+        sid, actions = statement.get("Sid", "?"), _listify(statement.get("Action", []))
+        resources = _listify(statement.get("Resource", []))
+        problems += [f"{sid}: grants {a}" for a in actions if a in NEVER_GRANTED]
+        if any(a in EXPORT_OBJECT_ACTIONS for a in actions):
+            problems += [f"{sid}: object actions on {r}, outside {settings.export_prefix}/"
+                         for r in resources if prefix not in r]
+        if any(a in EXPORT_BUCKET_ACTIONS for a in actions) and "s3:prefix" not in json.dumps(statement.get("Condition")):
+            problems.append(f"{sid}: lists the whole bucket (no s3:prefix condition)")
+        principals = _listify(statement.get("Principal", {}).get("AWS", []))
+        problems += [f"{sid}: principal {p} is not one of the stage's roles" for p in principals
+                     if f":role/{APP_NAME}-{settings.stage}-" not in p]
+    return problems
+
+
+def _listify(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)

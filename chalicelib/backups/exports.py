@@ -248,16 +248,47 @@ def _check(deps: Deps, store: ExportStore, export: Export, now: datetime) -> boo
                     er.STUCK: f"still IN_PROGRESS {deps.settings.export_deadline_minutes} minutes after it started",
                     er.FAILED: f"{export.failure_code}: {described.get('FailureMessage') or ''}"}.get(status, "")
     if status == er.COMPLETED:
-        lock(deps, export)
+        problem = manifest_problem(deps, export, described)
+        if problem:
+            export.status, export.error = er.FAILED, problem
+        else:
+            lock(deps, export)
     if not store.settle(export):
         return True
     if export.locked_until:
         store.plan(export)
+    status = export.status  # a COMPLETED export whose manifests disagree is FAILED
     (logger.info if status == er.COMPLETED else logger.error)("export settled", extra={
         "export_run": export.run_id, "table": export.table, "status": status, "reason": export.error})
     if status != er.COMPLETED and not (status == er.FAILED and er.is_bucket_failure(export.failure_code)):
         _alert(deps, f"timekeeper: export of {export.table} {status.lower()}", export)
     return True
+
+
+def manifest_problem(deps: Deps, export: Export, described: Any) -> str:
+    """A COMPLETED export checked by its manifests (two S3 GETs; an import would cost $0.15 a GB): the summary's
+    item count is DescribeExport's, and the data files' counts (manifest-files.json) add up to it. What is
+    wrong ("": nothing)."""
+    key = str(described.get("ExportManifest") or "")
+    if not key:
+        return "no ExportManifest in DescribeExport's answer"
+    try:
+        summary = json.loads(_read(deps, export, key))
+        files = [json.loads(line) for line in _read(deps, export, str(summary["manifestFilesS3Key"])).splitlines()
+                 if line.strip()]
+    except (ClientError, KeyError, ValueError) as exc:
+        return f"the export's manifests cannot be read: {exc}"[:1000]
+    counted = sum(int(f.get("itemCount", 0)) for f in files)
+    if not int(summary.get("itemCount", -1)) == counted == export.item_count:
+        return (f"manifest counts disagree: DescribeExport {export.item_count}, manifest-summary.json "
+                f"{summary.get('itemCount')}, data files {counted}")
+    return ""
+
+
+def _read(deps: Deps, export: Export, key: str) -> str:
+    body = retry_transient(lambda: deps.clients.s3.get_object(Bucket=export.bucket, Key=key, **_owner(export)),
+                           deps.sleep)["Body"]
+    return str(body.read().decode())
 
 
 def _alert_bucket(deps: Deps, store: ExportStore, run: ExportRun, failed: list[Export]) -> bool:

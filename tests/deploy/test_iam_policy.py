@@ -428,3 +428,27 @@ def test_exports_get_their_actions_on_the_selection_and_the_stage_prefix_only_an
     granted = {a for p in policies.values() for s in p["Statement"] for a in s["Action"]}
     assert {"dynamodb:ExportTableToPointInTime", "dynamodb:ImportTable", "s3:GetObject", "s3:PutObject", "s3:PutObjectRetention",
             "s3:DeleteObjectVersion"} <= granted
+
+
+def test_the_bucket_policy_for_another_accounts_bucket_is_rendered_and_a_wrong_one_refused() -> None:
+    from deploy.cli import export_bucket_note
+
+    settings = replace(Settings.from_env(), stage="prod", export_bucket="vault", export_bucket_owner="210987654321",
+                       export_prefix="timekeeper-prod")
+    note = export_bucket_note(settings, WHERE)
+    policy = json.loads(note[note.index("{"):])
+    assert iam.export_bucket_policy_problems(policy, settings) == []
+    (objects, listing, lock) = policy["Statement"]
+    assert objects["Resource"] == ["arn:aws:s3:::vault/timekeeper-prod/*"]
+    assert objects["Principal"]["AWS"] == [f"arn:aws:iam::123456789012:role/timekeeper-prod-{f}"
+                                           for f in ("export_trigger", "backup_monitor", "api_handler")]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["timekeeper-prod/*"]}}
+    assert lock["Action"] == ["s3:GetBucketObjectLockConfiguration"]
+
+    objects["Action"].append("s3:BypassGovernanceRetention")
+    objects["Resource"] = ["arn:aws:s3:::vault/*"]
+    del listing["Condition"]
+    assert iam.export_bucket_policy_problems(policy, settings) == [
+        "TimekeeperExportObjects: grants s3:BypassGovernanceRetention",
+        "TimekeeperExportObjects: object actions on arn:aws:s3:::vault/*, outside timekeeper-prod/",
+        "TimekeeperListExports: lists the whole bucket (no s3:prefix condition)"]

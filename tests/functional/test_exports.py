@@ -251,3 +251,19 @@ def test_a_restore_names_an_export_that_exists_or_is_refused_naming_the_field(
     response = client.http.post("/backups/restores", headers={"Content-Type": "application/json"}, body=json.dumps({
         "table": "orders", "target": "orders-restored-1", "export": "20200101T000000Z"}))
     assert response.status_code == 400 and response.json_body["field"] == "export", response.body
+
+
+def test_a_completed_export_whose_manifests_disagree_with_its_count_fails_with_one_alert(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders"])
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    finish_exports(deps)
+    (summary,) = [k for k in _keys(deps, "timekeeper-test/orders/") if k.endswith("manifest-summary.json")]
+    written = json.loads(deps.clients.s3.get_object(Bucket=BUCKET, Key=summary)["Body"].read())
+    deps.clients.s3.put_object(Bucket=BUCKET, Key=summary, Body=json.dumps({**written, "itemCount": 1}).encode())
+
+    assert _poll(deps, run.run_id, 0) == "complete"
+
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.status == "FAILED" and "manifest counts disagree" in record.error
+    assert [a["subject"] for a in aws.alerts()] == ["timekeeper: export of orders failed"]
