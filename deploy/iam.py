@@ -259,25 +259,26 @@ class _Builder:
         tables = self.exported_tables()
         if not s.export_bucket or not tables:
             return []
-        described = [_statement("DescribeExports", ["dynamodb:DescribeExport"], [f"{t}/export/*" for t in tables])]
         bucket = f"arn:{self.where.partition}:s3:::{s.export_bucket}"
-        if not start:  # follow, lock and prune (never s3:BypassGovernanceRetention: a locked object stays)
-            return [*described,
-                    _statement("ListExportObjects", ["s3:ListBucket", "s3:ListBucketVersions"], [bucket],
-                               {"StringLike": {"s3:prefix": [f"{s.export_prefix}/*"]}}),
-                    _statement("ReadBucketLock", ["s3:GetBucketObjectLockConfiguration"], [bucket]),
-                    _statement("LockAndDeleteExportObjects", ["s3:GetObject", "s3:PutObjectRetention",
-                                                              "s3:DeleteObject",
-                                                              "s3:DeleteObjectVersion"], [self.export_objects()])]
-        return [
+        starting = [
             _statement("ListExports", ["dynamodb:ListExports"], ["*"]),  # AWS has no narrower resource
             _statement("ExportSelectedTables", ["dynamodb:DescribeTable", "dynamodb:DescribeContinuousBackups",
                                                 "dynamodb:ExportTableToPointInTime"], tables),
-            *described,
+            _statement("DescribeExports", ["dynamodb:DescribeExport"], [f"{t}/export/*" for t in tables]),
             # ExportTableToPointInTime writes with the caller's permissions.
             _statement("WriteExportObjects", ["s3:PutObject", "s3:AbortMultipartUpload", "s3:PutObjectAcl"],
                        [self.export_objects()]),
         ]
+        if start:
+            return starting
+        # The monitor: starts the exports the account's quota deferred, follows, locks and prunes (never
+        # s3:BypassGovernanceRetention: a locked object stays).
+        return [*starting,
+                _statement("ListExportObjects", ["s3:ListBucket", "s3:ListBucketVersions"], [bucket],
+                           {"StringLike": {"s3:prefix": [f"{s.export_prefix}/*"]}}),
+                _statement("ReadBucketLock", ["s3:GetBucketObjectLockConfiguration"], [bucket]),
+                _statement("LockAndDeleteExportObjects", ["s3:GetObject", "s3:PutObjectRetention", "s3:DeleteObject",
+                                                          "s3:DeleteObjectVersion"], [self.export_objects()])]
 
     def restore_tables(self) -> str:
         """The stage's temporary restore tables (chalicelib/backups/verify_rules.restore_table_name)."""
@@ -489,7 +490,7 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
                        [where.arn("dynamodb", "table/*/backup/*")]),
             *b.verify_restores(),
             *b.restores(finish=True),  # a restore's polls
-            *b.exports(start=False),  # an export run's polls
+            *b.exports(start=False),  # an export run's polls (which start the exports the account's quota deferred)
             b.send("SendToMonitorQueues", s.backup_monitor_queue, s.backup_monitor_dlq),
             b.consume("ConsumeMonitorQueue", s.backup_monitor_queue),
             b.alerts(),

@@ -76,12 +76,14 @@ def start(deps: Deps, at: datetime) -> ExportRun:
     return run
 
 
-def export_table(deps: Deps, store: ExportStore, run: ExportRun, table: str) -> Export:
-    """Record and start ``table``'s export of ``run`` (a repeat goes on from the record it finds)."""
+def export_table(deps: Deps, store: ExportStore, run: ExportRun, table: str, pending: Export | None = None) -> Export:
+    """Record and start ``table``'s export of ``run`` (a repeat goes on from the record it finds); ``pending``:
+    its PENDING record, read already (the monitor starting an export the quota deferred)."""
     s = deps.settings
-    export = Export(table=table, export_time=run.export_time, run_id=run.run_id, bucket=s.export_bucket,
-                    prefix=er.export_prefix(s.export_prefix, table, run.export_time), owner=s.export_bucket_owner)
-    if not store.create(export):
+    export = pending or Export(table=table, export_time=run.export_time, run_id=run.run_id, bucket=s.export_bucket,
+                               prefix=er.export_prefix(s.export_prefix, table, run.export_time),
+                               owner=s.export_bucket_owner)
+    if pending is None and not store.create(export):
         found = store.get(table, run.run_id)
         assert found is not None
         if found.status != er.PENDING:
@@ -89,6 +91,10 @@ def export_table(deps: Deps, store: ExportStore, run: ExportRun, table: str) -> 
         export = found
     export.started_at = deps.clock()
     _ask(deps, export)
+    if export.status == er.PENDING:
+        logger.warning("export deferred: the account's concurrent exports are at their quota",
+                       extra={"export_run": run.run_id, "table": table})
+        return export
     if not store.started(export):
         return store.get(table, run.run_id) or export
     if export.status in (er.REFUSED, er.FAILED):
@@ -135,6 +141,9 @@ def _ask(deps: Deps, export: Export) -> None:
             attempt += 1
             if isinstance(exc, ClientError) and error_code(exc) == "PointInTimeRecoveryUnavailableException":
                 export.status, export.error = er.REFUSED, PITR_OFF
+                return
+            if isinstance(exc, ClientError) and error_code(exc) == "LimitExceededException":
+                export.status = er.PENDING  # 300 exports at once an account: a later poll starts it
                 return
             if not is_transient(exc) or attempt == EXPORT_ATTEMPTS:
                 export.status = er.FAILED
@@ -202,8 +211,13 @@ def poll(deps: Deps, run_id: str, number: int) -> str:
     exports: list[Export] = []
     for table in run.tables:
         export = store.get(table, run.run_id)
-        if export is None or export.status == er.PENDING:  # its start is under way, or died (a repeat resumes it)
-            waiting = waiting or (export is not None and not _past_deadline(deps, run.export_time, now))
+        if export is not None and export.status == er.PENDING and not _past_deadline(deps, run.export_time, now):
+            # deferred (the account's 300 concurrent exports), or its start died: started (again) from here
+            if export_table(deps, store, run, table, export).status == er.PENDING:
+                waiting = True
+                continue
+            export = store.get(table, run.run_id) or export
+        if export is None or export.status == er.PENDING:
             continue
         exports.append(export)
         if export.status != er.IN_PROGRESS:

@@ -267,3 +267,22 @@ def test_a_completed_export_whose_manifests_disagree_with_its_count_fails_with_o
     record = ExportStore(deps).get("orders", run.run_id)
     assert record is not None and record.status == "FAILED" and "manifest counts disagree" in record.error
     assert [a["subject"] for a in aws.alerts()] == ["timekeeper: export of orders failed"]
+
+
+def test_an_export_the_accounts_quota_refuses_is_deferred_and_started_by_the_next_poll_without_an_alert(
+        aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    export_stage(deps, ["orders"])
+    faults.inject("dynamodb.ExportTableToPointInTime", "error", code="LimitExceededException")
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    deferred = ExportStore(deps).get("orders", run.run_id)
+    assert deferred is not None and deferred.status == "PENDING" and not moto_exports(deps)
+
+    first = _poll(deps, run.run_id, 0)  # started now (300 exports at once an account), followed from here
+    assert len(moto_exports(deps)) == 1
+    if first == "requeued":  # moto's export thread had not finished when the poll described it
+        finish_exports(deps)
+        first = _poll(deps, run.run_id, 1)
+    assert first == "complete"
+
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.status == "COMPLETED" and aws.alerts() == []
