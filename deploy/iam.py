@@ -477,14 +477,16 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
                        [b.restore_tables()]),
         ],
         "export_trigger": [
-            b.state_table("ExportRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+            b.state_table("ExportRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
             *(b.export_selection() if not s.export_tables else []),
             *b.exports(start=True),
             b.send("SendToMonitorQueue", s.backup_monitor_queue),
             b.alerts(),
         ],
         "backup_monitor": [
-            b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchWriteItem"]),
+            # PutItem: an export its run's trigger died before recording (chalicelib/backups/exports.py poll)
+            b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchWriteItem",
+                                         *(["dynamodb:PutItem"] if s.export_bucket else [])]),
             *b.backups(),  # it takes over the start of a run whose trigger died (the start watch)
             _statement("ManageBackups", ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
                        [where.arn("dynamodb", "table/*/backup/*")]),

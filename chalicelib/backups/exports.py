@@ -62,6 +62,7 @@ def start(deps: Deps, at: datetime) -> ExportRun:
     if not s.export_bucket:
         raise ExportsOff("EXPORT_BUCKET is empty: this stage makes no exports")
     store = ExportStore(deps)
+    _resume_previous(deps, store, er.export_time_label(at))
     run = ExportRun(run_id=er.export_time_label(at), export_time=at, tables=export_tables(deps))
     if not store.create_run(run):
         existing = store.get_run(run.run_id)
@@ -74,6 +75,20 @@ def start(deps: Deps, at: datetime) -> ExportRun:
         export_table(deps, store, run, table)
     _send_poll(deps, run.run_id, 0)  # a repeat's second message is harmless: each poll number is claimed once
     return run
+
+
+def _resume_previous(deps: Deps, store: ExportStore, run_id: str) -> None:
+    """The previous run, if still RUNNING, gets a poll message of the number it expects: its chain of polls
+    goes on if a worker died between claiming a poll and sending the next (a live chain's twin of that number
+    finds it claimed: "duplicate"). Errors are logged: they must not stop this run."""
+    try:
+        previous = store.latest_run()
+        if previous is not None and previous.status == RUNNING and previous.run_id != run_id:
+            _send_poll(deps, previous.run_id, previous.poll)
+            logger.info("export run still running: poll sent again", extra={
+                "export_run": previous.run_id, "poll": previous.poll})
+    except Exception:
+        logger.exception("could not look at the previous export run")
 
 
 def export_table(deps: Deps, store: ExportStore, run: ExportRun, table: str, pending: Export | None = None) -> Export:
@@ -211,8 +226,9 @@ def poll(deps: Deps, run_id: str, number: int) -> str:
     exports: list[Export] = []
     for table in run.tables:
         export = store.get(table, run.run_id)
-        if export is not None and export.status == er.PENDING and not _past_deadline(deps, run.export_time, now):
-            # deferred (the account's 300 concurrent exports), or its start died: started (again) from here
+        if (export is None or export.status == er.PENDING) and not _past_deadline(deps, run.export_time, now):
+            # deferred (the account's 300 concurrent exports), or its start died (before or after its record was
+            # written: the trigger's Lambda timed out): started (again) from here
             if export_table(deps, store, run, table, export).status == er.PENDING:
                 waiting = True
                 continue

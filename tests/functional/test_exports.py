@@ -11,7 +11,7 @@ from chalice.test import Client
 
 from chalicelib.aws import Deps
 from chalicelib.backups import export_rules, exports, monitor
-from chalicelib.backups.export_store import ExportStore
+from chalicelib.backups.export_store import ExportRun, ExportStore
 from chalicelib.settings import Calendar
 from tests.faults import Faults
 from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
@@ -286,3 +286,26 @@ def test_an_export_the_accounts_quota_refuses_is_deferred_and_started_by_the_nex
 
     record = ExportStore(deps).get("orders", run.run_id)
     assert record is not None and record.status == "COMPLETED" and aws.alerts() == []
+
+
+def test_a_trigger_that_died_before_recording_some_exports_is_finished_by_the_monitor_and_a_dead_chain_resumed(
+        aws: Aws, deps: Deps, clock: FakeClock) -> None:
+    export_stage(deps, ["orders", "users"])
+    at = clock.now.replace(microsecond=0)
+    store = ExportStore(deps)
+    store.create_run(ExportRun(run_id=export_rules.export_time_label(at), export_time=at, tables=["orders", "users"]))
+    store.claim_poll(export_rules.export_time_label(at), 0)  # poll 0 claimed, then its worker died: no poll 1 sent
+
+    clock.advance(hours=1)  # within EXPORT_DEADLINE_MINUTES
+    exports.start(deps, clock.now.replace(microsecond=0))  # the next run sends the dead chain's poll again
+    polls = export_polls(aws, deps)
+    assert {"export_run": export_rules.export_time_label(at), "poll": 1} in polls
+
+    first = _poll(deps, export_rules.export_time_label(at), 1)  # its tables' exports, never recorded: made now
+    finish_exports(deps)
+    if first == "requeued":
+        first = _poll(deps, export_rules.export_time_label(at), 2)
+    assert first == "complete"
+    for table in ("orders", "users"):
+        record = store.get(table, export_rules.export_time_label(at))
+        assert record is not None and record.status == "COMPLETED"
