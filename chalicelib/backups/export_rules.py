@@ -10,6 +10,7 @@ and a listing of the table's exports finds it by its prefix where a token is not
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -29,6 +30,9 @@ SETTLED = (COMPLETED, FAILED, REFUSED, VANISHED, STUCK)
 # Object Lock or encryption): one alert names the bucket, not one a table.
 BUCKET_FAILURES = ("S3NoSuchBucket", "S3AccessDenied", "S3InvalidBucketName", "S3ObjectLocked", "S3PermissionDenied",
                    "KMSAccessDenied")
+
+
+EXPORT_RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z")  # an export run's id: its export time (export_time_label)
 
 
 def export_time_label(at: datetime) -> str:

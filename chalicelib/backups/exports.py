@@ -30,6 +30,7 @@ from chalicelib.backups import export_rules as er
 from chalicelib.backups.export_store import RUNNING, Export, ExportRun, ExportStore
 from chalicelib.backups.monitor import retention_policy
 from chalicelib.backups.retry import is_transient, retry_transient
+from chalicelib.deadletter import dead_letter
 from chalicelib.log import logger
 from chalicelib.throttle import error_code
 
@@ -214,11 +215,17 @@ def _alert(deps: Deps, subject: str, export: Export) -> None:
 
 # --- the monitor -------------------------------------------------------------------------------------------------
 
-def poll(deps: Deps, run_id: str, number: int) -> str:
-    """One poll of an export run (see the module's docstring); what happened, for logs and tests."""
+def poll(deps: Deps, run_id: str, number: int, body: str = "", message_id: str = "") -> str:
+    """One poll of an export run (see the module's docstring); what happened, for logs and tests. A message
+    naming a run that does not exist is dead-lettered (its content is wrong: no retry mends it)."""
     store = ExportStore(deps)
-    run = store.claim_poll(run_id, number)
+    named = er.EXPORT_RUN_ID.fullmatch(run_id) is not None
+    run = store.claim_poll(run_id, number) if named else None
     if run is None:
+        if not named or store.get_run(run_id) is None:
+            dead_letter(deps, deps.settings.backup_monitor_dlq, "backup-monitor", message_id,
+                        f"export run {run_id[:100]!r} not found", body)
+            return "dead-lettered"
         logger.info("export poll not claimed", extra={"export_run": run_id, "poll": number})
         return "duplicate"
     now = deps.clock()

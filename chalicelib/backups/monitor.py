@@ -176,7 +176,7 @@ def check_run(deps: Deps, body: str, message_id: str = "", seconds_left: Callabl
     if isinstance(message, ExportMessage):
         from chalicelib.backups import exports  # an export run's poll
         with about(export_run=message.run_id):
-            return exports.poll(deps, message.run_id, message.poll)
+            return exports.poll(deps, message.run_id, message.poll, body, message_id)
     if isinstance(message, RestoreMessage):
         from chalicelib.backups import restore  # a restore's poll (restore on demand)
         with about(restore_id=message.restore_id):

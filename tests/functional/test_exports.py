@@ -309,3 +309,9 @@ def test_a_trigger_that_died_before_recording_some_exports_is_finished_by_the_mo
     for table in ("orders", "users"):
         record = store.get(table, export_rules.export_time_label(at))
         assert record is not None and record.status == "COMPLETED"
+
+
+def test_a_poll_of_an_export_run_that_does_not_exist_is_dead_lettered(aws: Aws, deps: Deps) -> None:
+    for run_id in ("20200101T000000Z", "not-a-run"):
+        assert _poll(deps, run_id, 0) == "dead-lettered"
+    assert len(aws.sent(deps.settings.backup_monitor_dlq)) == 2
