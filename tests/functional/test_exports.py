@@ -315,3 +315,14 @@ def test_a_poll_of_an_export_run_that_does_not_exist_is_dead_lettered(aws: Aws, 
     for run_id in ("20200101T000000Z", "not-a-run"):
         assert _poll(deps, run_id, 0) == "dead-lettered"
     assert len(aws.sent(deps.settings.backup_monitor_dlq)) == 2
+
+
+def test_make_run_provisions_the_stages_export_bucket_with_object_lock_once(aws: Aws, deps: Deps) -> None:
+    from local.stage import ensure_export_bucket
+
+    assert ensure_export_bucket(deps.clients, deps.settings) is None  # no EXPORT_BUCKET: no bucket
+    use_settings(deps, export_bucket="timekeeper-local-exports")
+    for _ in range(2):  # a restart against the same moto keeps the bucket
+        assert ensure_export_bucket(deps.clients, deps.settings) == "timekeeper-local-exports"
+    lock = deps.clients.s3.get_object_lock_configuration(Bucket="timekeeper-local-exports")
+    assert lock["ObjectLockConfiguration"]["ObjectLockEnabled"] == "Enabled"
