@@ -40,21 +40,6 @@ def test_a_scheduled_export_goes_to_the_stage_prefix_with_a_token_of_table_and_t
     assert export_rules.client_token("orders", at) != export_rules.client_token("users", at)
 
 
-def test_an_export_completes_with_its_item_count_and_size_and_the_run_with_it(
-        aws: Aws, deps: Deps, clock: FakeClock) -> None:
-    export_stage(deps, ["orders"])
-    run = exports.start(deps, clock.now.replace(microsecond=0))
-    export_polls(aws, deps)
-
-    finish_exports(deps)
-    assert _poll(deps, run.run_id, 0) == "complete"
-
-    record = ExportStore(deps).get("orders", run.run_id)
-    assert record is not None and record.status == "COMPLETED"
-    assert record.item_count == 2 and record.size_bytes > 0
-    assert export_polls(aws, deps) == [] and aws.alerts() == []
-
-
 def test_a_table_without_pitr_is_refused_with_one_alert_naming_it_even_when_the_schedule_fires_twice(
         aws: Aws, deps: Deps, clock: FakeClock) -> None:
     export_stage(deps, ["orders", "users"], pitr=["orders"])
@@ -110,6 +95,9 @@ def test_the_same_monitor_message_twice_is_one_poll(aws: Aws, deps: Deps, clock:
     assert _poll(deps, run.run_id, 0) == "duplicate"
 
     assert export_polls(aws, deps) == [{"export_run": run.run_id, "poll": 1}]
+    for unknown in ("20200101T000000Z", "not-a-run"):  # a message naming no run: dead-lettered, not a duplicate
+        assert _poll(deps, unknown, 0) == "dead-lettered"
+    assert len(aws.sent(deps.settings.backup_monitor_dlq)) == 2
 
 
 @pytest.mark.parametrize(("what", "status"), [("vanished", "VANISHED"), ("stuck", "STUCK")])
@@ -133,12 +121,19 @@ def test_an_export_that_vanishes_or_is_stuck_past_its_deadline_is_alerted_once(
     assert [a["subject"] for a in aws.alerts()] == [f"timekeeper: export of orders {status.lower()}"]
 
 
-def test_the_catalog_shows_a_tables_exports_beside_its_backups_with_size_and_item_count(
+def test_an_export_completes_with_its_item_count_and_size_and_the_catalog_shows_it_beside_the_backups(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     export_stage(deps, ["orders"])
     run = exports.start(deps, clock.now.replace(microsecond=0))
+    export_polls(aws, deps)
     finish_exports(deps)
-    _poll(deps, run.run_id, 0)
+
+    assert _poll(deps, run.run_id, 0) == "complete"
+
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.status == "COMPLETED"
+    assert record.item_count == 2 and record.size_bytes > 0
+    assert export_polls(aws, deps) == [] and aws.alerts() == []
 
     for path in ("/backups?table=orders", "/backups"):  # the table's exports; the newest run's
         page = client.http.get(path).json_body
@@ -309,12 +304,6 @@ def test_a_trigger_that_died_before_recording_some_exports_is_finished_by_the_mo
     for table in ("orders", "users"):
         record = store.get(table, export_rules.export_time_label(at))
         assert record is not None and record.status == "COMPLETED"
-
-
-def test_a_poll_of_an_export_run_that_does_not_exist_is_dead_lettered(aws: Aws, deps: Deps) -> None:
-    for run_id in ("20200101T000000Z", "not-a-run"):
-        assert _poll(deps, run_id, 0) == "dead-lettered"
-    assert len(aws.sent(deps.settings.backup_monitor_dlq)) == 2
 
 
 def test_make_run_provisions_the_stages_export_bucket_with_object_lock_once(aws: Aws, deps: Deps) -> None:
