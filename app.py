@@ -65,6 +65,18 @@ def backup_trigger(event: CloudWatchEvent) -> None:
     trigger.start_run(d, trigger="schedule", run_id=trigger.new_run_id(at, "scheduled"))
 
 
+def export_trigger(event: CloudWatchEvent) -> None:
+    from chalicelib.backups import exports
+    from chalicelib.events import scheduled_time
+    d = deps()
+    exports.start(d, scheduled_time(event.time, d.clock()).replace(microsecond=0))
+
+
+if settings.export_bucket:  # a stage without EXPORT_BUCKET has no export function (nor its policy)
+    app.schedule(settings.export_schedule, name="export_trigger",
+                 description="Export the selected tables to S3")(export_trigger)
+
+
 @app.on_sqs_message(queue=settings.backup_monitor_queue, batch_size=1, name="backup_monitor")
 def backup_monitor(event: SQSEvent) -> None:
     from chalicelib.backups import monitor

@@ -51,7 +51,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench import retention_scale, seed_backups
+from bench import export_prices, retention_scale, seed_backups
 from bench.core import BENCH_ENV, PROJECT, CallCounter, Clock, Scale, Section, Target
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -604,7 +604,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
     path = plots / "p1_backup_calls.png"
     plot([(n, None if by_n[n][0].failed else by_n[n][0].total, by_n[n][1].total, by_n[n][2]) for n in sizes], path)
     section.plots.append(_relative(path))
-    return [section, retention_scale.section(scale)]
+    return [section, retention_scale.section(scale), *export_prices.section(scale)]
 
 
 def targets(by_n: dict[int, tuple[RunFigures, RunFigures, int]]) -> list[Target]:

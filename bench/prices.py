@@ -65,6 +65,29 @@ DYNAMODB_STORAGE = Price("DynamoDB storage", 0.25 / 1e9,
                          "an item's size plus 100 bytes of overhead)",
                          "https://aws.amazon.com/dynamodb/pricing/on-demand/")
 
+# Protection of a table's data (bench/export_prices.py): per GB of table (DynamoDB bills backups and exports by the
+# table's size; an export's DynamoDB JSON is taken as large as the table, its gzip left out: a bound from above).
+BACKUP_STORAGE = Price("DynamoDB on-demand backup storage", 0.10, "GB-month of backup (warm)",
+                       "https://aws.amazon.com/dynamodb/pricing/on-demand/")
+AWS_BACKUP_WARM = Price("AWS Backup, DynamoDB warm storage", 0.10, "GB-month of a backup or its copy (warm)",
+                        "https://aws.amazon.com/backup/pricing/")
+INTER_REGION_TRANSFER = Price("Data transfer between regions", 0.02,
+                              "GB copied to another region (an AWS Backup copy, S3 replication)",
+                              "https://aws.amazon.com/ec2/pricing/on-demand/#Data_Transfer")
+EXPORT_FULL = Price("DynamoDB export to S3 (full)", 0.10, "GB of table exported",
+                    "https://aws.amazon.com/dynamodb/pricing/on-demand/")
+IMPORT_FROM_S3 = Price("DynamoDB import from S3", 0.15, "GB of (uncompressed) data imported",
+                       "https://aws.amazon.com/dynamodb/pricing/on-demand/")
+S3_STANDARD = Price("S3 Standard storage", 0.023, "GB-month (first 50 TB)", "https://aws.amazon.com/s3/pricing/")
+S3_GLACIER_IR = Price("S3 Glacier Instant Retrieval storage", 0.004,
+                      "GB-month (90 days at least; $0.03 a GB retrieved)", "https://aws.amazon.com/s3/pricing/")
+S3_GLACIER_IR_RETRIEVAL = Price("S3 Glacier Instant Retrieval retrieval", 0.03, "GB read back (an import)",
+                                "https://aws.amazon.com/s3/pricing/")
+S3_PUT = Price("S3 PUT, COPY, POST, LIST requests", 0.005 / 1e3,
+               "request (PutObjectRetention, ListObjectVersions, DeleteObjects)", "https://aws.amazon.com/s3/pricing/")
+S3_GET = Price("S3 GET requests", 0.0004 / 1e3, "request (the manifests' reads, the lock configuration)",
+               "https://aws.amazon.com/s3/pricing/")
+
 # The actions' own prices: listed apart from the app's cost per task (each action is the user's cost).
 SES_EMAIL = Price("SES outbound email", 0.10 / 1e3, "email sent (the email action)", "https://aws.amazon.com/ses/pricing/")
 EVENTBRIDGE_EVENT = Price("EventBridge custom events", 1.00 / 1e6,
@@ -78,7 +101,9 @@ STEP_FUNCTIONS_TRANSITION = Price("Step Functions Standard state transitions", 0
 TABLE: tuple[Price, ...] = (LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_UNIT, DYNAMODB_READ_UNIT, SQS_REQUEST,
                             SNS_PUBLISH, SCHEDULER_INVOCATION, STREAM_READ_BY_LAMBDA, TTL_DELETE, LOG_INGESTION,
                             DYNAMODB_STORAGE, SES_EMAIL, EVENTBRIDGE_EVENT, STEP_FUNCTIONS_TRANSITION,
-                            LAMBDA_GB_SECOND_ARM64, KMS_REQUEST, SSM_PARAMETER_READ, SCHEDULER_API)
+                            LAMBDA_GB_SECOND_ARM64, KMS_REQUEST, SSM_PARAMETER_READ, SCHEDULER_API, BACKUP_STORAGE,
+                            AWS_BACKUP_WARM, INTER_REGION_TRANSFER, EXPORT_FULL, IMPORT_FROM_S3, S3_STANDARD,
+                            S3_GLACIER_IR, S3_GLACIER_IR_RETRIEVAL, S3_PUT, S3_GET)
 
 #: How each service's requests are priced: the kind of usage they count in (DynamoDB's in units, worked out by
 #: bench/capacity.py), or the price that says they cost nothing.  A call of a service not listed is unpriced: the

@@ -139,10 +139,10 @@ def _daily(days: int) -> list[datetime]:
 def _kept_days(days: int) -> list[datetime]:
     """The times of the backups a year under the policy leaves a table: its kept set as of yesterday's run
     (one table stands for all: they are alike), and today's new backup."""
-    from chalicelib.backups import monitor, rules
+    from chalicelib.backups import retention, rules
 
     settings_deps = _deps(Clock(START), CountedBackups(), ["t"])
-    policy = monitor.retention_policy(settings_deps.settings)
+    policy = retention.retention_policy(settings_deps.settings)
     prefix = settings_deps.settings.backup_name_prefix
     yesterday = START - timedelta(days=1)
     backups = [rules.Backup(f"arn-{i}", rules.backup_name(prefix, "t", at), "t", at, "AVAILABLE", "USER")
@@ -154,7 +154,7 @@ def _kept_days(days: int) -> list[datetime]:
 def chain(scenario: str, n: int, times: list[datetime], most: int | None = None) -> Chain:
     """Retention over ``n`` tables with a backup at each of ``times``, invocation after invocation until it
     is done (or ``most`` invocations; then the rest is estimated at the last one's rate)."""
-    from chalicelib.backups import monitor, rules
+    from chalicelib.backups import monitor, retention, rules
 
     tables = [f"bench-{i:04d}" for i in range(n)]
     client = CountedBackups()
@@ -169,7 +169,7 @@ def chain(scenario: str, n: int, times: list[datetime], most: int | None = None)
     client.sort()
     one = [rules.Backup(str(i), rules.backup_name(prefix, "t", at), "t", at, "AVAILABLE", "USER")
            for i, at in enumerate(times)]
-    policy = monitor.retention_policy(deps.settings)
+    policy = retention.retention_policy(deps.settings)
     doomed = n * sum(v.deleted for v in rules.retention_verdicts(one, clock.now, policy, prefix, ["t"]))
     out = Chain(scenario, n, len(client), doomed)
     windowed = False

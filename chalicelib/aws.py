@@ -99,6 +99,11 @@ class Clients:
         return client
 
     @cached_property
+    def s3(self) -> Any:
+        """S3: exports' objects (their Object Lock retention, their deletion by retention) and manifests."""
+        return self._make("s3")
+
+    @cached_property
     def sqs(self) -> SQSClient:
         client: SQSClient = self._make("sqs")
         return client

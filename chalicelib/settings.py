@@ -111,6 +111,7 @@ ACTION_TARGET_ARN = re.compile(
     r"|events:[a-z0-9*?-]+:[0-9*?]{1,12}:event-bus/[A-Za-z0-9_./*?-]{1,256}"
     r"|states:[a-z0-9*?-]+:[0-9*?]{1,12}:stateMachine:[A-Za-z0-9_*?-]{1,80})")
 _BACKUP_PREFIX = re.compile(r"(?:[A-Za-z0-9_.-]{1,100})?")
+_BUCKET = re.compile(r"(?:[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])?")
 
 
 def _in_range(kind: Callable[[str], T], lo: float, hi: float) -> Callable[[str, _Reader], T]:
@@ -179,6 +180,12 @@ def _backup_name_prefix(value: str, env: _Reader) -> str:
     if not _BACKUP_PREFIX.fullmatch(value):
         raise ValueError("")
     return value or default_backup_prefix(env.text("STAGE"))
+
+
+def _export_prefix(value: str, env: _Reader) -> str:
+    if not _BACKUP_PREFIX.fullmatch(value):
+        raise ValueError("")
+    return value or _backup_name_prefix(env.text("BACKUP_NAME_PREFIX"), env)
 
 
 def _backup_verify(value: str, env: _Reader) -> BackupVerify:
@@ -511,6 +518,26 @@ class Settings:
     backup_restore_foreign: bool = setting("BACKUP_RESTORE_FOREIGN", "false",
         "`true`: a restore may name by `backup_arn` a backup this stage did not make (another stage's).",
         flag())
+    # exports to S3 (docs/backups.md#exports-to-s3)
+    export_bucket: str = setting("EXPORT_BUCKET", "",
+        "S3 bucket of scheduled exports (ExportTableToPointInTime) of the selected tables; empty: no exports.",
+        matching(_BUCKET, "an S3 bucket name or nothing"))
+    export_bucket_owner: str = setting("EXPORT_BUCKET_OWNER", "",
+        "Account that owns EXPORT_BUCKET when it is another account's (`S3BucketOwner`); empty: this one.",
+        matching(re.compile(r"(?:[0-9]{12})?"), "a 12-digit account id or nothing"))
+    export_prefix: str = setting("EXPORT_PREFIX", "",
+        "Key prefix of this stage's exports in EXPORT_BUCKET (empty: the backup name prefix); the app writes, "
+        "locks and deletes under it only.", Parse(_export_prefix, "expected 1-100 characters of [A-Za-z0-9_.-] "
+                                                                 "or nothing"))
+    export_schedule: str = setting("EXPORT_SCHEDULE", "rate(7 days)",
+        "When exports start: an EventBridge rate() or cron() expression.", SCHEDULE)
+    export_tables: tuple[str, ...] = setting("EXPORT_TABLES", "",
+        "Comma-separated tables to export; empty: the backup selection.", TABLE_LIST)
+    export_lock_mode: str = setting("EXPORT_LOCK_MODE", "GOVERNANCE",
+        "Object Lock mode of each export's objects, until its planned expiry, where EXPORT_BUCKET has Object Lock "
+        "on: GOVERNANCE or COMPLIANCE.", choice("GOVERNANCE", "COMPLIANCE"))
+    export_deadline_minutes: int = setting("EXPORT_DEADLINE_MINUTES", "720",
+        "An export still IN_PROGRESS this long after it started is stuck (alerted once).", integer(30, 7 * 24 * 60))
     # tasks
     tasks_table: str = setting("TASKS_TABLE", "timekeeper-tasks", "Table of task items (string keys PK and SK).", TABLE)
     tasks_stream_arn: str = setting("TASKS_STREAM_ARN", "",

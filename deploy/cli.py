@@ -121,6 +121,17 @@ def check_backup_prefixes(config: Mapping[str, Any]) -> None:
                           "empty for timekeeper-<STAGE>)")
 
 
+def export_bucket_note(settings: Settings, where: iam.Account) -> str:
+    """The bucket policy EXPORT_BUCKET's owner must apply (docs/deploying.md), validated; a DeployError if the
+    rendered policy would grant what it must not."""
+    policy = iam.export_bucket_policy(settings, where)
+    problems = iam.export_bucket_policy_problems(policy, settings)
+    if problems:
+        raise DeployError("the export bucket policy is wrong: " + "; ".join(problems))
+    return (f"EXPORT_BUCKET {settings.export_bucket} belongs to account {settings.export_bucket_owner}: its owner "
+            f"applies this bucket policy (aws s3api put-bucket-policy):\n{json.dumps(policy, indent=2)}")
+
+
 def _queue_arn(clients: Clients, name: str) -> str:
     url = clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]
     return clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -163,6 +174,8 @@ def deploy(name: str, session: boto3.session.Session, environ: Mapping[str, str]
     rendered = stage.render_policies(name, targets, iam.Account.from_environment(env), project,
                                      options.stream_on_failure_queue)
     report.changes += [f"rendered .chalice/{file}" for file in rendered]
+    if settings.export_bucket_owner:  # another account's bucket: the policy its owner must put on it, checked
+        report.notes.append(export_bucket_note(settings, iam.Account.from_environment(env)))
 
     chalice(["deploy", "--stage", name], project)
 
@@ -278,7 +291,7 @@ def package(name: str, out: Path, environ: Mapping[str, str], project: Path = st
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.cli", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in ("deploy", "destroy", "policy", "package", "replay-stream-failures"):
+    for command in ("deploy", "destroy", "policy", "package", "replay-stream-failures", "export-bucket-policy"):
         sub = commands.add_parser(command)
         sub.add_argument("--stage", required=True)
         if command == "destroy":
@@ -298,6 +311,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             on_failure = event_sources.EventSourceOptions.from_env(os.environ).stream_on_failure_queue
             rendered = stage.render_policies(args.stage, targets, stream_on_failure_queue=on_failure)
             report = Report([f"rendered .chalice/{file}" for file in rendered])
+        elif args.command == "export-bucket-policy":
+            config = stage.load_config()
+            settings = stage.settings(config, args.stage, os.environ.get("AWS_REGION", "us-east-1"))
+            where = iam.Account.from_environment(stage.environment(config, args.stage))
+            print(export_bucket_note(settings, where))
+            report = Report()
         elif args.command == "replay-stream-failures":
             report = replay_stream_failures(args.stage, boto3.session.Session(), os.environ)
         elif args.command == "template":

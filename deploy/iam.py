@@ -39,6 +39,7 @@ webhook signing secrets it may read are TASK_WEBHOOK_SECRETS, by name.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -125,9 +126,10 @@ _SEND = ("sqs:SendMessage", "sqs:GetQueueUrl")
 
 
 def function_names(settings: Settings) -> tuple[str, ...]:
-    """The Lambda functions Chalice deploys for a stage with ``settings``: app.py's, and one stream function
-    per task source."""
-    return FUNCTIONS + tuple(source.function_name for source in settings.task_sources)
+    """The Lambda functions Chalice deploys for a stage with ``settings``: app.py's, the export trigger where
+    EXPORT_BUCKET names a bucket, and one stream function per task source."""
+    exports = ("export_trigger",) if settings.export_bucket else ()
+    return FUNCTIONS + exports + tuple(source.function_name for source in settings.task_sources)
 
 
 def _only_attributes(source: TaskSource) -> dict[str, Any]:
@@ -225,6 +227,59 @@ class _Builder:
             ], [self.where.arn("dynamodb", "table/*")]),
         ]
 
+    def exported_tables(self) -> list[str]:
+        """The tables exports may export (EXPORT_TABLES, else the backup selection: ``table/*`` when a pattern or
+        a tag chooses it, as their names are not known when the policy is written)."""
+        s = self.settings
+        if s.export_tables:
+            return [self.table(n) for n in s.export_tables]
+        if s.backup_table_pattern is not None or s.backup_table_tag is not None:
+            return [self.where.arn("dynamodb", "table/*")]
+        return [self.table(n) for n in s.backup_tables]
+
+    def export_selection(self) -> list[dict[str, Any]]:
+        """Choose the exported tables as a backup run does: by pattern (ListTables) or tag (ListTagsOfResource)."""
+        s = self.settings
+        if s.backup_table_pattern is None and s.backup_table_tag is None:
+            return []
+        return [_statement("ListTables", ["dynamodb:ListTables"], ["*"]),  # AWS has no narrower resource
+                _statement("ReadTableTags", ["dynamodb:DescribeTable", "dynamodb:ListTagsOfResource"],
+                           [self.where.arn("dynamodb", "table/*")])]
+
+    def export_objects(self) -> str:
+        """The stage's objects in EXPORT_BUCKET: its prefix only."""
+        return f"arn:{self.where.partition}:s3:::{self.settings.export_bucket}/{self.settings.export_prefix}/*"
+
+    def exports(self, start: bool) -> list[dict[str, Any]]:
+        """Exports to S3 (none when EXPORT_BUCKET is empty): ``start``, the export trigger's (read the selected
+        tables' PITR, export them, write their objects under the stage's prefix, find an export whose answer
+        was lost); else the monitor's (follow them). No statement grants s3:BypassGovernanceRetention or
+        s3:PutBucketObjectLockConfiguration (tests/deploy/test_iam_policy.py)."""
+        s = self.settings
+        tables = self.exported_tables()
+        if not s.export_bucket or not tables:
+            return []
+        bucket = f"arn:{self.where.partition}:s3:::{s.export_bucket}"
+        starting = [
+            _statement("ListExports", ["dynamodb:ListExports"], ["*"]),  # AWS has no narrower resource
+            _statement("ExportSelectedTables", ["dynamodb:DescribeTable", "dynamodb:DescribeContinuousBackups",
+                                                "dynamodb:ExportTableToPointInTime"], tables),
+            _statement("DescribeExports", ["dynamodb:DescribeExport"], [f"{t}/export/*" for t in tables]),
+            # ExportTableToPointInTime writes with the caller's permissions.
+            _statement("WriteExportObjects", ["s3:PutObject", "s3:AbortMultipartUpload", "s3:PutObjectAcl"],
+                       [self.export_objects()]),
+        ]
+        if start:
+            return starting
+        # The monitor: starts the exports the account's quota deferred, follows, locks and prunes (never
+        # s3:BypassGovernanceRetention: a locked object stays).
+        return [*starting,
+                _statement("ListExportObjects", ["s3:ListBucket", "s3:ListBucketVersions"], [bucket],
+                           {"StringLike": {"s3:prefix": [f"{s.export_prefix}/*"]}}),
+                _statement("ReadBucketLock", ["s3:GetBucketObjectLockConfiguration"], [bucket]),
+                _statement("LockAndDeleteExportObjects", ["s3:GetObject", "s3:PutObjectRetention", "s3:DeleteObject",
+                                                          "s3:DeleteObjectVersion"], [self.export_objects()])]
+
     def restore_tables(self) -> str:
         """The stage's temporary restore tables (chalicelib/backups/verify_rules.restore_table_name)."""
         return self.where.arn("dynamodb", f"table/{restore_prefix(self.settings.backup_name_prefix)}*")
@@ -289,6 +344,14 @@ class _Builder:
                 "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query",
                 "dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], targets),
         ]
+        if self.settings.export_bucket:  # restore from an export: ImportTable into a target, reading the export
+            bucket = f"arn:{self.where.partition}:s3:::{self.settings.export_bucket}"
+            statements += [
+                _statement("ImportExportsIntoRestoreTargets", ["dynamodb:ImportTable", "dynamodb:DescribeImport"],
+                           targets),
+                _statement("ReadExportObjects", ["s3:GetObject"], [self.export_objects()]),
+                _statement("ListExportObjectsToImport", ["s3:ListBucket"], [bucket],
+                           {"StringLike": {"s3:prefix": [f"{self.settings.export_prefix}/*"]}})]
         if not finish:
             return [*statements, _statement("DescribeSelectedBackups", ["dynamodb:DescribeBackup"], backups)]
         return [
@@ -308,7 +371,8 @@ class _Builder:
         sids = {st["Sid"] for st in self.restores(finish=True)}
         restoring = [st for st in statements if st["Effect"] == "Allow" and st["Sid"] in sids]
         others = [st for st in statements if st["Effect"] == "Allow" and st["Sid"] not in sids]
-        actions = list(dict.fromkeys(a for st in restoring for a in st["Action"] if a != "dynamodb:DescribeBackup"))
+        actions = list(dict.fromkeys(a for st in restoring for a in st["Action"] if a != "dynamodb:DescribeBackup"
+                                     and a.startswith("dynamodb:")))
         named = {self.table(n) for n in (*self.settings.backup_tables, *self.settings.backup_api_tables)}
         denied: dict[tuple[str, ...], list[str]] = {}
         for arn in map(self.table, self.settings.own_tables()):
@@ -414,13 +478,23 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
             _statement("DeleteLeftoverRestoreTables", ["dynamodb:DescribeTable", "dynamodb:DeleteTable"],
                        [b.restore_tables()]),
         ],
+        "export_trigger": [
+            b.state_table("ExportRuns", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
+            *(b.export_selection() if not s.export_tables else []),
+            *b.exports(start=True),
+            b.send("SendToMonitorQueue", s.backup_monitor_queue),
+            b.alerts(),
+        ],
         "backup_monitor": [
-            b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchWriteItem"]),
+            # PutItem: an export its run's trigger died before recording (chalicelib/backups/exports.py poll)
+            b.state_table("BackupRuns", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchWriteItem",
+                                         *(["dynamodb:PutItem"] if s.export_bucket else [])]),
             *b.backups(),  # it takes over the start of a run whose trigger died (the start watch)
             _statement("ManageBackups", ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
                        [where.arn("dynamodb", "table/*/backup/*")]),
             *b.verify_restores(),
             *b.restores(finish=True),  # a restore's polls
+            *b.exports(start=False),  # an export run's polls (which start the exports the account's quota deferred)
             b.send("SendToMonitorQueues", s.backup_monitor_queue, s.backup_monitor_dlq),
             b.consume("ConsumeMonitorQueue", s.backup_monitor_queue),
             b.alerts(),
@@ -531,3 +605,53 @@ def cloudformation(value: Any) -> Any:
     if isinstance(value, str) and "${AWS::" in value:
         return {"Fn::Sub": value}
     return value
+
+
+# What a bucket in another account must allow the stage's roles, and what no bucket policy of ours may hold.
+EXPORT_OBJECT_ACTIONS = ("s3:PutObject", "s3:AbortMultipartUpload", "s3:PutObjectAcl", "s3:GetObject",
+                         "s3:PutObjectRetention", "s3:DeleteObject", "s3:DeleteObjectVersion")
+EXPORT_BUCKET_ACTIONS = ("s3:ListBucket", "s3:ListBucketVersions")
+NEVER_GRANTED = ("s3:*", "s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration", "s3:PutBucketPolicy",
+                 "s3:DeleteBucket", "s3:DeleteBucketPolicy")
+EXPORT_FUNCTIONS = ("export_trigger", "backup_monitor", API_HANDLER)  # who writes, follows and prunes, imports
+
+
+def export_bucket_policy(settings: Settings, where: Account) -> Policy:
+    """The bucket policy EXPORT_BUCKET needs when it belongs to another account (EXPORT_BUCKET_OWNER): the
+    stage's export, monitor and API roles (Chalice names them <app>-<stage>-<function>) may write, read, lock and
+    delete objects under EXPORT_PREFIX only, list under it, and read the bucket's Object Lock configuration."""
+    roles = [where.arn("iam", f"role/{APP_NAME}-{settings.stage}-{f}", regional=False) for f in EXPORT_FUNCTIONS]
+    bucket = f"arn:{where.partition}:s3:::{settings.export_bucket}"
+    principal = {"AWS": roles}
+    return {"Version": "2012-10-17", "Statement": [
+        {**_statement("TimekeeperExportObjects", EXPORT_OBJECT_ACTIONS, [f"{bucket}/{settings.export_prefix}/*"]),
+         "Principal": principal},
+        {**_statement("TimekeeperListExports", EXPORT_BUCKET_ACTIONS, [bucket],
+                      {"StringLike": {"s3:prefix": [f"{settings.export_prefix}/*"]}}), "Principal": principal},
+        {**_statement("TimekeeperReadObjectLock", ["s3:GetBucketObjectLockConfiguration"], [bucket]),
+         "Principal": principal},
+    ]}
+
+
+def export_bucket_policy_problems(policy: Policy, settings: Settings) -> list[str]:
+    """What is wrong with a bucket policy for the stage's exports (empty: nothing): a statement that grants
+    what unlocks or reconfigures a bucket, an object action beyond EXPORT_PREFIX, a principal not this stage's."""
+    problems: list[str] = []
+    prefix = f":::{settings.export_bucket}/{settings.export_prefix}/"
+    for statement in policy.get("Statement", []):
+        sid, actions = statement.get("Sid", "?"), _listify(statement.get("Action", []))
+        resources = _listify(statement.get("Resource", []))
+        problems += [f"{sid}: grants {a}" for a in actions if a in NEVER_GRANTED]
+        if any(a in EXPORT_OBJECT_ACTIONS for a in actions):
+            problems += [f"{sid}: object actions on {r}, outside {settings.export_prefix}/"
+                         for r in resources if prefix not in r]
+        if any(a in EXPORT_BUCKET_ACTIONS for a in actions) and "s3:prefix" not in json.dumps(statement.get("Condition")):
+            problems.append(f"{sid}: lists the whole bucket (no s3:prefix condition)")
+        principals = _listify(statement.get("Principal", {}).get("AWS", []))
+        problems += [f"{sid}: principal {p} is not one of the stage's roles" for p in principals
+                     if f":role/{APP_NAME}-{settings.stage}-" not in p]
+    return problems
+
+
+def _listify(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)

@@ -48,6 +48,18 @@ idempotent and changes moto's classes in this process (``mock_aws`` and moto's s
   correction: the hook the ``aws`` test fixture and the bench enter with their
   injected clock) at ``clock()``, so the time bounds mean against that clock
   what they mean against AWS.
+* **Exports to S3**: moto wrote one gzipped DYNAMODB_JSON file under
+  ``<prefix>/AWSDynamoDB/<random>/data/``, no manifest, named its export
+  ``table/<the table's ARN>/import/<id>`` in the bucket owner's account, ignored
+  ``ClientToken`` and ``ExportTime``, and answered DescribeExport of an unknown ARN
+  with a server error.  Here an export is ``<table ARN>/export/<id>`` (AWS's id:
+  14 digits of time, 8 characters), its objects are AWS's documented layout
+  (``<prefix>/AWSDynamoDB/<id>/manifest-summary.json``, ``manifest-files.json``,
+  ``data/<name>.json.gz``), its description carries ``ExportTime``, ``StartTime``,
+  ``EndTime``, ``ClientToken`` and ``ExportManifest``, a repeated token answers the
+  export it made (``ExportConflictException`` if the other parameters differ), and
+  an unknown ARN is ``ExportNotFoundException``.  Incremental exports are not
+  made (moto refuses nothing, and exports the whole table).
 """
 
 from __future__ import annotations
@@ -348,6 +360,139 @@ def _aws_like_backups() -> None:
     DynamoHandler.list_backups = list_backups  # type: ignore[method-assign]
 
 
+# --- DynamoDB exports to S3 as AWS writes and answers them ----------------------------
+
+def _moment(value: Any) -> datetime | None:
+    """A request's timestamp (epoch seconds, ISO text, or what moto parsed it into), in UTC."""
+    if value is None or isinstance(value, datetime):
+        return value.astimezone(UTC) if isinstance(value, datetime) and value.tzinfo else \
+            (value.replace(tzinfo=UTC) if isinstance(value, datetime) else None)
+    seconds = _epoch(value)
+    return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
+
+
+def export_id(at: datetime, token: str) -> str:
+    """An export's id as AWS makes one: 14 digits of the request's time (ms) and 8 characters."""
+    return f"{int(at.timestamp() * 1000):014d}-{token[:8]}"
+
+
+def _aws_like_exports() -> None:
+    """ExportTableToPointInTime, DescribeExport and their S3 objects as AWS's (see the module's docstring)."""
+    import gzip
+    import hashlib
+    import json
+    import uuid
+
+    from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table_export import TableExport
+    from moto.dynamodb.models.utilities import dynamo_json_dump
+
+    class ExportNotFound(DynamodbException):
+        def __init__(self, arn: str) -> None:
+            super().__init__(ERROR_TYPE_PREFIX + "ExportNotFoundException", message=f"Export not found: {arn}")
+
+    class ExportConflict(DynamodbException):
+        def __init__(self) -> None:
+            super().__init__(ERROR_TYPE_PREFIX + "ExportConflictException",
+                             message="The ClientToken was used with different parameters")
+
+    real_init, real_export = TableExport.__init__, DynamoDBBackend.export_table
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        self.started_at = datetime.now(UTC)
+        self.ended_at = None
+        self.export_time = self.started_at
+        self.client_token = ""
+        table_arn = self.table.table_arn  # the table's account and region, whoever owns the bucket
+        self.arn = f"{table_arn}/export/{export_id(self.started_at, uuid.uuid4().hex)}"
+
+    def write_files(self: Any, s3_backend: Any) -> None:
+        lines = []
+        for item in self.table.all_items():
+            lines.append(dynamo_json_dump(item.to_json(root_attr_name="Item")))
+            self.processed_bytes += len(lines[-1])
+            self.item_count += 1
+        base = f"{self.s3_prefix}/AWSDynamoDB/{self.arn.rsplit('/', 1)[-1]}" if self.s3_prefix else \
+            f"AWSDynamoDB/{self.arn.rsplit('/', 1)[-1]}"
+        data = gzip.compress(("\n".join(lines) + "\n").encode() if lines else b"")
+        data_key = f"{base}/data/{uuid.uuid4().hex[:26]}.json.gz"
+        s3_backend.put_object(bucket_name=self.s3_bucket, key_name=data_key, value=data)
+        md5 = hashlib.md5(data).hexdigest()  # S3's ETag, not security
+        files = json.dumps({"itemCount": self.item_count, "md5Checksum": md5, "etag": md5,
+                            "dataFileS3Key": data_key}) + "\n"
+        s3_backend.put_object(bucket_name=self.s3_bucket, key_name=f"{base}/manifest-files.json",
+                              value=files.encode())
+        self.ended_at = datetime.now(UTC)
+        summary = {"version": "2020-06-30", "exportArn": self.arn, "startTime": self.started_at.isoformat(),
+                   "endTime": self.ended_at.isoformat(), "tableArn": self.table.table_arn,
+                   "tableId": getattr(self.table, "table_id", ""), "exportTime": self.export_time.isoformat(),
+                   "s3Bucket": self.s3_bucket, "s3Prefix": self.s3_prefix, "s3SseAlgorithm": "AES256",
+                   "s3SseKmsKeyId": None, "manifestFilesS3Key": f"{base}/manifest-files.json",
+                   "billedSizeBytes": self.processed_bytes, "itemCount": self.item_count,
+                   "outputFormat": "DYNAMODB_JSON", "exportType": self.export_type}
+        s3_backend.put_object(bucket_name=self.s3_bucket, key_name=f"{base}/manifest-summary.json",
+                              value=json.dumps(summary).encode())
+        self.manifest = f"{base}/manifest-summary.json"
+        self.status = "COMPLETED"
+
+    real_response = TableExport.response
+
+    def response(self: Any) -> dict[str, Any]:
+        out: dict[str, Any] = real_response(self)
+        out.update(ExportTime=self.export_time.timestamp(), StartTime=self.started_at.timestamp(),
+                   ClientToken=self.client_token)
+        if self.ended_at is not None:
+            out["EndTime"] = self.ended_at.timestamp()
+        if getattr(self, "manifest", None):
+            out["ExportManifest"] = self.manifest
+        return {k: v for k, v in out.items() if v is not None}
+
+    def export_table(self: Any, s3_bucket: str, s3_prefix: str, table_arn: str, export_format: str,
+                     export_type: str, s3_bucket_owner: str, client_token: str = "",
+                     export_time: datetime | None = None) -> Any:
+        tokens: dict[str, tuple[tuple[Any, ...], str]] = self.__dict__.setdefault("_export_tokens", {})
+        asked = (s3_bucket, s3_prefix, table_arn, export_format, export_type, s3_bucket_owner,
+                 export_time.timestamp() if export_time else None)
+        if client_token and client_token in tokens:
+            if tokens[client_token][0] != asked:
+                raise ExportConflict()
+            return self.table_exports[tokens[client_token][1]]
+        made: Any = real_export(self, s3_bucket, s3_prefix, table_arn, export_format, export_type, s3_bucket_owner)
+        made.client_token = client_token
+        if export_time is not None:
+            made.export_time = export_time
+        if client_token:
+            tokens[client_token] = (asked, made.arn)
+        return made
+
+    def describe_export(self: Any, export_arn: str) -> Any:
+        if export_arn not in self.table_exports:
+            raise ExportNotFound(export_arn)
+        return self.table_exports[export_arn]
+
+    def handler_export(self: Any) -> Any:
+        from moto.core.responses import ActionResult
+
+        body = self.body
+        at = body.get("ExportTime")
+        made = self.dynamodb_backend.export_table(
+            s3_bucket=body["S3Bucket"], s3_prefix=body.get("S3Prefix", ""), table_arn=body["TableArn"],
+            export_type=body.get("ExportType", "FULL_EXPORT"), export_format=body.get("ExportFormat", "DYNAMODB_JSON"),
+            s3_bucket_owner=body.get("S3BucketOwner"), client_token=body.get("ClientToken", ""),
+            export_time=_moment(at))
+        return ActionResult({"ExportDescription": made.response()})
+
+    TableExport.__init__ = init  # type: ignore[method-assign]
+    TableExport._backup_to_s3_file = write_files  # type: ignore[method-assign]
+    TableExport.response = response  # type: ignore[method-assign]
+    DynamoDBBackend.export_table = export_table  # type: ignore[method-assign]
+    DynamoDBBackend.describe_export = describe_export  # type: ignore[method-assign]
+    from moto.dynamodb.responses import DynamoHandler
+    DynamoHandler.export_table_to_point_in_time = handler_export  # type: ignore[method-assign]
+
+
 # --- installing -----------------------------------------------------------------------
 
 def install() -> None:
@@ -367,6 +512,7 @@ def install() -> None:
         StreamShard.get = _shard_get(StreamShard.get)  # type: ignore[method-assign]
         _backup_feature_details()
         _aws_like_backups()
+        _aws_like_exports()
         _long_polls_wake_on_time()
         _installed = True
 

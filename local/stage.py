@@ -186,6 +186,21 @@ def stream_failure_policy(environ: Mapping[str, str], default_queue: str) -> Str
         on_failure_queue=options.stream_on_failure_queue or default_queue)
 
 
+def ensure_export_bucket(clients: Clients, settings: Settings) -> str | None:
+    """The stage's EXPORT_BUCKET in moto's S3, made with Object Lock on as a locked bucket of another account
+    would be (exports to S3, docs/backups.md); None when the stage makes no exports. A bucket made already (a
+    restart of `make run` against the same moto) is kept as it is."""
+    if not settings.export_bucket:
+        return None
+    try:
+        clients.s3.create_bucket(Bucket=settings.export_bucket, ObjectLockEnabledForBucket=True)
+    except clients.s3.exceptions.BucketAlreadyOwnedByYou:
+        return settings.export_bucket
+    clients.s3.put_object_lock_configuration(Bucket=settings.export_bucket, ObjectLockConfiguration={
+        "ObjectLockEnabled": "Enabled"})
+    return settings.export_bucket
+
+
 def ensure_port_free(port: int, variable: str, host: str = LOCAL_HOST) -> None:
     """Fail with the variable to change when ``port`` is taken (moto's server would hang instead)."""
     if port == 0:
@@ -334,6 +349,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         settings = Settings.from_env(environ)
         clients = Clients(settings)
         provisioned = provision(clients, settings)
+        ensure_export_bucket(clients, settings)
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
         clients.ssm.put_parameter(Name=LOCAL_WEBHOOK_SECRET.partition(":")[2], Value=webhook_secret,
                                   Type="SecureString", Overwrite=True)

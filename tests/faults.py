@@ -111,7 +111,8 @@ class Faults:
             self._hook(client.meta.events)
         # The downstream actions' clients, hooked on the session when not built yet (botocore copies a session's
         # hooks into a client it builds, per service): most tests never build them, and building costs time.
-        for attribute, service in (("lambda_", "lambda"), ("events", "eventbridge"), ("stepfunctions", "sfn")):
+        for attribute, service in (("lambda_", "lambda"), ("events", "eventbridge"), ("stepfunctions", "sfn"),
+                                   ("s3", "s3")):
             built = self.clients.__dict__.get(attribute)
             if built is not None:
                 self._hook(built.meta.events)

@@ -56,6 +56,7 @@ ENTRY_MODULES = {
         ("tasks/executor.py", "task_executor"), ("tasks/actions.py", "task_executor"),
         ("tasks/webhook.py", "task_executor"),
         ("tasks/dead_letters.py", "due_dead_letter"), ("backups/restore.py", API_FUNCTION),
+        ("backups/exports.py", "export_trigger"),
     )
 }
 
@@ -150,7 +151,7 @@ def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for key in ("TableName", "IndexName", "BackupArn", "ResourceArn", "QueueUrl", "QueueName", "TopicArn",
                 "TargetArn", "FromEmailAddress", "Name", "GroupName", "SecretId", "FunctionName",
-                "stateMachineArn"):
+                "stateMachineArn", "TableArn", "ExportArn", "S3Bucket", "S3Prefix", "Bucket", "Key", "Prefix"):
         if isinstance(params.get(key), str):
             out.append((key, params[key]))
     if isinstance(params.get("Key"), dict) and isinstance(params.get("TableName"), str):
@@ -171,6 +172,18 @@ def _naming_params(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     for entry in params.get("Entries", []) or []:  # events.PutEvents: each entry's bus
         if isinstance(entry, dict) and isinstance(entry.get("EventBusName"), str):
             out.append(("EventBusName", entry["EventBusName"]))
+    creation, source = params.get("TableCreationParameters"), params.get("S3BucketSource")  # dynamodb.ImportTable
+    if isinstance(creation, dict) and isinstance(source, dict):
+        out += [("ImportTable", str(creation.get("TableName", ""))), ("ImportBucket", str(source.get("S3Bucket", ""))),
+                ("ImportPrefix", str(source.get("S3KeyPrefix", "")))]
+    delete = params.get("Delete")  # s3.DeleteObjects: each object (and whether a version is named)
+    if isinstance(delete, dict):
+        for entry in delete.get("Objects", []) or []:
+            out.append(("Key", str(entry.get("Key", ""))))
+            if entry.get("VersionId"):
+                out.append(("VersionId", "yes"))
+    if isinstance(params.get("VersionId"), str):
+        out.append(("VersionId", "yes"))
     target = params.get("Target")
     if isinstance(target, dict) and isinstance(target.get("RoleArn"), str):
         out.append(("RoleArn", target["RoleArn"]))
@@ -182,6 +195,11 @@ RECORDER = Recorder()
 
 # --- IAM evaluation ------------------------------------------------------------------------------
 
+# S3 operations whose IAM action is not their name: on the bucket, and on each object a call names.
+S3_BUCKET_ACTIONS = {"ListObjectVersions": "ListBucketVersions", "ListObjectsV2": "ListBucket",
+                     "GetObjectLockConfiguration": "GetBucketObjectLockConfiguration"}
+S3_OBJECT_ACTIONS = {"DeleteObjects": ("DeleteObject", "DeleteObjectVersion"),
+                     "PutObjectRetention": ("PutObjectRetention",), "GetObject": ("GetObject",)}
 BATCH_ACTIONS = {("sqs", "SendMessageBatch"): "SendMessage", ("sqs", "DeleteMessageBatch"): "DeleteMessage",
                  ("sqs", "ChangeMessageVisibilityBatch"): "ChangeMessageVisibility"}
 TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
@@ -221,7 +239,14 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         context = (("dynamodb:Attributes", ",".join(attributes)),) if attributes else ()
         if tables:
             return [Request(action, arn("dynamodb", f"table/{t}"), context) for t in tables]
-        for key in ("BackupArn", "ResourceArn"):
+        if call.operation == "ImportTable":  # the new table, and the export's objects it reads
+            return [Request(action, arn("dynamodb", f"table/{params.get('ImportTable', '')}")),
+                    Request("s3:GetObject", f"arn:{partition}:s3:::{params.get('ImportBucket', '')}/"
+                                            f"{params.get('ImportPrefix', '')}x")]
+        if "TableArn" in params and "S3Bucket" in params:  # an export writes its objects with the caller's rights
+            objects = f"arn:{partition}:s3:::{params['S3Bucket']}/{params.get('S3Prefix', '')}/AWSDynamoDB/x"
+            return [Request(action, params["TableArn"]), Request("s3:PutObject", objects)]
+        for key in ("BackupArn", "ResourceArn", "TableArn", "ExportArn"):
             if key in params:
                 return [Request(action, params[key])]
         return [Request(action, "*")]
@@ -248,6 +273,16 @@ def requests_of(call: Call, partition: str, region: str, account: str) -> list[R
         if "RoleArn" in params:
             out.append(Request("iam:PassRole", params["RoleArn"], (("iam:PassedToService", "scheduler.amazonaws.com"),)))
         return out
+    if call.service == "s3" and "Bucket" in params:
+        bucket = f"arn:{partition}:s3:::{params['Bucket']}"
+        if call.operation in S3_BUCKET_ACTIONS:  # a listing (under s3:prefix) or the bucket's own configuration
+            prefix = (("s3:prefix", params["Prefix"]),) if "Prefix" in params else ()
+            return [Request(f"s3:{S3_BUCKET_ACTIONS[call.operation]}", bucket, prefix)]
+        keys = [v for k, v in call.params if k == "Key"]
+        versioned = any(k == "VersionId" for k, _ in call.params)
+        named = S3_OBJECT_ACTIONS.get(call.operation, (call.operation,))
+        return [Request(f"s3:{a}", f"{bucket}/{key}") for key in keys for a in named
+                if versioned or not a.endswith("Version")]
     if call.service == "ssm" and "Name" in params:
         return [Request(action, arn("ssm", "parameter/" + params["Name"].lstrip("/")))]
     if call.service == "secretsmanager" and "SecretId" in params:  # AWS appends six characters to the name

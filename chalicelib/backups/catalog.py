@@ -42,8 +42,8 @@ from typing import Any
 from chalicelib.aws import Deps
 from chalicelib.backups import rules
 from chalicelib.backups.api import query_limit
-from chalicelib.backups.monitor import retention_policy
 from chalicelib.backups.quotas import paced, pacer
+from chalicelib.backups.retention import retention_policy
 from chalicelib.backups.retry import retry_transient
 from chalicelib.backups.store import Run, RunStore
 from chalicelib.web import bad_request, reject_unknown
@@ -205,7 +205,11 @@ def list_backups(deps: Deps, raw: dict[str, str] | None) -> tuple[int, dict[str,
             else cursor.width
         nxt = cursor = Cursor(lower, max(1, min(width, WIDEST)), None, cursor.walks, q.key)
     items = _views(deps, shown, verdicts, unknown if cursor.walks is not None else None, sizes)
-    return 200, {"backups": items, "next_token": nxt.encode() if nxt is not None else None}
+    page: dict[str, Any] = {"backups": items, "next_token": nxt.encode() if nxt is not None else None}
+    if deps.settings.export_bucket and not token:  # the first page: the exports beside the backups
+        from chalicelib.backups import exports
+        page["exports"] = exports.catalog(deps, q.table, q.limit)
+    return 200, page
 
 
 def _window(deps: Deps, q: Query, lower: int, upper: int) -> tuple[list[Any], bool]:

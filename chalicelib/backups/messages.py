@@ -4,6 +4,7 @@
   While the run may be polled unclaimed (RUNNING, in pages, every table's backup started: ``Creating``),
   the message also carries its ``started_at`` and the number of its ``backups``: a poll that finds them
   all still CREATING reads and writes nothing of the run (monitor.py).
+- ``{"export_run", "poll": n}``: check export run ``export_run`` (exports.py); each number is claimed once on it.
 - ``{"restore_id", "poll": n}``: check restore ``restore_id`` (restore.py); each number is claimed once on it.
 - ``{"run_id", "watch": true}``: sent when a run is created, delayed by the lease (at most
   SQS's 900 s). If the run is still STARTING once its lease has passed, its starter died
@@ -60,7 +61,15 @@ class RestoreMessage:
     poll: int = 0
 
 
-def parse_message(body: str) -> MonitorMessage | RestoreMessage:
+@dataclass(frozen=True)
+class ExportMessage:
+    """``{"export_run", "poll": n}``: check export run ``export_run`` (exports.py); each number claimed once."""
+
+    run_id: str
+    poll: int = 0
+
+
+def parse_message(body: str) -> MonitorMessage | RestoreMessage | ExportMessage:
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -68,6 +77,13 @@ def parse_message(body: str) -> MonitorMessage | RestoreMessage:
     if not isinstance(data, dict):
         raise BadMessage("body must be a JSON object")
     run_id, poll, watch = data.get("run_id"), data.get("poll", 0), data.get("watch", False)
+    if "export_run" in data and run_id is None:
+        export_run = data["export_run"]
+        if not isinstance(export_run, str) or not export_run:
+            raise BadMessage("export_run must be a non-empty string")
+        if not isinstance(poll, int) or isinstance(poll, bool) or poll < 0:
+            raise BadMessage("poll must be a whole number >= 0")
+        return ExportMessage(export_run, poll)
     if "restore_id" in data and run_id is None:
         restore_id = data["restore_id"]
         if not isinstance(restore_id, str) or not restore_id:

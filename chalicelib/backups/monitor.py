@@ -42,6 +42,7 @@ from chalicelib.backups import rules, trigger, verify
 from chalicelib.backups.messages import (
     BadMessage,
     Creating,
+    ExportMessage,
     MonitorMessage,
     RestoreMessage,
     creating_of,
@@ -49,11 +50,11 @@ from chalicelib.backups.messages import (
     send_poll_message,
 )
 from chalicelib.backups.quotas import paced, pacer
+from chalicelib.backups.retention import retention_policy
 from chalicelib.backups.retry import retry_transient
 from chalicelib.backups.store import FINISHING, POLLED, STARTING, VERIFYING, Run, RunStore, TableResult
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
-from chalicelib.settings import Settings
 from chalicelib.throttle import error_code, is_rate_limit
 
 LISTING_SKEW = trigger.LISTING_SKEW  # backups are listed from a little before the run started
@@ -172,6 +173,10 @@ def check_run(deps: Deps, body: str, message_id: str = "", seconds_left: Callabl
     except BadMessage as exc:
         dead_letter(deps, settings.backup_monitor_dlq, "backup-monitor", message_id, str(exc), body)
         return "dead-lettered"
+    if isinstance(message, ExportMessage):
+        from chalicelib.backups import exports  # an export run's poll
+        with about(export_run=message.run_id):
+            return exports.poll(deps, message.run_id, message.poll, body, message_id)
     if isinstance(message, RestoreMessage):
         from chalicelib.backups import restore  # a restore's poll (restore on demand)
         with about(restore_id=message.restore_id):
@@ -309,14 +314,6 @@ def _send_poll(deps: Deps, run_id: str, poll: int, creating: Creating | None = N
     delay = deps.settings.backup_monitor_delay_seconds if delay is None else delay
     send_poll_message(deps, run_id, poll, creating, delay)
     logger.info("monitor queued", extra={"run_id": run_id, "poll": poll, "delay_seconds": delay})
-
-
-def retention_policy(settings: Settings) -> rules.Policy:
-    """The stage's retention: BACKUP_RETENTION_DAYS, BACKUP_MIN_KEEP and the calendar of BACKUP_RETENTION."""
-    calendar = settings.backup_retention
-    return rules.Policy(age=timedelta(days=settings.backup_retention_days), min_keep=settings.backup_min_keep,
-                        daily=calendar.daily, weekly=calendar.weekly, monthly=calendar.monthly,
-                        yearly=calendar.yearly, zone=settings.backup_timezone)
 
 
 def retention_reserve(seconds: float) -> float:

@@ -143,6 +143,8 @@ def _resolve(deps: Deps, request: rr.RestoreRequest) -> dict[str, Any]:
             raise bad_request("point_in_time", refusal)
         return {"from": rr.FROM_POINT, "point_in_time": request.point_in_time.isoformat(),
                 "latest_restorable": False, "window": window}
+    if request.kind == rr.FROM_EXPORT:
+        return _export_source(deps, request)
     arn = request.backup_arn or _latest_backup(deps, request.table)
     try:
         description = retry_transient(lambda: client.describe_backup(BackupArn=arn), deps.sleep)["BackupDescription"]
@@ -157,6 +159,40 @@ def _resolve(deps: Deps, request: rr.RestoreRequest) -> dict[str, Any]:
     return {"from": rr.FROM_BACKUP, "backup_arn": arn, "backup_name": details.get("BackupName", ""),
             "backup_created": details["BackupCreationDateTime"].isoformat(),
             "recorded_items": int(description.get("SourceTableDetails", {}).get("ItemCount", 0))}
+
+
+def _export_source(deps: Deps, request: rr.RestoreRequest) -> dict[str, Any]:
+    """A COMPLETED export of the table, its objects not deleted: its data's prefix, its table's keys and indexes
+    (recorded when it was made: the source table may be gone) and its item count."""
+    from chalicelib.backups.export_store import ExportStore
+
+    export = ExportStore(deps).get(request.table, request.export)
+    if export is None or export.status != "COMPLETED" or export.deleted:
+        state = "none" if export is None else "deleted" if export.deleted else export.status
+        raise bad_request("export", f"no COMPLETED export {request.export!r} of {request.table!r} ({state})")
+    return {"from": rr.FROM_EXPORT, "export": export.run_id, "export_arn": export.export_arn,
+            "export_time": export.export_time.isoformat(), "bucket": export.bucket, "bucket_owner": export.owner,
+            "data_prefix": f"{export.prefix}/AWSDynamoDB/{export.export_arn.rsplit('/', 1)[-1]}/data/",
+            "schema": export.schema, "recorded_items": export.item_count}
+
+
+def _import(deps: Deps, restore: Restore) -> None:
+    """ImportTable of the export's data into the target (a new table: an import cannot write an existing one),
+    with a ClientToken of the restore, so a repeat of a call whose answer was lost names the same import."""
+    from chalicelib.backups.export_rules import import_token
+
+    source = restore.source
+    bucket: dict[str, Any] = {"S3Bucket": source["bucket"], "S3KeyPrefix": source["data_prefix"]}
+    if source.get("bucket_owner"):
+        bucket["S3BucketOwner"] = source["bucket_owner"]
+    schema = source["schema"]
+    creation: dict[str, Any] = {"TableName": restore.target, "BillingMode": "PAY_PER_REQUEST",
+                                "KeySchema": schema["KeySchema"], "AttributeDefinitions": schema["AttributeDefinitions"]}
+    if schema.get("GlobalSecondaryIndexes"):
+        creation["GlobalSecondaryIndexes"] = schema["GlobalSecondaryIndexes"]
+    request: Any = {"ClientToken": import_token(restore.restore_id), "S3BucketSource": bucket,
+                    "InputFormat": "DYNAMODB_JSON", "InputCompressionType": "GZIP", "TableCreationParameters": creation}
+    deps.clients.dynamodb_unretried.import_table(**request)
 
 
 def _latest_backup(deps: Deps, table: str) -> str:
@@ -207,7 +243,9 @@ def _start_restore(deps: Deps, restore: Restore) -> str | None:
         kwargs["BillingModeOverride"] = "PAY_PER_REQUEST"
     client = deps.clients.dynamodb
     try:
-        if restore.source["from"] == rr.FROM_BACKUP:
+        if restore.source["from"] == rr.FROM_EXPORT:  # once a call: a lost answer is the next poll's to see
+            _import(deps, restore)
+        elif restore.source["from"] == rr.FROM_BACKUP:
             retry_transient(lambda: client.restore_table_from_backup(
                 BackupArn=restore.source["backup_arn"], **kwargs), deps.sleep)
         else:  # the point recorded when the restore was asked for (``latest_restorable``: as resolved then)
@@ -317,7 +355,12 @@ def _compare(deps: Deps, restore: Restore, table: Mapping[str, Any]) -> dict[str
     client = deps.clients.dynamodb
     recorded: verify_rules.TableShape | None = None
     try:
-        if restore.source["from"] == rr.FROM_BACKUP:
+        if restore.source["from"] == rr.FROM_EXPORT:  # the table's keys and indexes, and items, as exported
+            schema = restore.source["schema"]
+            exported = rr.source_shape(schema)
+            recorded = verify_rules.TableShape(exported.key_schema, exported.indexes,
+                                               int(restore.source["recorded_items"]), True)
+        elif restore.source["from"] == rr.FROM_BACKUP:
             description = retry_transient(lambda: client.describe_backup(
                 BackupArn=restore.source["backup_arn"]), deps.sleep)["BackupDescription"]
             recorded = verify_rules.recorded_shape(description)
@@ -332,8 +375,9 @@ def _compare(deps: Deps, restore: Restore, table: Mapping[str, Any]) -> dict[str
         return {"compared_with": None, "recorded_items": None, "restored_items": items, "scan_complete": complete,
                 "problems": []}
     restored = verify_rules.restored_shape(table, items, complete)
-    return {"compared_with": "backup" if restore.source["from"] == rr.FROM_BACKUP else "source table",
-            "recorded_items": recorded.items if restore.source["from"] == rr.FROM_BACKUP else None,
+    kind = restore.source["from"]
+    return {"compared_with": {rr.FROM_BACKUP: "backup", rr.FROM_EXPORT: "export"}.get(kind, "source table"),
+            "recorded_items": recorded.items if kind in (rr.FROM_BACKUP, rr.FROM_EXPORT) else None,
             "restored_items": items, "scan_complete": complete, "problems": rr.compare(recorded, restored)}
 
 

@@ -23,14 +23,16 @@ from chalicelib.backups import rules, verify_rules
 from chalicelib.web import ApiError, bad_request, reject_unknown
 
 RESTORING, ACTIVE, FAILED = "RESTORING", "ACTIVE", "FAILED"
-FROM_BACKUP, FROM_POINT = "backup", "point_in_time"
+FROM_BACKUP, FROM_POINT, FROM_EXPORT = "backup", "point_in_time", "export"
 LATEST_RESTORABLE = "latest_restorable"
 BILLING_MODES = ("SOURCE", "PAY_PER_REQUEST")  # SOURCE: as the source had it (the backup's or the point's)
 RESTORE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
 BACKUP_ARN = re.compile(r"arn:aws[a-zA-Z-]*:dynamodb:[a-z0-9-]+:[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}/backup/[0-9A-Za-z-]{1,80}")
-FIELDS = {"table", "backup_arn", "latest", "point_in_time", "target", "copy_settings", "billing_mode", "restore_id"}
-SOURCES = ("backup_arn", "latest", "point_in_time")
+FIELDS = {"table", "backup_arn", "latest", "point_in_time", "export", "target", "copy_settings", "billing_mode",
+          "restore_id"}
+SOURCES = ("backup_arn", "latest", "point_in_time", "export")
+EXPORT_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z")  # an export's run id: its export time (export_rules.export_time_label)
 # What DynamoDB does not restore and a restore re-applies from the source, in the order it applies them.
 SETTINGS = ("ttl", "pitr", "tags", "stream", "deletion_protection")
 
@@ -47,15 +49,17 @@ class RestoreRequest:
     copy_settings: bool = True
     billing_mode: str = "SOURCE"
     restore_id: str = ""               # the client's idempotency key ("": the app names the restore)
+    export: str = ""                   # FROM_EXPORT: the export's time label (its run id)
 
     def same_as(self, recorded: Mapping[str, Any]) -> bool:
         """The request a restore was recorded with (``Restore.request``) is this one."""
         return dict(recorded) == self.as_record()
 
     def as_record(self) -> dict[str, Any]:
-        return {"table": self.table, "target": self.target, "kind": self.kind, "backup_arn": self.backup_arn,
-                "point_in_time": self.point_in_time.isoformat() if self.point_in_time else "",
-                "copy_settings": self.copy_settings, "billing_mode": self.billing_mode}
+        record = {"table": self.table, "target": self.target, "kind": self.kind, "backup_arn": self.backup_arn,
+                  "point_in_time": self.point_in_time.isoformat() if self.point_in_time else "",
+                  "copy_settings": self.copy_settings, "billing_mode": self.billing_mode}
+        return {**record, "export": self.export} if self.export else record
 
 
 def parse_time(text: str) -> datetime:
@@ -78,12 +82,17 @@ def parse_request(body: Mapping[str, Any] | None) -> RestoreRequest:
     if len(named) != 1:
         raise bad_request(named[1] if len(named) > 1 else "backup_arn",
                           f"name exactly one of {', '.join(SOURCES)} (what to restore from)")
-    kind, backup_arn, point = FROM_BACKUP, "", None
+    kind, backup_arn, point, export = FROM_BACKUP, "", None, ""
     if named == ["backup_arn"]:
         backup_arn = body["backup_arn"]
         if not isinstance(backup_arn, str) or not BACKUP_ARN.fullmatch(backup_arn):
             raise bad_request("backup_arn", "backup_arn must be a DynamoDB backup ARN "
                               "(arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE/backup/ID)")
+    elif named == ["export"]:
+        kind, export = FROM_EXPORT, body["export"]
+        if not isinstance(export, str) or not EXPORT_ID.fullmatch(export):
+            raise bad_request("export", "export must be an export's id, its export time as 20261122T120000Z "
+                              "(GET /backups?table=... lists them)")
     elif named == ["latest"]:
         if body["latest"] is not True:
             raise bad_request("latest", "latest must be true (the newest AVAILABLE backup this stage made)")
@@ -106,7 +115,7 @@ def parse_request(body: Mapping[str, Any] | None) -> RestoreRequest:
     restore_id = body.get("restore_id", "")
     if "restore_id" in body and (not isinstance(restore_id, str) or not RESTORE_ID.fullmatch(restore_id)):
         raise bad_request("restore_id", "restore_id must be 1-64 of A-Z a-z 0-9 _ -")
-    return RestoreRequest(table, target, kind, backup_arn, point, copy_settings, billing_mode, restore_id)
+    return RestoreRequest(table, target, kind, backup_arn, point, copy_settings, billing_mode, restore_id, export)
 
 
 def target_pattern(pattern: str, table: str) -> re.Pattern[str]:
@@ -173,6 +182,8 @@ def is_our_restore(table: Mapping[str, Any], kind: str, backup_arn: str, source_
     """DescribeTable's ``table`` is the one this restore made: restored from its backup, or (a point in
     time) from its source table (``source_arn_suffix``: ``table/<source>``)."""
     summary = table.get("RestoreSummary") or {}
+    if kind == FROM_EXPORT:  # an import leaves no mark on the table: the name is this restore's (claimed, new)
+        return True
     if kind == FROM_BACKUP:
         return bool(backup_arn) and summary.get("SourceBackupArn") == backup_arn
     return str(summary.get("SourceTableArn", "")).endswith(":" + source_arn_suffix)

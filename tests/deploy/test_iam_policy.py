@@ -401,3 +401,54 @@ def test_a_restore_targets_pattern_never_reaches_the_apps_own_tables() -> None:
     assert allowed(monitor, Request("dynamodb:UpdateItem", f"{B}{settings.state_table}"))
     for action in ("PutItem", "UpdateItem", "DeleteItem", "UpdateTable", "TagResource"):
         assert not allowed(monitor, Request(f"dynamodb:{action}", f"{B}{settings.tasks_table}")), action
+
+
+def test_exports_get_their_actions_on_the_selection_and_the_stage_prefix_only_and_nothing_that_unlocks() -> None:
+    settings = replace(Settings.from_env(), task_action_target_arns=(), export_bucket="vault",
+                       export_prefix="timekeeper-prod", export_tables=("orders", "users"), backup_tables=("orders",))
+    policies = iam.function_policies(settings, WHERE)
+    assert "export_trigger" in policies and "export_trigger" not in iam.function_policies(
+        replace(settings, export_bucket=""), WHERE)  # a stage without EXPORT_BUCKET has no export function
+    objects = "arn:aws:s3:::vault/timekeeper-prod/*"
+    for function, policy in policies.items():
+        for statement in policy["Statement"]:
+            actions = set(statement["Action"])
+            assert not actions & {"s3:BypassGovernanceRetention", "s3:PutBucketObjectLockConfiguration",
+                                  "s3:PutBucketPolicy", "s3:DeleteBucket"}, (function, statement)
+            if actions & {"dynamodb:ExportTableToPointInTime"}:
+                assert statement["Resource"] == [WHERE.arn("dynamodb", "table/orders"),
+                                                 WHERE.arn("dynamodb", "table/users")], statement
+            if actions & {"dynamodb:ImportTable"} and statement["Effect"] == "Allow":  # a new table: a target only
+                assert statement["Resource"] == [WHERE.arn("dynamodb", "table/orders-restored-*")], statement
+            object_actions = {a for a in actions if a.startswith("s3:") and "Bucket" not in a}
+            if object_actions:
+                assert statement["Resource"] == [objects], statement
+            elif actions & {"s3:ListBucket", "s3:ListBucketVersions"}:
+                assert statement["Condition"] == {"StringLike": {"s3:prefix": ["timekeeper-prod/*"]}}, statement
+    granted = {a for p in policies.values() for s in p["Statement"] for a in s["Action"]}
+    assert {"dynamodb:ExportTableToPointInTime", "dynamodb:ImportTable", "s3:GetObject", "s3:PutObject", "s3:PutObjectRetention",
+            "s3:DeleteObjectVersion"} <= granted
+
+
+def test_the_bucket_policy_for_another_accounts_bucket_is_rendered_and_a_wrong_one_refused() -> None:
+    from deploy.cli import export_bucket_note
+
+    settings = replace(Settings.from_env(), stage="prod", export_bucket="vault", export_bucket_owner="210987654321",
+                       export_prefix="timekeeper-prod")
+    note = export_bucket_note(settings, WHERE)
+    policy = json.loads(note[note.index("{"):])
+    assert iam.export_bucket_policy_problems(policy, settings) == []
+    (objects, listing, lock) = policy["Statement"]
+    assert objects["Resource"] == ["arn:aws:s3:::vault/timekeeper-prod/*"]
+    assert objects["Principal"]["AWS"] == [f"arn:aws:iam::123456789012:role/timekeeper-prod-{f}"
+                                           for f in ("export_trigger", "backup_monitor", "api_handler")]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["timekeeper-prod/*"]}}
+    assert lock["Action"] == ["s3:GetBucketObjectLockConfiguration"]
+
+    objects["Action"].append("s3:BypassGovernanceRetention")
+    objects["Resource"] = ["arn:aws:s3:::vault/*"]
+    del listing["Condition"]
+    assert iam.export_bucket_policy_problems(policy, settings) == [
+        "TimekeeperExportObjects: grants s3:BypassGovernanceRetention",
+        "TimekeeperExportObjects: object actions on arn:aws:s3:::vault/*, outside timekeeper-prod/",
+        "TimekeeperListExports: lists the whole bucket (no s3:prefix condition)"]

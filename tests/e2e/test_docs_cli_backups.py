@@ -21,7 +21,7 @@ import pytest
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
-from chalicelib.backups import monitor, rules
+from chalicelib.backups import retention, rules
 from chalicelib.settings import Settings
 from local.client import wait_until
 from local.demo import DEMO_ENVIRONMENT, Demo, demo_for
@@ -123,7 +123,7 @@ def test_docs_cli_restore_of_a_runs_backup_and_the_calendar_retention_the_catalo
                              b["BackupStatus"], b["BackupType"])
                 for b in ddb.list_backups(TableName=table, BackupType="USER")["BackupSummaries"]]
         newest = rules.newest_first(left)[0]
-        policy, prefix = monitor.retention_policy(settings), settings.backup_name_prefix
+        policy, prefix = retention.retention_policy(settings), settings.backup_name_prefix
         decided = rules.retention_verdicts([*earlier.values(), newest], now, policy, prefix, [table])
         assert {b.arn for b in left} == {v.backup.arn for v in decided if v.kept}, (left, decided)
         assert run["summary"]["deleted"] == len(decided) - len(left) >= 1, run["summary"]

@@ -12,7 +12,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.backups import catalog, monitor, rules
+from chalicelib.backups import catalog, monitor, retention, rules
 from chalicelib.backups.store import Run, RunStore, Verification
 from chalicelib.backups.trigger import new_run_id
 from chalicelib.settings import Calendar
@@ -32,7 +32,7 @@ CALENDAR = Calendar(daily=7, weekly=4, monthly=2)
 def _calendar_stage(deps: Deps) -> rules.Policy:
     use_settings(deps, backup_retention=CALENDAR, backup_retention_days=3, backup_min_keep=2,
                  backup_tables=("orders", "audit", "burst"))
-    return monitor.retention_policy(deps.settings)
+    return retention.retention_policy(deps.settings)
 
 
 def _ours(deps: Deps) -> list[rules.Backup]:

@@ -18,7 +18,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.backups import monitor, retry, rules, trigger
+from chalicelib.backups import monitor, retention, retry, rules, trigger
 from chalicelib.backups.store import RunStore
 from chalicelib.settings import Calendar
 from tests import events
@@ -42,7 +42,7 @@ PER_INVOCATION = 12  # (INVOCATION_SECONDS - its reserve, a quarter) * BACKUP_DE
 def _stage(deps: Deps) -> rules.Policy:
     use_settings(deps, backup_retention=CALENDAR, backup_retention_days=3, backup_min_keep=2,
                  backup_tables=TABLES)
-    return monitor.retention_policy(deps.settings)
+    return retention.retention_policy(deps.settings)
 
 
 def _backlog(deps: Deps, days: int, tables: tuple[str, ...] = TABLES) -> None:
@@ -141,7 +141,7 @@ def test_a_backlog_larger_than_an_invocation_is_deleted_over_several_each_within
     outcomes, _ = _deliver(aws, deps, clock, keep, faulty=False, queue=[handed_on])
 
     assert len(outcomes) >= 3 and outcomes == ["retention continues"] * (len(outcomes) - 1) + ["complete"]
-    assert set(moto_backups(deps)) == keep == _kept(deps, monitor.retention_policy(deps.settings), clock.now)
+    assert set(moto_backups(deps)) == keep == _kept(deps, retention.retention_policy(deps.settings), clock.now)
     run = RunStore(deps).get(run_id)
     assert run is not None and run.status == "COMPLETE"
     assert run.summary["deleted"] == doomed and run.summary["retention_passes"] == len(outcomes) + 1
@@ -206,7 +206,7 @@ def test_a_pass_listing_windows_never_deletes_a_tables_oldest_while_a_count_is_n
     create_tables(deps, TABLES)
     use_settings(deps, backup_retention=Calendar(daily=7, yearly=3), backup_retention_days=3, backup_min_keep=2,
                  backup_tables=TABLES)
-    policy = monitor.retention_policy(deps.settings)
+    policy = retention.retention_policy(deps.settings)
     _backlog(deps, 300)  # under a year: yearly=3 not filled, so each table's oldest backup is kept
     keep = _kept(deps, policy, clock.now)
     oldest = {min((b for b in monitor.list_user_backups(deps) if b.table == t), key=lambda b: b.created).arn

@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "chalicelib.auth", "chalicelib.console", "chalicelib.tasks.api", "chalicelib.tasks.source_api",
         "chalicelib.tasks.operations", "chalicelib.tasks.executor", "chalicelib.tasks.stream",
         "chalicelib.tasks.interval", "chalicelib.tasks.dead_letters", "chalicelib.backups.api",
-        "chalicelib.backups.catalog", "chalicelib.backups.monitor", "chalicelib.backups.trigger",
+        "chalicelib.backups.catalog", "chalicelib.backups.monitor", "chalicelib.backups.exports", "chalicelib.backups.trigger",
         "chalicelib.backups.restore")),
     ("app", ("app",)),
     ("deploy", ("deploy", "deploy.*")),

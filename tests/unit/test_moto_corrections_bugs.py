@@ -143,6 +143,39 @@ def list_and_create_backups() -> dict[str, Any]:
                 "before_2000": len(before_2000["BackupSummaries"]), "space_in_name": refused}
 
 
+@scenario
+def export_to_s3() -> dict[str, Any]:
+    """A full export's ARN, its objects under the prefix, its description's manifest, a second call with its
+    ClientToken, and DescribeExport of an ARN that never existed."""
+    with mock_aws():
+        ddb, s3 = boto3.client("dynamodb", region_name=REGION), boto3.client("s3", region_name=REGION)
+        table_arn = ddb.create_table(
+            TableName="kept", BillingMode="PAY_PER_REQUEST", KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}])["TableDescription"]["TableArn"]
+        ddb.update_continuous_backups(TableName="kept",
+                                      PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
+        ddb.put_item(TableName="kept", Item={"PK": {"S": "a"}})
+        s3.create_bucket(Bucket="vault")
+        ask: dict[str, Any] = {"TableArn": table_arn, "S3Bucket": "vault", "S3Prefix": "stage/kept", "ClientToken": "token-1"}
+        arn = ddb.export_table_to_point_in_time(**ask)["ExportDescription"]["ExportArn"]
+        again = ddb.export_table_to_point_in_time(**ask)["ExportDescription"]["ExportArn"]
+        from moto.dynamodb.models import dynamodb_backends
+        for export in dynamodb_backends[ACCOUNT][REGION].table_exports.values():
+            export.join(timeout=10)
+        keys = [o["Key"].split("/AWSDynamoDB/", 1)[-1].split("/", 1)[-1]
+                for o in s3.list_objects_v2(Bucket="vault", Prefix="stage/kept/").get("Contents", [])]
+        try:
+            ddb.describe_export(ExportArn=f"{table_arn}/export/01700000000000-00000000")
+            missing = None
+        except ClientError as error:
+            missing = error.response["Error"]["Code"]
+        except KeyError as error:  # moto's own lookup, raised through mock_aws (a server error on its server)
+            missing = type(error).__name__
+        return {"arn": arn.replace(table_arn, "<table>").split("/")[1], "same_export_again": again == arn,
+                "objects": sorted("data/*" if k.startswith("data/") else k for k in keys), "unknown": missing,
+                "manifest": "ExportManifest" in ddb.describe_export(ExportArn=arn)["ExportDescription"]}
+
+
 def observe() -> dict[str, Any]:
     """What every scenario observes in this process."""
     return {name: run() for name, run in SCENARIOS.items()}
@@ -205,6 +238,19 @@ def test_moto_5_2_5_lists_every_backup_in_one_page_ignores_time_bounds_and_takes
     plain, corrected = (observed["list_and_create_backups"] for observed in moto_observed)
     assert plain == {"first_page": 3, "more": False, "before_2000": 3, "space_in_name": None}
     assert corrected == {"first_page": 2, "more": True, "before_2000": 0, "space_in_name": "ValidationException"}
+
+
+def test_moto_5_2_5_writes_an_export_without_manifests_under_an_import_arn_and_ignores_its_client_token(
+        moto_observed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    plain, corrected = (observed["export_to_s3"] for observed in moto_observed)
+    assert installed_moto_version() == MOTO_VERSION == "5.2.5"
+    assert plain == {"arn": "<table>", "same_export_again": False,  # table/<the table ARN>/import/<id>
+                     "objects": ["data/*", "data/*"], "unknown": "KeyError", "manifest": False}
+    # AWS: <table ARN>/export/<id>; one export a token; AWSDynamoDB/<id>/manifest-summary.json, manifest-files.json,
+    # data/*.json.gz; ExportNotFoundException for an unknown ARN.
+    assert corrected == {"arn": "export", "same_export_again": True,
+                         "objects": ["data/*", "manifest-files.json", "manifest-summary.json"],
+                         "unknown": "ExportNotFoundException", "manifest": True}
 
 
 # --- the moto the patches were written for ---------------------------------------------------------------
