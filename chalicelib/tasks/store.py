@@ -647,9 +647,10 @@ class TaskStore:
         elif next_due is not None and outcome.status is Status.DONE:
             attributes.update({**items.status_fields(key.task_id, Status.PENDING.value), "run_at": iso(next_due),
                                "next_run_at": iso(next_due)})
-        else:
+        else:  # finished: the claim's lease and takeovers are read no more, and the record is kept 30 days
             attributes.update({**items.status_fields(key.task_id, outcome.status.value), "finished_at": stamp,
                                STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
+            removed += ["claimed_at", "exec_takeovers"]
         return attributes, removed
 
     def _update_or_found(self, key: TaskKey, expression: str, condition: str, names: Mapping[str, str],

@@ -425,6 +425,15 @@ def test_the_state_table_keeps_one_record_and_files_it_in_the_status_index_only_
     assert [i["PK"]["S"] for i in indexed] == ["TASK#standup"]
 
 
+def test_a_finished_tasks_record_keeps_no_claim_lease(client: Client, clock: FakeClock, deps: Deps) -> None:
+    post_task(client, body())
+    clock.advance(minutes=10)
+    deliver(client, due_body(TaskKey.for_id("standup"), parse_due(RUN_AT)))
+    record = TaskStore(deps).get_record("standup") or {}
+    assert record["status"] == "DONE" and record["exec_owner"]
+    assert not {"claimed_at", "exec_takeovers", "status_key"} & set(record)  # kept 30 days: each byte is billed
+
+
 def test_a_fifo_target_is_rejected_saying_why(client: Client) -> None:
     fifo = {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs.fifo", "message": "m"}
     response = post_task(client, body(action=fifo))
