@@ -172,10 +172,10 @@ def unsharded(units: Counter[str]) -> Counter[str]:
     return merged
 
 
-def measure(tasks: int, failing: bool = False) -> tuple[KeyWrites, int]:
+def measure(tasks: int) -> tuple[KeyWrites, KeyWrites, int]:
     """``tasks`` one-time exact tasks through the task path, half the API's (create), half another program's
-    items (written by it, not counted): each claimed and settled DONE by the executor's store writes (``failing``:
-    FAILED, as when a target fails for everyone)."""
+    items (written by it, not counted): each claimed and settled DONE by the executor's store writes; then as
+    many others settled FAILED (as when a target fails for everyone), metered apart, in the same stage."""
     from chalicelib import ddb
     from chalicelib.aws import Clients, Deps
     from chalicelib.tasks import api
@@ -184,40 +184,43 @@ def measure(tasks: int, failing: bool = False) -> tuple[KeyWrites, int]:
     from tests.fixtures import FakeClock
     from tests.functional.task_support import EMAIL_ACTION
 
+    meters: list[KeyWrites] = []
     with task_stage.stage() as stage:
         settings, clock = stage.settings, FakeClock()
-        clients = Clients(settings, session=stage.setup.session)
-        meter = KeyWrites(stage.setup.dynamodb, table_keys(stage.setup.dynamodb, [settings.tasks_table,
-                                                                                   settings.state_table]))
-        meter.attach(clients.dynamodb)
-        deps = Deps(settings=settings, clients=clients, clock=clock)
-        store, due = TaskStore(deps), clock.now + timedelta(minutes=5)
-        keys = []
-        for i in range(tasks):
-            if i % 2 == 0:
-                status, _ = api.create(deps, {"id": f"api-{i}", "run_at": due.isoformat(), "action": EMAIL_ACTION})
-                assert status == 201
-                keys.append(TaskKey.for_id(f"api-{i}"))
-            else:
-                key = TaskKey(f"USER#{i}", "REMINDER")
-                stage.setup.dynamodb.put_item(TableName=settings.tasks_table, Item=ddb.serialize(
-                    {"PK": key.pk, "SK": key.sk, settings.due_attribute: due.isoformat(), "action": EMAIL_ACTION}))
-                keys.append(key)
-        clock.advance(minutes=5)
-        when = parse_due(due.isoformat())
-        for key in keys:
-            claim = store.claim(key, when, clock.now, settings.task_claim_lease_seconds, f"w-{key.task_id}")
-            assert claim.won, claim
-            outcome = Outcome(Status.FAILED, 1, error="Refused") if failing \
-                else Outcome(Status.DONE, 1, {"sent": True})
-            assert store.settle(key, when, f"w-{key.task_id}", outcome, clock.now, None)
-        return meter, tasks
+        for run, outcome in enumerate((Outcome(Status.DONE, 1, {"sent": True}),
+                                       Outcome(Status.FAILED, 1, error="Refused"))):
+            clients = Clients(settings, session=stage.setup.session)
+            meter = KeyWrites(stage.setup.dynamodb, table_keys(stage.setup.dynamodb, [settings.tasks_table,
+                                                                                       settings.state_table]))
+            meter.attach(clients.dynamodb)
+            meters.append(meter)
+            deps = Deps(settings=settings, clients=clients, clock=clock)
+            store, due = TaskStore(deps), clock.now + timedelta(minutes=5)
+            keys = []
+            for i in range(run * tasks, (run + 1) * tasks):
+                if i % 2 == 0:
+                    status, _ = api.create(deps, {"id": f"api-{i}", "run_at": due.isoformat(),
+                                                  "action": EMAIL_ACTION})
+                    assert status == 201
+                    keys.append(TaskKey.for_id(f"api-{i}"))
+                else:
+                    key = TaskKey(f"USER#{i}", "REMINDER")
+                    stage.setup.dynamodb.put_item(TableName=settings.tasks_table, Item=ddb.serialize(
+                        {"PK": key.pk, "SK": key.sk, settings.due_attribute: due.isoformat(),
+                         "action": EMAIL_ACTION}))
+                    keys.append(key)
+            clock.advance(minutes=5)
+            when = parse_due(due.isoformat())
+            for key in keys:
+                claim = store.claim(key, when, clock.now, settings.task_claim_lease_seconds, f"w-{key.task_id}")
+                assert claim.won, claim
+                assert store.settle(key, when, f"w-{key.task_id}", outcome, clock.now, None)
+    return meters[0], meters[1], tasks
 
 
 def run(scale: Scale, plots: Path) -> list[Section]:
-    n = scale.pick(2000, 400, 40)
-    meter, tasks = measure(n)
-    failing, _ = measure(n, failing=True)
+    n = scale.pick(2000, 400, 20)
+    meter, failing, tasks = measure(n)
     section = Section(
         key="P4k", title=f"hot keys: the hottest partition key of each table and index on the task path ({n} tasks)",
         columns=["table / index", "write units", "partition keys", "hottest key", "its share",
@@ -228,7 +231,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         section.rows.append([row.where, row.units, row.keys, row.key[:40], row.share, row.at_rate(tasks)])
         figures["hottest"][row.where] = {"units": row.units, "keys": row.keys, "key": row.key,
                                          "share": row.share, "units_per_second_at_rate": row.at_rate(tasks)}
-        if not scale.tiny:  # 40 tasks over 32 shards say little of the fullest one
+        if not scale.tiny:  # 20 tasks over 32 shards say little of the fullest one
             section.targets.append(Target(f"{row.where}: hottest key at {RATE:,} tasks/s", row.at_rate(tasks),
                                           PARTITION_LIMIT, " WCU/s"))
     from chalicelib.tasks.items import STATUS_INDEX
