@@ -17,7 +17,7 @@ import math
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from tests.aws_limits import item_size
 
 RATE = 10_000  # tasks a second the figure is taken at
 PARTITION_LIMIT = 1_000  # write units a second one partition key takes
+FAILING = " (every task FAILED)"  # the rows of the run whose tasks all fail
 WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
 
 
@@ -171,9 +172,10 @@ def unsharded(units: Counter[str]) -> Counter[str]:
     return merged
 
 
-def measure(tasks: int) -> tuple[KeyWrites, int]:
+def measure(tasks: int) -> tuple[KeyWrites, KeyWrites, int]:
     """``tasks`` one-time exact tasks through the task path, half the API's (create), half another program's
-    items (written by it, not counted): each claimed and settled DONE by the executor's store writes."""
+    items (written by it, not counted): each claimed and settled DONE by the executor's store writes; then as
+    many others settled FAILED (as when a target fails for everyone), metered apart, in the same stage."""
     from chalicelib import ddb
     from chalicelib.aws import Clients, Deps
     from chalicelib.tasks import api
@@ -182,52 +184,60 @@ def measure(tasks: int) -> tuple[KeyWrites, int]:
     from tests.fixtures import FakeClock
     from tests.functional.task_support import EMAIL_ACTION
 
+    meters: list[KeyWrites] = []
     with task_stage.stage() as stage:
         settings, clock = stage.settings, FakeClock()
-        clients = Clients(settings, session=stage.setup.session)
-        meter = KeyWrites(stage.setup.dynamodb, table_keys(stage.setup.dynamodb, [settings.tasks_table,
-                                                                                   settings.state_table]))
-        meter.attach(clients.dynamodb)
-        deps = Deps(settings=settings, clients=clients, clock=clock)
-        store, due = TaskStore(deps), clock.now + timedelta(minutes=5)
-        keys = []
-        for i in range(tasks):
-            if i % 2 == 0:
-                status, _ = api.create(deps, {"id": f"api-{i}", "run_at": due.isoformat(), "action": EMAIL_ACTION})
-                assert status == 201
-                keys.append(TaskKey.for_id(f"api-{i}"))
-            else:
-                key = TaskKey(f"USER#{i}", "REMINDER")
-                stage.setup.dynamodb.put_item(TableName=settings.tasks_table, Item=ddb.serialize(
-                    {"PK": key.pk, "SK": key.sk, settings.due_attribute: due.isoformat(), "action": EMAIL_ACTION}))
-                keys.append(key)
-        clock.advance(minutes=5)
-        when = parse_due(due.isoformat())
-        for key in keys:
-            claim = store.claim(key, when, clock.now, settings.task_claim_lease_seconds, f"w-{key.task_id}")
-            assert claim.won, claim
-            assert store.settle(key, when, f"w-{key.task_id}", Outcome(Status.DONE, 1, {"sent": True}),
-                                clock.now, None)
-        return meter, tasks
+        for run, outcome in enumerate((Outcome(Status.DONE, 1, {"sent": True}),
+                                       Outcome(Status.FAILED, 1, error="Refused"))):
+            clients = Clients(settings, session=stage.setup.session)
+            meter = KeyWrites(stage.setup.dynamodb, table_keys(stage.setup.dynamodb, [settings.tasks_table,
+                                                                                       settings.state_table]))
+            meter.attach(clients.dynamodb)
+            meters.append(meter)
+            deps = Deps(settings=settings, clients=clients, clock=clock)
+            store, due = TaskStore(deps), clock.now + timedelta(minutes=5)
+            keys = []
+            for i in range(run * tasks, (run + 1) * tasks):
+                if i % 2 == 0:
+                    status, _ = api.create(deps, {"id": f"api-{i}", "run_at": due.isoformat(),
+                                                  "action": EMAIL_ACTION})
+                    assert status == 201
+                    keys.append(TaskKey.for_id(f"api-{i}"))
+                else:
+                    key = TaskKey(f"USER#{i}", "REMINDER")
+                    stage.setup.dynamodb.put_item(TableName=settings.tasks_table, Item=ddb.serialize(
+                        {"PK": key.pk, "SK": key.sk, settings.due_attribute: due.isoformat(),
+                         "action": EMAIL_ACTION}))
+                    keys.append(key)
+            clock.advance(minutes=5)
+            when = parse_due(due.isoformat())
+            for key in keys:
+                claim = store.claim(key, when, clock.now, settings.task_claim_lease_seconds, f"w-{key.task_id}")
+                assert claim.won, claim
+                assert store.settle(key, when, f"w-{key.task_id}", outcome, clock.now, None)
+    return meters[0], meters[1], tasks
 
 
 def run(scale: Scale, plots: Path) -> list[Section]:
-    n = scale.pick(2000, 400, 40)
-    meter, tasks = measure(n)
+    n = scale.pick(2000, 400, 20)
+    meter, failing, tasks = measure(n)
     section = Section(
         key="P4k", title=f"hot keys: the hottest partition key of each table and index on the task path ({n} tasks)",
         columns=["table / index", "write units", "partition keys", "hottest key", "its share",
                  f"hottest key's write units/s at {RATE:,} tasks/s"])
     figures: dict[str, Any] = {"tasks": tasks, "rate": RATE, "hottest": {}}
-    for row in hottest(meter.units, meter.items, tasks):
+    failed = [replace(row, where=row.where + FAILING) for row in hottest(failing.units, failing.items, tasks)]
+    for row in [*hottest(meter.units, meter.items, tasks), *failed]:
         section.rows.append([row.where, row.units, row.keys, row.key[:40], row.share, row.at_rate(tasks)])
         figures["hottest"][row.where] = {"units": row.units, "keys": row.keys, "key": row.key,
                                          "share": row.share, "units_per_second_at_rate": row.at_rate(tasks)}
-        if not scale.tiny:  # 40 tasks over 32 shards say little of the fullest one
+        if not scale.tiny:  # 20 tasks over 32 shards say little of the fullest one
             section.targets.append(Target(f"{row.where}: hottest key at {RATE:,} tasks/s", row.at_rate(tasks),
                                           PARTITION_LIMIT, " WCU/s"))
     from chalicelib.tasks.items import STATUS_INDEX
-    for where, by_key in meter.units.items():
+    figures["status_index_units"] = sum(sum(by_key.values()) for where, by_key in meter.units.items()
+                                        if where.endswith("/" + STATUS_INDEX))  # the ordinary path's: none
+    for where, by_key in failing.units.items():
         if where.endswith("/" + STATUS_INDEX):
             one = hottest({where: unsharded(by_key)}, {(where, k.rsplit("#", 1)[0]): {"", "*"} for k in by_key},
                           tasks)[0]
@@ -240,7 +250,8 @@ def run(scale: Scale, plots: Path) -> list[Section]:
         "and after): a table's by item size (twice in a transaction), an index's one a keys-only entry put or "
         "deleted; a key written for one task only (its record, its item) takes its writes once, not at the rate; "
         "tasks: one-time exact, half the API's (create, claim, settle), half another program's items "
-        "(claim, settle); the figure scales the run's hottest key to the rate (a small run overstates a sharded "
+        f"(claim, settle), all DONE, then all FAILED ('{FAILING.strip()}': the status index carries FAILED, "
+        "not PENDING or DONE); the figure scales the run's hottest key to the rate (a small run overstates a sharded "
         "key's: its fullest shard holds more than 1/32 by chance)")
     section.figures = figures
     return [section]

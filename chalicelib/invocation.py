@@ -1,9 +1,9 @@
 """What every invocation of every function shares (one Chalice middleware for all event types).
 
-While the handler runs, every log line carries the Lambda request id and the
-function's name (Powertools' ``inject_lambda_context`` keys ``function_request_id``
-and ``function_name``; Chalice's handlers take one event argument, so the keys are
-appended here rather than by that decorator).  When it returns or raises, the
+While the handler runs, every log line carries the Lambda request id (Powertools'
+``inject_lambda_context`` key ``function_request_id``; Chalice's handlers take one
+event argument, so the key is appended here rather than by that decorator); not the
+function's name, which its log group gives (ingested logs are billed by the byte).  When it returns or raises, the
 metrics it recorded are flushed: once per invocation, a log line per EMF
 document, never raising (chalicelib/metrics.py).
 """
@@ -17,7 +17,6 @@ from chalicelib.aws import Clock, Deps
 from chalicelib.log import logger
 
 REQUEST_ID = "function_request_id"
-FUNCTION_NAME = "function_name"
 
 Middleware = Callable[[Any, Callable[[Any], Any]], Any]
 
@@ -27,7 +26,7 @@ def lambda_context_keys(event: Any) -> dict[str, str]:
     context = getattr(event, "context", None)
     if context is None or isinstance(context, dict):  # a Request's ``context`` is API Gateway's request context
         context = getattr(event, "lambda_context", None)
-    keys = {REQUEST_ID: getattr(context, "aws_request_id", None), FUNCTION_NAME: getattr(context, "function_name", None)}
+    keys = {REQUEST_ID: getattr(context, "aws_request_id", None)}
     return {k: str(v) for k, v in keys.items() if v}
 
 

@@ -461,7 +461,8 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         API_HANDLER: [
             b.tasks_table("TaskItems", [*_READ, *_WRITE, "dynamodb:BatchGetItem"]),
             b.state_table("TaskRecordsAndRuns", [*_READ, *_WRITE, "dynamodb:Query", "dynamodb:BatchGetItem",
-                                                 "dynamodb:BatchWriteItem"]),  # a run's table pages
+                                                 "dynamodb:BatchWriteItem",  # a run's table pages
+                                                 "dynamodb:Scan"]),  # GET /tasks?status=PENDING, DONE
             _statement("QueryTaskStatusIndex", ["dynamodb:Query"],
                        [b.table(f"{s.state_table}/index/{STATUS_INDEX}")]),
             b.send("SendRetries", s.due_queue),  # POST /tasks/{id}/retry sends the retry's due message

@@ -67,9 +67,9 @@ def wait_for_indexes(clients: Clients, name: str, sleep: Callable[[float], None]
 
 
 def key_status_records(clients: Clients, name: str, result: Provisioned) -> int:
-    """Give every listed record its ``status_key`` for its status (a record written before the status index was
-    sharded has none): one conditional UpdateItem each (on the status read, so a transition meanwhile wins).
-    Returns how many were written."""
+    """Give every listed record the ``status_key`` of its status (a record written before the status index was
+    sharded has none), or none for a status the index does not carry: one conditional UpdateItem each (on the
+    status read, so a transition meanwhile wins). Returns how many were written."""
     from chalicelib import ddb
     from chalicelib.tasks import items
     ddb_client, written = clients.dynamodb, 0
@@ -87,11 +87,13 @@ def key_status_records(clients: Clients, name: str, result: Provisioned) -> int:
             wanted = items.status_key(pk[len(items.RECORD_PREFIX):], status)
             if record.get(items.STATUS_KEY) == wanted:
                 continue
+            values = {":s": {"S": status}, **({} if wanted is None else {":k": {"S": wanted}})}
             try:
                 ddb_client.update_item(
-                    TableName=name, Key={"PK": row["PK"], "SK": row["SK"]}, UpdateExpression="SET #k = :k",
+                    TableName=name, Key={"PK": row["PK"], "SK": row["SK"]},
+                    UpdateExpression="REMOVE #k" if wanted is None else "SET #k = :k",
                     ConditionExpression="#s = :s", ExpressionAttributeNames={"#k": items.STATUS_KEY, "#s": "status"},
-                    ExpressionAttributeValues={":k": {"S": wanted}, ":s": {"S": status}})
+                    ExpressionAttributeValues=values)
                 written += 1
             except ClientError as exc:
                 if _code(exc) != "ConditionalCheckFailedException":
@@ -102,6 +104,38 @@ def key_status_records(clients: Clients, name: str, result: Provisioned) -> int:
     if written:
         result.changes.append(f"wrote status_key on {written} records of {name}")
     return written
+
+
+def unindex_statuses(clients: Clients, name: str, result: Provisioned) -> int:
+    """Take out of the status index the records of a status it no longer carries (PENDING, DONE: written when the
+    index carried every status): each partition key of such a status queried, and each record's ``status_key``
+    removed (on the condition that it is still that key, so a transition meanwhile wins). Nothing to do once done
+    (one empty Query a key). Returns how many records were taken out."""
+    from chalicelib.tasks import items
+    removed = 0
+    for status in (s.value for s in items.LISTED_STATUSES if s.value not in items.INDEXED_STATUSES):
+        for key in items.status_keys(status):
+            query: dict[str, Any] = {
+                "TableName": name, "IndexName": items.STATUS_INDEX, "KeyConditionExpression": "#k = :k",
+                "ExpressionAttributeNames": {"#k": items.STATUS_KEY}, "ExpressionAttributeValues": {":k": {"S": key}}}
+            while True:
+                page = clients.dynamodb.query(**query)
+                for row in page.get("Items", []):
+                    try:
+                        clients.dynamodb.update_item(
+                            TableName=name, Key={"PK": row["PK"], "SK": row["SK"]}, UpdateExpression="REMOVE #k",
+                            ConditionExpression="#k = :k", ExpressionAttributeNames={"#k": items.STATUS_KEY},
+                            ExpressionAttributeValues={":k": {"S": key}})
+                        removed += 1
+                    except ClientError as exc:
+                        if _code(exc) != "ConditionalCheckFailedException":
+                            raise
+                if "LastEvaluatedKey" not in page:
+                    break
+                query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    if removed:
+        result.changes.append(f"took {removed} PENDING or DONE records of {name} out of {items.STATUS_INDEX}")
+    return removed
 
 
 def replace_status_index(clients: Clients, name: str, result: Provisioned,
@@ -308,6 +342,8 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
     result = Provisioned()
     ensure_table(clients, settings.state_table, result, ttl_attribute=STATE_TTL_ATTRIBUTE, indexes=state_indexes())
     replace_status_index(clients, settings.state_table, result)
+    wait_for_indexes(clients, settings.state_table)
+    unindex_statuses(clients, settings.state_table, result)
     tasks = ensure_table(clients, settings.tasks_table, result, stream=True, ttl_attribute=settings.ttl_attribute,
                          indexes=tasks_indexes(settings))
     _, monitor_dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, result)

@@ -199,13 +199,14 @@ def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str,
         partition, status, after = _valid(lambda: items.decode_token(query["next_token"], len(statuses)))
         if status != statuses[partition].value:
             raise bad_request("next_token", "next_token belongs to a listing with another status")
-        if after is not None and not items.listed_in(after, source):
+        if after is not None and statuses[partition].value in items.INDEXED_STATUSES \
+                and not items.listed_in(after, source):
             raise bad_request("next_token", "next_token belongs to a listing of another source")
     store = TaskStore(deps)
     ids: list[str] = []
     next_token: str | None = None
     while partition < len(statuses) and len(ids) < limit:
-        page, last = store.query_index(statuses[partition], after, limit - len(ids), source)
+        page, last = store.list_status(statuses[partition], after, limit - len(ids), source)
         ids.extend(page)
         if last is not None:
             after = last

@@ -7,10 +7,12 @@ cancelled, keeps the request fingerprint for idempotent POSTs, and keeps the
 execution state (``exec_due``, ``exec_state``, ``exec_owner``, ``claimed_at``,
 attempts, the last result or error) that the executor writes instead of the
 item.  The records of API tasks carry ``listed`` (``<created_at>#<id>``): with
-``status_key`` (``<status>#<shard>``, written with every ``status``) they are the
-keys of a sparse GSI, the *status index* GET /tasks pages through; the index
-follows a record's status with no write of its own, each status spread over
-``STATUS_SHARDS`` partition keys so that none is a hot key.
+``status_key`` (``<status>#<shard>``, written with a status the index carries,
+removed with one it does not) they are the keys of a sparse GSI, the *status
+index* GET /tasks pages through for CANCELLED, FAILED, DEAD_LETTERED and PAUSED;
+the index follows a record's status with no write of its own, each status spread
+over ``STATUS_SHARDS`` partition keys. A task's ordinary path (PENDING, DONE)
+writes no index entry: those two are listed from the state table's own keys.
 """
 
 from __future__ import annotations
@@ -52,10 +54,13 @@ RECORD_PREFIX = "TASK#"
 RECORD_SK = "RECORD"
 STATUS_INDEX = "task-status-shard-index"  # a sparse GSI of the state table: status_key (hash), listed (range)
 REPLACED_STATUS_INDEXES = ("task-status-index",)  # keyed by status alone (a hot key): provision deletes it
-STATUS_KEY = "status_key"  # "<status>#<shard>": on every record, written with its status (``status_fields``)
-# Each status's index entries are spread over this many partition keys by a stable hash of the task id: at
-# 10,000 tasks a second, PENDING takes 2 index writes a task (in at the create or claim, out at the settle), so
-# one key takes 20,000 / 32 = 625 write units a second, under DynamoDB's 1,000 a partition.
+STATUS_KEY = "status_key"  # "<status>#<shard>": on a record in an indexed status only, written with it (``status_fields``)
+# The statuses the status index carries: those an operator lists at once, none on a task's ordinary path (created or
+# claimed PENDING, settled DONE), which so writes no index entry. PENDING and DONE are listed from the state table's
+# own keys (``TaskStore.scan_status``). docs/benchmarks.md, "The status index", prices both ways.
+INDEXED_STATUSES = frozenset(s.value for s in (Status.CANCELLED, Status.FAILED, Status.DEAD_LETTERED, Status.PAUSED))
+# Each indexed status's entries are spread over this many partition keys by a stable hash of the task id, so that
+# no status is one hot partition key when many tasks fail or are cancelled at once.
 STATUS_SHARDS = 32
 LISTED = "listed"  # on the records of API tasks only: "<created_at>#<id>", the status index's sort key
 IMAGE_PREFIX = "IMAGE#"
@@ -322,7 +327,7 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
     if fingerprint:
         record["fingerprint"] = fingerprint
     record.update(extra)
-    return record
+    return present(record)
 
 
 def status_shard(task_id: str) -> int:
@@ -331,19 +336,37 @@ def status_shard(task_id: str) -> int:
     return zlib.crc32(task_id.encode("utf-8", "surrogatepass")) % STATUS_SHARDS
 
 
-def status_key(task_id: str, status: str) -> str:
-    """The status index's partition key of a task's record in ``status``: ``<status>#<shard>``. Pure."""
-    return f"{status}#{status_shard(task_id):02d}"
+def status_key(task_id: str, status: str) -> str | None:
+    """The status index's partition key of a task's record in ``status``, ``<status>#<shard>``; None for a status
+    the index does not carry (``INDEXED_STATUSES``). Pure."""
+    return f"{status}#{status_shard(task_id):02d}" if status in INDEXED_STATUSES else None
 
 
 def status_keys(status: str) -> list[str]:
-    """Every partition key of one status in the status index, the ones ``GET /tasks?status=`` queries. Pure."""
+    """Every partition key of one indexed status in the status index, the ones ``GET /tasks?status=`` queries. Pure."""
     return [f"{status}#{shard:02d}" for shard in range(STATUS_SHARDS)]
 
 
-def status_fields(task_id: str, status: str) -> dict[str, str]:
-    """What every write of a record's status sets: ``status`` and the status index's ``status_key``. Pure."""
-    return {"status": status, STATUS_KEY: status_key(task_id, status)}
+class Absent:
+    """The value of an attribute a write removes (``status_fields`` of a status the index does not carry)."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = Absent()
+
+
+def status_fields(task_id: str, status: str) -> dict[str, Any]:
+    """What every write of a record's status sets: ``status``, and the status index's ``status_key`` -- ``ABSENT``
+    (removed: the record leaves the index) for a status the index does not carry. Pure."""
+    key = status_key(task_id, status)
+    return {"status": status, STATUS_KEY: ABSENT if key is None else key}
+
+
+def present(attributes: dict[str, Any]) -> dict[str, Any]:
+    """``attributes`` without the ``ABSENT`` ones: what a put of a whole item writes. Pure."""
+    return {name: value for name, value in attributes.items() if value is not ABSENT}
 
 
 def listed_of(key: TaskKey) -> str | None:

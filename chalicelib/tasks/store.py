@@ -54,8 +54,8 @@ def _expression_args(names: Mapping[str, str] | None, values: Mapping[str, Any] 
 
 def put(table: str, item: Mapping[str, Any], condition: str | None = None,
         names: Mapping[str, str] | None = None, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A TransactWriteItems Put."""
-    op: dict[str, Any] = {"TableName": table, "Item": ddb.serialize(item), **_expression_args(names, values)}
+    """A TransactWriteItems Put (of the attributes not ``items.ABSENT``)."""
+    op: dict[str, Any] = {"TableName": table, "Item": ddb.serialize(items.present(dict(item))), **_expression_args(names, values)}
     if condition:
         op["ConditionExpression"] = condition
     return {"Put": op}
@@ -81,16 +81,20 @@ def delete(table: str, key: Mapping[str, str], condition: str | None = None,
 
 
 def set_attributes(attributes: Mapping[str, Any], remove: Iterable[str] = ()) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """An UpdateExpression that sets ``attributes`` and removes ``remove``, with its names and values."""
+    """An UpdateExpression that sets ``attributes`` (removes those ``items.ABSENT``) and removes ``remove``, with its
+    names and values."""
     names: dict[str, str] = {}
     values: dict[str, Any] = {}
     sets: list[str] = []
     for i, (name, value) in enumerate(attributes.items()):
+        if value is items.ABSENT:
+            continue
         names[f"#a{i}"] = name
         values[f":a{i}"] = value
         sets.append(f"#a{i} = :a{i}")
     removes: list[str] = []
-    for i, name in enumerate(n for n in remove if n not in attributes):
+    absent = [name for name, value in attributes.items() if value is items.ABSENT]
+    for i, name in enumerate(dict.fromkeys([*absent, *(n for n in remove if n not in attributes)])):
         names[f"#r{i}"] = name
         removes.append(f"#r{i}")
     expression = ("SET " + ", ".join(sets)) if sets else ""
@@ -313,6 +317,49 @@ class TaskStore:
                                   items.status_keys(status.value)))
         return items.merge_shards(pages, limit)
 
+    def list_status(self, status: Status, after: str | None, limit: int,
+                    source: str | None = None) -> tuple[list[str], str | None]:
+        """One page of a status, from the status index for a status it carries (``query_index``), else from the
+        state table's own keys (``scan_status``)."""
+        if status.value in items.INDEXED_STATUSES:
+            return self.query_index(status, after, limit, source)
+        return self.scan_status(status, after, limit, source)
+
+    def scan_status(self, status: Status, after: str | None, limit: int,
+                    source: str | None = None) -> tuple[list[str], str | None]:
+        """(task ids, the task id to continue after -- None: no more) of one page of a status the status index
+        does not carry (PENDING, DONE): the state table's listed records in that status, in its own key order,
+        from the record of ``after`` on (one Scan page after another, filtered: the records read are priced, not
+        the ones shown). A page is full unless the status is done, and its token is given only when one more
+        record was found after it."""
+        prefix = items.listed_prefix(source) if source is not None else None
+        condition = "#s = :s AND attribute_exists(#l)"
+        values: dict[str, Any] = {":s": {"S": status.value}}
+        if source is not None and prefix is None:
+            condition += " AND #l < :mark"
+            values[":mark"] = {"S": items.LISTED_SOURCE_MARK}
+        elif prefix is not None:
+            condition += " AND begins_with(#l, :prefix)"
+            values[":prefix"] = {"S": prefix}
+        kwargs: dict[str, Any] = {
+            "TableName": self.state_table, "FilterExpression": condition, "ProjectionExpression": "PK",
+            "ExpressionAttributeNames": {"#s": "status", "#l": items.LISTED}, "ExpressionAttributeValues": values}
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = ddb.serialize(items.record_key(after))
+        ids: list[str] = []
+        while True:
+            response = self._ddb.scan(**kwargs)
+            for row in response.get("Items", []):
+                pk = str(row["PK"]["S"])
+                if pk.startswith(items.RECORD_PREFIX):
+                    ids.append(pk[len(items.RECORD_PREFIX):])
+                if len(ids) > limit:  # one more than the page: the status goes on after it
+                    return ids[:limit], ids[limit - 1]
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return ids, None
+            kwargs["ExclusiveStartKey"] = last
+
     def _query_shard(self, key: str, after: str | None, limit: int,
                      source: str | None) -> tuple[list[tuple[str, str]], bool]:
         """((listed, task id) rows in order, whether more follow) of one status-index partition key, after
@@ -490,10 +537,8 @@ class TaskStore:
         task's, deleted by its TTL)."""
         due_text, stamp = iso(due), now.timestamp()
         stale = stamp - lease_seconds
-        names = {"#s": "status", "#sk": items.STATUS_KEY}
-        pending_key = items.status_key(key.task_id, Status.PENDING.value)
+        names = {"#s": "status", "#sk": items.STATUS_KEY}  # PENDING is not in the status index: its key goes
         values = {":due": due_text, ":due_ms": due_ms(due), ":running": RUNNING, ":owner": owner, ":now": stamp,
-                  ":pending_key": pending_key,
                   ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
                   ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM,
                   ":retrying": RETRYING, ":now_ms": due_ms(now), ":paused": PAUSED}
@@ -508,8 +553,8 @@ class TaskStore:
                                 "exec_owner = :owner, claimed_at = :now, exec_takeovers = :zero, "
                                 "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
                                 "task_sk = if_not_exists(task_sk, :sk), run_at = :due, "
-                                f"#s = :pending, #sk = :pending_key{shown} "
-                                f"REMOVE dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, {STATE_TTL_ATTRIBUTE}",
+                                f"#s = :pending{shown} REMOVE #sk, "
+                                f"dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, {STATE_TTL_ATTRIBUTE}",
             "ConditionExpression": CLAIMABLE, "ReturnValues": "ALL_OLD",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
         claim = self._claim_write(key, request, due, owner, stale)
@@ -518,12 +563,11 @@ class TaskStore:
         previous = claim.found.takeovers
         takeover: dict[str, Any] = {  # its worker died: take it over, once per lease, counted
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
-            "UpdateExpression": "SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms, #s = :pending, "
-                                f"#sk = :pending_key{listed} ADD exec_takeovers :one",
+            "UpdateExpression": "SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms, "
+                                f"#s = :pending{listed} REMOVE #sk ADD exec_takeovers :one",
             "ConditionExpression": TAKEOVER, "ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **_expression_args({"#s": "status", "#sk": items.STATUS_KEY}, {
                 ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
-                ":pending_key": pending_key,
                 ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
                 ":due_ms": due_ms(due), ":by_item": items.BY_ITEM, ":pending": Status.PENDING.value, **listed_values})}
         claim = self._claim_write(key, takeover, due, owner, stale)
@@ -644,9 +688,10 @@ class TaskStore:
         elif next_due is not None and outcome.status is Status.DONE:
             attributes.update({**items.status_fields(key.task_id, Status.PENDING.value), "run_at": iso(next_due),
                                "next_run_at": iso(next_due)})
-        else:
+        else:  # finished: the claim's lease and takeovers are read no more, and the record is kept 30 days
             attributes.update({**items.status_fields(key.task_id, outcome.status.value), "finished_at": stamp,
                                STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
+            removed += ["claimed_at", "exec_takeovers"]
         return attributes, removed
 
     def _update_or_found(self, key: TaskKey, expression: str, condition: str, names: Mapping[str, str],
@@ -747,13 +792,11 @@ class TaskStore:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
         values[":pending"] = Status.PENDING.value
-        # A record with a status has its status_key (written with it): only a new record's is PENDING's.
-        values[":pending_key"] = items.status_key(key.task_id, Status.PENDING.value)
+        del names["#sk"]  # a record with a status has the status_key of it already; a new one is PENDING: none
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression="SET " + ", ".join([*sets, "#s = if_not_exists(#s, :pending)",
-                                                     "#sk = if_not_exists(#sk, :pending_key)"]),
+                UpdateExpression="SET " + ", ".join([*sets, "#s = if_not_exists(#s, :pending)"]),
                 ConditionExpression=newer, **_expression_args(names, values))
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":

@@ -20,13 +20,15 @@ def test_a_key_shared_by_tasks_scales_with_the_rate_and_a_tasks_own_key_does_not
         {"PENDING": 6, "DONE": 1})
 
 
-def test_the_status_index_spreads_each_status_over_its_shards_where_one_key_would_take_two_writes_a_task(
+def test_the_ordinary_path_writes_no_status_index_entry_and_failures_spread_over_the_failed_shards(
         tmp_path: object) -> None:
     [section] = hot_keys.run(Scale("tiny"), tmp_path)  # type: ignore[arg-type]
     figures = section.figures
-    index = figures["hottest"][f"timekeeper-state/{items.STATUS_INDEX}"]
+    assert figures["status_index_units"] == 0  # created or claimed PENDING, settled DONE: not indexed
+    assert f"timekeeper-state/{items.STATUS_INDEX}" not in figures["hottest"]
+    index = figures["hottest"][f"timekeeper-state/{items.STATUS_INDEX}{hot_keys.FAILING}"]
     status, _, shard = index["key"].partition("#")
-    assert status in ("PENDING", "DONE") and shard.isdigit()
-    assert index["share"] < 0.5  # one key per status would take two thirds: in at the create or claim, out at settle
-    assert figures["status_index_unsharded"] == {"key": "PENDING", "units_per_second_at_rate": 2 * hot_keys.RATE}
+    assert status == "FAILED" and shard.isdigit()
+    assert index["share"] < 0.5  # one key for FAILED would take every entry
+    assert figures["status_index_unsharded"] == {"key": "FAILED", "units_per_second_at_rate": hot_keys.RATE}
     assert figures["hottest"]["timekeeper-state"]["units_per_second_at_rate"] <= 4  # a task's own record

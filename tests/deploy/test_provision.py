@@ -183,13 +183,30 @@ def test_a_state_table_with_the_status_index_keyed_by_status_alone_gets_the_shar
     table = ddb.describe_table(TableName="tk-prod-state")["Table"]
     assert [(i["IndexName"], [k["AttributeName"] for k in i["KeySchema"]]) for i in table["GlobalSecondaryIndexes"]] \
         == [("task-status-shard-index", ["status_key", "listed"])]
-    assert {"created index task-status-shard-index on tk-prod-state", "wrote status_key on 3 records of tk-prod-state",
+    assert {"created index task-status-shard-index on tk-prod-state", "wrote status_key on 1 records of tk-prod-state",
             "deleted index task-status-index on tk-prod-state"} <= set(changes)
-    for task_id, status in (("a", "PENDING"), ("b", "DONE"), ("c", "FAILED")):
-        found = ddb.query(TableName="tk-prod-state", IndexName="task-status-shard-index",
-                          KeyConditionExpression="status_key = :k",
-                          ExpressionAttributeValues={":k": {"S": items.status_key(task_id, status)}})["Items"]
-        assert [i["PK"]["S"] for i in found] == [f"TASK#{task_id}"]
-    unlisted = ddb.get_item(TableName="tk-prod-state", Key={"PK": {"S": "TASK#unlisted"}, "SK": {"S": "RECORD"}})
-    assert "status_key" not in unlisted["Item"]
+    found = ddb.query(TableName="tk-prod-state", IndexName="task-status-shard-index",
+                      KeyConditionExpression="status_key = :k",
+                      ExpressionAttributeValues={":k": {"S": str(items.status_key("c", "FAILED"))}})["Items"]
+    assert [i["PK"]["S"] for i in found] == ["TASK#c"]
+    for task_id in ("a", "b", "unlisted"):  # PENDING, DONE: not in the index
+        record = ddb.get_item(TableName="tk-prod-state", Key={"PK": {"S": f"TASK#{task_id}"}, "SK": {"S": "RECORD"}})
+        assert "status_key" not in record["Item"]
     assert not [c for c in provision(clients, clients.settings).changes if "index" in c or "status_key" in c]
+
+
+def test_a_status_index_that_carried_pending_and_done_is_left_with_the_statuses_it_carries_now(
+        clients: Clients) -> None:
+    from chalicelib.tasks import items
+
+    provision(clients, clients.settings)
+    ddb = clients.dynamodb
+    for task_id, status in (("a", "PENDING"), ("b", "DONE"), ("c", "FAILED")):  # as an earlier version keyed them
+        ddb.put_item(TableName="tk-prod-state", Item={
+            "PK": {"S": f"TASK#{task_id}"}, "SK": {"S": "RECORD"}, "status": {"S": status},
+            "listed": {"S": f"2026#{task_id}"}, "status_key": {"S": f"{status}#{items.status_shard(task_id):02d}"}})
+    changes = provision(clients, clients.settings).changes
+    assert "took 2 PENDING or DONE records of tk-prod-state out of task-status-shard-index" in changes
+    keys = {i["PK"]["S"]: i.get("status_key", {}).get("S") for i in ddb.scan(TableName="tk-prod-state")["Items"]}
+    assert keys == {"TASK#a": None, "TASK#b": None, "TASK#c": items.status_key("c", "FAILED")}
+    assert not [c for c in provision(clients, clients.settings).changes if "status_key" in c or "out of" in c]

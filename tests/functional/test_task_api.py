@@ -272,6 +272,32 @@ def test_the_list_merges_the_status_index_shards_in_order_page_by_page(
     assert [i for page in every for i in page] == pending + dead and all(len(page) == 4 for page in every[:4]), every
 
 
+def test_pending_and_done_are_listed_from_the_records_in_full_pages_and_no_token_past_the_end(
+        client: Client, deps: Deps, clock: FakeClock) -> None:
+    api_ids = ["m1", "c2", "x3", "a4", "q5"]  # created in this order, not the table's key order
+    for task_id in api_ids:
+        assert post_task(client, body(id=task_id)).status_code == 201
+        clock.advance(seconds=1)
+    foreign = sorted(TaskKey("USER#x", f"R#{i}").task_id for i in range(3))
+    store = TaskStore(deps)
+    for i in range(3):  # another program's items, claimed: PENDING records
+        assert store.claim(TaskKey("USER#x", f"R#{i}"), parse_due(RUN_AT), deps.clock(), 60, "me").won
+    clock.advance(minutes=10)
+    for task_id in ("c2", "q5"):
+        deliver(client, due_body(TaskKey.for_id(task_id), parse_due(RUN_AT)))
+    pending = ["m1", "x3", "a4"]
+    assert [sorted(page) for page in _pages(client, "status=PENDING&source=api&limit=3")] == [sorted(pending)]
+    pages = _pages(client, "status=PENDING&limit=2")
+    assert [len(page) for page in pages] == [2, 2, 2]  # full pages; the last one gives no token
+    assert sorted(i for page in pages for i in page) == sorted(pending + foreign)
+    assert sorted(_listed(client, "status=PENDING&source=items&limit=1")) == foreign
+    assert _pages(client, "status=DONE&source=items") == [[]]
+    assert [len(page) for page in _pages(client, "status=DONE&limit=1")] == [1, 1]
+    assert sorted(_listed(client, "status=DONE&limit=1")) == ["c2", "q5"]
+    every = _listed(client, "limit=3")  # each status in turn
+    assert sorted(every[:6]) == sorted(pending + foreign) and sorted(every[6:]) == ["c2", "q5"]
+
+
 @pytest.mark.parametrize(("query", "field"), [
     ("status=SOON", "status"), ("limit=0", "limit"), ("limit=500", "limit"), ("limit=x", "limit"),
     ("limit=%C2%B2", "limit"), ("limit=%D9%A3", "limit"),  # "²" and an Arabic-Indic 3: digits to isdigit()
@@ -383,18 +409,29 @@ def test_patching_an_unknown_task_is_404_and_a_finished_one_409(client: Client, 
     assert patch_task(client, "standup", {"run_at": "2026-11-23T00:00:00Z"}).status_code == 409
 
 
-def test_the_state_table_keeps_one_record_filed_in_the_status_index(client: Client, aws: Aws, deps: Deps) -> None:
+def test_the_state_table_keeps_one_record_and_files_it_in_the_status_index_only_once_cancelled(
+        client: Client, aws: Aws, deps: Deps) -> None:
     post_task(client, body())
     rows = [ddb.deserialize(i) for i in aws.clients.dynamodb.scan(TableName=deps.settings.state_table)["Items"]]
-    shard = items.status_shard("standup")
-    assert [(r["PK"], r["SK"], r["status"], r["status_key"], r["listed"]) for r in rows] == [
-        ("TASK#standup", "RECORD", "PENDING", f"PENDING#{shard:02d}", "2026-11-22T12:00:00Z#standup")]
+    assert [(r["PK"], r["SK"], r["status"], r.get("status_key"), r["listed"]) for r in rows] == [
+        ("TASK#standup", "RECORD", "PENDING", None, "2026-11-22T12:00:00Z#standup")]  # PENDING: no index entry
     assert json.dumps(rows)  # plain JSON values only
+    assert client.http.delete("/tasks/standup").status_code == 200
+    shard = items.status_shard("standup")
     indexed = aws.clients.dynamodb.query(
         TableName=deps.settings.state_table, IndexName="task-status-shard-index", KeyConditionExpression="#k = :k",
         ExpressionAttributeNames={"#k": "status_key"},
-        ExpressionAttributeValues={":k": {"S": f"PENDING#{shard:02d}"}})["Items"]
+        ExpressionAttributeValues={":k": {"S": f"CANCELLED#{shard:02d}"}})["Items"]
     assert [i["PK"]["S"] for i in indexed] == ["TASK#standup"]
+
+
+def test_a_finished_tasks_record_keeps_no_claim_lease(client: Client, clock: FakeClock, deps: Deps) -> None:
+    post_task(client, body())
+    clock.advance(minutes=10)
+    deliver(client, due_body(TaskKey.for_id("standup"), parse_due(RUN_AT)))
+    record = TaskStore(deps).get_record("standup") or {}
+    assert record["status"] == "DONE" and record["exec_owner"]
+    assert not {"claimed_at", "exec_takeovers", "status_key"} & set(record)  # kept 30 days: each byte is billed
 
 
 def test_a_fifo_target_is_rejected_saying_why(client: Client) -> None:

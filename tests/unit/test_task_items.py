@@ -9,7 +9,7 @@ import pytest
 
 from chalicelib.settings import Settings
 from chalicelib.tasks import items
-from chalicelib.tasks.model import InvalidTask, Strategy, TaskKey, task_from_item
+from chalicelib.tasks.model import InvalidTask, Status, Strategy, TaskKey, task_from_item
 
 SETTINGS = Settings.from_env({})
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -126,5 +126,12 @@ def test_a_page_of_a_status_merges_its_shards_by_listed_and_never_passes_a_shard
     assert items.merge_shards([(full, False), (done, False)], 3) == (["a", "b", "c"], "2026-01-03#c")
     assert items.merge_shards([(full, False), (done, False)], 5) == (["a", "b", "c", "d", "e"], None)
     assert items.merge_shards([([], False)] * items.STATUS_SHARDS, 5) == ([], None)
-    assert len(set(items.status_keys("DONE"))) == items.STATUS_SHARDS
-    assert items.status_key("a", "DONE") in items.status_keys("DONE")
+    assert len(set(items.status_keys("FAILED"))) == items.STATUS_SHARDS
+    assert items.status_key("a", "FAILED") in items.status_keys("FAILED")
+
+
+def test_only_the_statuses_an_operator_lists_at_once_are_filed_in_the_status_index() -> None:
+    assert {s.value for s in Status if items.status_key("a", s.value) is not None} \
+        == {"CANCELLED", "FAILED", "DEAD_LETTERED", "PAUSED"}
+    assert items.status_fields("a", "DONE") == {"status": "DONE", "status_key": items.ABSENT}  # removed by the write
+    assert items.present(items.status_fields("a", "PENDING")) == {"status": "PENDING"}
