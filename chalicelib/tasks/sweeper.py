@@ -11,7 +11,7 @@ Each tick of the interval processor (``sweep``) takes every minute ("slice") fro
 one starting ``LOOKAHEAD_SECONDS`` from now, queries the slice's shards (a page of each at a time, the pages'
 entries sent together, ten to a SendMessageBatch, each with the DelaySeconds left to its ``runs_at``: at most
 LOOKAHEAD_SECONDS + SLICE_SECONDS = 660 < 900), and saves the progress (``high_water``, the slice's last
-second, in STATE_TABLE at PK "PROCESSOR", SK "sweeper") once a slice is wholly sent.
+second, in STATE_TABLE at PK "PROCESSOR", SK "sweeper") through the last slice wholly sent, once a run.
 
 - Never early, never skipped: a slice is swept at most LOOKAHEAD_SECONDS before it starts, and the
   progress passes a slice only once all its entries went out; a late tick catches up from the progress
@@ -147,24 +147,26 @@ class SweepRun:
     stopped: bool = False  # out of time: the next tick resumes
 
 
-def sweep(deps: Deps, seconds_left: Callable[[], float] | None = None) -> SweepRun:
+def sweep(deps: Deps, seconds_left: Callable[[], float] | None = None, page_limit: int = PAGE_LIMIT) -> SweepRun:
     """One tick: every slice from the progress through LOOKAHEAD_SECONDS ahead, sent, the progress saved."""
     item = _progress_item(deps)
     progress = int(item["high_water"]["N"]) if item and "high_water" in item else None
     run = SweepRun(plan_slices(progress, deps.clock()), progress=progress)
     shards = deps.settings.sweep_shards
     pool = worker_pool(min(shards, 16), "sweeper") if shards > 1 else None
+    done = progress
     try:
         for start in run.slices:
-            done = _sweep_slice(deps, start, shards, item, run, pool, seconds_left)
-            if not done:
+            if not _sweep_slice(deps, start, shards, item, run, pool, seconds_left, page_limit):
                 run.stopped = True
                 break
-            interval.save_progress(deps, start + SLICE_SECONDS - 1, PROGRESS_KEY)
-            run.progress, item = start + SLICE_SECONDS - 1, None
+            done, item = start + SLICE_SECONDS - 1, None
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
+        if done is not None and done != progress:  # through the last slice wholly sent, the run's failure included
+            interval.save_progress(deps, done, PROGRESS_KEY)
+            run.progress = done
         if run.slices:
             logger.info("sweep", extra={"first": run.slices[0], "slices": len(run.slices), "sent": run.sent,
                                         "progress": run.progress, "stopped": run.stopped})
@@ -178,7 +180,7 @@ def _progress_item(deps: Deps) -> dict[str, Any] | None:
 
 
 def _sweep_slice(deps: Deps, start: int, shards: int, item: dict[str, Any] | None, run: SweepRun,
-                 pool: ThreadPoolExecutor | None, seconds_left: Callable[[], float] | None) -> bool:
+                 pool: ThreadPoolExecutor | None, seconds_left: Callable[[], float] | None, page_limit: int) -> bool:
     """Send every entry of one slice, a page of each shard at a time; False when out of time first."""
     from chalicelib.tasks.stream import OutgoingDue, send_due_messages  # the stream's batching and retries
 
@@ -188,7 +190,7 @@ def _sweep_slice(deps: Deps, start: int, shards: int, item: dict[str, Any] | Non
             return False
         shard_ids = list(after)
         def page_of(shard: int) -> tuple[Sequence[dict[str, Any]], str | None]:
-            return _page(deps, start, shard, after[shard])
+            return _page(deps, start, shard, after[shard], page_limit)
 
         pages = list(pool.map(page_of, shard_ids)) if pool is not None else [page_of(s) for s in shard_ids]
         now = deps.clock()
@@ -211,11 +213,11 @@ def _sweep_slice(deps: Deps, start: int, shards: int, item: dict[str, Any] | Non
     return True
 
 
-def _page(deps: Deps, start: int, shard: int, after: str | None) -> tuple[Sequence[dict[str, Any]], str | None]:
+def _page(deps: Deps, start: int, shard: int, after: str | None, limit: int) -> tuple[Sequence[dict[str, Any]], str | None]:
     """One page of a shard's entries after sort key ``after``; and the last sort key when more may follow."""
     kwargs: dict[str, Any] = {"TableName": deps.settings.state_table, "KeyConditionExpression": "PK = :pk",
                               "ExpressionAttributeValues": {":pk": {"S": partition(start, shard)}},
-                              "Limit": PAGE_LIMIT}
+                              "Limit": limit}
     if after is not None:
         kwargs["ExclusiveStartKey"] = {"PK": {"S": partition(start, shard)}, "SK": {"S": after}}
     page = with_backoff(lambda: deps.clients.dynamodb.query(**kwargs), deps.sleep)
