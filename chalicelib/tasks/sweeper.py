@@ -22,6 +22,8 @@ second, in STATE_TABLE at PK "PROCESSOR", SK "sweeper") through the last slice w
 - A task written (created or rescheduled) into a slice the sweeper may already have swept is sent directly:
   ``sweeps`` keeps only tasks due more than SWEEP_FROM_SECONDS ahead, and the stream step checks the
   clock again once the entry is written (``may_be_swept``: a stream stalled for minutes).
+- With PAST_HORIZON=scheduler a tick sweeps only once the sweeper has swept before (entries written while
+  it was ``sweeper`` are still sent); one eventually consistent read a tick otherwise.
 - A task cancelled or moved leaves its entry: its message is skipped by the executor (gone, or another due
   time), as a stale message of the SQS path is.
 """
@@ -149,7 +151,10 @@ class SweepRun:
 
 def sweep(deps: Deps, seconds_left: Callable[[], float] | None = None, page_limit: int = PAGE_LIMIT) -> SweepRun:
     """One tick: every slice from the progress through LOOKAHEAD_SECONDS ahead, sent, the progress saved."""
-    item = _progress_item(deps)
+    keeps = deps.settings.past_horizon == "sweeper"
+    item = _progress_item(deps, consistent=keeps)
+    if item is None and not keeps:
+        return SweepRun([])  # a stage that has never kept a task for the sweeper: nothing to sweep
     progress = int(item["high_water"]["N"]) if item and "high_water" in item else None
     run = SweepRun(plan_slices(progress, deps.clock()), progress=progress)
     shards = deps.settings.sweep_shards
@@ -167,15 +172,15 @@ def sweep(deps: Deps, seconds_left: Callable[[], float] | None = None, page_limi
         if done is not None and done != progress:  # through the last slice wholly sent, the run's failure included
             interval.save_progress(deps, done, PROGRESS_KEY)
             run.progress = done
-        if run.slices:
+        if run.sent or run.stopped:  # an idle minute logs nothing at INFO
             logger.info("sweep", extra={"first": run.slices[0], "slices": len(run.slices), "sent": run.sent,
                                         "progress": run.progress, "stopped": run.stopped})
     return run
 
 
-def _progress_item(deps: Deps) -> dict[str, Any] | None:
+def _progress_item(deps: Deps, consistent: bool = True) -> dict[str, Any] | None:
     found: dict[str, Any] | None = with_backoff(lambda: deps.clients.dynamodb.get_item(
-        TableName=deps.settings.state_table, Key=PROGRESS_KEY, ConsistentRead=True), deps.sleep).get("Item")
+        TableName=deps.settings.state_table, Key=PROGRESS_KEY, ConsistentRead=consistent), deps.sleep).get("Item")
     return found
 
 
