@@ -172,10 +172,12 @@ def __getattr__(name: str) -> Any:
 
 
 @app.schedule(settings.processor_schedule, name="interval_processor",
-              description="Send the interval tasks that have come due to the due queue")
+              description="Send the interval tasks that have come due, and the sweeper's exact tasks coming near, "
+                          "to the due queue")
 def interval_processor(event: CloudWatchEvent) -> None:
-    from chalicelib.tasks import interval
-    interval.process_all(deps())
+    from chalicelib.invocation import seconds_left
+    from chalicelib.tasks import sweeper
+    sweeper.processor_tick(deps(), seconds_left(event, deps().clock))
 
 
 # --- tasks: API and executor ------------------------------------------------

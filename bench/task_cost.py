@@ -60,7 +60,7 @@ from chalicelib.aws import Clients, Deps
 from chalicelib.log import logger
 from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
-from chalicelib.tasks import executor, interval, items
+from chalicelib.tasks import executor, interval, items, sweeper
 from chalicelib.tasks.model import DueMessage, TaskKey
 from local.sample_targets import SampleTargets, provision_sample_targets
 from local.webhook_receiver import WebhookReceiver
@@ -103,6 +103,12 @@ class Workload:
     together: int = 1        # tasks due at the same time, in groups of this many (the executor's batches)
     deduplicated: bool = False  # the action says ``target_deduplicates``: one write a task, no claim
     window_seconds: int = 0  # each task's flexible window (``window_seconds``; 0: none)
+    settings: tuple[tuple[str, Any], ...] = ()  # the stage's settings this workload changes
+
+    @property
+    def swept(self) -> bool:
+        """Its tasks past the horizon wait for the sweeper (PAST_HORIZON=sweeper)."""
+        return ("past_horizon", "sweeper") in self.settings
 
     def tasks(self, n: int) -> int:
         """How many tasks the workload runs at a scale of ``n``: whole groups of ``together``."""
@@ -118,9 +124,19 @@ HORIZON_SECONDS = Settings.from_env({}).direct_queue_horizon_seconds
 ONE_WRITE = tuple(f"exact via SQS delay, {action} action, target_deduplicates, 10 due together"
                   for action in ("stepfunctions", "webhook"))
 PATH_FUNCTIONS = frozenset({"task_stream", "task_executor", "due_dead_letter"})
+SWEPT = "exact via the sweeper (PAST_HORIZON=sweeper)"
+#: The sweeper's row prices the processor's minute (its fixed cost: a Lambda request, a read of each progress, a
+#: query a shard, their duration and log lines, measured on idle ticks) at this many tasks past the horizon a
+#: minute (one a second); what a tick costs beyond an idle one (the entries read, the sends) is the tasks' own.
+SWEEPER_TASKS_PER_MINUTE = 60.0
+IDLE_TICKS = 3
 WORKLOADS = (
     Workload("exact via SQS delay", "exact", timedelta(minutes=2), timedelta(minutes=10), PATH_FUNCTIONS),
     Workload("exact via Scheduler", "exact", timedelta(minutes=40), timedelta(minutes=10), PATH_FUNCTIONS),
+    # due 13 to 23 min ahead with no horizon of the stage's own (the sweeper keeps what is due past 12 min): the
+    # cost of a task due days ahead, with fewer minutes to emulate
+    Workload(SWEPT, "exact", timedelta(minutes=13), timedelta(minutes=10), PATH_FUNCTIONS | {"interval_processor"},
+             settings=(("past_horizon", "sweeper"), ("direct_queue_horizon_seconds", 0))),
     # due past SQS's 900 s delay and within DIRECT_QUEUE_HORIZON_SECONDS (1,800 s): the executor sends it back once
     Workload(ONE_HOP, "exact", timedelta(minutes=16), timedelta(minutes=10), PATH_FUNCTIONS),
     Workload("interval", "interval", timedelta(minutes=2), timedelta(minutes=10),
@@ -301,6 +317,7 @@ class Measured:
     record_bytes: float = 0.0        # a finished task's record in the state table, on average
     stored_bytes: float = 0.0        # what it takes in storage: its index entries and overheads included
     record_days: float = 0.0         # how long it stays (TASK_RECORD_RETENTION_DAYS)
+    idle_tick: Usage | None = None   # the sweeper's row: one idle processor tick (its fixed cost a minute)
 
     def _functions(self) -> list[str]:
         return [f for f in self.invocations.count if f in self.workload.functions]
@@ -325,6 +342,16 @@ class Measured:
         return sum(self.invocations.platform_log_bytes[f] for f in self._functions())
 
     def usage(self) -> Usage:
+        """Per task; the sweeper's row with the processor's fixed cost a minute shared by SWEEPER_TASKS_PER_MINUTE
+        tasks, in place of the idle ticks' worth of its invocations during the workload."""
+        measured = self.measured_usage()
+        if self.idle_tick is None:
+            return measured
+        ticks, idle = self.invocations.count["interval_processor"], self.idle_tick.as_dict()
+        return Usage(**{kind: value - idle[kind] * ticks / self.tasks + idle[kind] / SWEEPER_TASKS_PER_MINUTE
+                        for kind, value in measured.as_dict().items()})
+
+    def measured_usage(self) -> Usage:
         inv, n = self.invocations, self.tasks
         functions = self._functions()
         calls = self.calls()
@@ -505,11 +532,26 @@ def measure(workloads: Sequence[Workload], tasks: int,
             HANDLER_CPU.attach(*built)
             delivered = Delivered().attach(clients)
             meter.capacity = Capacity(stage.setup.dynamodb).attach(clients.dynamodb)
-            observe(workload, clients, stage)
             meter.invocations = Invocations()
-            app_module.container.use(Deps(settings=stage.settings, clients=clients, clock=clock, sleep=clock.sleep,
+            settings = replace(stage.settings, **dict(workload.settings))
+            app_module.container.use(Deps(settings=settings, clients=clients, clock=clock, sleep=clock.sleep,
                                           metrics=Metrics(emit=logs.line)))
+            sim.deps.settings = settings
+            idle: Usage | None = None
             try:
+                if workload.swept:  # the sweeper has been running; its idle minute measured first
+                    interval.save_progress(Deps(settings=settings, clients=stage.setup, clock=clock, metrics=quiet()),
+                                           int(clock.now.timestamp()) - 1, sweeper.PROGRESS_KEY)
+                    for tick in range(IDLE_TICKS + 1):  # the first one catches up its lookahead, uncounted
+                        clock.now += timedelta(minutes=1)
+                        sim.step()
+                        if tick == 0:
+                            meter.invocations = Invocations()
+                    idle = Measured(replace(workload, functions=frozenset({"interval_processor"})),
+                                    max(1, meter.invocations.count["interval_processor"]), Counter(),
+                                    meter.invocations, 0, 0, memory_sizes()).measured_usage()
+                    meter.invocations = Invocations()
+                observe(workload, clients, stage)
                 start = clock.now
                 for i in range(n):
                     stage.setup.dynamodb.put_item(TableName=stage.settings.tasks_table,
@@ -533,11 +575,40 @@ def measure(workloads: Sequence[Workload], tasks: int,
                         break
             finally:
                 app_module.container.use(None)
+                sim.deps.settings = stage.settings
+                if workload.swept:  # the workloads after it run on a stage that never kept a task for the sweeper
+                    stage.setup.dynamodb.delete_item(TableName=settings.state_table, Key=sweeper.PROGRESS_KEY)
             results.append(Measured(workload, n, executed(), meter.invocations,
                                     _stream_records(stage, _prefix(workload)), sim.schedules_fired, memory_sizes(),
-                                    *_record_bytes(stage, workload, n), stage.settings.task_record_retention_days))
+                                    *_record_bytes(stage, workload, n), stage.settings.task_record_retention_days,
+                                    idle_tick=idle))
             sim.schedules_fired = 0
     return sorted(results, key=lambda m: workloads.index(m.workload))
+
+
+def sweeper_row(section: Section, figures: dict[str, Any], measured: Sequence[Measured]) -> None:
+    """The sweeper's row against Scheduler's: its target, and the processor's fixed cost a month."""
+    by_name = {m.workload.name: m for m in measured}
+    swept = by_name.get(SWEPT)
+    idle = swept.idle_tick if swept is not None else None
+    if swept is None or idle is None:
+        return
+    dollars, month = prices.per_million(swept.usage()), prices.per_million(idle) / 1e6 * 60 * 24 * 30
+    figures["sweeper"] = {"dollars_per_million": dollars, "tasks_per_minute": SWEEPER_TASKS_PER_MINUTE,
+                          "idle_tick": idle.as_dict(), "fixed_dollars_a_month": month}
+    scheduler = by_name.get("exact via Scheduler")
+    versus = f"; via Scheduler ${prices.per_million(scheduler.usage()):.2f}" if scheduler else ""
+    section.notes.append(
+        f"{SWEPT}: ${dollars:.2f} a million{versus}; the processor's minute (a Lambda request, each progress read, "
+        f"a query of each of SWEEP_SHARDS partitions, its duration and lines, measured on {IDLE_TICKS} idle ticks) "
+        f"is a fixed ${month:.2f} a month, shared in the row by {SWEEPER_TASKS_PER_MINUTE:g} tasks a minute past "
+        "the horizon; what a tick costs beyond an idle one (the entries read, the sends ten to a call) is the tasks'")
+    section.targets.append(Target(f"{SWEPT}: $ per million tasks beyond the action", dollars, TARGET_SWEPT_DOLLARS,
+                                  "$"))
+
+
+#: The path past the horizon, every unit counted (Scheduler's: $7.85 a million in a quick run).
+TARGET_SWEPT_DOLLARS = 4.50
 
 
 # --- the executor alone: one message, and full batches of 10 ---------------------------------------------------
@@ -736,6 +807,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
             section.targets.append(Target(f"{workload.name}: $ per million tasks beyond the action, below the "
                                           "seed's", dollars, seed_dollars, "$"))
     by_name = {m.workload.name: prices.per_million(m.usage()) for m in measured}
+    sweeper_row(section, figures, measured)
     if ONE_HOP in by_name and "exact via Scheduler" in by_name:
         hop, schedule = by_name[ONE_HOP], by_name["exact via Scheduler"]
         figures["one_hop_vs_scheduler"] = {"one_hop": hop, "scheduler": schedule, "saved": schedule - hop}

@@ -502,7 +502,8 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         ],
         "task_stream": [
             b.tasks_table("UpdateTasks", ["dynamodb:UpdateItem"]),  # conditional updates only, no reads
-            b.state_table("DueImages", ["dynamodb:PutItem"]),  # a due task's image too large for its message
+            # a due task's image too large for its message; an exact task's entry for the sweeper
+            b.state_table("DueImages", ["dynamodb:PutItem"]),
             # The note of what it dead-lettered (chalicelib/tasks/stream_dead_letters.py): read, then noted; a task
             # cancelled when its item is deleted or no longer due (TaskStore.cancel_by_item, from stream.cancel_record).
             b.state_table("StreamRecordWrites", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
@@ -520,7 +521,8 @@ def function_policies(settings: Settings, where: Account, action_targets: Sequen
         ],
         "interval_processor": [
             _statement("QueryDueBuckets", ["dynamodb:Query"], [b.table(f"{s.tasks_table}/index/{s.bucket_index}")]),
-            b.state_table("ProcessorState", [*_READ, "dynamodb:PutItem"]),
+            # its progress and the sweeper's (a large slice's place: UpdateItem), the sweeper's entries (Query)
+            b.state_table("ProcessorState", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]),
             b.send("SendDueTasks", s.due_queue),
         ],
         "task_executor": [

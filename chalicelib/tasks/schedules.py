@@ -8,8 +8,9 @@ fetches nothing and only carries the steps out.
 The rules, per strategy (see docs/strategies.md):
 
 - exact: due at most DIRECT_QUEUE_HORIZON_SECONDS ahead, the horizon included (or its schedule would fire
-  in the past) -> straight to the due queue with DelaySeconds; later -> a
-  one-time schedule ``at(due - SCHEDULE_LEAD_SECONDS)`` in UTC.  A MODIFY that
+  in the past) -> straight to the due queue with DelaySeconds; later -> an entry
+  for the sweeper (PAST_HORIZON=sweeper: ``chalicelib.tasks.sweeper``), or a
+  one-time schedule ``at(due - SCHEDULE_LEAD_SECONDS)`` in UTC (``scheduler``).  A MODIFY that
   changes the fingerprint (due time, strategy, action) updates it; one that
   changes other attributes does nothing.  A REMOVE (a cancel) or a move to
   another strategy deletes the schedule.  An item's own ``status`` or
@@ -54,6 +55,7 @@ from chalicelib.tasks.model import (
     read_task,
     shown,
 )
+from chalicelib.tasks.sweeper import sweeps
 
 # An interval task due sooner than this when its record is processed (or already
 # past due) is sent to the due queue directly: the interval processor may have
@@ -104,6 +106,14 @@ class PutSchedule:
     task: Task
     fire_at: datetime
     create: bool
+
+
+@dataclass(frozen=True)
+class SweepEntry:
+    """Keep the task for the sweeper (PAST_HORIZON=sweeper): its entry, sent to the due queue as it comes near."""
+
+    message: DueMessage
+    runs_at: datetime
 
 
 @dataclass(frozen=True)
@@ -174,7 +184,7 @@ class CancelRecord:
     at: str
 
 
-Step = PutSchedule | DeleteSchedule | SendDue | SetBucket | SetTtl | SetAttribute | DeadLetter | NotATask | CancelRecord
+Step = PutSchedule | SweepEntry | DeleteSchedule | SendDue | SetBucket | SetTtl | SetAttribute | DeadLetter | NotATask | CancelRecord
 
 
 # --- reading records -----------------------------------------------------------
@@ -405,7 +415,12 @@ def _plan_exact(change: Change, old: Task | None, new: Task, changed: bool,
         return []
     runs_at = timing.window_slot(new.due, new.window_seconds)  # its due time, or its window's slot
     fire_at = runs_at - timedelta(seconds=settings.schedule_lead_seconds)
-    direct = (runs_at - now).total_seconds() <= settings.direct_queue_horizon_seconds or fire_at <= now
+    if settings.past_horizon == "sweeper":
+        if sweeps(runs_at, now, settings.direct_queue_horizon_seconds):
+            return [SweepEntry(DueMessage(new.key, new.due), runs_at)]
+        direct = True
+    else:
+        direct = (runs_at - now).total_seconds() <= settings.direct_queue_horizon_seconds or fire_at <= now
     if not direct:
         return [PutSchedule(new, fire_at, create=change.event_name == "INSERT" or old is None)]
     due_moved = old is None or old.due_epoch != new.due_epoch or old.strategy is not Strategy.EXACT

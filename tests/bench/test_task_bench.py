@@ -91,7 +91,8 @@ def test_the_round_trips_without_motos_cpu_are_the_wall_time_less_motos_shown_be
 
 def test_every_task_of_every_strategy_ran_its_action_exactly_once(sections: dict[str, Any]) -> None:
     workloads = sections["P4"]["figures"]["workloads"]
-    assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", "interval", "lazy", task_cost.DENSE,
+    assert set(workloads) == {"exact via SQS delay", "exact via Scheduler", task_cost.SWEPT, "interval", "lazy",
+                              task_cost.DENSE,
                               task_cost.WINDOWED, task_cost.ONE_HOP, *(f"exact via SQS delay, {a} action"
                                 for a in ("lambda", "eventbridge", "stepfunctions", "webhook")), *task_cost.ONE_WRITE}
     for name, w in workloads.items():
