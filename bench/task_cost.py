@@ -60,7 +60,7 @@ from chalicelib.aws import Clients, Deps
 from chalicelib.log import logger
 from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
-from chalicelib.tasks import executor, interval, items, sweeper
+from chalicelib.tasks import executor, interval, items, sweep_plan
 from chalicelib.tasks.model import DueMessage, TaskKey
 from local.sample_targets import SampleTargets, provision_sample_targets
 from local.webhook_receiver import WebhookReceiver
@@ -541,7 +541,7 @@ def measure(workloads: Sequence[Workload], tasks: int,
             try:
                 if workload.swept:  # the sweeper has been running; its idle minute measured first
                     interval.save_progress(Deps(settings=settings, clients=stage.setup, clock=clock, metrics=quiet()),
-                                           int(clock.now.timestamp()) - 1, sweeper.PROGRESS_KEY)
+                                           int(clock.now.timestamp()) - 1, sweep_plan.PROGRESS_KEY)
                     for tick in range(IDLE_TICKS + 1):  # the first one catches up its lookahead, uncounted
                         clock.now += timedelta(minutes=1)
                         sim.step()
@@ -577,7 +577,7 @@ def measure(workloads: Sequence[Workload], tasks: int,
                 app_module.container.use(None)
                 sim.deps.settings = stage.settings
                 if workload.swept:  # the workloads after it run on a stage that never kept a task for the sweeper
-                    stage.setup.dynamodb.delete_item(TableName=settings.state_table, Key=sweeper.PROGRESS_KEY)
+                    stage.setup.dynamodb.delete_item(TableName=settings.state_table, Key=sweep_plan.PROGRESS_KEY)
             results.append(Measured(workload, n, executed(), meter.invocations,
                                     _stream_records(stage, _prefix(workload)), sim.schedules_fired, memory_sizes(),
                                     *_record_bytes(stage, workload, n), stage.settings.task_record_retention_days,

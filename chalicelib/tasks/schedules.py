@@ -55,7 +55,7 @@ from chalicelib.tasks.model import (
     read_task,
     shown,
 )
-from chalicelib.tasks.sweeper import sweeps
+from chalicelib.tasks.sweep_plan import sweeps
 
 # An interval task due sooner than this when its record is processed (or already
 # past due) is sent to the due queue directly: the interval processor may have

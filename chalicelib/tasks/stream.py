@@ -49,7 +49,7 @@ from chalicelib.log import about, logger, worker_pool
 from chalicelib.metrics import strategy_of_record
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE
 from chalicelib.sources import TaskSource
-from chalicelib.tasks import items, schedules, stream_dead_letters, sweeper
+from chalicelib.tasks import items, schedules, stream_dead_letters, sweep_plan
 from chalicelib.tasks.model import InvalidTask, TaskKey, iso, read_task
 from chalicelib.tasks.schedules import (
     CancelRecord,
@@ -264,7 +264,7 @@ def record_run(deps: Deps, record: dict[str, Any], source: TaskSource | None = N
             if isinstance(step, SendDue):
                 yield OutgoingDue(due_body(deps, step), step.delay_seconds)
             elif isinstance(step, SweepEntry):
-                if sweeper.put_entry(deps, step.message, step.runs_at):
+                if sweep_plan.put_entry(deps, step.message, step.runs_at):
                     # the sweeper may have passed its slice meanwhile: sent now as well (the claim runs it once)
                     yield OutgoingDue(step.message.to_json(), schedules.delay_seconds(
                         step.runs_at, deps.clock(), deps.settings.task_precision))

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.tasks import interval, sweeper
+from chalicelib.tasks import interval, sweep_plan, sweeper
 from chalicelib.tasks.model import DueMessage, TaskKey
 from chalicelib.tasks.schedules import MAX_DELAY_SECONDS
 from tests import events
@@ -28,10 +28,10 @@ ADA = TaskKey("USER#ada", "REMINDER#standup")
 
 @pytest.fixture
 def table(deps: Deps, clock: FakeClock) -> Table:
-    # no horizon of its own: tasks due more than sweeper.SWEEP_FROM_SECONDS (12 min) ahead wait for the sweeper
+    # no horizon of its own: tasks due more than sweep_plan.SWEEP_FROM_SECONDS (12 min) ahead wait for the sweeper
     use_settings(deps, due_attribute="REMINDER_TIMESTAMP", past_horizon="sweeper", sweep_shards=2,
                  direct_queue_horizon_seconds=0)
-    for key in (sweeper.PROGRESS_KEY, interval.PROGRESS_KEY):  # the processor has been running
+    for key in (sweep_plan.PROGRESS_KEY, interval.PROGRESS_KEY):  # the processor has been running
         interval.save_progress(deps, int(clock.now.timestamp()) - 1, key)
     return Table(deps)
 
@@ -60,7 +60,7 @@ def sent(aws: Aws, deps: Deps, clock: FakeClock) -> list[tuple[DueMessage, int]]
 
 def entries(deps: Deps) -> int:
     scan = deps.clients.dynamodb.scan(TableName=deps.settings.state_table)["Items"]
-    return sum(1 for item in scan if item["PK"]["S"].startswith(sweeper.ENTRY_PREFIX))
+    return sum(1 for item in scan if item["PK"]["S"].startswith(sweep_plan.ENTRY_PREFIX))
 
 
 def at(clock: FakeClock, when: datetime) -> None:
@@ -99,7 +99,7 @@ def test_missed_ticks_are_caught_up_by_one_late_tick_every_task_once_none_early(
     at(clock, start + timedelta(minutes=20, seconds=30))  # 20 minutes of ticks missed
     sweeper.sweep(deps)
     late = sent(aws, deps, clock)
-    reach = sweeper.slice_of(clock.now.timestamp() + sweeper.LOOKAHEAD_SECONDS) + sweeper.SLICE_SECONDS
+    reach = sweep_plan.slice_of(clock.now.timestamp() + sweep_plan.LOOKAHEAD_SECONDS) + sweep_plan.SLICE_SECONDS
     assert sorted(m.key for m, _ in late) == sorted(k for k, d in keys.items() if d.timestamp() < reach)
     assert all(delay == 0 for m, delay in late if m.due <= clock.now)  # past due: at once
     at(clock, clock.now + timedelta(minutes=1))
@@ -113,7 +113,7 @@ def test_a_tick_that_fails_before_saving_its_progress_sends_the_slice_again_and_
     due = clock.now + timedelta(minutes=15)
     assert stream(client, table.put(seed(ADA, due))) == []
     at(clock, due - timedelta(minutes=10))
-    interval.save_progress(deps, sweeper.slice_of(due) - 1, sweeper.PROGRESS_KEY)  # swept up to its minute
+    interval.save_progress(deps, sweep_plan.slice_of(due) - 1, sweep_plan.PROGRESS_KEY)  # swept up to its minute
     Faults(deps.clients).inject("dynamodb.PutItem", "error",  # the progress's save, once
                                 match=lambda p: p.get("Item", {}).get("SK") == {"S": "sweeper"})
     with pytest.raises(ClientError):
@@ -139,7 +139,7 @@ def test_a_stream_that_stalled_past_the_sweep_of_its_slice_sends_the_task_direct
             self.real, self.stall = real, stall
 
         def put_item(self, **kwargs: Any) -> Any:
-            if kwargs["Item"]["PK"]["S"].startswith(sweeper.ENTRY_PREFIX):
+            if kwargs["Item"]["PK"]["S"].startswith(sweep_plan.ENTRY_PREFIX):
                 self.stall()
             return self.real.put_item(**kwargs)
 
@@ -198,7 +198,7 @@ def test_a_tick_out_of_time_in_a_large_minute_is_resumed_where_it_stopped(
     keys = [TaskKey(f"USER#{i}", "R") for i in range(23)]
     assert stream(client, *[table.put(seed(k, due)) for k in keys]) == []
     at(clock, due - timedelta(minutes=10))
-    interval.save_progress(deps, sweeper.slice_of(due) - 1, sweeper.PROGRESS_KEY)  # swept up to its minute
+    interval.save_progress(deps, sweep_plan.slice_of(due) - 1, sweep_plan.PROGRESS_KEY)  # swept up to its minute
     left = iter([60.0, 1.0])
     run = sweeper.sweep(deps, seconds_left=lambda: next(left), page_limit=5)
     assert run.stopped and run.sent == 5

@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "chalicelib.backups.verify", "chalicelib.backups.restore_store")),
     ("api and handlers", (
         "chalicelib.auth", "chalicelib.console", "chalicelib.tasks.api", "chalicelib.tasks.source_api",
-        "chalicelib.tasks.operations", "chalicelib.tasks.executor", "chalicelib.tasks.stream",
+        "chalicelib.tasks.operations", "chalicelib.tasks.executor", "chalicelib.tasks.stream", "chalicelib.tasks.sweeper",
         "chalicelib.tasks.interval", "chalicelib.tasks.dead_letters", "chalicelib.backups.api",
         "chalicelib.backups.catalog", "chalicelib.backups.monitor", "chalicelib.backups.exports", "chalicelib.backups.trigger",
         "chalicelib.backups.restore")),

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chalicelib.tasks import sweeper
+from chalicelib.tasks import sweep_plan
 from chalicelib.tasks.model import DueMessage, TaskKey
 from chalicelib.tasks.schedules import MAX_DELAY_SECONDS
 
@@ -21,24 +21,24 @@ FAST = settings(max_examples=40, deadline=None)
 @given(times, st.lists(st.integers(1, 900), min_size=1, max_size=20), st.integers(1, 200))
 def test_ticks_late_or_early_sweep_every_slice_once_in_order_and_none_more_than_the_lookahead_ahead(
         start: datetime, gaps: list[int], limit: int) -> None:
-    progress: int | None = sweeper.slice_of(start) - 1
+    progress: int | None = sweep_plan.slice_of(start) - 1
     now, swept = start, []
     for gap in gaps:
         now += timedelta(seconds=gap)
-        slices = sweeper.plan_slices(progress, now, limit=limit)
+        slices = sweep_plan.plan_slices(progress, now, limit=limit)
         assert len(slices) <= limit
-        assert all(s <= now.timestamp() + sweeper.LOOKAHEAD_SECONDS for s in slices)
+        assert all(s <= now.timestamp() + sweep_plan.LOOKAHEAD_SECONDS for s in slices)
         swept += slices
         if slices:
-            progress = slices[-1] + sweeper.SLICE_SECONDS - 1
-    assert swept == list(range(sweeper.slice_of(start), sweeper.slice_of(start) + len(swept) * 60, 60))
+            progress = slices[-1] + sweep_plan.SLICE_SECONDS - 1
+    assert swept == list(range(sweep_plan.slice_of(start), sweep_plan.slice_of(start) + len(swept) * 60, 60))
 
 
 def test_the_first_tick_looks_back_an_hour() -> None:
     now = EPOCH + timedelta(hours=5, seconds=30)
-    slices = sweeper.plan_slices(None, now)
-    assert slices[0] == sweeper.slice_of(now) - 3600
-    assert slices[-1] == sweeper.slice_of(now) + sweeper.LOOKAHEAD_SECONDS
+    slices = sweep_plan.plan_slices(None, now)
+    assert slices[0] == sweep_plan.slice_of(now) - 3600
+    assert slices[-1] == sweep_plan.slice_of(now) + sweep_plan.LOOKAHEAD_SECONDS
 
 
 @FAST
@@ -46,21 +46,21 @@ def test_the_first_tick_looks_back_an_hour() -> None:
 def test_a_task_kept_for_the_sweeper_is_in_a_slice_no_tick_so_far_has_swept(
         now: datetime, fraction: timedelta, horizon: int, ahead: int) -> None:
     runs_at = now + timedelta(seconds=ahead) + fraction
-    if not sweeper.sweeps(runs_at, now, horizon):
-        assert (runs_at - now).total_seconds() <= max(horizon, sweeper.SWEEP_FROM_SECONDS)
+    if not sweep_plan.sweeps(runs_at, now, horizon):
+        assert (runs_at - now).total_seconds() <= max(horizon, sweep_plan.SWEEP_FROM_SECONDS)
         return
     # a tick at now (even a margin's clock skew later) has swept at most up to here
-    assert sweeper.plan_slices(None, now + timedelta(seconds=sweeper.MARGIN_SECONDS))[-1] < sweeper.slice_of(runs_at)
-    assert not sweeper.may_be_swept(runs_at, now)
+    assert sweep_plan.plan_slices(None, now + timedelta(seconds=sweep_plan.MARGIN_SECONDS))[-1] < sweep_plan.slice_of(runs_at)
+    assert not sweep_plan.may_be_swept(runs_at, now)
 
 
 @FAST
 @given(times, st.integers(0, 59), fractions)
 def test_the_delay_of_a_swept_task_is_within_sqs_limit(now: datetime, second: int, fraction: timedelta) -> None:
-    last = sweeper.plan_slices(None, now)[-1]  # the furthest slice a tick at ``now`` sweeps
+    last = sweep_plan.plan_slices(None, now)[-1]  # the furthest slice a tick at ``now`` sweeps
     runs_at = datetime.fromtimestamp(last + second, UTC) + fraction
     ahead = (runs_at - now).total_seconds()
-    assert ahead < sweeper.LOOKAHEAD_SECONDS + sweeper.SLICE_SECONDS <= MAX_DELAY_SECONDS
+    assert ahead < sweep_plan.LOOKAHEAD_SECONDS + sweep_plan.SLICE_SECONDS <= MAX_DELAY_SECONDS
 
 
 @FAST
@@ -69,18 +69,18 @@ def test_an_entry_is_the_same_for_the_same_task_and_time_and_sorts_by_time(
         pk: str, at: datetime, fraction: timedelta, later: timedelta, shards: int) -> None:
     key = TaskKey(pk, "TASK")
     runs_at = at + fraction
-    item = sweeper.entry_item(DueMessage(key, runs_at), runs_at, shards)
-    assert item == sweeper.entry_item(DueMessage(key, runs_at), runs_at, shards)
+    item = sweep_plan.entry_item(DueMessage(key, runs_at), runs_at, shards)
+    assert item == sweep_plan.entry_item(DueMessage(key, runs_at), runs_at, shards)
     label, _, shard = item["PK"]["S"].rpartition("#")
     assert label == "SWEEP#" + at.strftime("%Y-%m-%d#%H:%M") and 0 <= int(shard) < shards
     moved = runs_at + later + timedelta(milliseconds=1)
-    assert sweeper.entry_item(DueMessage(key, moved), moved, shards)["SK"]["S"] > item["SK"]["S"]
+    assert sweep_plan.entry_item(DueMessage(key, moved), moved, shards)["SK"]["S"] > item["SK"]["S"]
     assert abs(float(item["runs_at"]["N"]) - runs_at.timestamp()) < 0.001
 
 
 def test_a_cursor_counts_only_for_its_own_slice() -> None:
     item = {"cursor_2": {"S": "1700000040|000001700000041#abc"}}
-    assert sweeper.cursor_of(item, 1700000040, 2) == "000001700000041#abc"
-    assert sweeper.cursor_of(item, 1700000100, 2) is None
-    assert sweeper.cursor_of(item, 1700000040, 1) is None
-    assert sweeper.cursor_of(None, 1700000040, 2) is None
+    assert sweep_plan.cursor_of(item, 1700000040, 2) == "000001700000041#abc"
+    assert sweep_plan.cursor_of(item, 1700000100, 2) is None
+    assert sweep_plan.cursor_of(item, 1700000040, 1) is None
+    assert sweep_plan.cursor_of(None, 1700000040, 2) is None
