@@ -49,11 +49,13 @@ deploy: $(STAMP)
 destroy: $(STAMP)
 	$(BIN)/python -m deploy.cli destroy --stage $(STAGE)
 
-## test: lint, types and the whole suite
+## test: lint, types and the whole suite (mypy checks while the suite runs: its output follows the suite's)
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy app.py chalicelib deploy local tests bench
-	$(BIN)/pytest
+	@$(BIN)/mypy app.py chalicelib deploy local tests bench > $(VENV)/.mypy.out 2>&1 & types=$$!; \
+	$(BIN)/pytest; suite=$$?; \
+	wait $$types; checked=$$?; echo "mypy app.py chalicelib deploy local tests bench"; cat $(VENV)/.mypy.out; \
+	exit $$(( suite || checked ))
 
 ## soak-fuzz: both API fuzzes with random seeds: 10,000 examples instead of 240, the OpenAPI-driven 5,000 instead of 200 (docs/testing.md)
 soak-fuzz: $(STAMP)

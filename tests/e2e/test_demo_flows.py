@@ -15,8 +15,9 @@ from chalicelib.settings import Settings
 from deploy import observability
 from deploy.provision import cloudwatch_client, provision
 from local.client import ApiClient
-from local.demo import DEMO_ENVIRONMENT, Demo, DemoTiming, demo_flows, demo_for, run_demo
-from local.stage import LocalSettings, LocalStage, start_local_stage
+from local.demo import Demo, DemoTiming, demo_flows, demo_for, run_demo
+from local.stage import LocalStage
+from tests.e2e.stage_support import demo_stage
 
 pytestmark = pytest.mark.e2e
 REGION = "us-east-1"
@@ -25,12 +26,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 @pytest.fixture(scope="module")
 def stage() -> Iterator[LocalStage]:
-    local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
-    # make demo's settings, at the level every stage ships (make demo itself prints WARNING and up)
-    overrides = {**DEMO_ENVIRONMENT, "BACKUP_MONITOR_DELAY_SECONDS": "1", "LOG_LEVEL": "INFO"}
-    started = start_local_stage(local, overrides=overrides, out=lambda line: None)
-    yield started
-    started.stop()
+    with demo_stage() as started:
+        yield started
 
 
 @pytest.fixture

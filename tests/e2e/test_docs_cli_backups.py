@@ -24,8 +24,9 @@ from moto.dynamodb.models import dynamodb_backends
 from chalicelib.backups import retention, rules
 from chalicelib.settings import Settings
 from local.client import wait_until
-from local.demo import DEMO_ENVIRONMENT, Demo, demo_for
-from local.stage import LocalSettings, LocalStage, start_local_stage
+from local.demo import Demo, demo_for
+from local.stage import LocalStage
+from tests.e2e.stage_support import demo_stage
 
 pytestmark = pytest.mark.e2e
 CALENDAR = "daily=3,weekly=2"
@@ -35,12 +36,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 @pytest.fixture(scope="module")
 def stage() -> Iterator[LocalStage]:
-    local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
-    overrides = {**DEMO_ENVIRONMENT, "BACKUP_MONITOR_DELAY_SECONDS": "1", "LOG_LEVEL": "INFO",
-                 "BACKUP_RETENTION": CALENDAR}
-    started = start_local_stage(local, overrides=overrides, out=lambda line: None)
-    yield started
-    started.stop()
+    with demo_stage(BACKUP_RETENTION=CALENDAR) as started:
+        yield started
 
 
 @pytest.fixture

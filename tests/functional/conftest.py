@@ -1,4 +1,5 @@
-"""The functional tests' API client checks every exchange against the OpenAPI document (openapi_support)."""
+"""The functional tests' API client checks every exchange against the OpenAPI document (openapi_support); the
+webhook tests' receiver and stage."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from chalice.test import Client
 import app as app_module
 from chalicelib.aws import Deps
 from tests.functional.openapi_support import CheckedClient
+from tests.functional.task_support import hooks, receiver
+
+__all__ = ["hooks", "receiver"]  # the webhook tests' receiver and stage (task_support), fixtures of every module here
 
 
 @pytest.fixture

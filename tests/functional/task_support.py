@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 from chalice.test import Client
 
@@ -15,9 +18,10 @@ from chalicelib.aws import Deps
 from chalicelib.tasks import items
 from chalicelib.tasks.model import DueMessage, TaskKey
 from deploy.provision import MAX_RECEIVE_COUNT
+from local.webhook_receiver import WebhookReceiver
 from tests import events
 from tests.configured_lambda import ConfiguredLambdaClient
-from tests.fixtures import ACCOUNT
+from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
 
 JSON = {"Content-Type": "application/json"}
 EMAIL_ACTION = {"type": "email", "to": "ada@example.com", "subject": "Standup", "body": "In five minutes."}
@@ -233,3 +237,39 @@ def hand_dead_letter_over(client: Client, aws: Any, deps: Deps) -> None:
     record = events.sqs_record_from_message(moved, events.queue_arn(deps.settings.due_dlq))
     assert events.batch_item_failures(client.lambda_.invoke("due_dead_letter", events.sqs_event(record)).payload) \
         == set()
+
+
+# --- webhooks: a receiver on a loopback port, signed with a key from moto's SSM ----------------------------------
+
+WEBHOOK_KEY = b"timekeeper functional tests key"
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(WEBHOOK_KEY).decode()
+WEBHOOK_PARAMETER = "/hooks/signing"
+
+
+def webhook_action(url: str, body: str = "{}") -> dict[str, Any]:
+    """A webhook action to ``url`` signed with the key in WEBHOOK_PARAMETER."""
+    return {"type": "webhook", "url": url, "secret": f"ssm:{WEBHOOK_PARAMETER}", "body": body}
+
+
+def signed_webhooks(deps: Deps, *origins: str, timeout_seconds: float = 0.2) -> Deps:
+    """The stage signs webhooks with WEBHOOK_SECRET (in moto's SSM) and allows loopback and ``origins`` (loopback
+    only through these settings, as on the local stage); a call's timeout tiny unless the test needs more."""
+    deps.clients.ssm.put_parameter(Name=WEBHOOK_PARAMETER, Value=WEBHOOK_SECRET, Type="SecureString", Overwrite=True)
+    return use_settings(deps, task_webhook_origins=origins, task_webhook_secrets=(f"ssm:{WEBHOOK_PARAMETER}",),
+                        task_webhook_allow_loopback=True, task_webhook_timeout_seconds=timeout_seconds)
+
+
+@pytest.fixture
+def receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
+    """A Standard Webhooks receiver on a loopback port (local/webhook_receiver.py) that verifies with WEBHOOK_SECRET
+    at the test's clock, so a signature made at the FakeClock's time verifies."""
+    server = WebhookReceiver(WEBHOOK_SECRET, clock=lambda: clock().timestamp()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hooks(aws: Aws, deps: Deps, receiver: WebhookReceiver) -> Deps:
+    """The stage allows the receiver's origin, loopback and the SSM secret; an earlier test's alerts drained."""
+    aws.alerts()
+    return signed_webhooks(deps, receiver.origin)

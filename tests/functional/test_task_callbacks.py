@@ -15,14 +15,12 @@ from chalice.test import Client
 
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import TaskKey, parse_due
-from local.webhook_receiver import Reply, WebhookReceiver, new_secret
+from local.webhook_receiver import Reply, WebhookReceiver
 from tests.faults import Faults, WorkerCrash
-from tests.fixtures import Aws, FakeClock, moto_aws, use_settings
-from tests.functional.task_support import deliver, due_body, post_task, state_of
+from tests.fixtures import Aws, FakeClock, moto_aws
+from tests.functional.task_support import deliver, due_body, post_task, state_of, webhook_action
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
-SECRET = new_secret()
-PARAMETER = "/hooks/signing"
 BODY = '{"order": 42}'
 
 
@@ -32,23 +30,8 @@ def aws() -> Iterator[Aws]:
         yield world
 
 
-@pytest.fixture
-def receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
-    server = WebhookReceiver(SECRET, clock=lambda: clock().timestamp()).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def hooks(aws: Aws, deps: Deps, receiver: WebhookReceiver) -> Deps:
-    aws.alerts()  # an earlier test's
-    deps.clients.ssm.put_parameter(Name=PARAMETER, Value=SECRET, Type="SecureString", Overwrite=True)
-    return use_settings(deps, task_webhook_origins=(receiver.origin,), task_webhook_secrets=(f"ssm:{PARAMETER}",),
-                        task_webhook_allow_loopback=True, task_webhook_timeout_seconds=0.2)
-
-
 def hook(url: str, body: str = BODY) -> dict[str, Any]:
-    return {"type": "webhook", "url": url, "secret": f"ssm:{PARAMETER}", "body": body}
+    return webhook_action(url, body)
 
 
 def run(client: Client, clock: FakeClock, task: dict[str, Any], times: int = 1) -> None:

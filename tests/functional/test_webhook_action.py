@@ -7,7 +7,6 @@ time but the timeout's, which is TASK_WEBHOOK_TIMEOUT_SECONDS set tiny.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -24,12 +23,20 @@ from chalicelib.tasks.model import DueMessage, TaskKey, iso, parse_due
 from local.webhook_receiver import Received, Reply, WebhookReceiver, new_secret
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock, moto_aws, use_settings
-from tests.functional.task_support import deliver, due_body, post_task, state_of, use_client
+from tests.functional.task_support import (
+    WEBHOOK_KEY,
+    deliver,
+    due_body,
+    post_task,
+    state_of,
+    use_client,
+    webhook_action,
+)
+from tests.functional.task_support import WEBHOOK_PARAMETER as PARAMETER
+from tests.functional.task_support import WEBHOOK_SECRET as SECRET
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
-SECRET = "whsec_" + base64.b64encode(b"timekeeper functional tests key").decode()
-PARAMETER = "/hooks/signing"
-KEYS = (b"timekeeper functional tests key",)
+KEYS = (WEBHOOK_KEY,)  # WEBHOOK_SECRET's, which the hooks fixture (task_support) puts in SSM
 BODY = '{"order": 42, "event": "reminder"}'
 
 
@@ -40,24 +47,8 @@ def aws() -> Iterator[Aws]:
         yield world
 
 
-@pytest.fixture
-def receiver(clock: FakeClock) -> Iterator[WebhookReceiver]:
-    server = WebhookReceiver(SECRET, clock=lambda: clock().timestamp()).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def hooks(aws: Aws, deps: Deps, receiver: WebhookReceiver) -> Deps:
-    """The stage allows the receiver's origin, loopback and the SSM secret, which is in moto."""
-    aws.alerts()  # an earlier test's
-    deps.clients.ssm.put_parameter(Name=PARAMETER, Value=SECRET, Type="SecureString", Overwrite=True)
-    return use_settings(deps, task_webhook_origins=(receiver.origin,), task_webhook_secrets=(f"ssm:{PARAMETER}",),
-                        task_webhook_allow_loopback=True, task_webhook_timeout_seconds=0.2)
-
-
 def action(url: str) -> dict[str, Any]:
-    return {"type": "webhook", "url": url, "secret": f"ssm:{PARAMETER}", "body": BODY}
+    return webhook_action(url, BODY)
 
 
 def run(client: Client, clock: FakeClock, task_id: str, url: str, times: int = 1) -> str:

@@ -8,7 +8,6 @@ real time but the socket exchange's, which a deadline of a fraction of a second 
 
 from __future__ import annotations
 
-import base64
 import socket
 import ssl
 import threading
@@ -31,12 +30,11 @@ from chalicelib.tasks import timing, webhook
 from chalicelib.tasks.model import RetryPolicy, TaskKey, parse_due
 from tests import events
 from tests.fixtures import Aws, FakeClock, moto_aws, use_settings
-from tests.functional.task_support import due_body, post_task, state_of
+from tests.functional.task_support import due_body, post_task, signed_webhooks, state_of
+from tests.functional.task_support import webhook_action as action
 
 RUN_AT = "2026-11-22T12:10:00Z"  # ten minutes after the FakeClock's now
 DUE = parse_due(RUN_AT)
-SECRET = "whsec_" + base64.b64encode(b"webhook call tests signing key").decode()
-PARAMETER = "/hooks/signing"
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
 BYTE_EVERY = 0.1  # seconds between two bytes of the dribbling answer: under any per-read timeout below
 SHORT = 0.3       # the deadline the tests give a call (seconds)
@@ -51,13 +49,7 @@ def aws() -> Iterator[Aws]:
 
 @pytest.fixture
 def signing(deps: Deps) -> Deps:
-    deps.clients.ssm.put_parameter(Name=PARAMETER, Value=SECRET, Type="SecureString", Overwrite=True)
-    return use_settings(deps, task_webhook_secrets=(f"ssm:{PARAMETER}",), task_webhook_allow_loopback=True,
-                        task_webhook_timeout_seconds=10.0)
-
-
-def action(url: str) -> dict[str, Any]:
-    return {"type": "webhook", "url": url, "secret": f"ssm:{PARAMETER}", "body": "{}"}
+    return signed_webhooks(deps, timeout_seconds=10.0)  # each test allows its receiver's origin
 
 
 def read_request(conn: Any) -> str:
