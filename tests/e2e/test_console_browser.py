@@ -397,8 +397,7 @@ def test_times_are_in_the_browsers_zone_with_offset_relative_and_utc_on_hover_un
     size = browser.get_window_size()
     try:
         browser.set_window_size(375, 800)
-        go(browser, f"#/task/{task_id}")
-        shows(browser, "Act on it")
+        task_page(browser, task_id)
         [due_cell] = [t for t in browser.find_elements(By.CSS_SELECTOR, "main dd time")
                       if t.get_attribute("datetime") == due.strftime("%Y-%m-%dT%H:%M:%S.000Z")]
         local = due.astimezone(timezone(timedelta(hours=5, minutes=30)))
