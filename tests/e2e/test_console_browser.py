@@ -37,6 +37,7 @@ if MISSING is not None and os.environ.get(REQUIRED) != "1":
     pytest.skip(f"console browser tests skipped: {MISSING}; CI sets {REQUIRED}=1", allow_module_level=True)
 
 if MISSING is None:  # Selenium is imported only where the browser is
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -93,7 +94,9 @@ def api(stage: LocalStage) -> ApiClient:
 
 
 def wait(driver: Any, check: Callable[[Any], Any], what: str, timeout: float = 10) -> Any:
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: check(d) or None, message=what)
+    """Poll ``check`` until it is true; an element of a view drawn again meanwhile (stale) is looked up again."""
+    return WebDriverWait(driver, timeout, poll_frequency=0.05, ignored_exceptions=(StaleElementReferenceException,)
+                         ).until(lambda d: check(d) or None, message=what)
 
 
 def main_text(driver: Any) -> str:
@@ -108,14 +111,40 @@ def shows(driver: Any, words: str, timeout: float = 10) -> None:
         raise AssertionError(f"the console did not show {words!r}; it shows:\n{main_text(driver)}") from exc
 
 
+def live(driver: Any, on: bool) -> None:
+    """Set the live switch without its change event (no refresh now): the tests keep it off, so that no refresh
+    redraws a view under them on a slow machine; the live views' tests turn it on and run tick() themselves."""
+    driver.execute_script("const s = document.getElementById('live'); if (s) s.checked = arguments[0]", on)
+
+
 def go(driver: Any, hash_: str) -> None:
+    live(driver, False)
     driver.execute_script("location.hash = arguments[0]", hash_)
+
+
+def task_page(driver: Any, task_id: str) -> None:
+    """Open a task's page and wait until it is that task's (the task page shown before stays until it is drawn)."""
+    go(driver, f"#/task/{task_id}")
+    wait(driver, lambda d: d.execute_script("const h = document.querySelector('main h2'); return h && h.textContent")
+         == f"Task {task_id}", f"the page of task {task_id}")
+
+
+def click(driver: Any, selector: str, label: str) -> None:
+    """Click the element labelled ``label``, found and clicked in one step (a view drawn again between the two
+    leaves a stale element: it is looked up again, never clicked)."""
+    def clicked(d: Any) -> bool:
+        for element in d.find_elements(By.CSS_SELECTOR, selector):
+            if element.text == label:
+                element.click()
+                return True
+        return False
+
+    wait(driver, clicked, f"the {label} button")
 
 
 def confirm(driver: Any, button: str, value: str | None = None) -> None:
     """Click the view's button, then Confirm in its dialog (typing ``value`` first when given)."""
-    wait(driver, lambda d: [b for b in d.find_elements(By.CSS_SELECTOR, "main button") if b.text == button],
-         f"the {button} button")[0].click()
+    click(driver, "main button", button)
     dialog = driver.find_element(By.ID, "confirm")
     wait(driver, lambda d: dialog.is_displayed(), "the confirmation dialog")
     if value is not None:
@@ -150,6 +179,7 @@ def iso(at: datetime) -> str:
 
 def sign_in(driver: Any, url: str, token: str, scheme: str = "bearer") -> None:
     driver.get(url)
+    live(driver, False)
     field = wait(driver, lambda d: d.find_element(By.ID, "token").is_displayed() and d.find_element(By.ID, "token"),
                  "the sign-in form")
     assert "Sign in" in driver.find_element(By.ID, "sign-in").text
@@ -226,10 +256,9 @@ def test_hostile_keys_ids_and_error_texts_are_shown_as_text_and_nothing_runs(sta
     boto3.client("dynamodb", endpoint_url=stage.aws_endpoint).put_item(
         TableName="seed-sessions", Item={"email": {"S": key}, "expires_at": {"N": str(int(time.time()) + 3600)}})
     go(browser, "#/source/sessions/" + quote(key, safe=""))
-    shows(browser, "Act on it")
+    shows(browser, "Item of task source sessions")  # the page before (a task of the test's own) has IMG and SCRIPT too
     assert IMG in main_text(browser) and SCRIPT in main_text(browser)
-    go(browser, f"#/task/welcome-{TAG}")
-    shows(browser, "Act on it")
+    task_page(browser, f"welcome-{TAG}")  # not the source item's page, which offers Reschedule as well
     confirm(browser, "Reschedule", IMG)  # refused: the API's error quotes what it was given
     shows(browser, "Reschedule refused — HTTP 400")
     assert IMG in main_text(browser), main_text(browser)  # the API's error text, literally
@@ -368,8 +397,7 @@ def test_times_are_in_the_browsers_zone_with_offset_relative_and_utc_on_hover_un
     size = browser.get_window_size()
     try:
         browser.set_window_size(375, 800)
-        go(browser, f"#/task/{task_id}")
-        shows(browser, "Act on it")
+        task_page(browser, task_id)
         [due_cell] = [t for t in browser.find_elements(By.CSS_SELECTOR, "main dd time")
                       if t.get_attribute("datetime") == due.strftime("%Y-%m-%dT%H:%M:%S.000Z")]
         local = due.astimezone(timezone(timedelta(hours=5, minutes=30)))
@@ -491,24 +519,22 @@ def test_a_task_offers_only_the_actions_its_state_allows_and_links_back_to_the_l
                "action": {"type": "sqs", "queue_url": queue, "message": "x"}}
     assert api.post("/tasks", failing).status == 201
 
-    go(browser, f"#/task/once-{TAG}")
-    shows(browser, "Act on it")
+    task_page(browser, f"once-{TAG}")
     assert buttons_of(browser) == ["Cancel", "Reschedule"]  # a one-time task: no Pause, no Resume, no Retry
-    go(browser, f"#/task/every-{TAG}")
-    wait(browser, lambda d: buttons_of(d) == ["Cancel", "Pause", "Reschedule"], "a recurring task's actions")
+    task_page(browser, f"every-{TAG}")
+    assert buttons_of(browser) == ["Cancel", "Pause", "Reschedule"]  # a recurring task's actions
     confirm(browser, "Pause")
     shows(browser, "Pause: done.")
     wait(browser, lambda d: buttons_of(d) == ["Cancel", "Resume"], "a paused task's actions")
     wait_until(lambda: api.get(f"/tasks/broken-{TAG}").body["status"] == "FAILED", 20, "the task to fail", 0.2)
-    go(browser, f"#/task/broken-{TAG}")
-    wait(browser, lambda d: buttons_of(d) == ["Retry"], "a failed one-time task's actions")
-    go(browser, f"#/task/once-{TAG}")
-    shows(browser, "Act on it")
+    task_page(browser, f"broken-{TAG}")
+    assert buttons_of(browser) == ["Retry"]  # a failed one-time task's actions
+    task_page(browser, f"once-{TAG}")  # the failed task's page stays shown until this one is drawn
     confirm(browser, "Cancel")
     shows(browser, "Cancel: done.")
     wait(browser, lambda d: d.find_elements(By.ID, "no-actions"), "no action for a cancelled task")
     assert buttons_of(browser) == []
-    browser.find_element(By.LINK_TEXT, "All tasks").click()
+    click(browser, "main a", "All tasks")
     wait(browser, lambda d: d.current_url.endswith("#/tasks"), "the task list")
     shows(browser, "strategy")
 
@@ -533,8 +559,10 @@ def test_the_views_numbers_percentiles_per_minute_buckets_and_capped_counts(stag
                      "capped": "500+", "counted": "7"}
 
 
-def loaded(driver: Any, hash_: str) -> None:
-    """Open a view (drawn again when it is the one shown) and wait until it is drawn (the status says Updated)."""
+def loaded(driver: Any, hash_: str, on: bool = False) -> None:
+    """Open a view (drawn again when it is the one shown), the live switch ``on`` or off, and wait until it is drawn
+    (the status says Updated)."""
+    live(driver, on)
     driver.execute_script("history.replaceState(null, '', '#/'); document.getElementById('status').textContent = '';"
                           " location.hash = arguments[0]", hash_)
     wait(driver, lambda d: "Updated" in d.find_element(By.ID, "status").text, f"{hash_} drawn")
@@ -569,12 +597,11 @@ def test_the_live_views_refresh_in_place_keeping_the_scroll_unless_paused_or_a_d
     due = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
     assert api.post("/tasks", {"id": f"live-{TAG}", "run_at": iso(due), "action": email}).status == 201
     assert browser.execute_script("return window.timekeeperConsole.refreshEvery") == 15000
-    loaded(browser, "#/tasks?status=PENDING")  # a live view sets its timer (each of the others: test_at_375_px_...)
+    loaded(browser, "#/tasks?status=PENDING", on=True)  # a live view sets its timer (the others: test_at_375_px_...)
     assert browser.execute_script("return window.timekeeperConsole.armed()")
     assert browser.find_element(By.ID, "live-switch").is_displayed()
     assert not browser.find_elements(By.ID, "retry-all")  # offered on FAILED and DEAD_LETTERED lists only
-    [by_task] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main th button") if b.text == "task"]
-    by_task.click()
+    click(browser, "main th button", "task")
     count = browser.execute_script("return window.timekeeperConsole.refreshes()")
     assert tick(browser) == "refreshed"
     refreshed(browser, count)
@@ -584,7 +611,7 @@ def test_the_live_views_refresh_in_place_keeping_the_scroll_unless_paused_or_a_d
     size = browser.get_window_size()
     try:
         browser.set_window_size(1000, 400)
-        loaded(browser, f"#/task/live-{TAG}")
+        loaded(browser, f"#/task/live-{TAG}", on=True)
         browser.execute_script("window.sameDocument = true; window.scrollTo(0, 150)")
         later = due + timedelta(hours=1)
         assert api.request("PATCH", f"/tasks/live-{TAG}", {"run_at": iso(later)}).status == 200
@@ -601,15 +628,22 @@ def test_the_live_views_refresh_in_place_keeping_the_scroll_unless_paused_or_a_d
         assert "paused" in browser.find_element(By.ID, "status").text
         browser.find_element(By.ID, "live").click()  # on again: read at once
         refreshed(browser, count)
-        [button] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main button") if b.text == "Reschedule"]
-        button.click()
+        click(browser, "main button", "Reschedule")
         wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation dialog")
         count = browser.execute_script("return window.timekeeperConsole.refreshes()")
         assert tick(browser) == "a dialog is open"
         browser.find_element(By.ID, "confirm-cancel").click()
         assert browser.execute_script("return window.timekeeperConsole.refreshes()") == count
         assert browser.execute_script("return window.timekeeperConsole.armed()")  # tried again later
+
+        confirm(browser, "Reschedule", iso(later + timedelta(hours=1)))
+        shows(browser, "Reschedule: done.")
+        count = browser.execute_script("return window.timekeeperConsole.refreshes()")
+        assert tick(browser) == "refreshed"
+        refreshed(browser, count)
+        assert "Reschedule: done." in browser.find_element(By.ID, "notice").text  # a refresh keeps an action's answer
     finally:
+        live(browser, False)
         browser.set_window_size(size["width"], size["height"])
 
 
@@ -644,7 +678,9 @@ def test_failures_are_grouped_by_cause_and_the_shown_ones_retried_once_each(
     assert set(ids) <= set(listed), listed
     browser.find_element(By.ID, "retry-all").click()
     wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "one confirmation for all")
+    live(browser, True)
     assert tick(browser) == "a dialog is open"  # no refresh under the dialog
+    live(browser, False)
     browser.find_element(By.ID, "confirm-ok").click()
     wait(browser, lambda d: "Retried" in d.find_element(By.ID, "retry-summary").text, "every outcome")
     first = outcomes(browser)
@@ -707,8 +743,8 @@ def test_at_375_px_no_date_wraps_and_lateness_is_a_table_that_fits(browser: Any)
             loaded(browser, view)
             assert wrapped_dates(browser) == [], view
             assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), view
-            live = browser.execute_script("return window.timekeeperConsole.armed()")
-            assert live == (view != "#/lateness"), view  # every view but Lateness refreshes itself
+            armed = browser.execute_script("return window.timekeeperConsole.armed()")
+            assert armed == (view != "#/lateness"), view  # every view but Lateness refreshes itself
             if view == "#/lateness":
                 assert not browser.find_element(By.CSS_SELECTOR, "main svg.chart").is_displayed()
                 table = browser.find_element(By.ID, "lateness-table")
@@ -762,6 +798,7 @@ def test_a_tasks_page_reads_its_whole_history_a_failure_an_operators_retry_and_t
     assert api.post(f"/tasks/{task_id}/retry", {"retry_id": f"r-{TAG}"}).status == 202
     wait_until(lambda: api.get(f"/tasks/{task_id}").body["status"] == "DONE", 20, "the retry to succeed", 0.1)
     browser.get(f"{stage.api_url}/console#/task/{task_id}")  # signed in already, or now (when run alone)
+    live(browser, False)
     wait(browser, lambda d: d.find_element(By.ID, "token").is_displayed() or "Act on it" in main_text(d),
          "the task's page or the sign-in form")
     if browser.find_element(By.ID, "token").is_displayed():
