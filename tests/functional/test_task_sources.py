@@ -518,7 +518,7 @@ def test_removing_a_lazy_items_ttl_cancels_its_task_and_a_later_delete_runs_noth
     removed_at = stage.clock.now
     stage.run(minutes=1)
     seen_by = stage.clock.now
-    stage.clock.advance(hours=1)  # past its old expiry: nothing else happens in between
+    stage.clock.advance(minutes=10)  # past its old expiry (12:10): nothing else happens in between
     stage.run(minutes=2)
     assert stage.sim.source_ttl_deletes == 0  # the TTL's delete never comes
     shown = client.http.get(_session_path("kept@example.com")).json_body["task"]
@@ -545,7 +545,7 @@ def test_removing_a_recurring_lazy_items_ttl_cancels_its_pending_next_run(
         deps.clients.dynamodb.update_item(TableName="hourly", Key=ddb.serialize({"email": "hourly@example.com"}),
                                           UpdateExpression="REMOVE expires_at")
         stage.run(minutes=1)
-        stage.clock.advance(hours=2)  # past its next run: nothing else happens in between
+        stage.clock.advance(minutes=55)  # past its next run (13:05): nothing else happens in between
         stage.run(minutes=2)
         assert len(emails_to("hourly@example.com")) == 1
         assert client.http.get(path).json_body["task"]["status"] == "CANCELLED"
