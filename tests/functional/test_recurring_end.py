@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
+from chalicelib.tasks import interval
 from chalicelib.tasks.model import TaskKey, iso
 from tests.fixtures import Aws, FakeClock
 from tests.functional.lambda_sim import LambdaSim
@@ -28,6 +30,13 @@ from tests.functional.task_support import (
 DUPLICATES = (timedelta(0), timedelta(seconds=90))  # SQS's at-least-once: a copy at once, a late one
 
 
+def running_sim(deps: Deps, client: Client, clock: FakeClock, **options: Any) -> LambdaSim:
+    """The pipeline of a stage whose processor has been running: its first tick reads the minute now, not the hour
+    before (the first run's look-back is the interval processor's tests')."""
+    interval.save_progress(deps, int(clock.now.timestamp()) - 1)
+    return LambdaSim(deps, client, clock, **options)
+
+
 @pytest.mark.parametrize("strategy", ["exact", "interval", "lazy"])
 @pytest.mark.parametrize("end", ["max_occurrences", "end_at"])
 def test_a_recurring_task_ends_done_after_its_last_occurrence_and_nothing_more_is_armed(
@@ -38,7 +47,7 @@ def test_a_recurring_task_ends_done_after_its_last_occurrence_and_nothing_more_i
                                  "run_at": iso(first), "action": EMAIL_ACTION, **limit})
     assert created.status_code == 201, created.body
     assert {name: created.json_body[name] for name in limit} == limit
-    sim = LambdaSim(deps, client, clock, due_duplicates=DUPLICATES)
+    sim = running_sim(deps, client, clock, due_duplicates=DUPLICATES)
     sim.run(until=lambda: False, limit=timedelta(minutes=10))
     assert len(emails_sent()) == 3  # +1, +2, +3 min: the last one's next time is past its end
     shown = get_task(client, "thrice")
@@ -54,7 +63,7 @@ def test_a_recurring_task_without_an_end_goes_on(aws: Aws, deps: Deps, clock: Fa
     first = clock.now + timedelta(minutes=1)
     assert post_task(client, {"id": "on", "recurrence": "rate(1 minute)", "run_at": iso(first),
                               "action": EMAIL_ACTION}).status_code == 201
-    LambdaSim(deps, client, clock).run(until=lambda: False, limit=timedelta(minutes=5, seconds=30))
+    running_sim(deps, client, clock).run(until=lambda: False, limit=timedelta(minutes=5, seconds=30))
     shown = get_task(client, "on")
     assert (shown["status"], len(emails_sent())) == ("PENDING", 5)
     assert "end_at" not in shown and "max_occurrences" not in shown
@@ -104,7 +113,7 @@ def test_an_item_written_again_after_its_end_counts_its_occurrences_anew(
         put_item(deps, {"PK": key.pk, "SK": key.sk, "run_at": iso(first), "email": "ada@example.com",
                         "recurrence": "rate(1 minute)", "max_occurrences": 2})
 
-    sim = LambdaSim(deps, client, clock)
+    sim = running_sim(deps, client, clock)
     write(clock.now + timedelta(minutes=1))
     sim.run(until=lambda: False, limit=timedelta(minutes=5))
     assert (len(emails_sent()), state_of(deps, key)["status"]) == (2, "DONE")
