@@ -17,7 +17,9 @@ from tests.aws_limits import ITEM_LIMIT, item_size
 def p1(tmp_path_factory: pytest.TempPathFactory) -> tuple[Section, Path]:
     plots = tmp_path_factory.mktemp("plots")
     sections = backups.run(TINY, plots)
-    assert [s.key for s in sections] == ["P1", "P1"]  # the daily run's calls; retention by calendar
+    # the daily run's calls; retention by calendar; exports against backups (a GB-month, a run and its monitoring)
+    assert [s.key for s in sections] == ["P1", "P1", "P1", "P1"]
+    assert [s.title.split(":")[0] for s in sections[2:]] == ["exports to S3 against backups", "an export run and its monitoring"]
     p1_sections.extend(sections)
     return sections[0], plots
 
