@@ -29,7 +29,7 @@ from chalicelib.backups.store import COMPLETE, RunStore
 from chalicelib.settings import BackupVerify
 from tests.faults import Faults, Kind
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.test_backup_faults import KINDS, MISSING, TABLES, World, aws  # noqa: F401 (aws: the fixture)
+from tests.functional.test_backup_faults import KINDS, MISSING, TABLES, World, aws, provisioned  # noqa: F401
 
 ITEMS = 3
 HOURS = 3
