@@ -134,6 +134,8 @@ class Provisioning:
 
     settings: Settings
     alert_queue_url: str
+    clients: Clients
+    limits: AwsLimits
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +152,10 @@ def provisioned() -> Iterator[Provisioning]:
         capture_arn = clients.sqs.get_queue_attributes(
             QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         clients.sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=capture_arn)
-        yield Provisioning(replace(settings, alert_topic_arn=topic), capture)
+        settings = replace(settings, alert_topic_arn=topic)
+        clients = Clients(settings)  # the tests' clients: the app's calls checked against the IAM policy and AWS
+        RECORDER.attach(clients.session)
+        yield Provisioning(settings, capture, clients, AwsLimits(clients))
 
 
 def _fresh(settings: Settings) -> None:
@@ -169,16 +174,25 @@ def _fresh(settings: Settings) -> None:
 
 @pytest.fixture
 def aws(provisioned: Provisioning) -> Iterator[Aws]:
-    """The shared ``aws`` fixture with only what a backup run touches, provisioned once for the module and
-    emptied before each test (some 90 scenarios); each test has its own clients, so its own faults' hooks."""
+    """The shared ``aws`` fixture with only what a backup run touches, provisioned once for the module (some
+    90 scenarios) and emptied before each test; its clients too are the module's (the ``faults`` below unhooks)."""
     _fresh(provisioned.settings)
-    clients = Clients(provisioned.settings)
-    RECORDER.attach(clients.session)
-    limits = AwsLimits(clients)
-    yield Aws(clients=clients, settings=provisioned.settings, alert_queue_url=provisioned.alert_queue_url,
-              limits=limits)
+    limits = provisioned.limits
+    limits.violations.clear()
+    limits.expected = False
+    limits._schemas.clear()
+    yield Aws(clients=provisioned.clients, settings=provisioned.settings,
+              alert_queue_url=provisioned.alert_queue_url, limits=limits)
     if limits.violations and not limits.expected:
         pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
+
+
+@pytest.fixture(name="faults")
+def unhooked_faults(aws: Aws) -> Iterator[Faults]:
+    """The shared ``faults`` fixture, unhooked from the module's clients after the test."""
+    armed = Faults(aws.clients)
+    yield armed
+    armed.detach()
 
 
 @pytest.fixture
