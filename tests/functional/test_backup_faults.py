@@ -179,8 +179,7 @@ def aws(provisioned: Provisioning) -> Iterator[Aws]:
     _fresh(provisioned.settings)
     limits = provisioned.limits
     limits.violations.clear()
-    limits.expected = False
-    limits._schemas.clear()
+    limits.expected = False  # its key schemas kept: this module's tables of a name always have the same keys
     yield Aws(clients=provisioned.clients, settings=provisioned.settings,
               alert_queue_url=provisioned.alert_queue_url, limits=limits)
     if limits.violations and not limits.expected:
