@@ -249,10 +249,7 @@ class AwsLimits:
         return self._schemas[table]
 
     def _describe(self, table: str) -> dict[str, Any]:
-        import boto3
-
-        shadow = boto3.session.Session().client("dynamodb", region_name=self.clients.settings.region)
-        return dict(shadow.describe_table(TableName=table)["Table"])
+        return dict(_shadow(self.clients.settings.region).describe_table(TableName=table)["Table"])
 
     def _dynamodb_PutItem(self, params: Mapping[str, Any]) -> None:
         check_item(params["Item"], self._schema(params["TableName"]), f"PutItem {params['TableName']}")
@@ -365,3 +362,16 @@ class AwsLimits:
         subject = params.get("Subject")
         if subject is not None and not re.fullmatch(rf"[\x20-\x7e]{{1,{SNS_SUBJECT_MAX}}}", subject):
             raise LimitExceeded(f"Publish: subject {subject[:120]!r} is not 1-{SNS_SUBJECT_MAX} printable ASCII")
+
+
+_SHADOWS: dict[str, Any] = {}
+
+
+def _shadow(region: str) -> Any:
+    """A DynamoDB client of no session the tests hook (faults, the policy recorder), made once a region and
+    process (a session and client cost some 70 ms; moto answers any client while a test mocks AWS)."""
+    if region not in _SHADOWS:
+        import boto3
+
+        _SHADOWS[region] = boto3.session.Session().client("dynamodb", region_name=region)
+    return _SHADOWS[region]

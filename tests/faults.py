@@ -104,6 +104,7 @@ class Faults:
     _rng: random.Random | None = None
     _chaos: dict[str, float] = field(default_factory=dict)
     _no_loss: tuple[str, ...] = ()
+    _hooked: list[tuple[Any, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for client in (self.clients.dynamodb, self.clients.dynamodb_unretried, self.clients.sqs, self.clients.sns,
@@ -119,7 +120,23 @@ class Faults:
             else:
                 self._hook(self.clients.session.events, f".{service}")
 
+    def detach(self) -> None:
+        """Unhook from the clients (for clients shared by the tests of a module): a client the session's
+        hooks were copied into since is unhooked too."""
+        for attribute, service in (("lambda_", "lambda"), ("events", "eventbridge"), ("stepfunctions", "sfn"),
+                                   ("s3", "s3")):
+            built = self.clients.__dict__.get(attribute)
+            if built is not None and (built.meta.events, "") not in self._hooked:
+                self._hooked.append((built.meta.events, f".{service}"))
+        for events, scope in self._hooked:
+            events.unregister(f"before-parameter-build{scope}", self._keep_params)
+            events.unregister(f"before-call{scope}", self._before_call)
+            events.unregister(f"before-send{scope}", self._before_send)
+            events.unregister(f"before-send{scope}", self._after_before_send)
+        self._hooked.clear()
+
     def _hook(self, events: Any, scope: str = "") -> None:
+        self._hooked.append((events, scope))
         events.register(f"before-parameter-build{scope}", self._keep_params)
         events.register_first(f"before-call{scope}", self._before_call)
         events.register_first(f"before-send{scope}", self._before_send)

@@ -42,7 +42,7 @@ from deploy import iam
 from deploy.provision import Provisioned, ensure_queue, ensure_table, ensure_topic
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults, Kind, WorkerCrash
-from tests.fixtures import Aws, FakeClock, use_settings
+from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
 from tests.functional.backup_support import create_tables, moto_backups, our_backup
 from tests.policy_recorder import RECORDER
 
@@ -127,28 +127,71 @@ class World:
                     message.visible_at = self.clock.now + timedelta(seconds=VISIBILITY)
 
 
-@pytest.fixture
-def aws() -> Iterator[Aws]:
-    """The shared ``aws`` fixture with only what a backup run touches provisioned (the state table,
-    the monitor queue and its DLQ, the alert topic), to keep some 70 scenarios quick."""
+@dataclass
+class Provisioning:
+    """What a backup run touches, provisioned once for the module: the state table, the monitor queue and its
+    DLQ, the alert topic and a queue capturing its alerts."""
+
+    settings: Settings
+    alert_queue_url: str
+    clients: Clients
+    limits: AwsLimits
+
+
+@pytest.fixture(scope="module")
+def provisioned() -> Iterator[Provisioning]:
     with mock_aws():
         settings = Settings.from_env()
         clients = Clients(settings)
-        RECORDER.attach(clients.session)
-        limits = AwsLimits(clients)
         made = Provisioned()
         ensure_table(clients, settings.state_table, made, ttl_attribute=STATE_TTL_ATTRIBUTE)
         _, dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, made)
         ensure_queue(clients, settings.backup_monitor_queue, made, dlq_arn=dlq_arn, visibility_timeout=VISIBILITY)
         topic = ensure_topic(clients, iam.alert_topic_name(settings), made)
-        settings = replace(settings, alert_topic_arn=topic)
         capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
         capture_arn = clients.sqs.get_queue_attributes(
             QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         clients.sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=capture_arn)
-        yield Aws(clients=clients, settings=settings, alert_queue_url=capture, limits=limits)
-        if limits.violations and not limits.expected:
-            pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
+        settings = replace(settings, alert_topic_arn=topic)
+        clients = Clients(settings)  # the tests' clients: the app's calls checked against the IAM policy and AWS
+        RECORDER.attach(clients.session)
+        yield Provisioning(settings, capture, clients, AwsLimits(clients))
+
+
+def _fresh(settings: Settings) -> None:
+    """The provisioned world as just made: no table but the (emptied) state table, no backup, no message."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.sqs.models import sqs_backends
+
+    dynamodb = dynamodb_backends[ACCOUNT][settings.region]
+    for name in [n for n in dynamodb.tables if n != settings.state_table]:
+        del dynamodb.tables[name]
+    dynamodb.tables[settings.state_table].items.clear()
+    dynamodb.backups.clear()
+    for queue in sqs_backends[ACCOUNT][settings.region].queues.values():
+        queue._messages.clear()
+
+
+@pytest.fixture
+def aws(provisioned: Provisioning) -> Iterator[Aws]:
+    """The shared ``aws`` fixture with only what a backup run touches, provisioned once for the module (some
+    90 scenarios) and emptied before each test; its clients too are the module's (the ``faults`` below unhooks)."""
+    _fresh(provisioned.settings)
+    limits = provisioned.limits
+    limits.violations.clear()
+    limits.expected = False  # its key schemas kept: this module's tables of a name always have the same keys
+    yield Aws(clients=provisioned.clients, settings=provisioned.settings,
+              alert_queue_url=provisioned.alert_queue_url, limits=limits)
+    if limits.violations and not limits.expected:
+        pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
+
+
+@pytest.fixture(name="faults")
+def unhooked_faults(aws: Aws) -> Iterator[Faults]:
+    """The shared ``faults`` fixture, unhooked from the module's clients after the test."""
+    armed = Faults(aws.clients)
+    yield armed
+    armed.detach()
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ fault of tests/faults.py. Then:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +30,7 @@ from chalicelib.backups.store import COMPLETE, RunStore
 from chalicelib.settings import BackupVerify
 from tests.faults import Faults, Kind
 from tests.fixtures import Aws, FakeClock, use_settings
-from tests.functional.test_backup_faults import KINDS, MISSING, TABLES, World, aws  # noqa: F401 (aws: the fixture)
+from tests.functional.test_backup_faults import KINDS, MISSING, TABLES, World, aws, provisioned, unhooked_faults  # noqa: F401
 
 ITEMS = 3
 HOURS = 3
@@ -63,7 +64,8 @@ def world(aws: Aws, deps: Deps, clock: FakeClock) -> World:  # noqa: F811 (the i
     return World(aws, deps, clock)
 
 
-def corrupt_restores(deps: Deps) -> None:
+@pytest.fixture
+def corrupt_restores(deps: Deps) -> Iterator[None]:
     """Each restore comes back with an item fewer: deleted from the restored table right after
     RestoreTableFromBackup answers, through a client of the test's own (not the app's)."""
     own = boto3.client("dynamodb", region_name=deps.settings.region)
@@ -72,7 +74,10 @@ def corrupt_restores(deps: Deps) -> None:
         if parsed and "TableDescription" in parsed:
             own.delete_item(TableName=parsed["TableDescription"]["TableName"], Key={"PK": {"S": "p0"}})
 
-    deps.clients.dynamodb.meta.events.register("after-call.dynamodb.RestoreTableFromBackup", delete_an_item)
+    events = deps.clients.dynamodb.meta.events
+    events.register("after-call.dynamodb.RestoreTableFromBackup", delete_an_item)
+    yield
+    events.unregister("after-call.dynamodb.RestoreTableFromBackup", delete_an_item)  # the module's clients
 
 
 def _restores(deps: Deps) -> list[str]:
@@ -108,9 +113,9 @@ def test_a_verification_survives_a_fault_at_each_write(
 
 @pytest.mark.parametrize(("operation", "occurrence", "kind"), ALERT_CASES,
                          ids=[f"{op.split('.')[1]}#{n}-{kind}" for op, n, kind in ALERT_CASES])
+@pytest.mark.usefixtures("corrupt_restores")
 def test_a_failed_verification_alerts_once_under_a_fault_at_its_alert(
-        deps: Deps, world: World, faults: Faults, operation: str, occurrence: int, kind: Kind) -> None:
-    corrupt_restores(deps)
+        world: World, faults: Faults, operation: str, occurrence: int, kind: Kind) -> None:
     fault = faults.inject(operation, kind, occurrence=occurrence)
 
     _run_day(world)
