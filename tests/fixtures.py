@@ -246,7 +246,9 @@ def client(deps: Deps) -> Iterator[Client]:
 # The test files that take longest (a full run's --durations on 2 cores, summed per file), longest first.  Under
 # ``--dist loadfile`` a worker takes the next file in collection order when it is nearly done with its own: one of
 # these collected late ran alone at the end while the other worker had nothing left.  Started first, the many
-# short files even out the end.  A path here that no longer exists fails tests/unit/test_suite_order.py.
+# short files even out the end.  A path here that no longer exists fails tests/unit/test_suite_order.py.  xdist
+# would reorder files by their number of tests (a one-test file such as test_demo_process.py last): pyproject's
+# ``--no-loadscope-reorder`` keeps this order.
 LONGEST_FIRST = (
     "tests/functional/test_task_sources.py",
     "tests/e2e/test_console_browser.py",
