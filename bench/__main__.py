@@ -1,5 +1,5 @@
 """`make bench`: every section of the bench in one run; a table on stdout,
-bench/results.json, plots under docs/bench/ and the bench block of docs/benchmarks.md.
+bench/results.json, plots under docs/bench/ and docs/benchmark-results.md (generated from results.json).
 
 A smaller run (quick or tiny) never overwrites the committed full-run figures: its results.json and
 plots go to .local/bench-<scale>/ (gitignored; printed at the end), unless --in-tree (or
@@ -17,12 +17,13 @@ import argparse
 import importlib
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import core, readme
+from bench import core, results_page
 from bench.core import Scale, Section
 
 #: Section keys and the module that runs them; each module has ``run(scale, plots) -> list[Section]``.
@@ -59,6 +60,7 @@ def run(keys: Sequence[str], scale: Scale, out: Path, plots: Path) -> dict[str, 
         "seconds": round((datetime.now(UTC) - started).total_seconds(), 1),
         "scale": scale.name,
         "machine": core.machine(),
+        "commit": commit(),
         "sections": [section.to_json() for section in sections],
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -67,6 +69,16 @@ def run(keys: Sequence[str], scale: Scale, out: Path, plots: Path) -> dict[str, 
     print(f"{sum(len(s.targets) for s in sections) - len(missed)} targets met, {len(missed)} missed; "
           f"{results['seconds']} s; results in {out}, plots in {plots}", flush=True)
     return results
+
+
+def commit(project: Path = core.PROJECT) -> str | None:
+    """The commit the run measured (HEAD), or None outside a git checkout."""
+    try:
+        done = subprocess.run(["git", "-C", str(project), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
 
 
 def destinations(scale: str, in_tree: bool, project: Path = core.PROJECT) -> tuple[Path, Path]:
@@ -92,7 +104,7 @@ def arguments(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argpars
     parser.add_argument("--in-tree", action="store_true", default=environ.get("BENCH_IN_TREE") == "1",
                         help="a quick or tiny run writes bench/results.json and docs/bench/ too (BENCH_IN_TREE=1)")
     parser.add_argument("--no-page", "--no-readme", dest="no_page", action="store_true",
-                        help="leave the bench block of docs/benchmarks.md alone")
+                        help="leave docs/benchmark-results.md alone")
     args = parser.parse_args(argv)
     out, plots = destinations(args.scale, args.in_tree)
     args.out = args.out or out
@@ -108,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"python -m bench: unknown section(s) {unknown}; known: {list(MODULES)}")
     results = run(keys, Scale(args.scale), args.out, args.plots)
     if not args.no_page and args.scale == "full" and keys == list(MODULES):
-        readme.update(readme.PAGE, results)
+        results_page.update(results_page.PAGE, results)
     return 0
 
 

@@ -598,7 +598,7 @@ def run(scale: Scale, plots: Path) -> list[Section]:
             without = ours.total - ours.of("DescribeContinuousBackups")
             issue_floor = issue_floor_calls(largest, facts.expired, facts.old, POLLS)
             section.notes.append(
-                f"without the PITR report, at {largest} tables: ours {without:,} calls, issue 11's floor "
+                f"without the PITR report, at {largest} tables: ours {without:,} calls, the floor without it "
                 f"{issue_floor:,}: {without / issue_floor:.2f}x")
     section.notes.append(f"measured in {wall:.0f} s wall, {cpu_s:.0f} s CPU")
     path = plots / "p1_backup_calls.png"

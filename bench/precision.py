@@ -287,7 +287,7 @@ def section(results: Sequence[PhaseResult], scale: Scale, plot: str | None) -> S
     section.notes += [note for r in results for note in r.notes]
     section.notes.append("an exact row's p99 bound at each TASK_PRECISION: " + ", ".join(
         f"{p} {exact_p99_bound(p):g} s" for p in PRECISIONS) + f"; that is {DELIVERY_SECONDS:g} s of the "
-        "runtime's own delivery (the exact target before issue 25) plus the precision's rounding of the SQS delay "
+        "runtime's own delivery plus the precision's rounding of the SQS delay "
         f"(second: rounded up, up to {ROUNDING_ALLOWANCE_SECONDS[SECOND]:g} s later; subsecond: rounded down, "
         "the executor waits out the fraction)")
     section.notes.append("peak RSS of local.run per phase: " + ", ".join(

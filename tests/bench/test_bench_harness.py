@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 
 from bench import __main__ as bench_main
-from bench import core, readme
+from bench import core, results_page
 from bench.cold_start import run as cold_start
 
 
@@ -45,35 +45,40 @@ def test_the_call_counter_counts_each_api_call_once_by_operation() -> None:
     assert counter.total == 0
 
 
-def test_the_bench_block_is_replaced_between_its_markers_and_nothing_else(tmp_path: Path) -> None:
-    results = {"date": "2026-11-23", "seconds": 12.0, "scale": "full",
+def test_the_results_page_is_the_run_its_misses_and_every_section_from_the_results_alone(tmp_path: Path) -> None:
+    results = {"date": "2026-11-23", "commit": "0123456789abcdef", "seconds": 12.0, "scale": "full",
                "machine": {"cpus": 2, "machine": "x86_64", "python": "3.11.7", "platform": "Linux"},
                "sections": [core.Section("P9", "a test", ["n", "calls"], rows=[[10, 5]],
-                                         targets=[core.Target("calls", 5, 4)]).to_json()]}
-    page = tmp_path / "benchmarks.md"
-    page.write_text(f"# before\n\n{readme.START}\nold\n{readme.END}\n\n# after\n")
-    readme.update(page, results)
+                                         targets=[core.Target("calls", 5, 4), core.Target("bytes", 1, 2)],
+                                         notes=["a note"]).to_json()]}
+    page = tmp_path / "benchmark-results.md"
+    results_page.update(page, results)
     text = page.read_text()
-    assert text.startswith("# before\n") and text.endswith("# after\n")
-    assert "old" not in text
-    assert "| 10 | 5 |" in text and "calls: 5 (target <= 4) MISSED" in text and "0 of 1 targets met" in text
-    with pytest.raises(ValueError, match="no bench block"):
-        readme.replace_block("# no markers\n", "x")
+    assert text == results_page.render_page(results)
+    assert text.startswith("# Benchmark results\n\n" + results_page.MARKER + "\n")
+    assert "2026-11-23 at commit `0123456789ab`" in text and "1 of 2 targets met" in text
+    missed = text[text.index("## Missed targets"):text.index("## Sections")]
+    assert "- P9, calls: 5 (target <= 4) MISSED" in missed and "bytes" not in missed
+    assert "| 10 | 5 |" in text and "- a note" in text and "bytes: 1 (target <= 2) met" in text
+    del results["commit"]
+    assert " at commit" not in results_page.render_page(results)
 
 
-def test_the_benchmarks_pages_bench_block_shows_the_committed_results() -> None:
-    assert readme.PAGE == core.PROJECT / "docs" / "benchmarks.md"
-    block = readme.current_block(readme.PAGE.read_text())
-    assert block is not None, "docs/benchmarks.md lost its bench markers"
-    if core.RESULTS.exists():
-        results = json.loads(core.RESULTS.read_text())
-        assert results["scale"] == "full", "bench/results.json must come from a full `make bench`"
-        assert block == readme.render_block(results), "docs/benchmarks.md's bench block differs from bench/results.json"
-        for section in results["sections"]:
-            for plot in section["plots"]:
-                assert (core.PROJECT / plot).is_file(), f"{plot} is shown in docs/benchmarks.md but not committed"
-                assert f"]({readme.page_link(plot)})" in block
-                assert (readme.PAGE.parent / readme.page_link(plot)).resolve() == (core.PROJECT / plot).resolve()
+def test_the_benchmark_results_page_is_generated_from_the_committed_results() -> None:
+    """No bench run: the committed page must equal the generator's output on the committed results.json."""
+    assert results_page.PAGE == core.PROJECT / "docs" / "benchmark-results.md"
+    results = json.loads(core.RESULTS.read_text())
+    assert results["scale"] == "full", "bench/results.json must come from a full `make bench`"
+    page = results_page.PAGE.read_text()
+    assert page == results_page.render_page(results), \
+        "docs/benchmark-results.md differs from bench/results.json: regenerate it with " \
+        "`python -c 'import json; from bench import core, results_page as r; " \
+        "r.update(r.PAGE, json.loads(core.RESULTS.read_text()))'`"
+    for section in results["sections"]:
+        for plot in section["plots"]:
+            assert (core.PROJECT / plot).is_file(), f"{plot} is shown in docs/benchmark-results.md but not committed"
+            assert f"]({results_page.page_link(plot)})" in page
+            assert (results_page.PAGE.parent / results_page.page_link(plot)).resolve() == (core.PROJECT / plot).resolve()
 
 
 def test_cold_start_at_tiny_scale_measures_both_imports_and_names_the_slowest(tmp_path: Path) -> None:
@@ -97,7 +102,7 @@ def test_the_command_line_writes_results_it_can_render(tmp_path: Path) -> None:
                             "--no-page"]) == 0
     results = json.loads(out.read_text())
     assert results["scale"] == "tiny" and [s["key"] for s in results["sections"]] == ["P5"]
-    assert readme.START in readme.render_block(results)
+    assert results["commit"] and results_page.MARKER in results_page.render_page(results)
 
 
 def test_a_quick_run_writes_out_of_tree_and_never_over_the_committed_full_run() -> None:

@@ -121,7 +121,7 @@ def test_the_readme_links_every_page_under_docs() -> None:
     # Pages other branches add are linked when they are merged; every page of this list must be.
     mine = {"backups", "backups-guarantees", "tasks", "strategies", "executor", "offline", "offline-runtime",
             "deploying", "security", "configuration", "operations-runbook", "testing", "benchmarks",
-            "benchmarks-method"}
+            "benchmark-results"}
     assert {(ROOT / "docs" / f"{name}.md").resolve() for name in mine} <= linked
 
 
