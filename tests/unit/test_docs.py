@@ -19,7 +19,7 @@ from local.stage import LOCAL_VARIABLES, LocalSettings
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
-README_MAX_WORDS = 1600
+README_MAX_WORDS = 1000
 
 _FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
