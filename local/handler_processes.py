@@ -1,7 +1,7 @@
 """The app's event handlers in processes of their own, moto's server and the runtime's sources in ``make run``'s.
 
-One interpreter ran moto, the sources and every handler invocation: under load it was bound by one core while
-the machine had more (docs/offline-runtime.md measures it).  With ``LOCAL_HANDLER_PROCESSES`` = N (``make run``:
+One interpreter for moto, the sources and every handler invocation is bound by one core under load
+(docs/offline-throughput.md).  With ``LOCAL_HANDLER_PROCESSES`` = N (``make run``:
 1), the runtime's process keeps moto's server, the API and every event source (their feeds from moto stay in
 process), and each invocation of an event handler runs in one of N worker processes (``python -m
 local.handler_processes``), each with app.py imported under the same environment and its clients built once,

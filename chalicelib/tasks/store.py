@@ -11,11 +11,8 @@ claims an execution and settles it with one conditional UpdateItem each on the
 task's record, which also keeps the outcome ``GET /tasks/{id}`` shows (or, for
 an action whose target drops a repeat, settles it with one: ``settle_once``).
 
-Every write of a task's record is here, one method per transition of
-``chalicelib.tasks.lifecycle`` (``create``, ``claim``/``takeover``,
-``settle``, ``settle_once``, ``mark``, ``cancel``, ``reschedule``, ``note_dead_letter``,
-``note_stream_dead_letter``, ``cancel_by_item``); the API's three return the item of its
-transaction rather than writing.  The
+Every write of a task's record is here: for each transition of ``chalicelib.tasks.lifecycle``, the method
+``lifecycle.WRITERS`` names (the API's return the item of its transaction rather than writing).  The
 record's ``status_key`` (``<status>#<shard>``, written with every ``status``:
 ``items.status_fields``) and ``listed`` are the keys of the sparse status index
 (a GSI) that ``GET /tasks`` pages through, so a task's outcome moves it in the
