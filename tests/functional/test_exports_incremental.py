@@ -7,10 +7,11 @@ import gzip
 import json
 from typing import Any
 
+import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.backups import exports, monitor
+from chalicelib.backups import export_rules, exports, monitor
 from chalicelib.backups.export_store import ExportRun, ExportStore
 from tests.faults import Faults
 from tests.fixtures import ACCOUNT, Aws, FakeClock
@@ -50,7 +51,7 @@ def _delete(deps: Deps, key: str) -> None:
 
 
 def test_a_lost_answer_for_an_incremental_export_never_makes_two_exports_and_its_manifests_are_checked(
-        aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+        aws: Aws, deps: Deps, clock: FakeClock, faults: Faults, caplog: pytest.LogCaptureFixture) -> None:
     export_stage(deps, ["orders"], export_full_hours=24)
     _run(deps, clock)
     _put(deps, "c", 3)
@@ -60,7 +61,9 @@ def test_a_lost_answer_for_an_incremental_export_never_makes_two_exports_and_its
     run = _run(deps, clock, settle=False)
 
     made = [e for e in moto_exports(deps).values() if e.export_type == "INCREMENTAL_EXPORT"]
-    assert len(made) == 1  # found by its prefix before the call was tried again
+    assert len(made) == 1
+    assert any(r.getMessage() == "export found after a failed answer" for r in caplog.records)  # by its prefix
+    assert made[0].client_token == export_rules.client_token("orders", run.export_time)  # AWS's own guard
     record = ExportStore(deps).get("orders", run.run_id)
     assert record is not None and record.export_type == "INCREMENTAL_EXPORT" and record.export_arn == made[0].arn
     finish_exports(deps)  # the monitor checks an incremental's manifests as a full one's
