@@ -213,17 +213,16 @@ def restore_chain(exports: list[Link], run_id: str) -> tuple[list[Link], str]:
 
 
 def chain_verdicts(exports: list[tuple[Link, str]], now: datetime, policy: rules.Policy) -> list[ExportVerdict]:
-    """Retention of one table's exports (``(link, locked until ISO or "")``, every status) with incrementals: the
-    COMPLETED full exports by the backups' rules (export_verdicts); each COMPLETED incremental with the full export
-    it chains from (kept as long, deleted with it), or by age alone (BACKUP_RETENTION_DAYS) when its chain is broken
-    before it (a link failed or deleted: no restore goes through it), unless its own lock keeps it. One whose chain
-    has a link still under way gets no verdict yet."""
-    fulls = [(link.run_id, link.export_time, locked) for link, locked in exports
-             if link.kind == FULL and link.status == COMPLETED and not link.deleted]
-    verdicts = {v.run_id: v for v in export_verdicts(fulls, now, policy)}
+    """Retention of one table's exports (``(link, locked until ISO or "")``, every status) with incrementals. A full
+    export and the COMPLETED incrementals chained from it are one restore chain, judged by the backups' rules
+    (export_verdicts) as of its newest link's time: the newest restore point it holds is kept as long as the rules
+    keep that time, and every link is kept (or deleted) with it. An incremental whose chain is broken before it (a
+    link failed or deleted: no restore goes through it) is kept by age alone (BACKUP_RETENTION_DAYS); one whose
+    chain has a link still under way gets no verdict yet. A link the verdict deletes while its lock holds is kept
+    by ``lock``."""
     by_time = {link.export_time: link for link, _ in exports}
-    out = list(verdicts.values())
-    for link, locked in exports:
+    roots: dict[str, str | None] = {}  # a COMPLETED incremental's full export; None: its chain is broken
+    for link, _ in exports:
         if link.kind != INCREMENTAL or link.status != COMPLETED or link.deleted:
             continue
         root: Link | None = link
@@ -231,10 +230,24 @@ def chain_verdicts(exports: list[tuple[Link, str]], now: datetime, policy: rules
             root = by_time.get(root.from_time) if root.from_time else None
         if root is not None and root.status in (PENDING, IN_PROGRESS):
             continue  # settled later: judged then
-        base = verdicts.get(root.run_id) if root is not None and root.kind == FULL else None
-        if base is None:  # its chain is broken: kept by age alone (it still holds the changes of its window)
-            base = ExportVerdict(link.run_id, ("age",), link.export_time + policy.age,
-                                 now >= link.export_time + policy.age)
+        good_full = root is not None and root.kind == FULL and root.status == COMPLETED and not root.deleted
+        roots[link.run_id] = root.run_id if root is not None and good_full else None
+    ends = {link.run_id: link.export_time for link, _ in exports}
+    for run_id, root_id in roots.items():
+        if root_id is not None:
+            ends[root_id] = max(ends[root_id], ends[run_id])
+    fulls = [(link.run_id, ends[link.run_id], locked) for link, locked in exports
+             if link.kind == FULL and link.status == COMPLETED and not link.deleted]
+    verdicts = {v.run_id: v for v in export_verdicts(fulls, now, policy)}
+    out: list[ExportVerdict] = []
+    for link, locked in exports:
+        if link.run_id in verdicts:
+            out.append(verdicts[link.run_id])
+        if link.run_id not in roots:
+            continue
+        root_id = roots[link.run_id]
+        base = verdicts[root_id] if root_id is not None else ExportVerdict(  # broken: by its own age
+            link.run_id, ("age",), link.export_time + policy.age, now >= link.export_time + policy.age)
         lock = datetime.fromisoformat(locked) if locked else None
         if base.delete and lock is not None and lock > now:
             out.append(ExportVerdict(link.run_id, ("lock",), lock, False))

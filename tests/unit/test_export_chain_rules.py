@@ -105,3 +105,12 @@ def test_a_line_of_an_incremental_export_puts_its_new_image_or_deletes_its_key_a
     assert (deleted.put, deleted.delete, deleted.count) == (None, keys, -1)
     with pytest.raises(ValueError, match="without Keys"):
         change({"NewImage": item})
+
+
+def test_a_chain_is_kept_as_long_as_the_rules_keep_its_newest_restore_point() -> None:
+    policy = rules.Policy(age=timedelta(days=2), min_keep=1)
+    chain = [(full(0), ""), (incremental(0, 24), ""), (incremental(24, 40), ""), (full(60), "")]
+    kept = {v.run_id: v for v in chain_verdicts(chain, at(70), policy)}  # the full is 70 h old, its chain's end 30 h
+    assert not any(v.delete for v in kept.values())
+    assert kept[chain[0][0].run_id].expires == kept[chain[2][0].run_id].expires == at(40 + 48)
+    assert all(v.delete for v in chain_verdicts(chain, at(89), policy) if v.run_id != chain[3][0].run_id)
