@@ -338,11 +338,11 @@ def _advance(deps: Deps, store: RestoreStore, restore: Restore, poll: int, now: 
     if status != "ACTIVE":
         return _fail(deps, store, restore, now, f"restored table is {status}")
     try:
+        changed = 0  # what the incrementals change in the full export's item count
         if restore.source.get("incrementals"):  # every poll that gets here applies them all again: same images
             from chalicelib.backups.restore_chain import apply_incrementals
-            restore.source["recorded_items"] = int(restore.source["recorded_items"]) + apply_incrementals(
-                deps, restore.target, restore.source["incrementals"])
-        restore.comparison = _compare(deps, restore, table)
+            changed = apply_incrementals(deps, restore.target, restore.source["incrementals"])
+        restore.comparison = _compare(deps, restore, table, changed)
         if restore.comparison["problems"]:
             return _fail(deps, store, restore, now, "; ".join(restore.comparison["problems"]))
         if restore.request["copy_settings"] and not _copy_settings(deps, restore, table):
@@ -366,9 +366,10 @@ def _next(deps: Deps, restore: Restore, poll: int) -> str:
     return "requeued"
 
 
-def _compare(deps: Deps, restore: Restore, table: Mapping[str, Any]) -> dict[str, Any]:
-    """The restored ``table`` against what it came from: the backup's record (DescribeBackup), or for a point
-    in time the source table's key schema and indexes now. Nothing to compare with (the backup or the source
+def _compare(deps: Deps, restore: Restore, table: Mapping[str, Any], changed: int = 0) -> dict[str, Any]:
+    """The restored ``table`` against what it came from: the backup's record (DescribeBackup), the export's (its
+    count, with what the ``changed`` incrementals add or remove), or for a point in time the source table's key
+    schema and indexes now. Nothing to compare with (the backup or the source
     deleted since): said, not failed."""
     client = deps.clients.dynamodb
     recorded: verify_rules.TableShape | None = None
@@ -377,7 +378,7 @@ def _compare(deps: Deps, restore: Restore, table: Mapping[str, Any]) -> dict[str
             schema = restore.source["schema"]
             exported = rr.source_shape(schema)
             recorded = verify_rules.TableShape(exported.key_schema, exported.indexes,
-                                               int(restore.source["recorded_items"]), True)
+                                               int(restore.source["recorded_items"]) + changed, True)
         elif restore.source["from"] == rr.FROM_BACKUP:
             description = retry_transient(lambda: client.describe_backup(
                 BackupArn=restore.source["backup_arn"]), deps.sleep)["BackupDescription"]
