@@ -548,29 +548,29 @@ def _aws_like_exports() -> None:
         at = incremental["to"] if incremental else export_time or datetime.now(UTC)
         images: dict[str, list[tuple[datetime, dict[str, Any]]]] = self.__dict__.setdefault("_export_images", {})
         table = next((t for t in self.tables.values() if t.table_arn == table_arn), None)
-        with WRITE_LOCK:
+        with WRITE_LOCK:  # the table's image, and the images kept, as of this request
             image = table_image(table) if table is not None else {}
-        base = None
-        if incremental:
-            older = [kept for when, kept in images.get(table_arn, []) if when <= incremental["from"]]
-            base = older[-1] if older else None
-        asked_now.export = (image, base, incremental)
-        try:
-            made: Any = real_export(self, s3_bucket, s3_prefix, table_arn, export_format, export_type,
-                                    s3_bucket_owner)
-        finally:
-            asked_now.export = None
-        made.client_token = client_token
-        if export_time is not None:
-            made.export_time = export_time
-        elif incremental:
-            made.export_time = incremental["to"]
-        if client_token:
-            tokens[client_token] = (asked, made.arn)
-        kept = images.setdefault(table_arn, [])
-        kept.append((at, image))
-        kept.sort(key=lambda pair: pair[0])
-        del kept[:-EXPORT_IMAGES]
+            base = None
+            if incremental:
+                older = [kept for when, kept in images.get(table_arn, []) if when <= incremental["from"]]
+                base = older[-1] if older else None
+            asked_now.export = (image, base, incremental)
+            try:
+                made: Any = real_export(self, s3_bucket, s3_prefix, table_arn, export_format, export_type,
+                                        s3_bucket_owner)
+            finally:
+                asked_now.export = None
+            made.client_token = client_token
+            if export_time is not None:
+                made.export_time = export_time
+            elif incremental:
+                made.export_time = incremental["to"]
+            if client_token:
+                tokens[client_token] = (asked, made.arn)
+            kept = images.setdefault(table_arn, [])
+            kept.append((at, image))
+            kept.sort(key=lambda pair: pair[0])
+            del kept[:-EXPORT_IMAGES]
         return made
 
     def describe_export(self: Any, export_arn: str) -> Any:

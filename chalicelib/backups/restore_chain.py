@@ -1,7 +1,9 @@
 """A restore through incremental exports: once ImportTable has made the target from the full export, each
 incremental of the chain (oldest first) is read by its manifests and applied to the target: each line's NewImage
 put, its key deleted where it has none (export_rules.change). Puts of whole images and deletes by key give the
-same table however often they are applied in the same order: a retried poll applies them all again."""
+same table however often they are applied in the same order: a retried poll applies them all again. One poll
+applies the whole chain, 25 changes a BatchWriteItem: a chain of more changes than the monitor's Lambda can write
+in its time fails that poll, and the next one starts again (until BACKUP_DEADLINE_MINUTES fails the restore)."""
 
 from __future__ import annotations
 
@@ -14,31 +16,36 @@ from chalicelib.backups import export_rules as er
 from chalicelib.backups.retry import retry_transient
 from chalicelib.log import logger
 
+BATCH = 25          # BatchWriteItem's items a call (keys within one incremental are distinct: any order)
+BATCH_ATTEMPTS = 8  # a batch's unprocessed items sent again, with backoff
+
 
 def apply_incrementals(deps: Deps, target: str, incrementals: list[dict[str, Any]]) -> int:
     """Apply ``incrementals`` (the restore source's: bucket, bucket_owner, manifest) to ``target`` in order; what
     they change in its item count. A manifest or line that is not what DynamoDB writes is a ValueError."""
     counted = 0
     for incremental in incrementals:
-        applied = 0
-        for line in _lines(deps, incremental):
-            change = er.change(line)
-            _write(deps, target, change)
-            counted += change.count
-            applied += 1
+        changes = [er.change(line) for line in _lines(deps, incremental)]
+        requests = [{"PutRequest": {"Item": c.put}} if c.put is not None else {"DeleteRequest": {"Key": c.delete}}
+                    for c in changes]
+        for start in range(0, len(requests), BATCH):
+            _batch_write(deps, target, requests[start:start + BATCH])
+        counted += sum(c.count for c in changes)
         logger.info("incremental export applied", extra={"target": target, "export": incremental["export"],
-                                                          "changes": applied})
+                                                          "changes": len(changes)})
     return counted
 
 
-def _write(deps: Deps, target: str, change: er.Change) -> None:
-    client = deps.clients.dynamodb
-    if change.put is not None:
-        item = change.put
-        retry_transient(lambda: client.put_item(TableName=target, Item=item), deps.sleep)
-    elif change.delete is not None:
-        key = change.delete
-        retry_transient(lambda: client.delete_item(TableName=target, Key=key), deps.sleep)
+def _batch_write(deps: Deps, target: str, requests: list[dict[str, Any]]) -> None:
+    pending: Any = {target: requests}
+    for attempt in range(BATCH_ATTEMPTS):
+        answer = retry_transient(lambda items=pending: deps.clients.dynamodb.batch_write_item(  # type: ignore[misc]
+            RequestItems=items), deps.sleep)
+        pending = answer.get("UnprocessedItems") or {}
+        if not pending:
+            return
+        deps.sleep(min(5.0, 0.05 * 2 ** attempt))
+    raise RuntimeError(f"BatchWriteItem left {sum(len(v) for v in pending.values())} changes unprocessed")
 
 
 def _lines(deps: Deps, incremental: dict[str, Any]) -> list[dict[str, Any]]:
