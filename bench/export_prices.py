@@ -54,6 +54,14 @@ def protection(made: float, kept: int) -> list[Protection]:
     ]
 
 
+def export_cost(table_gb: float, changed_gb: float | None = None) -> float:
+    """Dollars of one export: full (``changed_gb`` None) by the table's size; incremental (EXPORT_FULL_HOURS) by
+    the data changed in its window, 10 MB at least."""
+    if changed_gb is None:
+        return table_gb * prices.EXPORT_FULL.usd
+    return max(changed_gb, prices.INCREMENTAL_MIN_GB) * prices.EXPORT_INCREMENTAL.usd
+
+
 def run_cost(tables: int, polls: int = POLLS, locked: bool = True) -> dict[str, float]:
     """Dollars of one export run at ``tables`` tables, followed to its end and pruned (see the docstring)."""
     run_item_units = max(1, -(-tables * RUN_ITEM_BYTES_A_TABLE // 1024))

@@ -76,6 +76,10 @@ INTER_REGION_TRANSFER = Price("Data transfer between regions", 0.02,
                               "https://aws.amazon.com/ec2/pricing/on-demand/#Data_Transfer")
 EXPORT_FULL = Price("DynamoDB export to S3 (full)", 0.10, "GB of table exported",
                     "https://aws.amazon.com/dynamodb/pricing/on-demand/")
+EXPORT_INCREMENTAL = Price("DynamoDB export to S3 (incremental)", 0.10,
+                           "GB of changed data exported (10 MB billed at least an export)",
+                           "https://aws.amazon.com/dynamodb/pricing/on-demand/")
+INCREMENTAL_MIN_GB = 0.01  # an incremental export bills 10 MB at least
 IMPORT_FROM_S3 = Price("DynamoDB import from S3", 0.15, "GB of (uncompressed) data imported",
                        "https://aws.amazon.com/dynamodb/pricing/on-demand/")
 S3_STANDARD = Price("S3 Standard storage", 0.023, "GB-month (first 50 TB)", "https://aws.amazon.com/s3/pricing/")
@@ -102,7 +106,7 @@ TABLE: tuple[Price, ...] = (LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_UNI
                             SNS_PUBLISH, SCHEDULER_INVOCATION, STREAM_READ_BY_LAMBDA, TTL_DELETE, LOG_INGESTION,
                             DYNAMODB_STORAGE, SES_EMAIL, EVENTBRIDGE_EVENT, STEP_FUNCTIONS_TRANSITION,
                             LAMBDA_GB_SECOND_ARM64, KMS_REQUEST, SSM_PARAMETER_READ, SCHEDULER_API, BACKUP_STORAGE,
-                            AWS_BACKUP_WARM, INTER_REGION_TRANSFER, EXPORT_FULL, IMPORT_FROM_S3, S3_STANDARD,
+                            AWS_BACKUP_WARM, INTER_REGION_TRANSFER, EXPORT_FULL, EXPORT_INCREMENTAL, IMPORT_FROM_S3, S3_STANDARD,
                             S3_GLACIER_IR, S3_GLACIER_IR_RETRIEVAL, S3_PUT, S3_GET)
 
 #: How each service's requests are priced: the kind of usage they count in (DynamoDB's in units, worked out by

@@ -536,6 +536,10 @@ class Settings:
     export_lock_mode: str = setting("EXPORT_LOCK_MODE", "GOVERNANCE",
         "Object Lock mode of each export's objects, until its planned expiry, where EXPORT_BUCKET has Object Lock "
         "on: GOVERNANCE or COMPLIANCE.", choice("GOVERNANCE", "COMPLIANCE"))
+    export_full_hours: int = setting("EXPORT_FULL_HOURS", "0",
+        "Hours between a table's full exports; the runs between export incrementally (the changes since the "
+        "previous export, 15 minutes to 24 hours before) while that chain is unbroken. 0: every export is full.",
+        integer(0, 35 * 24))
     export_deadline_minutes: int = setting("EXPORT_DEADLINE_MINUTES", "720",
         "An export still IN_PROGRESS this long after it started is stuck (alerted once).", integer(30, 7 * 24 * 60))
     # tasks

@@ -58,8 +58,23 @@ idempotent and changes moto's classes in this process (``mock_aws`` and moto's s
   ``data/<name>.json.gz``), its description carries ``ExportTime``, ``StartTime``,
   ``EndTime``, ``ClientToken`` and ``ExportManifest``, a repeated token answers the
   export it made (``ExportConflictException`` if the other parameters differ), and
-  an unknown ARN is ``ExportNotFoundException``.  Incremental exports are not
-  made (moto refuses nothing, and exports the whole table).
+  an unknown ARN is ``ExportNotFoundException``.
+* **Incremental exports**: moto ignored ``IncrementalExportSpecification`` and
+  exported the whole table as for a full export.  Here an ``INCREMENTAL_EXPORT``
+  writes only the items changed in its window, one line each as AWS writes them
+  (``{"Metadata": {"WriteTimeEpochMicros"}, "Keys", "NewImage", "OldImage"}``, no
+  ``NewImage`` for a deleted item, no ``OldImage`` for a new one or with
+  ``NEW_IMAGE``), its data under ``<prefix>/AWSDynamoDB/data/``, its manifests
+  as a full export's, and a window outside 15 minutes to 24 hours is a
+  ``ValidationException``.  What changed is known from images: every export
+  (full or incremental) keeps an image of the table as it is when asked (moto
+  keeps no history; the newest 20 a table), stamped with its ExportTime (an
+  incremental's ExportToTime); an incremental compares the newest image at or
+  before its ExportFromTime with the table now.  Its limits: the table is read
+  when the request arrives, not at ExportTime or ExportToTime; a change undone
+  within the window is not exported (AWS exports it); WriteTimeEpochMicros is
+  the window's end, not the write's time; an incremental with no image at or
+  before its ExportFromTime (none exported since moto started) FAILS.
 """
 
 from __future__ import annotations
@@ -371,6 +386,63 @@ def _moment(value: Any) -> datetime | None:
     return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
 
 
+EXPORT_IMAGES = 20  # images of a table kept for incremental exports (see the module's docstring)
+
+
+def incremental_window(body: dict[str, Any]) -> dict[str, Any] | None:
+    """An INCREMENTAL_EXPORT request's window and view type, checked as AWS checks them (15 minutes to 24 hours);
+    None for a full export."""
+    from moto.dynamodb.exceptions import MockValidationException
+
+    spec = body.get("IncrementalExportSpecification")
+    if body.get("ExportType") != "INCREMENTAL_EXPORT" or spec is None:
+        return None
+    start, end = _moment(spec.get("ExportFromTime")), _moment(spec.get("ExportToTime")) or datetime.now(UTC)
+    if start is None:
+        raise MockValidationException("IncrementalExportSpecification.ExportFromTime is required")
+    if not 15 * 60 <= (end - start).total_seconds() <= 24 * 3600:
+        raise MockValidationException("An incremental export's period must be between 15 minutes and 24 hours")
+    return {"from": start, "to": end, "view": spec.get("ExportViewType") or "NEW_AND_OLD_IMAGES"}
+
+
+def table_image(table: Any) -> dict[str, Any]:
+    """The table's items as DynamoDB JSON, by their key (moto's table, read under WRITE_LOCK)."""
+    import json
+
+    from moto.dynamodb.models.utilities import dynamo_json_dump
+
+    image: dict[str, Any] = {}
+    for item in table.all_items():
+        attrs = json.loads(dynamo_json_dump(item.to_json(root_attr_name="Item")))["Item"]
+        names = [n for n in (table.hash_key_attr, table.range_key_attr) if n]
+        image[json.dumps([attrs[n] for n in names], sort_keys=True)] = attrs
+    return image
+
+
+def changes(table: Any, base: dict[str, Any] | None, image: dict[str, Any], window: dict[str, Any]
+            ) -> list[dict[str, Any]]:
+    """An incremental export's lines: each item that differs between ``base`` (the table at ExportFromTime) and
+    ``image`` (now), as AWS writes it."""
+    if base is None:
+        raise RuntimeError("no image of the table at or before ExportFromTime: the offline correction knows no "
+                           "changes before its first export of the table")
+    names = [n for n in (table.hash_key_attr, table.range_key_attr) if n]
+    micros = str(int(window["to"].timestamp() * 1_000_000))
+    lines = []
+    for key in sorted(set(base) | set(image)):
+        old, new = base.get(key), image.get(key)
+        if old == new:
+            continue
+        either: dict[str, Any] = new if new is not None else old or {}
+        line: dict[str, Any] = {"Metadata": {"WriteTimeEpochMicros": micros}, "Keys": {n: either[n] for n in names}}
+        if new is not None:
+            line["NewImage"] = new
+        if old is not None and window["view"] == "NEW_AND_OLD_IMAGES":
+            line["OldImage"] = old
+        lines.append(line)
+    return lines
+
+
 def export_id(at: datetime, token: str) -> str:
     """An export's id as AWS makes one: 14 digits of the request's time (ms) and 8 characters."""
     return f"{int(at.timestamp() * 1000):014d}-{token[:8]}"
@@ -386,7 +458,6 @@ def _aws_like_exports() -> None:
     from moto.dynamodb.exceptions import ERROR_TYPE_PREFIX, DynamodbException
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table_export import TableExport
-    from moto.dynamodb.models.utilities import dynamo_json_dump
 
     class ExportNotFound(DynamodbException):
         def __init__(self, arn: str) -> None:
@@ -397,7 +468,10 @@ def _aws_like_exports() -> None:
             super().__init__(ERROR_TYPE_PREFIX + "ExportConflictException",
                              message="The ClientToken was used with different parameters")
 
+    from moto.dynamodb.exceptions import MockValidationException
+
     real_init, real_export = TableExport.__init__, DynamoDBBackend.export_table
+    asked_now = threading.local()  # (image, base image, incremental spec) of the export being made in this thread
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         real_init(self, *args, **kwargs)
@@ -407,17 +481,19 @@ def _aws_like_exports() -> None:
         self.client_token = ""
         table_arn = self.table.table_arn  # the table's account and region, whoever owns the bucket
         self.arn = f"{table_arn}/export/{export_id(self.started_at, uuid.uuid4().hex)}"
+        self.image, self.base, self.incremental = getattr(asked_now, "export", None) or ({}, None, None)
 
     def write_files(self: Any, s3_backend: Any) -> None:
-        lines = []
-        for item in self.table.all_items():
-            lines.append(dynamo_json_dump(item.to_json(root_attr_name="Item")))
-            self.processed_bytes += len(lines[-1])
-            self.item_count += 1
-        base = f"{self.s3_prefix}/AWSDynamoDB/{self.arn.rsplit('/', 1)[-1]}" if self.s3_prefix else \
-            f"AWSDynamoDB/{self.arn.rsplit('/', 1)[-1]}"
+        if self.incremental is None:
+            lines = [json.dumps({"Item": item}) for _, item in sorted(self.image.items())]
+        else:
+            lines = [json.dumps(line) for line in changes(self.table, self.base, self.image, self.incremental)]
+        self.processed_bytes = sum(len(line) for line in lines)
+        self.item_count = len(lines)
+        root = f"{self.s3_prefix}/AWSDynamoDB" if self.s3_prefix else "AWSDynamoDB"
+        base = f"{root}/{self.arn.rsplit('/', 1)[-1]}"
         data = gzip.compress(("\n".join(lines) + "\n").encode() if lines else b"")
-        data_key = f"{base}/data/{uuid.uuid4().hex[:26]}.json.gz"
+        data_key = f"{root if self.incremental else base}/data/{uuid.uuid4().hex[:26]}.json.gz"
         s3_backend.put_object(bucket_name=self.s3_bucket, key_name=data_key, value=data)
         md5 = hashlib.md5(data).hexdigest()  # S3's ETag, not security
         files = json.dumps({"itemCount": self.item_count, "md5Checksum": md5, "etag": md5,
@@ -432,6 +508,9 @@ def _aws_like_exports() -> None:
                    "s3SseKmsKeyId": None, "manifestFilesS3Key": f"{base}/manifest-files.json",
                    "billedSizeBytes": self.processed_bytes, "itemCount": self.item_count,
                    "outputFormat": "DYNAMODB_JSON", "exportType": self.export_type}
+        if self.incremental is not None:
+            summary.update(exportFromTime=self.incremental["from"].isoformat(),
+                           exportToTime=self.incremental["to"].isoformat(), exportViewType=self.incremental["view"])
         s3_backend.put_object(bucket_name=self.s3_bucket, key_name=f"{base}/manifest-summary.json",
                               value=json.dumps(summary).encode())
         self.manifest = f"{base}/manifest-summary.json"
@@ -447,24 +526,51 @@ def _aws_like_exports() -> None:
             out["EndTime"] = self.ended_at.timestamp()
         if getattr(self, "manifest", None):
             out["ExportManifest"] = self.manifest
+        if self.incremental is not None:
+            out["IncrementalExportSpecification"] = {
+                "ExportFromTime": self.incremental["from"].timestamp(),
+                "ExportToTime": self.incremental["to"].timestamp(), "ExportViewType": self.incremental["view"]}
         return {k: v for k, v in out.items() if v is not None}
 
     def export_table(self: Any, s3_bucket: str, s3_prefix: str, table_arn: str, export_format: str,
                      export_type: str, s3_bucket_owner: str, client_token: str = "",
-                     export_time: datetime | None = None) -> Any:
+                     export_time: datetime | None = None, incremental: dict[str, Any] | None = None) -> Any:
         tokens: dict[str, tuple[tuple[Any, ...], str]] = self.__dict__.setdefault("_export_tokens", {})
         asked = (s3_bucket, s3_prefix, table_arn, export_format, export_type, s3_bucket_owner,
-                 export_time.timestamp() if export_time else None)
+                 export_time.timestamp() if export_time else None,
+                 tuple(sorted((k, str(v)) for k, v in incremental.items())) if incremental else None)
         if client_token and client_token in tokens:
             if tokens[client_token][0] != asked:
                 raise ExportConflict()
             return self.table_exports[tokens[client_token][1]]
-        made: Any = real_export(self, s3_bucket, s3_prefix, table_arn, export_format, export_type, s3_bucket_owner)
-        made.client_token = client_token
-        if export_time is not None:
-            made.export_time = export_time
-        if client_token:
-            tokens[client_token] = (asked, made.arn)
+        if export_type == "INCREMENTAL_EXPORT" and incremental is None:
+            raise MockValidationException("IncrementalExportSpecification is required for an INCREMENTAL_EXPORT")
+        at = incremental["to"] if incremental else export_time or datetime.now(UTC)
+        images: dict[str, list[tuple[datetime, dict[str, Any]]]] = self.__dict__.setdefault("_export_images", {})
+        table = next((t for t in self.tables.values() if t.table_arn == table_arn), None)
+        with WRITE_LOCK:  # the table's image, and the images kept, as of this request
+            image = table_image(table) if table is not None else {}
+            base = None
+            if incremental:
+                older = [kept for when, kept in images.get(table_arn, []) if when <= incremental["from"]]
+                base = older[-1] if older else None
+            asked_now.export = (image, base, incremental)
+            try:
+                made: Any = real_export(self, s3_bucket, s3_prefix, table_arn, export_format, export_type,
+                                        s3_bucket_owner)
+            finally:
+                asked_now.export = None
+            made.client_token = client_token
+            if export_time is not None:
+                made.export_time = export_time
+            elif incremental:
+                made.export_time = incremental["to"]
+            if client_token:
+                tokens[client_token] = (asked, made.arn)
+            kept = images.setdefault(table_arn, [])
+            kept.append((at, image))
+            kept.sort(key=lambda pair: pair[0])
+            del kept[:-EXPORT_IMAGES]
         return made
 
     def describe_export(self: Any, export_arn: str) -> Any:
@@ -481,7 +587,7 @@ def _aws_like_exports() -> None:
             s3_bucket=body["S3Bucket"], s3_prefix=body.get("S3Prefix", ""), table_arn=body["TableArn"],
             export_type=body.get("ExportType", "FULL_EXPORT"), export_format=body.get("ExportFormat", "DYNAMODB_JSON"),
             s3_bucket_owner=body.get("S3BucketOwner"), client_token=body.get("ClientToken", ""),
-            export_time=_moment(at))
+            export_time=_moment(at), incremental=incremental_window(body))
         return ActionResult({"ExportDescription": made.response()})
 
     TableExport.__init__ = init  # type: ignore[method-assign]

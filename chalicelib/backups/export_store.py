@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib import ddb
 from chalicelib.backups.conditional import StateStore, conditional_failed
-from chalicelib.backups.export_rules import IN_PROGRESS, PENDING
+from chalicelib.backups.export_rules import FULL, IN_PROGRESS, PENDING, Link
 from chalicelib.backups.retry import retry_transient
 
 RUN_PARTITION = "EXPORT_RUN"
@@ -50,6 +50,8 @@ class Export:
     locked_until: str = ""    # the objects' Object Lock retention, as set
     deleted: bool = False     # its objects were deleted (retention)
     schema: dict[str, Any] = field(default_factory=dict)  # the table's keys and indexes: what an import recreates
+    export_type: str = FULL   # FULL_EXPORT, or INCREMENTAL_EXPORT from from_time to export_time
+    from_time: datetime | None = None
 
     def to_item(self) -> dict[str, Any]:
         item: dict[str, Any] = {
@@ -58,7 +60,10 @@ class Export:
             "prefix": self.prefix, "owner": self.owner, "status": self.status, "export_arn": self.export_arn,
             "item_count": self.item_count, "size_bytes": self.size_bytes, "failure_code": self.failure_code,
             "error": self.error, "expires": self.expires, "kept_because": self.kept_because,
-            "locked_until": self.locked_until, "deleted": self.deleted, "schema": self.schema}
+            "locked_until": self.locked_until, "deleted": self.deleted, "schema": self.schema,
+            "export_type": self.export_type}
+        if self.from_time:
+            item["from_time"] = self.from_time.isoformat()
         if self.started_at:
             item["started_at"] = self.started_at.isoformat()
         if self.finished_at:
@@ -76,7 +81,17 @@ class Export:
                    size_bytes=int(item.get("size_bytes", 0)), failure_code=item.get("failure_code", ""),
                    error=item.get("error", ""), expires=item.get("expires", ""),
                    kept_because=list(item.get("kept_because", [])), locked_until=item.get("locked_until", ""),
-                   deleted=bool(item.get("deleted", False)), schema=dict(item.get("schema", {})))
+                   deleted=bool(item.get("deleted", False)), schema=dict(item.get("schema", {})),
+                   export_type=item.get("export_type", FULL), from_time=when("from_time"))
+
+    def link(self) -> Link:
+        """What the chain rules (export_rules.next_export, restore_chain) need of it."""
+        return Link(self.run_id, self.export_time, self.export_type, self.from_time, self.status, self.deleted)
+
+    @property
+    def export_id(self) -> str:
+        """AWS's id of the export (the end of its ARN): its objects are under ``<prefix>/AWSDynamoDB/<id>/``."""
+        return self.export_arn.rsplit("/", 1)[-1]
 
     def view(self) -> dict[str, Any]:
         """What the API shows of an export."""
@@ -86,7 +101,8 @@ class Export:
                 "item_count": self.item_count, "size_bytes": self.size_bytes, "error": self.error or None,
                 "expires": self.expires or None, "kept_because": self.kept_because,
                 "locked_until": self.locked_until or None, "deleted": self.deleted,
-                "run_id": self.run_id}
+                "run_id": self.run_id, "export_type": self.export_type,
+                "from_time": self.from_time.isoformat() if self.from_time else None}
 
 
 @dataclass

@@ -1,13 +1,15 @@
-"""Exports to S3: start a run of full exports (ExportTableToPointInTime), and follow it (the monitor's polls).
+"""Exports to S3: start a run of exports (ExportTableToPointInTime), and follow it (the monitor's polls).
 
 A run (``start``, from the export_trigger schedule) is named by its export time, so a scheduled event delivered
 twice names the same run and the same exports. For each table (EXPORT_TABLES, else the backup selection) the
 export is recorded PENDING (a conditional write: a repeat finds it and goes on from where it is), the table's
 point-in-time recovery read (an export needs it: a table without is REFUSED, with one alert naming it), and the
 export asked for at the run's export time into ``s3://EXPORT_BUCKET/<EXPORT_PREFIX>/<table>/<time>/`` with a
-``ClientToken`` of the table and time (export_rules.py). botocore never retries the call itself: an error that may
-hide an export that was made (a 5xx, a lost answer) is followed by a look at the table's exports (ListExports,
-DescribeExport) for one at that prefix before the call is tried again with the same token.
+``ClientToken`` of the table and time (export_rules.py). Each is full, or with EXPORT_FULL_HOURS incremental
+(the changes since the table's previous export) as export_rules.next_export decides when it is recorded.
+botocore never retries the call itself: an error that may hide an export that was made (a 5xx, a lost answer)
+is followed by a look at the table's exports (ListExports, DescribeExport) for one at that prefix before the call
+is tried again with the same token.
 
 The run's poll messages go through the backup monitor queue (``{"export_run", "poll"}``), each number claimed once
 on the run: DescribeExport of each export still IN_PROGRESS settles COMPLETED (its item count and size recorded),
@@ -19,7 +21,7 @@ a run naming the bucket. While any export is in progress the next poll is queued
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -99,6 +101,12 @@ def export_table(deps: Deps, store: ExportStore, run: ExportRun, table: str, pen
     export = pending or Export(table=table, export_time=run.export_time, run_id=run.run_id, bucket=s.export_bucket,
                                prefix=er.export_prefix(s.export_prefix, table, run.export_time),
                                owner=s.export_bucket_owner)
+    if pending is None and s.export_full_hours:
+        plan = er.next_export([e.link() for e in store.of_table(table) if e.run_id != run.run_id], run.export_time,
+                              timedelta(hours=s.export_full_hours))
+        export.export_type, export.from_time = plan.kind, plan.from_time
+        logger.info("export planned", extra={"export_run": run.run_id, "table": table, "export_type": plan.kind,
+                                             "reason": plan.reason})
     if pending is None and not store.create(export):
         found = store.get(table, run.run_id)
         assert found is not None
@@ -141,10 +149,14 @@ def _ask(deps: Deps, export: Export) -> None:
         export.status, export.error = er.REFUSED, PITR_OFF
         return
     kwargs: dict[str, Any] = {
-        "TableArn": arn, "ExportTime": export.export_time, "ClientToken": er.client_token(export.table,
-                                                                                          export.export_time),
+        "TableArn": arn, "ClientToken": er.client_token(export.table, export.export_time),
         "S3Bucket": export.bucket, "S3Prefix": export.prefix, "ExportFormat": "DYNAMODB_JSON",
-        "ExportType": "FULL_EXPORT"}
+        "ExportType": export.export_type}
+    if export.export_type == er.INCREMENTAL:
+        kwargs["IncrementalExportSpecification"] = {
+            "ExportFromTime": export.from_time, "ExportToTime": export.export_time, "ExportViewType": er.VIEW_TYPE}
+    else:
+        kwargs["ExportTime"] = export.export_time
     if export.owner:
         kwargs["S3BucketOwner"] = export.owner
     attempt = 0
@@ -401,11 +413,12 @@ def prune(deps: Deps, store: ExportStore, table: str, now: datetime) -> list[str
     """Retention of ``table``'s exports (BACKUP_RETENTION_DAYS, BACKUP_MIN_KEEP, BACKUP_RETENTION: the backups'
     rules): each COMPLETED one's record says why it is kept and when it expires; one the rules expire has its
     objects deleted (every version, under its own prefix), unless they are still locked: then it is kept by
-    ``lock`` until the lock ends. The newest BACKUP_MIN_KEEP (at least one) are never deleted. The run ids
-    whose objects were deleted."""
-    exports = {e.run_id: e for e in store.of_table(table) if e.status == er.COMPLETED and not e.deleted}
-    verdicts = er.export_verdicts([(e.run_id, e.export_time, e.locked_until) for e in exports.values()], now,
-                                  retention_policy(deps.settings))
+    ``lock`` until the lock ends. The newest BACKUP_MIN_KEEP (at least one) are never deleted. An incremental
+    goes with the full export it chains from (export_rules.chain_verdicts). The run ids whose objects were
+    deleted."""
+    every = store.of_table(table)
+    exports = {e.run_id: e for e in every if e.status == er.COMPLETED and not e.deleted}
+    verdicts = er.chain_verdicts([(e.link(), e.locked_until) for e in every], now, retention_policy(deps.settings))
     deleted: list[str] = []
     for verdict in verdicts:
         export = exports[verdict.run_id]

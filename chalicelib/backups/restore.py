@@ -14,7 +14,8 @@ describes the target and moves the restore on as far as it goes now:
   TableAlreadyExistsException, or a table DynamoDB says was restored from this restore's backup (or
   source), is this restore's own;
 - the table still CREATING (or UPDATING while its settings are applied): the next poll;
-- ACTIVE: compared as restore verification compares (key schema, indexes, at least the backup's
+- ACTIVE: from an incremental export, each incremental of its chain applied in order (restore_chain.py), then
+  compared as restore verification compares (key schema, indexes, at least the backup's
   recorded item count), then, unless ``copy_settings`` is false, what DynamoDB does not restore is
   re-applied from the source as it is now (TTL, point-in-time recovery, tags, stream, deletion
   protection), each only if the target lacks it: ACTIVE, saying which were applied;
@@ -163,17 +164,30 @@ def _resolve(deps: Deps, request: rr.RestoreRequest) -> dict[str, Any]:
 
 def _export_source(deps: Deps, request: rr.RestoreRequest) -> dict[str, Any]:
     """A COMPLETED export of the table, its objects not deleted: its data's prefix, its table's keys and indexes
-    (recorded when it was made: the source table may be gone) and its item count."""
+    (recorded when it was made: the source table may be gone) and its item count. For an incremental export, the
+    full export it chains from is the one imported, and the incrementals up to it are listed (``incrementals``,
+    oldest first, by their manifests) to be applied once the import is done; a broken chain is refused."""
+    from chalicelib.backups import export_rules as er
     from chalicelib.backups.export_store import ExportStore
 
-    export = ExportStore(deps).get(request.table, request.export)
+    every = {e.run_id: e for e in ExportStore(deps).of_table(request.table)}
+    export = every.get(request.export)
     if export is None or export.status != "COMPLETED" or export.deleted:
         state = "none" if export is None else "deleted" if export.deleted else export.status
         raise bad_request("export", f"no COMPLETED export {request.export!r} of {request.table!r} ({state})")
+    chain, problem = er.restore_chain([e.link() for e in every.values()], export.run_id)
+    if problem:
+        raise bad_request("export", f"export {request.export!r} of {request.table!r} is incremental and its chain "
+                          f"from a full export is broken: {problem}")
+    full = every[chain[0].run_id]
     return {"from": rr.FROM_EXPORT, "export": export.run_id, "export_arn": export.export_arn,
-            "export_time": export.export_time.isoformat(), "bucket": export.bucket, "bucket_owner": export.owner,
-            "data_prefix": f"{export.prefix}/AWSDynamoDB/{export.export_arn.rsplit('/', 1)[-1]}/data/",
-            "schema": export.schema, "recorded_items": export.item_count}
+            "export_time": export.export_time.isoformat(), "bucket": full.bucket, "bucket_owner": full.owner,
+            "data_prefix": f"{full.prefix}/AWSDynamoDB/{full.export_id}/data/", "full_export": full.run_id,
+            "incrementals": [{"export": link.run_id, "bucket": every[link.run_id].bucket,
+                              "bucket_owner": every[link.run_id].owner,
+                              "manifest": f"{every[link.run_id].prefix}/AWSDynamoDB/{every[link.run_id].export_id}"
+                                          "/manifest-summary.json"} for link in chain[1:]],
+            "schema": full.schema, "recorded_items": full.item_count}
 
 
 def _import(deps: Deps, restore: Restore) -> None:
@@ -324,15 +338,19 @@ def _advance(deps: Deps, store: RestoreStore, restore: Restore, poll: int, now: 
     if status != "ACTIVE":
         return _fail(deps, store, restore, now, f"restored table is {status}")
     try:
-        restore.comparison = _compare(deps, restore, table)
+        changed = 0  # what the incrementals change in the full export's item count
+        if restore.source.get("incrementals"):  # every poll that gets here applies them all again: same images
+            from chalicelib.backups.restore_chain import apply_incrementals
+            changed = apply_incrementals(deps, restore.target, restore.source["incrementals"])
+        restore.comparison = _compare(deps, restore, table, changed)
         if restore.comparison["problems"]:
             return _fail(deps, store, restore, now, "; ".join(restore.comparison["problems"]))
         if restore.request["copy_settings"] and not _copy_settings(deps, restore, table):
             if late:
                 return _fail(deps, store, restore, now, f"settings still being applied after {minutes} minutes")
             return _next(deps, restore, poll)
-    except (ClientError, BotoCoreError) as exc:
-        if is_transient(exc):
+    except (ClientError, BotoCoreError, ValueError, KeyError) as exc:  # ValueError, KeyError: an export's content
+        if isinstance(exc, ClientError | BotoCoreError) and is_transient(exc):
             raise
         return _fail(deps, store, restore, now, f"could not finish the restore: {_failure(exc)}")
     restore.status = rr.ACTIVE
@@ -348,9 +366,10 @@ def _next(deps: Deps, restore: Restore, poll: int) -> str:
     return "requeued"
 
 
-def _compare(deps: Deps, restore: Restore, table: Mapping[str, Any]) -> dict[str, Any]:
-    """The restored ``table`` against what it came from: the backup's record (DescribeBackup), or for a point
-    in time the source table's key schema and indexes now. Nothing to compare with (the backup or the source
+def _compare(deps: Deps, restore: Restore, table: Mapping[str, Any], changed: int = 0) -> dict[str, Any]:
+    """The restored ``table`` against what it came from: the backup's record (DescribeBackup), the export's (its
+    count, with what the ``changed`` incrementals add or remove), or for a point in time the source table's key
+    schema and indexes now. Nothing to compare with (the backup or the source
     deleted since): said, not failed."""
     client = deps.clients.dynamodb
     recorded: verify_rules.TableShape | None = None
@@ -359,7 +378,7 @@ def _compare(deps: Deps, restore: Restore, table: Mapping[str, Any]) -> dict[str
             schema = restore.source["schema"]
             exported = rr.source_shape(schema)
             recorded = verify_rules.TableShape(exported.key_schema, exported.indexes,
-                                               int(restore.source["recorded_items"]), True)
+                                               int(restore.source["recorded_items"]) + changed, True)
         elif restore.source["from"] == rr.FROM_BACKUP:
             description = retry_transient(lambda: client.describe_backup(
                 BackupArn=restore.source["backup_arn"]), deps.sleep)["BackupDescription"]

@@ -27,3 +27,11 @@ def test_an_export_runs_own_cost_at_2000_tables_is_cents_and_the_sections_render
     protection, runs = export_prices.section(TINY)
     assert len(protection.rows) == len(export_prices.SCHEDULES) and all(t.met for t in runs.targets)
     assert [r[0] for r in runs.rows] == [10, 2000]
+
+
+def test_an_incremental_export_costs_its_changed_data_with_10_mb_at_least_and_a_full_one_the_table() -> None:
+    assert export_prices.export_cost(100) == pytest.approx(100 * 0.10)
+    assert export_prices.export_cost(100, changed_gb=2) == pytest.approx(2 * 0.10)
+    assert export_prices.export_cost(100, changed_gb=0.001) == pytest.approx(0.01 * 0.10)  # billed 10 MB
+    # a day of 24 hourly incrementals of 50 MB each against one daily full export of a 100 GB table
+    assert 24 * export_prices.export_cost(100, changed_gb=0.05) < export_prices.export_cost(100) / 50

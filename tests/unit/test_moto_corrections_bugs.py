@@ -176,6 +176,46 @@ def export_to_s3() -> dict[str, Any]:
                 "manifest": "ExportManifest" in ddb.describe_export(ExportArn=arn)["ExportDescription"]}
 
 
+@scenario
+def incremental_export() -> dict[str, Any]:
+    """A full export, then changes (c put, a deleted; b kept), then an incremental export of the hour after the full
+    one: the incremental's data lines (key and fields), and whether it wrote a manifest."""
+    import gzip
+    from datetime import timedelta
+
+    with mock_aws():
+        ddb, s3 = boto3.client("dynamodb", region_name=REGION), boto3.client("s3", region_name=REGION)
+        table_arn = ddb.create_table(
+            TableName="changed", BillingMode="PAY_PER_REQUEST", KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}])["TableDescription"]["TableArn"]
+        ddb.update_continuous_backups(TableName="changed",
+                                      PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
+        for key in ("a", "b"):
+            ddb.put_item(TableName="changed", Item={"PK": {"S": key}})
+        s3.create_bucket(Bucket="vault")
+        at = datetime(2026, 11, 22, 12, tzinfo=UTC)
+        ddb.export_table_to_point_in_time(TableArn=table_arn, S3Bucket="vault", S3Prefix="full", ExportTime=at)
+        from moto.dynamodb.models import dynamodb_backends
+        for export in dynamodb_backends[ACCOUNT][REGION].table_exports.values():
+            export.join(timeout=10)
+        ddb.put_item(TableName="changed", Item={"PK": {"S": "c"}})
+        ddb.delete_item(TableName="changed", Key={"PK": {"S": "a"}})
+        ddb.export_table_to_point_in_time(
+            TableArn=table_arn, S3Bucket="vault", S3Prefix="incremental", ExportType="INCREMENTAL_EXPORT",
+            IncrementalExportSpecification={"ExportFromTime": at, "ExportToTime": at + timedelta(hours=1),
+                                            "ExportViewType": "NEW_AND_OLD_IMAGES"})
+        for export in dynamodb_backends[ACCOUNT][REGION].table_exports.values():
+            export.join(timeout=10)
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="vault", Prefix="incremental/").get("Contents", [])]
+        lines = []
+        for key in keys:
+            if "/data/" in key:
+                text = gzip.decompress(s3.get_object(Bucket="vault", Key=key)["Body"].read()).decode()
+                lines += [json.loads(line) for line in text.splitlines() if line.strip()]
+        shown = sorted([(line.get("Keys") or line.get("Item"))["PK"]["S"], sorted(line)] for line in lines)
+        return {"lines": shown, "manifest": any(k.endswith("manifest-summary.json") for k in keys)}
+
+
 def observe() -> dict[str, Any]:
     """What every scenario observes in this process."""
     return {name: run() for name, run in SCENARIOS.items()}
@@ -251,6 +291,16 @@ def test_moto_5_2_5_writes_an_export_without_manifests_under_an_import_arn_and_i
     assert corrected == {"arn": "export", "same_export_again": True,
                          "objects": ["data/*", "manifest-files.json", "manifest-summary.json"],
                          "unknown": "ExportNotFoundException", "manifest": True}
+
+
+def test_moto_5_2_5_exports_the_whole_table_for_an_incremental_export(
+        moto_observed: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    plain, corrected = (observed["incremental_export"] for observed in moto_observed)
+    assert installed_moto_version() == MOTO_VERSION == "5.2.5"
+    assert plain == {"lines": [["b", ["Item"]], ["c", ["Item"]]], "manifest": False}  # the table now, as a full one
+    # AWS: only the window's changes, each with its keys, NewImage (none: deleted) and OldImage (none: new)
+    assert corrected == {"lines": [["a", ["Keys", "Metadata", "OldImage"]], ["c", ["Keys", "Metadata", "NewImage"]]],
+                         "manifest": True}
 
 
 # --- the moto the patches were written for ---------------------------------------------------------------
