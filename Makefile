@@ -6,18 +6,23 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run demo soak soak-fuzz bench test lint typecheck check clean deploy destroy console-screenshots
 
-# The first `make run` or `make test` installs (about 1-2 minutes): one line per step with the seconds
-# since the install began, and pip's own progress in between.
+# The first `make run` or `make test` installs (about 10-20 seconds): one line per step with the seconds since
+# the install began. uv (pinned, from PyPI) installs the pinned requirements about five times faster than pip; where
+# uv cannot be had, pip installs them instead.
+UV_VERSION := 0.13.9
 STEP = @echo "[setup $$(( $$(date +%s) - $$(cat $(VENV)/.started) ))s]"
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "timekeeper needs Python 3.11 or newer (set PYTHON=python3.11); found " + sys.version.split()[0])'
-	@echo "[setup 0s] creating $(VENV) with $$($(PYTHON) --version) (once; about 1-2 minutes in all)"
+	@echo "[setup 0s] creating $(VENV) with $$($(PYTHON) --version) (once)"
 	@$(PYTHON) -m venv $(VENV)
 	@date +%s > $(VENV)/.started
-	$(STEP) upgrading pip
-	@$(BIN)/pip install --progress-bar on --upgrade pip
 	$(STEP) installing requirements-dev.txt: the app, moto, pytest, ruff, mypy and the rest
-	@$(BIN)/pip install --progress-bar on -r requirements-dev.txt
+	@if $(BIN)/pip install -q uv==$(UV_VERSION); then \
+	    $(BIN)/uv pip install --python $(BIN)/python -r requirements-dev.txt; \
+	else \
+	    echo "uv $(UV_VERSION) could not be installed: pip installs instead (about a minute)"; \
+	    $(BIN)/pip install --progress-bar on --upgrade pip && $(BIN)/pip install --progress-bar on -r requirements-dev.txt; \
+	fi
 	@touch $(STAMP)
 	$(STEP) done: $(VENV) is ready
 

@@ -107,10 +107,58 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@dataclass(frozen=True)
+class _Provisioned:
+    """A provisioned world as moto holds it: its backends' deep copy, and the settings it gave."""
+
+    places: list[tuple[Any, str, str]]  # where each backend lives: (moto's BackendDict, account, region)
+    backends: list[Any]  # one deep copy of them all, so that a backend's reference to another stays one
+    settings: Settings
+    alert_queue_url: str
+
+
+# The provisioned world of each stage's settings, made once a process: ``provision`` is some 125 requests to moto
+# (most of a functional test's set-up); a deep copy of moto's backends brings the same world back in milliseconds.
+_PROVISIONED: dict[str, _Provisioned] = {}
+
+
+def _deep_copy(backends: list[Any]) -> list[Any]:
+    """moto's backends copied together (sesv2's holds ses's), sharing moto's registries of backends rather than
+    copying them; moto's SQS queues hold locks and conditions, which ``copy.deepcopy`` cannot copy: new ones."""
+    import copy
+    import threading
+
+    from moto.core.base_backend import BackendDict
+    dispatch: Any = copy._deepcopy_dispatch  # type: ignore[attr-defined]
+    dispatch.setdefault(type(threading.Lock()), lambda _lock, _memo: threading.Lock())
+    dispatch.setdefault(type(threading.RLock()), lambda _lock, _memo: threading.RLock())
+    dispatch.setdefault(threading.Condition, lambda _condition, _memo: threading.Condition())
+    registries: list[Any] = list(BackendDict._instances)  # type: ignore[misc]
+    shared = {id(r): r for r in registries} | {id(a): a for r in registries for a in r.values()}
+    copied: list[Any] = copy.deepcopy(backends, shared)
+    return copied
+
+
+def _freeze(settings: Settings, alert_queue_url: str) -> _Provisioned:
+    from moto.core.base_backend import BackendDict
+    places = [(bd, account, region) for bd in list(BackendDict._instances)  # type: ignore[misc]
+              for account, regional in bd.items() for region in regional]
+    return _Provisioned(places, _deep_copy([bd[a][r] for bd, a, r in places]), settings, alert_queue_url)
+
+
+def _thaw(world: _Provisioned) -> None:
+    """Inside a fresh ``mock_aws`` (every backend empty): each backend as it was when provisioned (a new copy)."""
+    for (bd, account, region), backend in zip(world.places, _deep_copy(world.backends), strict=True):
+        dict.__setitem__(bd[account], region, backend)
+
+
 @contextlib.contextmanager
 def moto_aws(clock: FakeClock | None = None) -> Iterator[Aws]:
     """The ``aws`` fixture's world (a module may share one: ``pytest.fixture(scope="module")``); with a
-    clock, moto's backups are made at its time (without, at the real time, as on AWS)."""
+    clock, moto's backups are made at its time (without, at the real time, as on AWS).
+
+    The first world of a stage's settings in a process is provisioned by ``deploy.provision`` (the code
+    ``make deploy`` runs) and kept as a deep copy of moto's backends; each later world starts from a copy of it."""
     # moto plus its corrections toward AWS's behaviour (local/moto_corrections.py: transactions, serialised
     # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
     # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
@@ -120,18 +168,25 @@ def moto_aws(clock: FakeClock | None = None) -> Iterator[Aws]:
     stamped = moto_corrections.backups_stamped_by(clock) if clock is not None else contextlib.nullcontext()
     with mock_aws(config={"lambda": {"use_docker": False}}), stamped:  # Lambda functions are invoked, never run
         settings = Settings.from_env()
+        key = repr(settings)
+        made = _PROVISIONED.get(key)
+        if made is not None:
+            _thaw(made)
         clients = Clients(settings)
         RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy
         limits = AwsLimits(clients)  # a request AWS would reject fails the test, though moto accepts it
-        provisioned = provision(clients, settings)
-        settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
-                           tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"],
-                           due_queue_url=provisioned.environment["DUE_QUEUE_URL"],
-                           due_queue_arn=provisioned.environment["DUE_QUEUE_ARN"])
-        capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
-        capture_arn = clients.sqs.get_queue_attributes(
-            QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        clients.sns.subscribe(TopicArn=settings.alert_topic_arn, Protocol="sqs", Endpoint=capture_arn)
+        if made is None:
+            provisioned = provision(clients, settings)
+            settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
+                               tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"],
+                               due_queue_url=provisioned.environment["DUE_QUEUE_URL"],
+                               due_queue_arn=provisioned.environment["DUE_QUEUE_ARN"])
+            capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
+            capture_arn = clients.sqs.get_queue_attributes(
+                QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            clients.sns.subscribe(TopicArn=settings.alert_topic_arn, Protocol="sqs", Endpoint=capture_arn)
+            made = _PROVISIONED[key] = _freeze(settings, capture)
+        settings, capture = made.settings, made.alert_queue_url
         yield Aws(clients=clients, settings=settings, alert_queue_url=capture, limits=limits)
         if limits.violations and not limits.expected:
             pytest.fail("requests AWS would reject (moto accepted them):\n" + "\n".join(limits.violations))
