@@ -262,6 +262,29 @@ def test_a_restore_from_an_export_imports_it_into_a_new_table_with_the_sources_s
     assert [i.status for i in imports] == ["COMPLETED"]  # one import (its ClientToken) whatever was lost
 
 
+def test_an_export_to_a_locked_bucket_in_another_region_than_the_table_is_made_followed_locked_and_restored(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    import boto3
+
+    export_stage(deps, ["orders"], make_bucket=False, backup_tables=("orders",))
+    assert deps.settings.region != "eu-west-1"
+    elsewhere = boto3.client("s3", region_name="eu-west-1")
+    elsewhere.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"},
+                            ObjectLockEnabledForBucket=True)
+    elsewhere.put_object_lock_configuration(Bucket=BUCKET, ObjectLockConfiguration={"ObjectLockEnabled": "Enabled"})
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    finish_exports(deps)
+
+    assert _poll(deps, run.run_id, 0) == "complete"  # followed: DescribeExport, its manifests read, locked
+
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.status == "COMPLETED" and record.item_count == 2 and record.locked_until
+    keys = elsewhere.list_objects_v2(Bucket=BUCKET, Prefix=f"timekeeper-test/orders/{run.run_id}/")["Contents"]
+    assert len(keys) == 3  # manifests and data, in the bucket's own region
+    restore = _restore_from(client, deps, run.run_id)
+    assert restore["status"] == "ACTIVE" and restore["comparison"]["restored_items"] == 2
+
+
 def test_a_restore_names_an_export_that_exists_or_is_refused_naming_the_field(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     _completed_export(aws, deps, clock)
