@@ -15,6 +15,7 @@ from chalicelib.backups.export_store import ExportRun, ExportStore
 from chalicelib.settings import Calendar
 from tests.faults import Faults
 from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
+from tests.functional.backup_support import create_tables
 from tests.functional.export_support import BUCKET, export_polls, export_stage, finish_exports, moto_exports
 
 
@@ -351,12 +352,17 @@ def test_a_trigger_that_died_before_recording_some_exports_is_finished_by_the_mo
         assert record is not None and record.status == "COMPLETED"
 
 
-def test_make_run_provisions_the_stages_export_bucket_with_object_lock_once(aws: Aws, deps: Deps) -> None:
-    from local.stage import ensure_export_bucket
+def test_make_run_provisions_the_stages_export_bucket_with_object_lock_once_and_pitr_on_its_tables(
+        aws: Aws, deps: Deps) -> None:
+    from local.stage import enable_export_pitr, ensure_export_bucket
 
     assert ensure_export_bucket(deps.clients, deps.settings) is None  # no EXPORT_BUCKET: no bucket
-    use_settings(deps, export_bucket="timekeeper-local-exports")
+    create_tables(deps, ["sample-orders"])
+    use_settings(deps, export_bucket="timekeeper-local-exports", export_tables=("sample-orders", "not-made"))
     for _ in range(2):  # a restart against the same moto keeps the bucket
         assert ensure_export_bucket(deps.clients, deps.settings) == "timekeeper-local-exports"
     lock = deps.clients.s3.get_object_lock_configuration(Bucket="timekeeper-local-exports")
     assert lock["ObjectLockConfiguration"]["ObjectLockEnabled"] == "Enabled"
+    assert enable_export_pitr(deps.clients, deps.settings) == ["sample-orders"]  # an export needs it
+    pitr = deps.clients.dynamodb.describe_continuous_backups(TableName="sample-orders")["ContinuousBackupsDescription"]
+    assert pitr["PointInTimeRecoveryDescription"]["PointInTimeRecoveryStatus"] == "ENABLED"
