@@ -54,7 +54,7 @@ def test_the_export_step_restores_the_local_stages_export_of_the_table_it_names_
     assert settings.backup_table_pattern is not None and settings.backup_table_pattern.fullmatch(request["table"])
     target = settings.restore_target_pattern.replace("<table>", request["table"])
     assert re.fullmatch(re.escape(target).replace(r"\*", ".*"), request["target"])
-    assert f"table={request['table']}" in step and f"exports `{request['table']}`" in step
+    assert f"table={request['table']}" in step and f"`{request['table']}` is exported" in step
     every = re.fullmatch(r"rate\((\d+) minutes\)", settings.export_schedule)
     assert every and f"every {every[1]} minutes" in step
 
