@@ -340,14 +340,13 @@ def test_a_backup_run_started_from_the_console_is_watched_to_complete(stage: Loc
     assert restore["target"].startswith(restore["table"] + "-restored-"), restore
     shows(browser, restore["target"])  # in the restores' list, with its progress
     export_run = export_now(stage, api)
-    go(browser, "#/backups")
-    shows(browser, "Exports to S3")  # beside the backups: its size, items, why kept, expiry, lock
-    wait(browser, lambda d: re.search(rf"sample-orders .+ COMPLETED \d+ B 25 {export_run} last_good, age — .+ ",
-                                      main_text(d)), "the export in the catalog")
-    click(browser, "main a", export_run)  # the export run's page: its exports and counts
+    go(browser, f"#/run/{export_run}")  # the export run's page: its exports and counts
     shows(browser, "started 1, in_progress 0, completed 1, failed 0, item_count 25")
     confirm(browser, "Restore…")  # from the export, to the name proposed
     shows(browser, "Restore…: done. Status now RESTORING.")
+    click(browser, "main a", "All backups")  # the catalog: the exports beside the backups
+    wait(browser, lambda d: re.search(rf"sample-orders .+ COMPLETED \d+ B 25 {export_run} last_good, age — .+ ",
+                                      main_text(d)), "the export in the catalog, its size, items, why kept, expiry")
     wait_until(lambda: all(api.get(f"/tasks/quick-{i}-{TAG}").body["status"] == "DONE" for i in range(6)), 20,
                "the quick tasks to run")
     go(browser, "#/lateness")
