@@ -122,11 +122,12 @@ def test_an_export_that_vanishes_or_is_stuck_past_its_deadline_is_alerted_once(
     assert [a["subject"] for a in aws.alerts()] == [f"timekeeper: export of orders {status.lower()}"]
 
 
-def test_an_export_completes_with_its_item_count_and_size_and_the_catalog_shows_it_beside_the_backups(
+def test_an_export_completes_with_its_item_count_and_size_and_the_catalog_and_run_view_show_it_beside_the_backups(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
-    export_stage(deps, ["orders"])
+    export_stage(deps, ["orders", "users"], pitr=["orders"])  # users: REFUSED (no PITR)
     run = exports.start(deps, clock.now.replace(microsecond=0))
     export_polls(aws, deps)
+    aws.alerts()
     finish_exports(deps)
 
     assert _poll(deps, run.run_id, 0) == "complete"
@@ -138,30 +139,18 @@ def test_an_export_completes_with_its_item_count_and_size_and_the_catalog_shows_
 
     for path in ("/backups?table=orders", "/backups"):  # the table's exports; the newest run's
         page = client.http.get(path).json_body
-        (shown,) = page["exports"]
+        shown = next(e for e in page["exports"] if e["table"] == "orders")
         assert shown["status"] == "COMPLETED" and shown["item_count"] == 2 and shown["size_bytes"] > 0
         assert shown["location"] == f"s3://{BUCKET}/timekeeper-test/orders/{run.run_id}/"
-
-
-def test_the_run_view_shows_an_export_runs_exports_with_their_counts_size_and_retention_beside_the_backup_runs(
-        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
-    export_stage(deps, ["orders", "users"], pitr=["orders"])
-    run = exports.start(deps, clock.now.replace(microsecond=0))
-    finish_exports(deps)
-    assert _poll(deps, run.run_id, 0) == "complete"
-
-    listed = client.http.get("/backups/runs").json_body
+        assert shown["kept_because"] == ["last_good", "age"]  # why it is kept (the newest), no expiry while it is
+    listed = client.http.get("/backups/runs").json_body  # the run view: the export runs beside the backup runs
     assert listed["runs"] == [] and [r["run_id"] for r in listed["export_runs"]] == [run.run_id]
     assert listed["export_runs"][0]["href"] == f"/backups/runs/{run.run_id}"
-    shown = client.http.get(f"/backups/runs/{run.run_id}").json_body
-    assert shown["kind"] == "export" and shown["status"] == "COMPLETE"
-    by_table = {e["table"]: e for e in shown["exports"]}
-    assert by_table["users"]["status"] == "REFUSED"
-    orders = by_table["orders"]
-    assert orders["status"] == "COMPLETED" and orders["item_count"] == 2 and orders["size_bytes"] > 0
-    assert orders["kept_because"] == ["last_good", "age"]  # why it is kept (the newest), no expiry while it is
-    assert shown["summary"] == {"exports": 2, "started": 1, "in_progress": 0, "completed": 1, "failed": 1,
-                                "item_count": 2, "size_bytes": orders["size_bytes"]}
+    view = client.http.get(f"/backups/runs/{run.run_id}").json_body
+    assert view["kind"] == "export" and view["status"] == "COMPLETE"
+    assert {e["table"]: e["status"] for e in view["exports"]} == {"orders": "COMPLETED", "users": "REFUSED"}
+    assert view["summary"] == {"exports": 2, "started": 1, "in_progress": 0, "completed": 1, "failed": 1,
+                               "item_count": 2, "size_bytes": record.size_bytes}
     assert client.http.get("/backups/runs/20200101T000000Z").status_code == 404
 
 
