@@ -256,7 +256,8 @@ def test_an_export_to_a_locked_bucket_in_another_region_than_the_table_is_made_f
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     import boto3
 
-    export_stage(deps, ["orders"], make_bucket=False, backup_tables=("orders",))
+    # the bucket's owner named (S3BucketOwner, ExpectedBucketOwner on every S3 call), as for another account's
+    export_stage(deps, ["orders"], make_bucket=False, backup_tables=("orders",), export_bucket_owner=ACCOUNT)
     assert deps.settings.region != "eu-west-1"
     elsewhere = boto3.client("s3", region_name="eu-west-1")
     elsewhere.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"},
