@@ -201,6 +201,17 @@ def ensure_export_bucket(clients: Clients, settings: Settings) -> str | None:
     return settings.export_bucket
 
 
+def enable_export_pitr(clients: Clients, settings: Settings) -> list[str]:
+    """Point-in-time recovery on for the tables the stage exports by name (EXPORT_TABLES; an export needs it),
+    those that exist: the ones turned on."""
+    existing = set(clients.dynamodb.list_tables()["TableNames"]) if settings.export_bucket else set()
+    tables = [t for t in settings.export_tables if t in existing]
+    for table in tables:
+        clients.dynamodb.update_continuous_backups(
+            TableName=table, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
+    return tables
+
+
 def ensure_port_free(port: int, variable: str, host: str = LOCAL_HOST) -> None:
     """Fail with the variable to change when ``port`` is taken (moto's server would hang instead)."""
     if port == 0:
@@ -351,6 +362,7 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         provisioned = provision(clients, settings)
         ensure_export_bucket(clients, settings)
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
+        enable_export_pitr(clients, settings)
         clients.ssm.put_parameter(Name=LOCAL_WEBHOOK_SECRET.partition(":")[2], Value=webhook_secret,
                                   Type="SecureString", Overwrite=True)
         targets = provision_sample_targets(clients)

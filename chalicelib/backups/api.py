@@ -8,6 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import Deps
+from chalicelib.backups.export_rules import EXPORT_RUN_ID
 from chalicelib.backups.store import RunStore
 from chalicelib.backups.trigger import start_run, tagged_tables
 from chalicelib.throttle import error_code
@@ -87,11 +88,22 @@ def query_limit(query: dict[str, str], default: int, maximum: int) -> int:
 def recent(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any]]:
     query = query or {}
     reject_unknown(query, {"limit"})
-    runs = RunStore(deps).recent(query_limit(query, 20, RECENT_LIMIT_MAX), with_tables=False)
-    return 200, {"runs": [r.view(with_tables=False) for r in runs]}
+    limit = query_limit(query, 20, RECENT_LIMIT_MAX)
+    runs = RunStore(deps).recent(limit, with_tables=False)
+    body: dict[str, Any] = {"runs": [r.view(with_tables=False) for r in runs]}
+    if deps.settings.export_bucket:  # the export runs beside the backup runs
+        from chalicelib.backups import exports
+        body["export_runs"] = exports.recent_runs(deps, limit)
+    return 200, body
 
 
 def show(deps: Deps, run_id: str) -> tuple[int, dict[str, Any]]:
+    if EXPORT_RUN_ID.fullmatch(run_id):  # an export run: its exports
+        from chalicelib.backups import exports
+        view = exports.run_view(deps, run_id)
+        if view is None:
+            raise not_found("export run", run_id)
+        return 200, view
     if not RUN_ID.fullmatch(run_id):  # never a key DynamoDB would refuse (over 2048 bytes, not UTF-8)
         raise not_found("backup run", run_id[:100])
     run = RunStore(deps).get(run_id)

@@ -66,6 +66,17 @@ def is_bucket_failure(code: str) -> bool:
     return code in BUCKET_FAILURES or code.startswith("S3")
 
 
+def run_summary(exports: list[tuple[str, int, int]], tables: int) -> dict[str, int]:
+    """An export run's counts from its exports (``(status, item count, size in bytes)``) and its number of tables:
+    how many started (asked of DynamoDB and not refused), are in progress, completed and failed (FAILED, REFUSED,
+    VANISHED, STUCK), and the completed ones' items and bytes."""
+    completed = [e for e in exports if e[0] == COMPLETED]
+    return {"exports": tables, "started": sum(1 for e in exports if e[0] not in (PENDING, REFUSED)),
+            "in_progress": sum(1 for e in exports if e[0] == IN_PROGRESS), "completed": len(completed),
+            "failed": sum(1 for e in exports if e[0] in (FAILED, REFUSED, VANISHED, STUCK)),
+            "item_count": sum(e[1] for e in completed), "size_bytes": sum(e[2] for e in completed)}
+
+
 def settle(status: str, started: datetime, now: datetime, deadline_minutes: int) -> str:
     """The record's next status from DescribeExport's (``""``: the export is gone): a COMPLETED or FAILED answer
     settles it, a vanished one is VANISHED, and one still IN_PROGRESS past the deadline is STUCK."""

@@ -120,6 +120,12 @@ class ExportRun:
                    tables=list(item.get("tables", [])), status=item["status"], poll=int(item.get("poll", 0)),
                    bucket_alerted=bool(item.get("bucket_alerted", False)))
 
+    def view(self) -> dict[str, Any]:
+        """What the API lists of an export run beside the backup runs (its exports: GET /backups/runs/<run_id>)."""
+        return {"run_id": self.run_id, "kind": "export", "status": self.status,
+                "export_time": self.export_time.isoformat(), "table_count": len(self.tables),
+                "href": f"/backups/runs/{self.run_id}"}
+
 
 class ExportStore(StateStore):
     """Export runs and exports in the state table (see the module's docstring)."""
@@ -160,6 +166,13 @@ class ExportStore(StateStore):
             ExpressionAttributeValues={":pk": {"S": RUN_PARTITION}}, ScanIndexForward=False, Limit=1), self._sleep)
         items = response.get("Items", [])
         return ExportRun.from_item(ddb.deserialize(items[0])) if items else None
+
+    def recent_runs(self, limit: int) -> list[ExportRun]:
+        """The newest ``limit`` export runs, newest first (one Query)."""
+        response = retry_transient(lambda: self._ddb.query(
+            TableName=self._table, KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": RUN_PARTITION}}, ScanIndexForward=False, Limit=limit), self._sleep)
+        return [ExportRun.from_item(ddb.deserialize(i)) for i in response.get("Items", [])]
 
     def create(self, export: Export) -> bool:
         """Record a new export; False when this table's export at this time is recorded already (a repeat: the

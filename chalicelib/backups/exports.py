@@ -467,3 +467,20 @@ def catalog(deps: Deps, table: str | None, limit: int) -> list[dict[str, Any]]:
         run = store.latest_run()
         found = [e for e in (store.get(t, run.run_id) for t in run.tables) if e is not None] if run else []
     return [e.view() for e in found[:limit]]
+
+
+def recent_runs(deps: Deps, limit: int) -> list[dict[str, Any]]:
+    """The newest export runs, as GET /backups/runs lists them beside the backup runs."""
+    return [run.view() for run in ExportStore(deps).recent_runs(limit)]
+
+
+def run_view(deps: Deps, run_id: str) -> dict[str, Any] | None:
+    """An export run with each of its exports (their size, item count, why kept, expiry) and its counts; None
+    when there is no such run."""
+    store = ExportStore(deps)
+    run = store.get_run(run_id)
+    if run is None:
+        return None
+    found = [e for e in (store.get(t, run.run_id) for t in run.tables) if e is not None]
+    return {**run.view(), "exports": [e.view() for e in found],
+            "summary": er.run_summary([(e.status, e.item_count, e.size_bytes) for e in found], len(run.tables))}

@@ -768,8 +768,10 @@
           when(b.created), b.run_id ? link('#/run/' + encodeURIComponent(b.run_id), b.run_id) : '—', status(b.verification || (b.verified ? 'PASSED' : '—')),
           text(b.kept || (b.retention ? 'unknown' : b.status === 'AVAILABLE' ? 'no: expired' : null)), when(b.expires_after),
           b.status === 'AVAILABLE' ? restoreButton(b) : '']), 'No backup matches.'),
-      catalog.next_token ? h('p', {}, link('#/backups' + query({ table: tableFilter, next_token: catalog.next_token }), 'Next page')) : null];
+      catalog.next_token ? h('p', {}, link('#/backups' + query({ table: tableFilter, next_token: catalog.next_token }), 'Next page')) : null,
+      catalog.exports ? [h('h3', {}, 'Exports to S3'), exportTable(catalog.exports, () => render())] : null];
     const runList = runs.runs || [];
+    const exportRuns = runs.export_runs || [];
     const restoreList = restores.restores || [];
     replace(main, h('h2', {}, 'Backups'),
       h('p', { class: 'buttons' }, actionButton('Start a backup run', () => ({ title: 'Start a backup run?',
@@ -779,12 +781,26 @@
       table(['run', 'status', 'trigger', 'started', 'finished', 'tables', 'summary'], runList.map((r) => [
         link('#/run/' + encodeURIComponent(r.run_id), r.run_id), status(r.status), text(r.trigger), when(r.started_at), when(r.finished_at),
         text(r.table_count), summaryText(r.summary)]), 'No backup run yet.'),
+      runs.export_runs ? [h('h3', {}, 'Recent export runs'), table(['run', 'status', 'export time', 'tables'], exportRuns.map((r) => [
+        link('#/run/' + encodeURIComponent(r.run_id), r.run_id), status(r.status), when(r.export_time), text(r.table_count)]),
+      'No export run yet.')] : null,
       h('h3', {}, 'Restores'),
       table(['restore', 'status', 'from', 'into', 'requested', 'finished', 'progress', 'error'], restoreList.map((r) => [
         link('#/restore/' + encodeURIComponent(r.restore_id), r.restore_id), status(r.status), text(r.table), text(r.target),
         when(r.requested_at), when(r.finished_at), progress(r), text(r.error)]), 'No restore yet.'),
       h('h3', {}, 'Catalog'), filter, catalogPart);
-    if (runList.some((r) => r.status !== 'COMPLETE') || restoreList.some((r) => r.status === 'RESTORING')) poll();
+    if ([...runList, ...exportRuns].some((r) => r.status !== 'COMPLETE') || restoreList.some((r) => r.status === 'RESTORING')) poll();
+  }
+
+  // Exports to S3 (the catalog's, an export run's): size, item count, why kept, expiry, lock; a COMPLETED one restores.
+  function exportTable(exports, after) {
+    const restoreButton = (e) => actionButton('Restore…', () => ({ title: 'Restore to a new table?',
+      words: 'Import the export ' + e.run_id + ' of ' + e.table + ' into a new table.', label: 'new table name', value: restoreTarget(e.table),
+      ok: 'Restore' }), (target) => api('POST', 'backups/restores', { table: e.table, target, export: e.run_id }), after);
+    return table(['table', 'export time', 'status', 'size', 'items', 'run', 'kept', 'expires', 'locked until', ''], exports.map((e) => [
+      text(e.table), when(e.export_time), [status(e.status), e.error ? ' ' + e.error : ''], e.size_bytes + ' B', text(e.item_count),
+      link('#/run/' + encodeURIComponent(e.run_id), e.run_id), text(e.deleted ? 'no: deleted' : (e.kept_because || []).join(', ')),
+      when(e.expires), when(e.locked_until), e.status === 'COMPLETED' && !e.deleted ? restoreButton(e) : '']), 'No export yet.');
   }
 
   // A run's counts as words ("backed_up 3, failed 0, ..."), without its own address.
@@ -803,6 +819,14 @@
   async function runView(main, live, id, poll) {
     const run = await api('GET', 'backups/runs/' + encodeURIComponent(id));
     if (!live()) return;
+    if (run.kind === 'export') {
+      replace(main, h('h2', {}, 'Export run ', h('code', {}, text(run.run_id))),
+        fields([['status', h('span', { id: 'run-status' }, status(run.status))], ['export time', when(run.export_time)],
+          ['tables', run.table_count], ['summary', summaryText(run.summary)]]),
+        h('h3', {}, 'Exports'), exportTable(run.exports || [], () => render()), h('p', {}, link('#/backups', 'All backups')));
+      if (run.status !== 'COMPLETE') poll();
+      return;
+    }
     const checks = new Map((run.verifications || []).map((v) => [v.table, v]));
     replace(main, h('h2', {}, 'Backup run ', h('code', {}, text(run.run_id))),
       fields([['status', h('span', { id: 'run-status' }, status(run.status))], ['trigger', run.trigger], ['started', when(run.started_at)],

@@ -31,11 +31,12 @@ SOURCE = "source_NAME"
 VERIFY, LAZY_OR_INTERVAL, WEBHOOK, RESTORE = "verify", "lazy or interval", "webhook secrets", "selects tables"
 TARGETS = "TASK_ACTION_TARGET_ARNS"
 RESTORE_SOURCES = "selects tables and declares TASK_SOURCES"
+EXPORTS, EXPORT_CHOICE, EXPORT_RESTORE = "EXPORT_BUCKET", "EXPORT_TABLES", "selects tables and sets EXPORT_BUCKET"
 
 
 class Row(NamedTuple):
     function: str
-    condition: str  # "", VERIFY, LAZY_OR_INTERVAL, WEBHOOK, RESTORE, RESTORE_SOURCES or TARGETS
+    condition: str  # "", VERIFY, LAZY_OR_INTERVAL, WEBHOOK, RESTORE, RESTORE_SOURCES, TARGETS or an EXPORT one
     effect: str     # Allow or Deny
     actions: frozenset[str]
 
@@ -52,6 +53,8 @@ def documented_rows(text: str) -> list[Row]:
         function = named[1] if named else first
         condition = (VERIFY if "BACKUP_VERIFY" in first else LAZY_OR_INTERVAL if LAZY_OR_INTERVAL in first
                      else WEBHOOK if "TASK_WEBHOOK_SECRETS" in first
+                     else EXPORT_CHOICE if EXPORT_CHOICE in first
+                     else EXPORT_RESTORE if RESTORE in first and EXPORTS in first else EXPORTS if EXPORTS in first
                      else RESTORE_SOURCES if RESTORE in first and "TASK_SOURCES" in first else RESTORE if RESTORE in first
                      else TARGETS if TARGETS in first else "")
         rows.append(Row(function, condition, "Deny" if "Deny" in first else "Allow",
@@ -111,12 +114,29 @@ CASES = {
     "task sources": (stage_settings(TASK_SOURCES=json.dumps(SOURCES), TASK_SOURCE_STREAMS=json.dumps(STREAMS)), ()),
     "restoring beside task sources": (stage_settings(BACKUP_TABLE_PATTERN="app-.*", TASK_SOURCES=json.dumps(SOURCES),
                                                      TASK_SOURCE_STREAMS=json.dumps(STREAMS)), (RESTORE, RESTORE_SOURCES)),
+    "exports of named tables": (stage_settings(EXPORT_BUCKET="vault", EXPORT_TABLES="orders"), (EXPORTS,)),
+    "exports of a pattern's tables, restored from": (stage_settings(
+        EXPORT_BUCKET="vault", EXPORT_BUCKET_OWNER="210987654321", BACKUP_TABLE_PATTERN="app-.*"),
+        (EXPORTS, EXPORT_CHOICE, RESTORE, EXPORT_RESTORE)),
+    "exports of verified tables": (stage_settings(EXPORT_BUCKET="vault", BACKUP_TABLES="orders", BACKUP_VERIFY="1"),
+                                   (EXPORTS, RESTORE, EXPORT_RESTORE, VERIFY)),
 }
 
 
 def test_the_table_documents_every_function_of_the_app() -> None:
-    assert {row.function for row in ROWS} == {*iam.FUNCTIONS, SOURCE, EVERY}
+    every = iam.function_names(stage_settings(EXPORT_BUCKET="vault"))  # with the export trigger
+    assert {row.function for row in ROWS} == {*every, SOURCE, EVERY}
     assert all(row.actions for row in ROWS)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_policy_grants_what_unlocks_or_reconfigures_a_bucket_and_the_page_names_each(case: str) -> None:
+    text = (ROOT / "docs" / "security.md").read_text()
+    assert [a for a in iam.NEVER_GRANTED if f"`{a}`" not in text] == []
+    settings, _ = CASES[case]
+    granted = {a for policy in iam.function_policies(settings, iam.Account()).values()
+               for a in iam.actions_of(policy, "Allow")}
+    assert granted & set(iam.NEVER_GRANTED) == set()
 
 
 @pytest.mark.parametrize("case", CASES)

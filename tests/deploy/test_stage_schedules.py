@@ -66,8 +66,9 @@ def test_each_stage_deploys_the_schedules_its_config_sets(stage: str) -> None:
     variables = dict(Config(chalice_stage=stage, config_from_disk=CONFIG).environment_variables)
     if variables.get("API_AUTH") == "token":
         variables.setdefault("API_TOKEN", "a-token-set-when-the-stage-runs")  # `make run` sets it
+    exports = {"export_trigger": variables["EXPORT_SCHEDULE"]} if variables.get("EXPORT_BUCKET") else {}
     assert registered_schedules(bare_environment(**variables)) == {
-        "backup_trigger": variables["BACKUP_SCHEDULE"], "interval_processor": variables["PROCESSOR_SCHEDULE"]}
+        "backup_trigger": variables["BACKUP_SCHEDULE"], "interval_processor": variables["PROCESSOR_SCHEDULE"], **exports}
 
 
 def test_chalice_package_puts_the_stage_schedules_on_the_functions_rules(tmp_path: Path) -> None:

@@ -339,12 +339,32 @@ def test_a_backup_run_started_from_the_console_is_watched_to_complete(stage: Loc
     [restore] = api.get("/backups/restores").body["restores"]
     assert restore["target"].startswith(restore["table"] + "-restored-"), restore
     shows(browser, restore["target"])  # in the restores' list, with its progress
+    export_run = export_now(stage, api)
+    go(browser, f"#/run/{export_run}")  # the export run's page: its exports and counts
+    shows(browser, "started 1, in_progress 0, completed 1, failed 0, item_count 25")
+    confirm(browser, "Restore…")  # from the export, to the name proposed
+    shows(browser, "Restore…: done. Status now RESTORING.")
+    click(browser, "main a", "All backups")  # the catalog: the exports beside the backups
+    wait(browser, lambda d: re.search(rf"sample-orders .+ COMPLETED \d+ B 25 {export_run} last_good, age — .+ ",
+                                      main_text(d)), "the export in the catalog, its size, items, why kept, expiry")
     wait_until(lambda: all(api.get(f"/tasks/quick-{i}-{TAG}").body["status"] == "DONE" for i in range(6)), 20,
                "the quick tasks to run")
     go(browser, "#/lateness")
     wait(browser, lambda d: d.find_element(By.ID, "p50").text.endswith(" s"), "the lateness percentiles")
     assert "executions\n7" in main_text(browser), main_text(browser)  # six done, one failed
     screenshot(browser, "lateness")
+
+
+def export_now(stage: LocalStage, api: ApiClient) -> str:
+    """The export schedule's firing, now (the local stage's EXPORT_SCHEDULE is minutes away), followed to its end."""
+    from local.sources.schedules import ScheduledRule
+
+    [exporter] = [s for s in stage.runtime.sources if isinstance(s, ScheduledRule) and s.name == "export_trigger"]
+    at = datetime.now(UTC).replace(microsecond=0)
+    exporter.fire(at)
+    run_id = at.strftime("%Y%m%dT%H%M%SZ")
+    wait_until(lambda: api.get(f"/backups/runs/{run_id}").body["status"] == "COMPLETE", 20, "the export run")
+    return run_id
 
 
 def wrapped_dates(driver: Any) -> list[str]:

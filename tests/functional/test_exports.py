@@ -15,6 +15,7 @@ from chalicelib.backups.export_store import ExportRun, ExportStore
 from chalicelib.settings import Calendar
 from tests.faults import Faults
 from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
+from tests.functional.backup_support import create_tables
 from tests.functional.export_support import BUCKET, export_polls, export_stage, finish_exports, moto_exports
 
 
@@ -121,11 +122,12 @@ def test_an_export_that_vanishes_or_is_stuck_past_its_deadline_is_alerted_once(
     assert [a["subject"] for a in aws.alerts()] == [f"timekeeper: export of orders {status.lower()}"]
 
 
-def test_an_export_completes_with_its_item_count_and_size_and_the_catalog_shows_it_beside_the_backups(
+def test_an_export_completes_with_its_item_count_and_size_and_the_catalog_and_run_view_show_it_beside_the_backups(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
-    export_stage(deps, ["orders"])
+    export_stage(deps, ["orders", "users"], pitr=["orders"])  # users: REFUSED (no PITR)
     run = exports.start(deps, clock.now.replace(microsecond=0))
     export_polls(aws, deps)
+    aws.alerts()
     finish_exports(deps)
 
     assert _poll(deps, run.run_id, 0) == "complete"
@@ -137,9 +139,19 @@ def test_an_export_completes_with_its_item_count_and_size_and_the_catalog_shows_
 
     for path in ("/backups?table=orders", "/backups"):  # the table's exports; the newest run's
         page = client.http.get(path).json_body
-        (shown,) = page["exports"]
+        shown = next(e for e in page["exports"] if e["table"] == "orders")
         assert shown["status"] == "COMPLETED" and shown["item_count"] == 2 and shown["size_bytes"] > 0
         assert shown["location"] == f"s3://{BUCKET}/timekeeper-test/orders/{run.run_id}/"
+        assert shown["kept_because"] == ["last_good", "age"]  # why it is kept (the newest), no expiry while it is
+    listed = client.http.get("/backups/runs").json_body  # the run view: the export runs beside the backup runs
+    assert listed["runs"] == [] and [r["run_id"] for r in listed["export_runs"]] == [run.run_id]
+    assert listed["export_runs"][0]["href"] == f"/backups/runs/{run.run_id}"
+    view = client.http.get(f"/backups/runs/{run.run_id}").json_body
+    assert view["kind"] == "export" and view["status"] == "COMPLETE"
+    assert {e["table"]: e["status"] for e in view["exports"]} == {"orders": "COMPLETED", "users": "REFUSED"}
+    assert view["summary"] == {"exports": 2, "started": 1, "in_progress": 0, "completed": 1, "failed": 1,
+                               "item_count": 2, "size_bytes": record.size_bytes}
+    assert client.http.get("/backups/runs/20200101T000000Z").status_code == 404
 
 
 def _export_days(aws: Aws, deps: Deps, clock: FakeClock, days: int) -> list[str]:
@@ -240,6 +252,30 @@ def test_a_restore_from_an_export_imports_it_into_a_new_table_with_the_sources_s
     assert [i.status for i in imports] == ["COMPLETED"]  # one import (its ClientToken) whatever was lost
 
 
+def test_an_export_to_a_locked_bucket_in_another_region_than_the_table_is_made_followed_locked_and_restored(
+        aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
+    import boto3
+
+    # the bucket's owner named (S3BucketOwner, ExpectedBucketOwner on every S3 call), as for another account's
+    export_stage(deps, ["orders"], make_bucket=False, backup_tables=("orders",), export_bucket_owner=ACCOUNT)
+    assert deps.settings.region != "eu-west-1"
+    elsewhere = boto3.client("s3", region_name="eu-west-1")
+    elsewhere.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"},
+                            ObjectLockEnabledForBucket=True)
+    elsewhere.put_object_lock_configuration(Bucket=BUCKET, ObjectLockConfiguration={"ObjectLockEnabled": "Enabled"})
+    run = exports.start(deps, clock.now.replace(microsecond=0))
+    finish_exports(deps)
+
+    assert _poll(deps, run.run_id, 0) == "complete"  # followed: DescribeExport, its manifests read, locked
+
+    record = ExportStore(deps).get("orders", run.run_id)
+    assert record is not None and record.status == "COMPLETED" and record.item_count == 2 and record.locked_until
+    keys = elsewhere.list_objects_v2(Bucket=BUCKET, Prefix=f"timekeeper-test/orders/{run.run_id}/")["Contents"]
+    assert len(keys) == 3  # manifests and data, in the bucket's own region
+    restore = _restore_from(client, deps, run.run_id)
+    assert restore["status"] == "ACTIVE" and restore["comparison"]["restored_items"] == 2
+
+
 def test_a_restore_names_an_export_that_exists_or_is_refused_naming_the_field(
         aws: Aws, deps: Deps, clock: FakeClock, client: Client) -> None:
     _completed_export(aws, deps, clock)
@@ -306,12 +342,17 @@ def test_a_trigger_that_died_before_recording_some_exports_is_finished_by_the_mo
         assert record is not None and record.status == "COMPLETED"
 
 
-def test_make_run_provisions_the_stages_export_bucket_with_object_lock_once(aws: Aws, deps: Deps) -> None:
-    from local.stage import ensure_export_bucket
+def test_make_run_provisions_the_stages_export_bucket_with_object_lock_once_and_pitr_on_its_tables(
+        aws: Aws, deps: Deps) -> None:
+    from local.stage import enable_export_pitr, ensure_export_bucket
 
     assert ensure_export_bucket(deps.clients, deps.settings) is None  # no EXPORT_BUCKET: no bucket
-    use_settings(deps, export_bucket="timekeeper-local-exports")
+    create_tables(deps, ["sample-orders"])
+    use_settings(deps, export_bucket="timekeeper-local-exports", export_tables=("sample-orders", "not-made"))
     for _ in range(2):  # a restart against the same moto keeps the bucket
         assert ensure_export_bucket(deps.clients, deps.settings) == "timekeeper-local-exports"
     lock = deps.clients.s3.get_object_lock_configuration(Bucket="timekeeper-local-exports")
     assert lock["ObjectLockConfiguration"]["ObjectLockEnabled"] == "Enabled"
+    assert enable_export_pitr(deps.clients, deps.settings) == ["sample-orders"]  # an export needs it
+    pitr = deps.clients.dynamodb.describe_continuous_backups(TableName="sample-orders")["ContinuousBackupsDescription"]
+    assert pitr["PointInTimeRecoveryDescription"]["PointInTimeRecoveryStatus"] == "ENABLED"
