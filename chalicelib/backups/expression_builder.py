@@ -87,7 +87,7 @@ Cond = Compare | In | Exists | All | Either
 
 def both(*parts: Cond | None) -> Cond | None:
     """The conjunction of the parts given (None: no condition)."""
-    found = tuple(p for p in parts if p is not None)
+    found = tuple(q for p in parts if p is not None for q in (p.parts if isinstance(p, All) else (p,)))
     return None if not found else found[0] if len(found) == 1 else All(found)
 
 

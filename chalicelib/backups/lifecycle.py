@@ -247,7 +247,26 @@ VERIFICATION = Machine("verification", "status", (RESTORING, PASSED, FAILED, SKI
 ), {"settle_verification": "settle_verification", "unsettle_verification": "unsettle_verification",
     "restore_table_deleted": "restore_table_deleted"}, entries=(RESTORING, SKIPPED))
 
-MACHINES = (RUN, TABLE, VERIFICATION)
+POLL_CLAIM: tuple[tuple[str, Operand], ...] = (
+    ("poll", param("next")), ("poll_message", param("message")), ("polled_at", NOW))
+RESTORE = Machine("restore", "status", (NONE, RESTORING, ACTIVE, FAILED), "RestoreStore", (
+    Transition("create", (NONE,), (RESTORING,), "POST /backups/restores: the record, its listing and its target's "
+               "claim in one transaction"),
+    Transition("claim_poll", (RESTORING,), (), "a monitor message claims its poll",
+               Compare("poll", "=", param("poll")), POLL_CLAIM),
+    Transition("claim_poll_again", (RESTORING,), (), "a redelivery of the message that claimed it claims it again",
+               All((Compare("poll", "=", param("next")), Compare("poll_message", "=", param("message")))),
+               POLL_CLAIM),
+    Transition("settle", (RESTORING,), (ACTIVE, FAILED), "the outcome, once: its winner alerts", None,
+               (("finished_at", NOW), ("error", param("error")), ("comparison", param("comparison")),
+                ("settings", param("settings")), ("settings_applied", param("applied")),
+                ("settings_skipped", param("skipped")))),
+    Transition("unsettle", (ACTIVE, FAILED), (RESTORING,), "settle undone: its alert failed", source_named=True,
+               removes=("finished_at",)),
+), {"create": "create", "claim_poll": "claim_poll", "claim_poll_again": "claim_poll", "settle": "settle",
+    "unsettle": "unsettle"}, ends=(ACTIVE, FAILED))
 
-__all__ = ["MACHINES", "RUN", "TABLE", "VERIFICATION", "Machine", "Transition", "UndeclaredTransition",
+MACHINES = (RUN, TABLE, VERIFICATION, RESTORE)
+
+__all__ = ["MACHINES", "RESTORE", "RUN", "TABLE", "VERIFICATION", "Machine", "Transition", "UndeclaredTransition",
            "parse_mermaid"]

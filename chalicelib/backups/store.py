@@ -15,10 +15,12 @@ its tables: a few per 100 tables, each of a bounded item.
 
 Every state change that decides something (who starts, who polls, who alerts,
 who finishes) is a conditional write, so duplicate deliveries find the work done
-and stop. Every such write is retried on transient errors (retry.py) and stamps
-the item with a fresh ``write_id``. When a write's condition fails, the item is
-read again: if it holds this write's ``write_id``, the write was this worker's
-own earlier attempt whose response was lost (or botocore's retry of it), and it
+and stop: each one a transition of lifecycle.py's ``RUN``, ``TABLE`` or
+``VERIFICATION``, its expressions built from the declaration (``_write``).
+Every such write is retried on transient errors (retry.py) and stamps the item
+with a fresh ``write_id``. When a write's condition fails, the item is read
+again: if it holds this write's ``write_id``, the write was this worker's own
+earlier attempt whose response was lost (or botocore's retry of it), and it
 counts as done; otherwise another worker got there first (conditional.py, which
 RestoreStore shares).
 

@@ -19,7 +19,10 @@ from moto import mock_aws
 
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
-from chalicelib.backups.lifecycle import MACHINES, NONE, RUN, TABLE, VERIFICATION, Machine, UndeclaredTransition
+from chalicelib.backups.conditional import StateStore
+from chalicelib.backups.lifecycle import MACHINES, NONE, RESTORE, RUN, TABLE, VERIFICATION, Machine, UndeclaredTransition
+from chalicelib.backups.restore_store import PARTITION as RESTORES
+from chalicelib.backups.restore_store import Restore, RestoreStore
 from chalicelib.backups.store import PAGES_PARTITION, PARTITION, VERIFY_KEY, Run, RunStore, TableResult, Verification
 from chalicelib.metrics import Metrics
 from chalicelib.settings import Settings
@@ -34,8 +37,9 @@ class Watched:
     """The store's DynamoDB client, watching each write of a run's items: (machine, transition, from, to) of each
     record it touches, or the undeclared ones."""
 
-    def __init__(self, real: Any, table: str, store: type[RunStore]) -> None:
+    def __init__(self, real: Any, table: str, store: type[StateStore]) -> None:
         self._real, self._table = real, table
+        self._machines = [m for m in MACHINES if m.store in {c.__name__ for c in store.__mro__}]
         self._methods = {getattr(store, name).__code__: name for name in dir(store)
                          if callable(getattr(store, name)) and hasattr(getattr(store, name), "__code__")}
         self.seen: set[Edge] = set()
@@ -49,6 +53,11 @@ class Watched:
     def put_item(self, **kwargs: Any) -> Any:
         key = {"PK": kwargs["Item"]["PK"], "SK": kwargs["Item"]["SK"]}
         return self._watch(key, {}, lambda: (self._real.put_item(**kwargs), kwargs["Item"]))
+
+    def transact_write_items(self, **kwargs: Any) -> Any:  # a restore's create: its record's put is watched
+        [item] = [op["Put"]["Item"] for op in kwargs["TransactItems"] if op["Put"]["Item"]["PK"]["S"] == RESTORES]
+        key = {"PK": item["PK"], "SK": item["SK"]}
+        return self._watch(key, {}, lambda: (self._real.transact_write_items(**kwargs), item))
 
     def batch_write_item(self, **kwargs: Any) -> Any:
         self._items.clear()  # pages and verifications written whole (not a transition): read them again
@@ -69,13 +78,14 @@ class Watched:
 
     def _watch(self, key: dict[str, Any], names: dict[str, str], write: Any) -> Any:
         pk = key["PK"]["S"]
-        if pk != PARTITION and not pk.startswith(PAGES_PARTITION):
+        if pk not in (PARTITION, RESTORES) and not pk.startswith(PAGES_PARTITION):
             return write()[0]
         method = self._writer()
-        candidates = [(m, t) for m in MACHINES for t in m.transitions if m.writers[t.name] == method]
+        candidates = [(m, t) for m in self._machines for t in m.transitions if m.writers[t.name] == method]
         tables = [v for k, v in names.items() if k.startswith("#table")]
         machine = candidates[0][0] if candidates else (
-            TABLE if tables else VERIFICATION if key["SK"]["S"].startswith(VERIFY_KEY) else RUN)
+            RESTORE if pk == RESTORES else TABLE if tables else VERIFICATION if key["SK"]["S"].startswith(VERIFY_KEY)
+            else RUN)
         where = (pk, key["SK"]["S"])
         if where not in self._items:
             raw = self._real.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
@@ -124,7 +134,7 @@ def world() -> Iterator[tuple[Deps, AwsLimits]]:
         assert limits.violations == []
 
 
-def watch(deps: Deps, store: type[RunStore]) -> Watched:
+def watch(deps: Deps, store: type[StateStore]) -> Watched:
     watcher = Watched(deps.clients.dynamodb, deps.settings.state_table, store)
     deps.clients.dynamodb = watcher  # type: ignore[assignment]
     return watcher
@@ -216,9 +226,24 @@ def test_every_edge_is_walked_by_its_writer_and_no_write_leaves_the_declaration(
     assert store.complete(c.run_id, at[3], {"backed_up": 0})
 
     assert watched.undeclared == [] and watched.unused == []
-    declared = {(m.name, *edge) for m in MACHINES for edge in m.edges()}
+    declared = {(m.name, *edge) for m in (RUN, TABLE, VERIFICATION) for edge in m.edges()}
     assert declared - watched.seen == set(), "declared but not walked"
     assert watched.seen - declared == set()
+
+
+def test_every_edge_of_a_restore_is_walked_by_its_writer(deps: Deps) -> None:
+    watched = watch(deps, RestoreStore)
+    store, now = RestoreStore(deps), deps.clock()
+    restore = Restore("walk", {"table": "orders", "target": "orders-walk"}, {}, now)
+    assert store.create(restore)
+    assert store.claim_poll(restore.restore_id, 0, now, "m-1") is not None
+    assert store.claim_poll(restore.restore_id, 0, now, "m-1") is not None  # its redelivery
+    for status in ("ACTIVE", "FAILED"):
+        restore.status = status
+        assert store.settle(restore, now)
+        store.unsettle(restore)
+    assert watched.undeclared == [] and watched.unused == []
+    assert watched.seen == {("restore", *edge) for edge in RESTORE.edges()}
 
 
 class Reopening(RunStore):

@@ -14,7 +14,8 @@ import pytest
 
 from chalicelib.backups import lifecycle
 from chalicelib.backups.expression_builder import Update
-from chalicelib.backups.lifecycle import MACHINES, RUN, TABLE, VERIFICATION, Machine, Transition
+from chalicelib.backups.lifecycle import MACHINES, RESTORE, RUN, TABLE, VERIFICATION, Machine, Transition
+from chalicelib.backups.restore_store import RestoreStore
 from chalicelib.backups.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,9 @@ PARAMS: dict[str, Any] = {  # a value for every parameter a transition names
     "now": "2026-11-22T12:00:00+00:00", "stale": "2026-11-22T11:45:00+00:00", "claimed": "c", "expired": "e",
     "tables": {"count": 1}, "plan": ["orders"], "summary": {"backed_up": 1}, "poll": 2, "next": 3, "seen": "s",
     "message": "m", "n": 4, "windowed": True, "counts": {"verified": 1, "verify_failed": 0}, "table": "orders",
-    "error": "", "alerted": False, "problems": [], "recorded": 1, "restored": 1, "scan_complete": True}
+    "error": "", "alerted": False, "problems": [], "recorded": 1, "restored": 1, "scan_complete": True,
+    "comparison": {}, "settings": {}, "applied": [], "skipped": ""}
+STORES = {"RunStore": RunStore, "RestoreStore": RestoreStore}
 
 
 def drawn() -> str:
@@ -45,7 +48,7 @@ def test_a_drawing_with_an_edge_the_declaration_lacks_is_told_apart() -> None:
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name)
 def test_each_transition_names_a_store_method_that_exists_and_every_state_is_reached(machine: Machine) -> None:
     assert set(machine.writers) == {t.name for t in machine.transitions}
-    assert machine.store == "RunStore" and all(callable(getattr(RunStore, w, None)) for w in machine.writers.values())
+    assert all(callable(getattr(STORES[machine.store], w, None)) for w in machine.writers.values())
     reached = {b for _, _, b in machine.edges()} | set(machine.entries)
     assert reached == set(machine.states) - {lifecycle.NONE}
 
@@ -108,15 +111,27 @@ def test_a_transition_the_declaration_lacks_is_refused() -> None:
         RUN.write(("reopen",), PARAMS)
 
 
-def test_every_conditional_write_of_the_run_store_goes_through_its_one_writer() -> None:
-    """Only ``RunStore._write`` calls the conditional writes (built from the declaration); put_item is ``create``'s,
-    whose condition is the declaration's too."""
-    tree = ast.parse((ROOT / "chalicelib" / "backups" / "store.py").read_text())
-    store = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RunStore")
+@pytest.mark.parametrize(("module", "store", "puts"), [
+    ("store.py", "RunStore", {"put_item": {"create"}}), ("restore_store.py", "RestoreStore",
+                                                         {"transact_write_items": {"create"}})])
+def test_every_conditional_write_of_a_store_goes_through_its_one_writer(
+        module: str, store: str, puts: dict[str, set[str]]) -> None:
+    """Only the store's ``_write`` calls the conditional updates (built from the declaration); the put of a new
+    record is ``create``'s, whose condition is the declaration's too."""
+    tree = ast.parse((ROOT / "chalicelib" / "backups" / module).read_text())
+    found = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == store)
     callers: dict[str, set[str]] = {}
-    for method in store.body:
+    for method in found.body:
         if isinstance(method, ast.FunctionDef):
             for node in ast.walk(method):
-                if isinstance(node, ast.Attribute) and node.attr in ("apply", "update", "update_item", "put_item"):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
+                        node.value.attr in ("_items", "_ddb") and node.attr in (
+                        "apply", "update", "update_item", "put_item", "transact_write_items"):
                     callers.setdefault(node.attr, set()).add(method.name)
-    assert callers == {"apply": {"_write"}, "put_item": {"create"}}
+    assert callers == {"apply": {"_write"}, **puts}
+
+
+def test_a_restore_claimed_again_by_the_message_that_claimed_it() -> None:
+    again = RESTORE.write(("claim_poll", "claim_poll_again"), PARAMS)
+    assert again.condition == ("(#s = :restoring AND poll = :poll) OR "
+                               "(#s = :restoring AND poll = :next AND poll_message = :message)")
