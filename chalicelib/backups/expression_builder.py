@@ -93,7 +93,7 @@ def both(*parts: Cond | None) -> Cond | None:
 
 @dataclass(frozen=True)
 class Update:
-    """One UpdateItem's expressions: ``sets`` ("path = operand") and ``removes`` under ``condition``."""
+    """One UpdateItem's expressions: ``sets`` and ``removes`` (rendered paths) under ``condition``."""
 
     sets: tuple[tuple[str, str], ...]  # (path, operand), rendered
     removes: tuple[str, ...]
@@ -103,8 +103,8 @@ class Update:
 
     @property
     def expression(self) -> str:
-        removes = " REMOVE " + ", ".join(self.removes) if self.removes else ""
-        return "SET " + ", ".join(f"{path} = {operand}" for path, operand in self.sets) + removes
+        clauses = ["SET " + ", ".join(f"{path} = {operand}" for path, operand in self.sets)] if self.sets else []
+        return " ".join(clauses + (["REMOVE " + ", ".join(self.removes)] if self.removes else []))
 
     def stamped(self, attribute: str, value: Any) -> Update:
         """The same write also setting ``attribute`` (a plain name) to ``value``."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chalicelib.backups import lifecycle
-from chalicelib.backups.expression_builder import Update
+from chalicelib.backups.expression_builder import Update, build, const
 from chalicelib.backups.lifecycle import MACHINES, RESTORE, RUN, TABLE, VERIFICATION, Machine, Transition
 from chalicelib.backups.restore_store import RestoreStore
 from chalicelib.backups.store import RunStore
@@ -135,3 +135,12 @@ def test_a_restore_claimed_again_by_the_message_that_claimed_it() -> None:
     again = RESTORE.write(("claim_poll", "claim_poll_again"), PARAMS)
     assert again.condition == ("(#s = :restoring AND poll = :poll) OR "
                                "(#s = :restoring AND poll = :next AND poll_message = :message)")
+
+
+def test_the_builder_writes_only_the_clauses_it_has_and_refuses_a_placeholder_with_two_values() -> None:
+    assert build([], ("finished_at",), None, {}).expression == "REMOVE finished_at"
+    assert build([("a", const(":t", True))], (), None, {}).expression == "SET a = :t"
+    with pytest.raises(ValueError, match=":t stands for both"):
+        build([("a", const(":t", True)), ("b", const(":t", False))], (), None, {})
+    with pytest.raises(ValueError, match="not a plain attribute name"):
+        RUN.write(("verified",), {**PARAMS, "counts": {"x.y": 1}})
