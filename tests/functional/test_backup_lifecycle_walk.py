@@ -1,9 +1,10 @@
-"""The backups' state machines (chalicelib/backups/lifecycle.py) walked against RunStore under moto: each declared
-edge of a run, of a table's result and of a verification is made once by the store method ``writers`` names, and
-no write of those records makes a transition the declaration lacks.
+"""The backups' state machines (chalicelib/backups/lifecycle.py) walked against RunStore and RestoreStore under moto:
+each declared edge of a run, a table's result, a verification and a restore is made by the store method ``writers``
+names (once, but for the three a second and third run go through again), and no write of those records makes a
+transition the declaration lacks.
 
-Every write of a run's items is watched at the DynamoDB client: the states it touches are read right before and
-right after it, and the transition is named by the store method that made it. The drawing is checked against the
+Every write of those records is watched at the DynamoDB client: the states it touches are known right before it
+and read from its own answer after it, and the transition is named by the store method that made it. The drawing is checked against the
 declaration in tests/unit/test_backup_lifecycle.py."""
 
 from __future__ import annotations
