@@ -1,6 +1,6 @@
 """The backups' state machines (chalicelib/backups/lifecycle.py) walked against RunStore and RestoreStore under moto:
 each declared edge of a run, a table's result, a verification and a restore is made by the store method ``writers``
-names (once, but for the three a second and third run go through again), and no write of those records makes a
+names (each once, but a run's create, started and finish, which the second and third runs make again), and no write of those records makes a
 transition the declaration lacks.
 
 Every write of those records is watched at the DynamoDB client: the states it touches are known right before it
