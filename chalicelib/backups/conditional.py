@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib import ddb
 from chalicelib.aws import Deps, Sleep
+from chalicelib.backups.expression_builder import Update
 from chalicelib.backups.retry import retry_transient
 from chalicelib.throttle import error_code
 
@@ -56,12 +57,24 @@ class ConditionalItems:
         the item as written (read again when the write that stands was this caller's earlier attempt)."""
         write_id = uuid.uuid4().hex
         sets, _, removes = update.partition(" REMOVE ")
+        return self._send(key, write_id, f"{sets}, write_id = :write_id" + (f" REMOVE {removes}" if removes else ""),
+                          condition, names or {}, {**(values or {}), ":write_id": write_id}, returning)
+
+    def apply(self, key: dict[str, Any], update: Update, returning: bool = False) -> tuple[bool, dict[str, Any]]:
+        """``update`` (built: expression_builder.py) of the item, as ``update`` does it."""
+        write_id = uuid.uuid4().hex
+        stamped = update.stamped("write_id", write_id)
+        return self._send(key, write_id, stamped.expression, stamped.condition, stamped.names, stamped.values,
+                          returning)
+
+    def _send(self, key: dict[str, Any], write_id: str, expression: str, condition: str, names: dict[str, str],
+              values: dict[str, Any], returning: bool) -> tuple[bool, dict[str, Any]]:
         kwargs: dict[str, Any] = {
-            "TableName": self._table, "Key": key,
-            "UpdateExpression": f"{sets}, write_id = :write_id" + (f" REMOVE {removes}" if removes else ""),
-            "ConditionExpression": condition,
-            "ExpressionAttributeValues": {k: ddb.value(v) for k, v in {**(values or {}), ":write_id": write_id}.items()},
+            "TableName": self._table, "Key": key, "UpdateExpression": expression,
+            "ExpressionAttributeValues": {k: ddb.value(v) for k, v in values.items()},
         }
+        if condition:
+            kwargs["ConditionExpression"] = condition
         if names:
             kwargs["ExpressionAttributeNames"] = names
         if returning:

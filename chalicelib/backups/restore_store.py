@@ -11,7 +11,8 @@ The same transaction claims the target's name: PK="BACKUP_RESTORE_TARGET", SK=<t
 one target name belongs to one restore, and a TableAlreadyExistsException for it is the claimant's own.
 
 The monitor's polls claim their number on the record (``claim_poll``), so a duplicate message never
-starts a second chain, and the one write that settles the status decides who alerts (``settle``).
+starts a second chain, and the one write that settles the status decides who alerts (``settle``). Each
+write of the record is a transition of lifecycle.py's ``RESTORE``, its expressions built from it (``_write``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib import ddb
 from chalicelib.backups.conditional import StateStore, conditional_failed
+from chalicelib.backups.lifecycle import RESTORE
 from chalicelib.backups.restore_rules import RESTORE_ID, RESTORING
 from chalicelib.backups.retry import retry_transient
 
@@ -121,7 +123,7 @@ class RestoreStore(StateStore):
         try:
             retry_transient(lambda: self._ddb.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._table, "Item": ddb.serialize({**restore.to_item(), "write_id": write_id}),
-                         "ConditionExpression": "attribute_not_exists(PK)"}},
+                         "ConditionExpression": RESTORE.condition("create", {}).condition}},
                 {"Put": {"TableName": self._table, "Item": ddb.serialize(listed)}},
                 {"Put": taken},
             ]), self._sleep)
@@ -151,12 +153,12 @@ class RestoreStore(StateStore):
                 self._sleep(0.05)
         return [found[i] for i in ids if i in found]
 
-    def _update(self, restore_id: str, update: str, condition: str, values: dict[str, Any],
-                returning: bool = False, names: dict[str, str] | None = None) -> tuple[bool, dict[str, Any]]:
-        """A conditional UpdateItem of the record (conditional.py: this call's own earlier attempt counts as
-        done); with ``returning``, the record as written."""
-        return self._items.update(self._key(restore_id), update, condition, {"#s": "status", **(names or {})},
-                                  values, returning)
+    def _write(self, transitions: tuple[str, ...], restore_id: str, params: dict[str, Any], source: str = "",
+               target: str = "", returning: bool = False) -> tuple[bool, dict[str, Any]]:
+        """Every conditional update of the record: one of RESTORE's ``transitions`` (lifecycle.py; an undeclared one
+        is refused) with ``params`` (conditional.py: this call's own earlier attempt counts as done); with
+        ``returning``, the record as written."""
+        return self._items.apply(self._key(restore_id), RESTORE.write(transitions, params, source, target), returning)
 
     def claim_poll(self, restore_id: str, poll: int, now: datetime, message_id: str) -> Restore | None:
         """Claim poll ``poll`` of a RESTORING restore for SQS message ``message_id``, reading the record in
@@ -164,27 +166,20 @@ class RestoreStore(StateStore):
         message was claimed) claims it again. None when another message has it or the restore is settled."""
         if not RESTORE_ID.fullmatch(restore_id):
             return None
-        again = " OR (poll = :next AND poll_message = :m)" if message_id else ""
-        done, item = self._update(
-            restore_id, "SET poll = :next, poll_message = :m, polled_at = :now",
-            f"#s = :restoring AND (poll = :poll{again})",
-            {":next": poll + 1, ":poll": poll, ":m": message_id, ":now": now.isoformat(), ":restoring": RESTORING},
-            returning=True)
+        done, item = self._write(("claim_poll", "claim_poll_again") if message_id else ("claim_poll",), restore_id,
+                                 {"next": poll + 1, "poll": poll, "message": message_id, "now": now.isoformat()},
+                                 returning=True)
         return Restore.from_item(item) if done and item else None
 
     def settle(self, restore: Restore, now: datetime) -> bool:
         """RESTORING -> ACTIVE or FAILED with the outcome; False when another delivery settled it first."""
         restore.finished_at = now
-        done, _ = self._update(
-            restore.restore_id, "SET #s = :status, finished_at = :now, #e = :error, comparison = :comparison, "
-            "settings = :settings, settings_applied = :applied, settings_skipped = :skipped", "#s = :restoring",
-            {":status": restore.status, ":now": now.isoformat(), ":error": restore.error,
-             ":comparison": restore.comparison, ":settings": restore.settings,
-             ":applied": restore.settings_applied, ":skipped": restore.settings_skipped, ":restoring": RESTORING},
-            names={"#e": "error"})
+        done, _ = self._write(("settle",), restore.restore_id, {
+            "now": now.isoformat(), "error": restore.error, "comparison": restore.comparison,
+            "settings": restore.settings, "applied": restore.settings_applied, "skipped": restore.settings_skipped},
+            target=restore.status)
         return done
 
     def unsettle(self, restore: Restore) -> None:
         """Undo ``settle`` when its alert could not be sent, so a redelivery retries both."""
-        self._update(restore.restore_id, "SET #s = :restoring REMOVE finished_at", "#s = :status",
-                     {":restoring": RESTORING, ":status": restore.status})
+        self._write(("unsettle",), restore.restore_id, {}, source=restore.status)

@@ -15,10 +15,12 @@ its tables: a few per 100 tables, each of a bounded item.
 
 Every state change that decides something (who starts, who polls, who alerts,
 who finishes) is a conditional write, so duplicate deliveries find the work done
-and stop. Every such write is retried on transient errors (retry.py) and stamps
-the item with a fresh ``write_id``. When a write's condition fails, the item is
-read again: if it holds this write's ``write_id``, the write was this worker's
-own earlier attempt whose response was lost (or botocore's retry of it), and it
+and stop: each one a transition of lifecycle.py's ``RUN``, ``TABLE`` or
+``VERIFICATION``, its expressions built from the declaration (``_write``).
+Every such write is retried on transient errors (retry.py) and stamps the item
+with a fresh ``write_id``. When a write's condition fails, the item is read
+again: if it holds this write's ``write_id``, the write was this worker's own
+earlier attempt whose response was lost (or botocore's retry of it), and it
 counts as done; otherwise another worker got there first (conditional.py, which
 RestoreStore shares).
 
@@ -37,13 +39,15 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
+from chalicelib.backups import lifecycle
 from chalicelib.backups.conditional import StateStore, conditional_failed
+from chalicelib.backups.lifecycle import RUN, TABLE, VERIFICATION, Machine
 from chalicelib.backups.retry import retry_transient
 
 PARTITION = "BACKUP_RUN"
@@ -54,12 +58,14 @@ BATCH_WRITE = 25    # DynamoDB's BatchWriteItem limit
 BATCH_ATTEMPTS = 8  # BatchWriteItem calls for one batch while some of it comes back unprocessed
 INLINE = -1         # the page of a table kept in the run item itself (runs recorded before pages)
 
-STARTING, RUNNING, FINISHING, COMPLETE = "STARTING", "RUNNING", "FINISHING", "COMPLETE"
-RELEASED = datetime(1970, 1, 1, tzinfo=UTC)  # a FINISHING claim handed on: older than any lease
-VERIFYING = "VERIFYING"  # backups settled and retention done; restore verification under way (verify.py)
+# The run's states (lifecycle.RUN); VERIFYING: backups settled and retention done, restore verification under way
+# (verify.py). RELEASED: a FINISHING claim handed on, older than any lease.
+STARTING, RUNNING, FINISHING, VERIFYING, COMPLETE = (
+    lifecycle.STARTING, lifecycle.RUNNING, lifecycle.FINISHING, lifecycle.VERIFYING, lifecycle.COMPLETE)
+RELEASED = lifecycle.RELEASED
 POLLED = (RUNNING, VERIFYING)  # the statuses a poll message is claimed in
 VERIFY_KEY = "verify#"   # + table: a verification's sort key in the run's page partition
-RESTORING, PASSED, SKIPPED = "RESTORING", "PASSED", "SKIPPED"  # a verification's status (and FAILED)
+RESTORING, PASSED, SKIPPED = lifecycle.RESTORING, lifecycle.PASSED, lifecycle.SKIPPED  # a verification's (and FAILED)
 
 
 @dataclass
@@ -288,9 +294,10 @@ class RunStore(StateStore):
         run.paginate()
         write_id = uuid.uuid4().hex
         item = ddb.serialize({**run.to_item(), "write_id": write_id})
+        new = RUN.condition("create", {})
         try:
             retry_transient(lambda: self._ddb.put_item(
-                TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(PK)"), self._sleep)
+                TableName=self._table, Item=item, ConditionExpression=new.condition), self._sleep)
         except ClientError as exc:
             if not conditional_failed(exc):
                 raise
@@ -385,39 +392,25 @@ class RunStore(StateStore):
 
     def settle_verification(self, run_id: str, v: Verification) -> bool:
         """RESTORING -> PASSED or FAILED with what was found; False if another delivery settled it first."""
-        return self._update(
-            run_id, "SET #s = :status, #e = :error, problems = :problems, recorded_items = :recorded, "
-            "restored_items = :restored, scan_complete = :complete",
-            "#s = :restoring", names={"#s": "status", "#e": "error"},
-            values={":status": v.status, ":error": v.error, ":problems": list(v.problems),
-                    ":recorded": v.recorded_items, ":restored": v.restored_items, ":complete": v.scan_complete,
-                    ":restoring": RESTORING}, page=VERIFY_KEY + v.table)
+        return self._done(VERIFICATION, ("settle_verification",), run_id, {
+            "error": v.error, "problems": list(v.problems), "recorded": v.recorded_items,
+            "restored": v.restored_items, "scan_complete": v.scan_complete}, page=VERIFY_KEY + v.table, target=v.status)
 
     def unsettle_verification(self, run_id: str, v: Verification) -> None:
         """Undo ``settle_verification`` when its alert could not be sent, so a redelivery retries both."""
-        self._update(run_id, "SET #s = :restoring", "#s = :status", names={"#s": "status"},
-                     values={":restoring": RESTORING, ":status": v.status}, page=VERIFY_KEY + v.table)
+        self._write(VERIFICATION, ("unsettle_verification",), run_id, {}, page=VERIFY_KEY + v.table, source=v.status)
 
     def restore_table_deleted(self, run_id: str, v: Verification) -> None:
         """The verification's temporary table is deleted (or being deleted)."""
-        self._update(run_id, "SET table_deleted = :t", "attribute_exists(PK)", values={":t": True},
-                     page=VERIFY_KEY + v.table)
+        self._write(VERIFICATION, ("restore_table_deleted",), run_id, {}, page=VERIFY_KEY + v.table)
 
     def verifying(self, run_id: str, now: datetime, summary: dict[str, Any]) -> bool:
         """FINISHING -> VERIFYING with the backups' summary: polls go on (``poll`` as it is), verifying restores."""
-        return self._update(
-            run_id, "SET #s = :verifying, summary = :summary, advanced_at = :now, poll_queued = :f",
-            "#s = :finishing", names={"#s": "status"},
-            values={":verifying": VERIFYING, ":finishing": FINISHING, ":summary": summary,
-                    ":now": now.isoformat(), ":f": False})
+        return self._done(RUN, ("verifying",), run_id, {"summary": summary, "now": now.isoformat()})
 
     def verified(self, run_id: str, now: datetime, counts: dict[str, int]) -> bool:
         """VERIFYING -> COMPLETE, the verifications counted in the summary."""
-        sets = ", ".join(f"summary.{k} = :{k}" for k in counts)
-        return self._update(
-            run_id, f"SET #s = :complete, finished_at = :now, {sets}", "#s = :verifying", names={"#s": "status"},
-            values={":complete": COMPLETE, ":verifying": VERIFYING, ":now": now.isoformat(),
-                    **{f":{k}": v for k, v in counts.items()}})
+        return self._done(RUN, ("verified",), run_id, {"now": now.isoformat(), "counts": counts})
 
     def recent(self, limit: int, with_tables: bool = True) -> list[Run]:
         """The newest ``limit`` runs (``with_tables``: each with its tables, a Query per paged run)."""
@@ -464,155 +457,120 @@ class RunStore(StateStore):
                     break
         return found
 
-    def _update(self, run_id: str, update: str, condition: str,
-                names: dict[str, str] | None = None, values: dict[str, Any] | None = None,
-                page: int | str = INLINE) -> bool:
-        """``update`` ("SET ..." with an optional " REMOVE ...") of the run item (or of its ``page``) if
-        ``condition`` holds, or held for this very write (see the module's docstring); False when
-        another worker's write stands in the way."""
-        done, _ = self._items.update(self._key(run_id, page), update, condition, names, values)
-        return done
+    def _write(self, machine: Machine, transitions: tuple[str, ...], run_id: str,
+               params: dict[str, Any] | list[dict[str, Any]], page: int | str = INLINE, source: str = "",
+               target: str = "", returning: bool = False) -> tuple[bool, dict[str, Any]]:
+        """Every conditional write of the store: one of ``machine``'s ``transitions`` (lifecycle.py; an undeclared
+        one is refused) of the run item (or of its ``page``) with ``params`` (a list: the one transition of
+        several records of the page at once). True if its condition held, or held for this very write (see the
+        module's docstring); False when another worker's write stands in the way. With ``returning``, the item
+        as written."""
+        if isinstance(params, list):
+            write = machine.write_each(transitions[0], params)
+        else:
+            write = machine.write(transitions, params, source, target)
+        return self._items.apply(self._key(run_id, page), write, returning)
+
+    def _done(self, machine: Machine, transitions: tuple[str, ...], run_id: str, params: dict[str, Any],
+              page: int | str = INLINE, source: str = "", target: str = "") -> bool:
+        return self._write(machine, transitions, run_id, params, page, source, target)[0]
 
     def reclaim_start(self, run_id: str, claimed_before: datetime, now: datetime) -> bool:
         """Take over a run whose starter died while STARTING (claimed before ``claimed_before``), or whose last
         try failed and let its claim go (``release_start``)."""
-        return self._update(
-            run_id, "SET claimed_at = :now, handed_off = :f, released = :f",
-            "#s = :starting AND (claimed_at < :stale OR released = :t)", names={"#s": "status"},
-            values={":now": now.isoformat(), ":starting": STARTING, ":stale": claimed_before.isoformat(),
-                    ":f": False, ":t": True})
+        return self._done(RUN, ("reclaim_start",), run_id,
+                           {"now": now.isoformat(), "stale": claimed_before.isoformat()})
 
     def record_tables(self, run: Run) -> bool:
         """A new run's tables, chosen after its first write: its pages, then its counts and verification plan on
         the run item, while the run is still this starter's (claimed at ``run.claimed_at``)."""
         run.paginate()
         self.write_pages(run)
-        return self._update(
-            run.run_id, "SET tables = :tables, verify_plan = :plan", "#s = :starting AND claimed_at = :claimed",
-            names={"#s": "status"},
-            values={":tables": dict(run.counts), ":plan": list(run.verify_plan), ":starting": STARTING,
-                    ":claimed": run.claimed_at.isoformat() if run.claimed_at else ""})
+        return self._done(RUN, ("record_tables",), run.run_id,
+                           {"tables": dict(run.counts), "plan": list(run.verify_plan), "claimed": _claimed(run)})
 
     def release_start(self, run: Run) -> int | None:
         """A try at starting ``run`` failed: its claim (at ``run.claimed_at``) let go for the next try to take at
         once (``reclaim_start``), the failure counted. The failures so far, or None when the run is no longer this
         try's (taken over, started, closed)."""
-        done, item = self._items.update(
-            self._key(run.run_id), "SET released = :t, start_failures = if_not_exists(start_failures, :zero) + :one",
-            "#s = :starting AND claimed_at = :claimed", {"#s": "status"},
-            {":t": True, ":zero": 0, ":one": 1, ":starting": STARTING,
-             ":claimed": run.claimed_at.isoformat() if run.claimed_at else ""}, returning=True)
+        done, item = self._write(RUN, ("release_start",), run.run_id, {"claimed": _claimed(run)}, returning=True)
         return int(item.get("start_failures", 0)) if done else None
 
     def hand_off(self, run: Run, expired: datetime) -> bool:
         """A starter out of time: record its progress (the pages, which tables were tried) and let its
         claim lapse (``expired``: past the lease), marked handed off; False if it was taken over."""
-        claimed = run.claimed_at.isoformat() if run.claimed_at else ""
         self.write_pages(run)
-        return self._update(run.run_id, "SET claimed_at = :expired, handed_off = :t",
-                            "#s = :starting AND claimed_at = :claimed", names={"#s": "status"},
-                            values={":expired": expired.isoformat(), ":t": True, ":starting": STARTING,
-                                    ":claimed": claimed})
+        return self._done(RUN, ("hand_off",), run.run_id, {"expired": expired.isoformat(), "claimed": _claimed(run)})
 
     def take_handoff(self, run: Run, now: datetime) -> bool:
         """Claim a run handed off at ``run.claimed_at`` (as read with its pages): its pages' ``tried``
         flags are then exact. False if it is no longer so (another worker took it first)."""
-        claimed = run.claimed_at.isoformat() if run.claimed_at else ""
-        return self._update(run.run_id, "SET claimed_at = :now, handed_off = :f",
-                            "#s = :starting AND claimed_at = :claimed AND handed_off = :t", names={"#s": "status"},
-                            values={":now": now.isoformat(), ":f": False, ":t": True, ":starting": STARTING,
-                                    ":claimed": claimed})
+        return self._done(RUN, ("take_handoff",), run.run_id, {"now": now.isoformat(), "claimed": _claimed(run)})
 
     def started(self, run: Run, now: datetime) -> bool:
         """Record the tables' first results (their pages, whole) and move STARTING -> RUNNING, expecting
         monitor message 0; only while the run is still this worker's (claimed at ``run.claimed_at``:
         not taken over). The pages are written first: a RUNNING run always has its ARNs."""
-        claimed = run.claimed_at.isoformat() if run.claimed_at else ""
         if run.paged:
             run.recount()
             self.write_pages(run)
             tables: dict[str, Any] = dict(run.counts)
         else:  # a run recorded inline by an older version: kept inline
             tables = {t: r.to_item() for t, r in run.tables.items()}
-        return self._update(
-            run.run_id, "SET #s = :running, tables = :tables, poll = :zero, poll_queued = :f, advanced_at = :now",
-            "#s = :starting AND claimed_at = :claimed", names={"#s": "status"},
-            values={":running": RUNNING, ":starting": STARTING, ":zero": 0, ":f": False, ":now": now.isoformat(),
-                    ":claimed": claimed, ":tables": tables})
+        return self._done(RUN, ("started",), run.run_id,
+                           {"tables": tables, "now": now.isoformat(), "claimed": _claimed(run)})
 
     def abandon(self, run_id: str, claimed_at: datetime, now: datetime, note: str) -> bool:
         """A run whose starter died while STARTING: close it (the next run backs up afresh)."""
-        return self._update(
-            run_id, "SET #s = :complete, finished_at = :now, summary = :summary",
-            "#s = :starting AND claimed_at = :claimed", names={"#s": "status"},
-            values={":complete": COMPLETE, ":now": now.isoformat(), ":starting": STARTING,
-                    ":claimed": claimed_at.isoformat(),
-                    ":summary": {"backed_up": 0, "failed": 0, "stuck": 0, "deleted": 0, "note": note}})
+        return self._done(RUN, ("abandon",), run_id, {
+            "now": now.isoformat(), "claimed": claimed_at.isoformat(),
+            "summary": {"backed_up": 0, "failed": 0, "stuck": 0, "deleted": 0, "note": note}})
 
     def unabandon(self, run_id: str, claimed_at: datetime) -> None:
         """Undo ``abandon`` when its alert could not be sent, so the next trigger retries both."""
-        self._update(run_id, "SET #s = :starting REMOVE finished_at", "#s = :complete AND claimed_at = :claimed",
-                     names={"#s": "status"},
-                     values={":starting": STARTING, ":complete": COMPLETE, ":claimed": claimed_at.isoformat()})
+        self._write(RUN, ("unabandon",), run_id, {"claimed": claimed_at.isoformat()})
 
     def claim_stale_poll(self, run_id: str, poll: int, advanced_at: datetime, now: datetime) -> bool:
         """Take over a RUNNING (or VERIFYING) run whose poll has not moved since ``advanced_at`` (its message is lost)."""
-        return self._update(
-            run_id, "SET advanced_at = :now, poll_queued = :f",
-            "#s IN (:running, :verifying) AND poll = :poll AND advanced_at = :seen", names={"#s": "status"},
-            values={":now": now.isoformat(), ":poll": poll, ":f": False, ":running": RUNNING,
-                    ":verifying": VERIFYING, ":seen": advanced_at.isoformat()})
+        return self._done(RUN, ("claim_stale_poll",), run_id,
+                           {"now": now.isoformat(), "poll": poll, "seen": advanced_at.isoformat()})
 
     def mark_queued(self, run_id: str, poll: int) -> None:
         """The message for ``poll`` is in the queue."""
-        self._update(run_id, "SET poll_queued = :t", "poll = :poll", values={":t": True, ":poll": poll})
+        self._write(RUN, ("mark_queued",), run_id, {"poll": poll})
 
     def claim_resend(self, run_id: str, poll: int, advanced_at: datetime | None, now: datetime) -> bool:
         """Take over sending the message for ``poll`` from a worker that advanced to it and died."""
-        seen = advanced_at.isoformat() if advanced_at else ""
-        return self._update(
-            run_id, "SET advanced_at = :now", "poll = :poll AND poll_queued = :f AND advanced_at = :seen",
-            values={":now": now.isoformat(), ":poll": poll, ":f": False, ":seen": seen})
+        return self._done(RUN, ("claim_resend",), run_id, {
+            "now": now.isoformat(), "poll": poll, "seen": advanced_at.isoformat() if advanced_at else ""})
 
     def settle_table(self, run_id: str, result: TableResult) -> bool:
         """PENDING -> a final outcome for one table; False if another delivery got there first."""
-        return self._update(
-            run_id, "SET tables.#t.#s = :status, tables.#t.#e = :error, tables.#t.alerted = :alerted",
-            "tables.#t.#s = :pending",
-            names={"#t": result.table, "#s": "status", "#e": "error"},
-            values={":status": result.status, ":error": result.error, ":alerted": result.alerted,
-                    ":pending": "PENDING"}, page=result.page)
+        return self._done(TABLE, ("settle_table",), run_id,
+                           {"table": result.table, "error": result.error, "alerted": result.alerted},
+                           page=result.page, target=result.status)
 
     def settle_available(self, run_id: str, results: list[TableResult]) -> list[TableResult]:
         """PENDING -> AVAILABLE for ``results`` (all of one page) in one write, or table by table when
         another delivery settled some of them first; the ones this call settled."""
         if len(results) == 1:
             return results if self.settle_table(run_id, results[0]) else []
-        names = {"#s": "status", **{f"#t{i}": r.table for i, r in enumerate(results)}}
-        sets = ", ".join(f"tables.#t{i}.#s = :available" for i in range(len(results)))
-        condition = " AND ".join(f"tables.#t{i}.#s = :pending" for i in range(len(results)))
-        if self._update(run_id, "SET " + sets, condition, names=names,
-                        values={":available": "AVAILABLE", ":pending": "PENDING"}, page=results[0].page):
+        if self._write(TABLE, ("settle_available",), run_id, [{"table": r.table} for r in results],
+                       page=results[0].page)[0]:
             return results
         return [r for r in results if self.settle_table(run_id, r)]
 
     def claim_alert(self, run_id: str, result: TableResult) -> bool:
         """A table that failed to start, not yet alerted -> alerted; False if another worker claimed it."""
-        return self._update(run_id, "SET tables.#t.alerted = :t",
-                            "tables.#t.#s = :failed AND tables.#t.alerted = :f",
-                            names={"#t": result.table, "#s": "status"},
-                            values={":t": True, ":f": False, ":failed": "FAILED"}, page=result.page)
+        return self._done(TABLE, ("claim_alert",), run_id, {"table": result.table}, page=result.page)
 
     def release_alert(self, run_id: str, result: TableResult) -> None:
         """Undo ``claim_alert`` when the alert could not be sent, so the next poll retries it."""
-        self._update(run_id, "SET tables.#t.alerted = :f", "attribute_exists(PK)", names={"#t": result.table},
-                     values={":f": False}, page=result.page)
+        self._write(TABLE, ("release_alert",), run_id, {"table": result.table}, page=result.page)
 
     def unsettle_table(self, run_id: str, result: TableResult) -> None:
         """Undo ``settle_table`` when its alert could not be sent, so a redelivery retries it."""
-        self._update(run_id, "SET tables.#t.#s = :pending, tables.#t.alerted = :f",
-                     "attribute_exists(PK)", names={"#t": result.table, "#s": "status"},
-                     values={":pending": "PENDING", ":f": False}, page=result.page)
+        self._write(TABLE, ("unsettle_table",), run_id, {"table": result.table}, page=result.page)
 
     def claim_poll(self, run_id: str, poll: int, now: datetime, message_id: str) -> Run | None:
         """Claim poll ``poll`` of a RUNNING or VERIFYING run for SQS message ``message_id`` (only one delivery
@@ -621,35 +579,25 @@ class RunStore(StateStore):
         than it expects (polls that found every backup CREATING went unclaimed: monitor.py), never an earlier."""
         if not RUN_ID.fullmatch(run_id):
             return None
-        done, item = self._items.update(
-            self._key(run_id), "SET poll = :next, poll_queued = :f, advanced_at = :now, poll_message = :message",
-            "(poll = :poll AND #s = :verifying) OR (poll <= :poll AND #s = :running)", {"#s": "status"},
-            {":next": poll + 1, ":poll": poll, ":running": RUNNING, ":verifying": VERIFYING, ":f": False,
-             ":now": now.isoformat(), ":message": message_id}, returning=True)
+        done, item = self._write(RUN, ("claim_poll", "claim_verifying_poll"), run_id, {
+            "next": poll + 1, "poll": poll, "now": now.isoformat(), "message": message_id}, returning=True)
         return Run.from_item(item) if done and item else None
 
     def claim_finish(self, run_id: str, poll: int, now: datetime, stale_before: datetime) -> bool:
         """RUNNING (at this poll) -> FINISHING, or take over a FINISHING claim gone stale."""
-        return self._update(
-            run_id, "SET #s = :finishing, claimed_at = :now",
-            "(#s = :running AND poll = :poll) OR (#s = :finishing AND claimed_at < :stale)",
-            names={"#s": "status"},
-            values={":finishing": FINISHING, ":running": RUNNING, ":poll": poll,
-                    ":now": now.isoformat(), ":stale": stale_before.isoformat()})
+        return self._done(RUN, ("finish", "take_finish"), run_id,
+                           {"poll": poll, "now": now.isoformat(), "stale": stale_before.isoformat()})
 
     def release_finish(self, run_id: str, claimed_at: datetime, deleted: int, windowed: bool) -> bool:
         """FINISHING, claimed at ``claimed_at``, whose retention ran out of time: the claim released (stale at
         once, for the next monitor message to take), the backups deleted added up, the pass counted."""
-        return self._update(
-            run_id, "SET claimed_at = :released, retention_deleted = if_not_exists(retention_deleted, :zero) + :n, "
-            "retention_passes = if_not_exists(retention_passes, :zero) + :one, retention_windowed = :windowed",
-            "#s = :finishing AND claimed_at = :claimed", names={"#s": "status"},
-            values={":released": RELEASED.isoformat(), ":zero": 0, ":one": 1, ":n": deleted, ":windowed": windowed,
-                    ":finishing": FINISHING, ":claimed": claimed_at.isoformat()})
+        return self._done(RUN, ("release_finish",), run_id,
+                           {"n": deleted, "windowed": windowed, "claimed": claimed_at.isoformat()})
 
     def complete(self, run_id: str, now: datetime, summary: dict[str, Any]) -> bool:
-        return self._update(
-            run_id, "SET #s = :complete, finished_at = :now, summary = :summary",
-            "#s IN (:finishing, :starting)", names={"#s": "status"},
-            values={":complete": COMPLETE, ":now": now.isoformat(), ":summary": summary,
-                    ":finishing": FINISHING, ":starting": STARTING})
+        return self._done(RUN, ("complete",), run_id, {"now": now.isoformat(), "summary": summary})
+
+
+def _claimed(run: Run) -> str:
+    """The claim ``run`` was read with ("" when it has none: no claim then holds)."""
+    return run.claimed_at.isoformat() if run.claimed_at else ""
