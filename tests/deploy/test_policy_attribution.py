@@ -43,7 +43,7 @@ def test_a_call_is_checked_against_its_own_functions_policy_not_the_union() -> N
     send = (("FromEmailAddress", settings.sender_email),)
     from_stream = Call("ses", "SendEmail", send, lib("tasks/stream.py"), "tests/x.py::test_y",
                        function="task_stream", via="app.py:task_stream")
-    from_executor = Call("ses", "SendEmail", send, lib("tasks/actions.py"), "tests/x.py::test_y",
+    from_executor = Call("ses", "SendEmail", send, lib("tasks/actions/email.py"), "tests/x.py::test_y",
                          function="task_executor", via="app.py:task_executor")
     shared = Call("ses", "SendEmail", send, lib("alerts.py"), "tests/x.py::test_y", via="chalicelib/alerts.py")
     problems = denied(lambda call: policy_for(call, where, settings), [from_stream, from_executor, shared],
