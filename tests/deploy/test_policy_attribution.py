@@ -30,6 +30,10 @@ def lib(path: str) -> str:
       (lib("backups/api.py"), "start")], ("api_handler", "chalicelib/backups/api.py")),
     ([(lib("tasks/store.py"), "put_image"), (lib("tasks/stream.py"), "run_group")],
      ("task_stream", "chalicelib/tasks/stream.py")),
+    # Any module of the actions package (an action's own, the package's run_action) is the executor's.
+    ([(lib("tasks/actions/sqs.py"), "run")], ("task_executor", "chalicelib/tasks/actions/sqs.py")),
+    ([(lib("tasks/actions/lambda_.py"), "run"), (lib("tasks/actions/__init__.py"), "run_action")],
+     ("task_executor", "chalicelib/tasks/actions/__init__.py")),
     # A shared module called directly: no single function (checked against the union).
     ([(lib("backups/store.py"), "get")], ("", "chalicelib/backups/store.py")),
 ])
