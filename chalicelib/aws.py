@@ -126,7 +126,7 @@ class Clients:
         client: EventBridgeSchedulerClient = self._make("scheduler", validate=False)
         return client
 
-    # The task actions' targets (chalicelib/tasks/actions.py): lambda, eventbridge and stepfunctions.
+    # The task actions' targets (chalicelib/tasks/actions/): lambda, eventbridge and stepfunctions.
     @cached_property
     def lambda_(self) -> LambdaClient:
         client: LambdaClient = self._make("lambda")

@@ -3,5 +3,5 @@
 from __future__ import annotations
 
 # Chalice names a stage's functions <APP_NAME>-<stage>...; its queues and topics are named <APP_NAME>-...
-# (chalicelib/settings.py OWN_QUEUES, chalicelib/tasks/actions.py ``app_targets``).
+# (chalicelib/settings.py OWN_QUEUES, chalicelib/tasks/actions/targets.py ``app_targets``).
 APP_NAME = "timekeeper"

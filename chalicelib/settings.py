@@ -85,7 +85,7 @@ DUE_EPOCH_ATTRIBUTE = "due_epoch"
 STATE_TTL_ATTRIBUTE = "expires_at"
 
 # Every queue and every topic a stage provisions, as the Settings attribute holding its name: the one declaration
-# of the app's own targets. No task action may send to one (chalicelib/tasks/actions.py ``own_targets``), the
+# of the app's own targets. No task action may send to one (chalicelib/tasks/actions/targets.py ``own_targets``), the
 # executor's IAM policy denies those it does not use itself (deploy/iam.py), and a test checks that
 # provisioning and the CloudFormation template make exactly these (tests/deploy/test_own_targets.py).
 OWN_QUEUES = ("due_queue", "due_dlq", "task_dlq", "scheduler_dlq", "backup_monitor_queue", "backup_monitor_dlq")
@@ -94,7 +94,7 @@ OWN_TOPICS = ("alert_topic",)
 # functions <APP_NAME>-<stage> (the API handler) and <APP_NAME>-<stage>-<name> (.chalice/config.json's app_name),
 # so two name patterns cover every one, a task source's stream function included (Settings.own_functions).  Every
 # stage's queues, topics and functions are named <APP_NAME>-...: another stage's are refused unless
-# TASK_ACTION_TARGET_ARNS names them exactly (chalicelib/tasks/actions.py ``app_targets``). APP_NAME: chalicelib/names.py.
+# TASK_ACTION_TARGET_ARNS names them exactly (chalicelib/tasks/actions/targets.py ``app_targets``). APP_NAME: chalicelib/names.py.
 # The event buses the stage provisions (as Settings attributes holding their names), refused as ``eventbridge``
 # targets: none. backup_trigger's rule is a schedule on the default bus, which no PutEvents entry can fire.
 OWN_BUSES: tuple[str, ...] = ()

@@ -28,7 +28,7 @@ The queues, topics, functions, buses and state machines tasks' ``sqs``, ``sns``,
 stage setting TASK_ACTION_TARGET_ARNS (chalicelib/settings.py): ``task_executor``
 is granted exactly those (sqs:SendMessage, sns:Publish, lambda:InvokeFunction,
 events:PutEvents, states:StartExecution), and the API, the stream scheduler and the executor
-refuse any other (chalicelib/tasks/actions.py ``target_refusal``), so what the
+refuse any other (chalicelib/tasks/actions/targets.py ``target_refusal``), so what the
 API accepts is what IAM allows. The app's own queues and topics (settings.OWN_QUEUES,
 OWN_TOPICS), which the app refuses as targets, are also denied to ``task_executor``
 by an explicit Deny, except those its own code sends to (the due queue, TASK_DLQ,

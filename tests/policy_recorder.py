@@ -18,8 +18,8 @@ Which function made a call (``attribute``), in this order:
    started), the outermost chalicelib frame on the stack, i.e. the entry
    module the caller went through: ``backups/trigger.py`` backup_trigger,
    ``backups/monitor.py`` backup_monitor, ``tasks/stream.py`` task_stream,
-   ``tasks/interval.py`` interval_processor, ``tasks/executor.py`` and
-   ``tasks/actions.py`` task_executor, ``backups/api.py`` and ``tasks/api.py``
+   ``tasks/interval.py`` interval_processor, ``tasks/executor.py`` and every
+   module of ``tasks/actions/`` task_executor, ``backups/api.py`` and ``tasks/api.py``
    the API function (``ENTRY_MODULES``).
 3. Otherwise (a shared module called directly: a store, alerts, dead letters)
    no single function: the call is checked against the union of the
@@ -45,7 +45,7 @@ from deploy import iam
 
 ROOT = Path(__file__).resolve().parents[1]
 APP_CODE = (str(ROOT / "chalicelib") + "/", str(ROOT / "app.py"))
-ACTION_MODULE = str(ROOT / "chalicelib" / "tasks" / "actions.py")
+ACTION_MODULES = frozenset(str(path) for path in (ROOT / "chalicelib" / "tasks" / "actions").glob("*.py"))
 API_FUNCTION = "api_handler"  # Chalice's name for the REST API's Lambda function
 # Rule 2 of ``attribute``: a chalicelib entry module and the function that runs it.
 ENTRY_MODULES = {
@@ -53,12 +53,11 @@ ENTRY_MODULES = {
         ("backups/trigger.py", "backup_trigger"), ("backups/monitor.py", "backup_monitor"),
         ("backups/api.py", API_FUNCTION), ("tasks/api.py", API_FUNCTION),
         ("tasks/stream.py", "task_stream"), ("tasks/interval.py", "interval_processor"),
-        ("tasks/executor.py", "task_executor"), ("tasks/actions.py", "task_executor"),
-        ("tasks/webhook.py", "task_executor"),
+        ("tasks/executor.py", "task_executor"), ("tasks/webhook.py", "task_executor"),
         ("tasks/dead_letters.py", "due_dead_letter"), ("backups/restore.py", API_FUNCTION),
         ("backups/exports.py", "export_trigger"),
     )
-}
+} | dict.fromkeys(ACTION_MODULES, "task_executor")
 
 
 @dataclass(frozen=True)
@@ -335,7 +334,7 @@ def denied(policy: Callable[[Call], Mapping[str, Any]] | Mapping[str, Any], call
     are checked against ``action_policy`` (which adds the actions' targets) when given."""
     out: list[tuple[Call, Request]] = []
     for call in sorted(calls, key=lambda c: (c.service, c.operation, c.params, c.test)):
-        chooser = action_policy if (action_policy is not None and call.origin == ACTION_MODULE) else policy
+        chooser = action_policy if (action_policy is not None and call.origin in ACTION_MODULES) else policy
         chosen = chooser(call) if callable(chooser) else chooser
         out.extend((call, r) for r in requests_of(call, partition, region, account) if not allowed(chosen, r))
     return out
@@ -354,7 +353,7 @@ TEST_ACTION_TARGETS = [f"arn:aws:sqs:{REGION}:{ACCOUNT}:*", f"arn:aws:sns:{REGIO
 def policy_for(call: Call, where: iam.Account, default: Settings) -> iam.Policy:
     """The policy of the function that made ``call`` (the union when no single function did)."""
     settings = call.settings or default
-    targets = TEST_ACTION_TARGETS if call.origin == ACTION_MODULE else ()
+    targets = TEST_ACTION_TARGETS if call.origin in ACTION_MODULES else ()
     if not call.function:
         return iam.app_policy(settings, where, targets)
     policies = iam.function_policies(settings, where, targets)

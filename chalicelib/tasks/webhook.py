@@ -19,8 +19,8 @@ whole call (connection, request, answer) has one deadline (``call_budget``):
 TASK_WEBHOOK_TIMEOUT_SECONDS, or less when the invocation has less time left
 than that and SETTLE_MARGIN_SECONDS, which are kept to settle the task.
 
-This module imports nothing of the app but botocore's errors: actions.py, which
-registers the action, imports it.  A failure raises ``WebhookRefused`` (permanent: a 4xx but 408 and 429, a 3xx, a
+This module imports nothing of the app but botocore's errors: actions/webhook.py, which
+declares the action, imports it.  A failure raises ``WebhookRefused`` (permanent: a 4xx but 408 and 429, a 3xx, a
 refused address or origin, a secret that does not exist or holds no ``whsec_`` key) or ``WebhookFailed``
 (transient: 408, 429, 5xx, a timeout, a connection error), whose
 ``retry_after`` is the receiver's ``Retry-After``, for the executor's next delay.
@@ -102,12 +102,12 @@ _HOST_NAME = re.compile(r"(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_
 
 
 class WebhookRefused(ValueError):
-    """A webhook that cannot succeed as it is: not retried (actions.py raises it as a PermanentActionError)."""
+    """A webhook that cannot succeed as it is: not retried (actions/webhook.py raises it as a PermanentActionError)."""
 
 
 class WebhookFailed(RuntimeError):
     """A webhook that may succeed later: retried, after ``retry_after`` seconds when the receiver said so
-    (actions.py raises it as an ActionRetryHint)."""
+    (actions/webhook.py raises it as an ActionRetryHint)."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)

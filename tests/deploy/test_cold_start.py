@@ -36,6 +36,10 @@ AT_IMPORT = frozenset({
     "chalicelib.web",
 })
 
+# The modules of the action types' package (chalicelib/tasks/actions/), which loads them all.
+ACTION_MODULES = frozenset(f"chalicelib.tasks.actions.{path.stem}" for path in (ROOT / "chalicelib" / "tasks" / "actions").glob("*.py")
+                           if path.stem != "__init__")
+
 # Loaded by some handlers only: the time-zone database (schedule_fire.py: task recurrence).
 NOT_AT_IMPORT = frozenset({"zoneinfo"})
 
@@ -65,8 +69,8 @@ def test_importing_app_loads_no_handlers_module_until_that_handler_runs(stage: s
     sources = json.loads(variables.get("TASK_SOURCES") or "{}")
     checked = {"chalicelib.sources"} if sources else set()
     if any("action" in s for s in sources.values()):  # the action types, with what their fields need
-        checked |= {"chalicelib.tasks", "chalicelib.tasks.actions", "chalicelib.tasks.webhook", "chalicelib.ddb",
-                    "chalicelib.tasks.task_fields"}
+        checked |= {"chalicelib.tasks", "chalicelib.tasks.actions", *ACTION_MODULES, "chalicelib.tasks.webhook",
+                    "chalicelib.ddb", "chalicelib.tasks.task_fields"}
     if any("retry" in s for s in sources.values()):  # read by the task's own parser (chalicelib.tasks.task_fields)
         checked |= {"chalicelib.tasks", "chalicelib.tasks.task_fields"}
     if variables.get("TASK_WEBHOOK_ORIGINS") or variables.get("TASK_WEBHOOK_SECRETS"):  # parsed at import

@@ -252,7 +252,7 @@ def test_a_wildcard_target_never_reaches_the_apps_own_queues_the_executor_does_n
         assert may("sqs:SendMessage", "sqs", queue) is (queue in used), queue
     assert settings.due_dlq not in used and settings.scheduler_dlq not in used
     # The alert topic is the only own topic and the executor publishes its alerts there: no Deny can cover it
-    # (the app refuses it as a target: chalicelib/tasks/actions.py).
+    # (the app refuses it as a target: chalicelib/tasks/actions/targets.py).
     assert settings.own_topics() == (settings.alert_topic,)
     assert may("sns:Publish", "sns", settings.alert_topic)
     assert may("sqs:SendMessage", "sqs", "orders") and may("sns:Publish", "sns", "team")

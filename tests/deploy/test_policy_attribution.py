@@ -30,6 +30,10 @@ def lib(path: str) -> str:
       (lib("backups/api.py"), "start")], ("api_handler", "chalicelib/backups/api.py")),
     ([(lib("tasks/store.py"), "put_image"), (lib("tasks/stream.py"), "run_group")],
      ("task_stream", "chalicelib/tasks/stream.py")),
+    # Any module of the actions package (an action's own, the package's run_action) is the executor's.
+    ([(lib("tasks/actions/sqs.py"), "run")], ("task_executor", "chalicelib/tasks/actions/sqs.py")),
+    ([(lib("tasks/actions/lambda_.py"), "run"), (lib("tasks/actions/__init__.py"), "run_action")],
+     ("task_executor", "chalicelib/tasks/actions/__init__.py")),
     # A shared module called directly: no single function (checked against the union).
     ([(lib("backups/store.py"), "get")], ("", "chalicelib/backups/store.py")),
 ])
@@ -43,7 +47,7 @@ def test_a_call_is_checked_against_its_own_functions_policy_not_the_union() -> N
     send = (("FromEmailAddress", settings.sender_email),)
     from_stream = Call("ses", "SendEmail", send, lib("tasks/stream.py"), "tests/x.py::test_y",
                        function="task_stream", via="app.py:task_stream")
-    from_executor = Call("ses", "SendEmail", send, lib("tasks/actions.py"), "tests/x.py::test_y",
+    from_executor = Call("ses", "SendEmail", send, lib("tasks/actions/email.py"), "tests/x.py::test_y",
                          function="task_executor", via="app.py:task_executor")
     shared = Call("ses", "SendEmail", send, lib("alerts.py"), "tests/x.py::test_y", via="chalicelib/alerts.py")
     problems = denied(lambda call: policy_for(call, where, settings), [from_stream, from_executor, shared],

@@ -29,8 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "chalicelib.backups.lifecycle", "chalicelib.backups.expression_builder")),
     # What the settings parse at import: the task sources, with the actions and webhooks they name (typed by
     # chalicelib.tasks.action_deps' protocols, not by the settings and clients above them).
-    ("settings parsers", ("chalicelib.tasks.webhook", "chalicelib.tasks.actions", "chalicelib.sources",
-                          "chalicelib.tasks.flow_limits")),
+    ("settings parsers", ("chalicelib.tasks.webhook", "chalicelib.tasks.actions", "chalicelib.tasks.actions.*",
+                          "chalicelib.sources", "chalicelib.tasks.flow_limits")),
     ("settings", ("chalicelib.settings",)),
     ("aws clients", (
         "chalicelib.aws", "chalicelib.container", "chalicelib.invocation", "chalicelib.throttle", "chalicelib.alerts",
