@@ -202,6 +202,11 @@ def check_shape(shape: Any, value: Any, path: str) -> None:
 
 # --- the guard --------------------------------------------------------------------------------------
 
+#: The services whose requests are held to AWS's limits, and the ``Clients`` properties that make their clients.
+GUARDED_SERVICES = ("dynamodb", "sqs", "sns", "sesv2", "scheduler")
+GUARDED_CLIENTS = ("dynamodb", "dynamodb_unretried", "sqs", "sns", "ses", "scheduler")
+
+
 @dataclass
 class AwsLimits:
     clients: Clients
@@ -210,9 +215,12 @@ class AwsLimits:
     _schemas: dict[str, KeySchema | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for client in (self.clients.dynamodb, self.clients.dynamodb_unretried, self.clients.sqs, self.clients.sns,
-                       self.clients.ses, self.clients.scheduler):
-            client.meta.events.register("before-parameter-build", self._check)
+        # on the session: each client of these services made from now on is hooked, none made for nothing
+        for service in GUARDED_SERVICES:
+            self.clients.session.events.register(f"before-parameter-build.{service}", self._check)
+        for made in (self.clients.__dict__.get(name) for name in GUARDED_CLIENTS):  # made before: hooked too
+            if made is not None:
+                made.meta.events.register("before-parameter-build", self._check)
 
     def expect(self) -> None:
         """This test provokes a request AWS would reject on purpose: do not fail it for that."""

@@ -15,12 +15,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_the_install_prints_a_timed_line_per_step_and_lets_pip_show_its_progress(tmp_path: Path) -> None:
+def test_the_install_prints_a_timed_line_per_step_and_lets_the_installer_show_its_progress(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     recipe = subprocess.run(["make", "-n", "-B", f"VENV={venv}", f"{venv}/.installed"], cwd=ROOT,
                             capture_output=True, text=True, check=True).stdout
     steps = re.findall(r'^echo "\[setup (.*?)\]"? ?(.*)$', recipe, flags=re.MULTILINE)
-    assert [text.split(":")[0].split(" ")[0] for _, text in steps] == ["creating", "upgrading", "installing", "done"], recipe
+    assert [text.split(":")[0].split(" ")[0] for _, text in steps] == ["creating", "installing", "done"], recipe
     assert all(elapsed.startswith("$(( $(date +%s)") for elapsed, _ in steps[1:]), recipe
-    installs = [line for line in recipe.splitlines() if "pip install" in line]
-    assert len(installs) == 2 and not any("--quiet" in line or " -q " in line for line in installs), recipe
+    # the requirements go in by the pinned uv, or by pip when uv cannot be had; neither hides its progress
+    pinned_uv = re.search(r"pip install -q uv==(\d+\.\d+\.\d+)", recipe)
+    assert pinned_uv, recipe
+    installs = [line for line in recipe.splitlines() if "install" in line and "requirements-dev.txt" in line
+                and not line.lstrip().startswith("echo")]
+    assert len(installs) == 2, recipe
+    assert any(f"{venv}/bin/uv pip install --python {venv}/bin/python -r requirements-dev.txt" in line
+               for line in installs), recipe
+    assert any(f"{venv}/bin/pip install --progress-bar on -r requirements-dev.txt" in line for line in installs), recipe
+    assert not any("--quiet" in line or " -q " in line for line in installs), recipe
