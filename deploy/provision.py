@@ -166,6 +166,7 @@ class Provisioned:
     environment: dict[str, str] = field(default_factory=dict)
     changes: list[str] = field(default_factory=list)
     redrive: dict[str, str] = field(default_factory=dict)  # queue name -> its dead-letter queue's name
+    created: set[str] = field(default_factory=set)  # the tables this run made
 
 
 def _code(exc: ClientError) -> str:
@@ -202,6 +203,7 @@ def ensure_table(clients: Clients, name: str, result: Provisioned, *,
         ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         table = ddb.describe_table(TableName=name)["Table"]
         result.changes.append(f"created table {name}")
+        result.created.add(name)
     present = {i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])}
     for index in indexes:
         if index.name not in present:
@@ -341,9 +343,10 @@ def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = ""
     """Every resource the app needs; returns the stage environment naming them."""
     result = Provisioned()
     ensure_table(clients, settings.state_table, result, ttl_attribute=STATE_TTL_ATTRIBUTE, indexes=state_indexes())
-    replace_status_index(clients, settings.state_table, result)
-    wait_for_indexes(clients, settings.state_table)
-    unindex_statuses(clients, settings.state_table, result)
+    if settings.state_table not in result.created:  # a table made just now holds no record of an earlier layout
+        replace_status_index(clients, settings.state_table, result)
+        wait_for_indexes(clients, settings.state_table)
+        unindex_statuses(clients, settings.state_table, result)
     tasks = ensure_table(clients, settings.tasks_table, result, stream=True, ttl_attribute=settings.ttl_attribute,
                          indexes=tasks_indexes(settings))
     _, monitor_dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, result)

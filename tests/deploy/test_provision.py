@@ -210,3 +210,13 @@ def test_a_status_index_that_carried_pending_and_done_is_left_with_the_statuses_
     keys = {i["PK"]["S"]: i.get("status_key", {}).get("S") for i in ddb.scan(TableName="tk-prod-state")["Items"]}
     assert keys == {"TASK#a": None, "TASK#b": None, "TASK#c": items.status_key("c", "FAILED")}
     assert not [c for c in provision(clients, clients.settings).changes if "status_key" in c or "out of" in c]
+
+
+def test_a_state_table_made_by_this_run_is_not_searched_for_records_of_an_earlier_layout(clients: Clients) -> None:
+    queried: list[str] = []
+    clients.dynamodb.meta.events.register(
+        "before-parameter-build.dynamodb.Query", lambda params, **_: queried.append(params.get("IndexName", "")))
+    provision(clients, clients.settings)
+    assert queried == []  # a table of an earlier layout: 64 Queries, one a status shard (the test above)
+    provision(clients, clients.settings)
+    assert queried and set(queried) == {"task-status-shard-index"}
