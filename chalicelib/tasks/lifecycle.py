@@ -25,9 +25,11 @@ its transactions, built by the store).  A transition declares its write's
 ``guard`` (the condition, ``chalicelib.expression``) and the ``status`` and
 ``exec_state`` it sets; the store builds each write from here
 (``store.record_write``: the rest of the write is its data), so it makes no
-transition this table lacks.  ``docs/executor.md`` draws this table
+transition this table lacks.  ``docs/executor.md`` draws its main path
+(``mermaid_main()``: the edges ``MAIN_PATH`` keeps) and the whole table
 (``mermaid()``), and ``tests/unit/test_execution_states.py`` checks the
-drawing against it and walks every transition against the code.
+drawings against it; ``tests/functional/test_execution_walk.py`` walks every
+transition against the code.
 
 A transition whose ``target`` is None keeps the state (a note or a flag: a
 dead letter, an alert, a takeover's new owner); from ``none`` it makes a
