@@ -179,7 +179,8 @@ def measure(tasks: int) -> tuple[KeyWrites, KeyWrites, int]:
     from chalicelib import ddb
     from chalicelib.aws import Clients, Deps
     from chalicelib.tasks import api
-    from chalicelib.tasks.model import Status, TaskKey, parse_due
+    from chalicelib.tasks.lifecycle import State
+    from chalicelib.tasks.model import TaskKey, parse_due
     from chalicelib.tasks.store import Outcome, TaskStore
     from tests.fixtures import FakeClock
     from tests.functional.task_support import EMAIL_ACTION
@@ -187,8 +188,8 @@ def measure(tasks: int) -> tuple[KeyWrites, KeyWrites, int]:
     meters: list[KeyWrites] = []
     with task_stage.stage() as stage:
         settings, clock = stage.settings, FakeClock()
-        for run, outcome in enumerate((Outcome(Status.DONE, 1, {"sent": True}),
-                                       Outcome(Status.FAILED, 1, error="Refused"))):
+        for run, outcome in enumerate((Outcome(State.DONE, 1, {"sent": True}),
+                                       Outcome(State.FAILED, 1, error="Refused"))):
             clients = Clients(settings, session=stage.setup.session)
             meter = KeyWrites(stage.setup.dynamodb, table_keys(stage.setup.dynamodb, [settings.tasks_table,
                                                                                        settings.state_table]))

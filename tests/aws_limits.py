@@ -11,7 +11,9 @@ checks a request as AWS would before moto sees it:
   2048 bytes or a sort key over 1024 (table and index keys), a number outside
   DynamoDB's 38 digits and 1E-130..1E+126, an empty key, a transaction over
   100 items or 4 MB or touching one item twice (moto 5.2 itself refuses an
-  UpdateItem whose result would pass 400 KB);
+  UpdateItem whose result would pass 400 KB); an ExpressionAttributeNames or
+  ExpressionAttributeValues entry that no expression of the request uses, or
+  an empty map of either;
 - SQS: a message over 256 KiB (body and attributes), DelaySeconds over 900, a
   batch over 10 entries or 256 KiB, characters SQS refuses;
 - SNS: a message over 256 KiB, a subject that is not 1-99 ASCII characters
@@ -34,6 +36,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.aws import Clients
+from chalicelib.expression import referenced
 
 ITEM_LIMIT = 400_000  # AWS documents "400 KB"; the stricter reading (moto's too, for PutItem)
 PARTITION_KEY_LIMIT = 2048
@@ -169,6 +172,28 @@ def check_item(item: Mapping[str, Any], schema: KeySchema | None, what: str) -> 
             check_key(item, KeySchema(partition, sort), f"{what} (index key)")
 
 
+EXPRESSIONS = ("UpdateExpression", "ConditionExpression", "FilterExpression", "KeyConditionExpression",
+               "ProjectionExpression")
+
+
+def check_placeholders(params: Mapping[str, Any], what: str) -> None:
+    """AWS refuses an empty ExpressionAttributeNames or ExpressionAttributeValues, and an entry of either that
+    none of the request's expressions uses (moto takes both)."""
+    used: set[str] = set()
+    for name in EXPRESSIONS:
+        if isinstance(params.get(name), str):
+            used |= referenced(params[name])
+    for kind in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+        given = params.get(kind)
+        if given is None:
+            continue
+        if not given:
+            raise LimitExceeded(f"{what}: {kind} must not be empty")
+        unused = sorted(set(given) - used)
+        if unused:
+            raise LimitExceeded(f"{what}: Value provided in {kind} unused in expressions: keys: {{{', '.join(unused)}}}")
+
+
 # --- the service model's own constraints ----------------------------------------------------------
 
 def check_shape(shape: Any, value: Any, path: str) -> None:
@@ -261,8 +286,10 @@ class AwsLimits:
 
     def _dynamodb_PutItem(self, params: Mapping[str, Any]) -> None:
         check_item(params["Item"], self._schema(params["TableName"]), f"PutItem {params['TableName']}")
+        check_placeholders(params, f"PutItem {params['TableName']}")
 
     def _keyed(self, params: Mapping[str, Any], operation: str) -> None:
+        check_placeholders(params, f"{operation} {params['TableName']}")
         schema = self._schema(params["TableName"])
         if schema is not None:
             check_key(params["Key"], schema, f"{operation} {params['TableName']}")
@@ -286,6 +313,7 @@ class AwsLimits:
         self._start_key(params)
 
     def _start_key(self, params: Mapping[str, Any]) -> None:
+        check_placeholders(params, f"Query or Scan {params['TableName']}")
         schema = self._schema(params["TableName"])
         if "ExclusiveStartKey" in params and schema is not None:
             check_key(params["ExclusiveStartKey"], schema, f"ExclusiveStartKey {params['TableName']}")
@@ -296,6 +324,7 @@ class AwsLimits:
         for op in params["TransactItems"]:
             (kind, body), = op.items()
             table = body["TableName"]
+            check_placeholders(body, f"TransactWriteItems {kind} {table}")
             schema = self._schema(table)
             if kind == "Put":
                 check_item(body["Item"], schema, f"TransactWriteItems Put {table}")

@@ -16,11 +16,11 @@ from chalicelib.log import logger
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE
 from chalicelib.tasks import history, items, lifecycle, stream_dead_letters
 from chalicelib.tasks.items import LISTED, LISTED_STATUSES
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import (
     TASK_ID,
     InvalidTask,
     NoDueTime,
-    Status,
     Strategy,
     Task,
     TaskKey,
@@ -82,14 +82,14 @@ def _dead_letter(record: dict[str, Any] | None, run_at: Any, status: str) -> dic
     ``chalicelib.tasks.dead_letters``), or None: the note is of its current due time only."""
     note = (record or {}).get("dead_letter")
     if not isinstance(note, dict) or note.get("run_at") != run_at or status not in (
-            Status.PENDING.value, Status.RUNNING.value, Status.DEAD_LETTERED.value):
+            State.PENDING.value, State.RUNNING.value, State.DEAD_LETTERED.value):
         return None
     return {k: note.get(k) for k in ("run_at", "at", "reason", "receive_count", "claim")}
 
 
 def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
                 record: dict[str, Any] | None) -> dict[str, Any]:
-    if record is not None and (item is None or (record.get("status") == Status.CANCELLED.value
+    if record is not None and (item is None or (record.get("status") == State.CANCELLED.value
                                                 and not items.cancelled_by_item(record))):
         return items.view_of_record(record)
     assert item is not None
@@ -100,7 +100,7 @@ def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
     except InvalidTask as exc:
         if isinstance(exc, NoDueTime) and record is not None:  # a lazy item that no longer expires: its record
             return items.view_of_record(record)
-        return {"id": task_id, "status": items.current_status(None, record), "created_at": created_at,
+        return {"id": task_id, "status": shown_status(record, None), "created_at": created_at,
                 "error": f"the item is not a valid task: {exc.message}", "field": exc.field}
 
 
@@ -175,14 +175,14 @@ def show_history(deps: Deps, task_id: str, query: dict[str, str] | None = None) 
 def list_tasks(deps: Deps, query: dict[str, str] | None) -> tuple[int, dict[str, Any]]:
     query = query or {}
     reject_unknown(query, {"status", "limit", "next_token", "source"})
-    statuses: tuple[Status, ...] = LISTED_STATUSES
+    statuses: tuple[State, ...] = LISTED_STATUSES
     if "status" in query:
         # ASCII only: str.upper() also makes "PENDING" of "pend\u0131ng" (a dotless i), which the document refuses.
         wanted = query["status"].upper() if query["status"].isascii() else ""
         if wanted not in {s.value for s in LISTED_STATUSES}:
             raise bad_request("status", "status must be one of " + ", ".join(s.value for s in LISTED_STATUSES)
                               + " (running tasks are listed as PENDING)")
-        statuses = (Status(wanted),)
+        statuses = (State(wanted),)
     source = query.get("source")
     if source is not None and source not in (items.API_SOURCE, items.ITEMS_SOURCE) \
             and deps.settings.source(source) is None:
@@ -256,28 +256,33 @@ def _current(deps: Deps, task_id: str) -> tuple[TaskKey, dict[str, Any] | None, 
     return key, item, record, task
 
 
-def _status(record: dict[str, Any] | None, task: Task | None) -> str:
-    return items.current_status(task, record)
+def shown_status(record: dict[str, Any] | None, task: Task | None) -> str:
+    """The task's status as the API shows it (``lifecycle.state_of`` at its item's due time); without a valid
+    item, its record's, a claim shown PENDING (its due time cannot be checked) and no record PENDING."""
+    if task is not None:
+        return lifecycle.state_of(record, iso(task.due)).value
+    state = lifecycle.state_of(record)
+    return (State.PENDING if state in (State.NONE, State.RUNNING) else state).value
 
 
 def cancel(deps: Deps, task_id: str, by: str = "api") -> tuple[int, dict[str, Any]]:
     """Delete the item (the stream deletes its schedule) and record the task as CANCELLED (``by``: the caller,
     kept in the task's history)."""
     key, item, record, task = _current(deps, task_id)
-    status = _status(record, task)
-    if status == Status.CANCELLED.value:
+    status = shown_status(record, task)
+    if status == State.CANCELLED.value:
         return 200, _view(deps, key.task_id, item, record)
-    if status == Status.RUNNING.value:
+    if status == State.RUNNING.value:
         raise conflict(f"task {key.task_id!r} is running; try again when it has finished")
     if status not in lifecycle.allowed_from("cancel"):
         raise conflict(f"task {key.task_id!r} is {status} and can no longer be cancelled")
-    stuck = status == Status.DEAD_LETTERED.value
+    stuck = status == State.DEAD_LETTERED.value
     store, now = TaskStore(deps), deps.clock()
     new_record = dict(record or {})
     if task is not None:
         new_record.update(items.record_of(task, new_record.get("created_at") or task.item.get("created_at"),
                                           new_record.get("fingerprint")))
-    new_record.update({**items.status_fields(key.task_id, Status.CANCELLED.value), "finished_at": iso(now),
+    new_record.update({**items.status_fields(key.task_id, State.CANCELLED.value), "finished_at": iso(now),
                        STATE_TTL_ATTRIBUTE: items.record_expiry(now, deps.settings),
                        **history.appended(record, history.operator_entry(history.CANCEL, by, now))})
     new_record.pop(items.CANCELLED_BY, None)  # the API's cancel stops a due message in flight, whatever came before
@@ -298,10 +303,10 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None, by: str = 
     if action is not None:
         _valid(lambda: check_action_target(action, deps.settings))
     key, item, record, task = _current(deps, task_id)
-    status = _status(record, task)
-    stuck = status == Status.DEAD_LETTERED.value
+    status = shown_status(record, task)
+    stuck = status == State.DEAD_LETTERED.value
     if status not in lifecycle.allowed_from("reschedule"):
-        hint = "; resume it first (POST /tasks/{id}/resume)" if status == Status.PAUSED.value else ""
+        hint = "; resume it first (POST /tasks/{id}/resume)" if status == State.PAUSED.value else ""
         raise conflict(f"task {key.task_id!r} is {status}; only a PENDING or DEAD_LETTERED task can be changed{hint}",
                        "status")
     if item is None:
@@ -325,7 +330,7 @@ def reschedule(deps: Deps, task_id: str, body: dict[str, Any] | None, by: str = 
         raise bad_request("run_at", f"run_at {iso(due)} is after the task's end_at {iso(task.end_at)}")
     updated = task_from_item({**item, **changes}, settings)
     record_changes = {"run_at": iso(updated.due), "action": updated.action, "id": key.task_id,
-                      "task_pk": key.pk, "task_sk": key.sk, **items.status_fields(key.task_id, Status.PENDING.value)}
+                      "task_pk": key.pk, "task_sk": key.sk, **items.status_fields(key.task_id, State.PENDING.value)}
     listed = items.listed_of(key)
     if listed is not None:
         record_changes[items.LISTED] = listed

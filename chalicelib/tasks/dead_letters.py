@@ -40,7 +40,8 @@ from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
 from chalicelib.tasks.executor import settles_once, skip_reason
-from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Task, iso, read_task
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.model import DueMessage, InvalidTask, Task, iso, read_task
 from chalicelib.tasks.store import SETTLED, Execution, TaskStore, due_ms
 
 SOURCE = "due_dead_letter"
@@ -139,12 +140,12 @@ def _moot(deps: Deps, store: TaskStore, message: DueMessage, record: dict[str, A
         return f"its execution is {execution.state.lower()}", None
     if execution.due_ms is not None and execution.due_ms > due_ms(message.due):
         return "a later due time was claimed since", None
-    if record is not None and record.get("run_at") == due and record.get("status") == Status.CANCELLED.value:
+    if record is not None and record.get("run_at") == due and record.get("status") == State.CANCELLED.value:
         return "cancelled", None
     if execution.moved_from == due:
         return "rescheduled", None
     if message.carries_item:
-        if record is not None and record.get("run_at") == due and Status(record.get("status", "PENDING")).finished:
+        if record is not None and record.get("run_at") == due and State(record.get("status", "PENDING")).finished:
             return str(record["status"]).lower(), None
         return None, None
     if message.key.source and deps.settings.source(message.key.source) is None:

@@ -65,8 +65,9 @@ from chalicelib.invocation import REQUEST_ID
 from chalicelib.log import about, line_fields, logger, worker_pool
 from chalicelib.settings import Settings
 from chalicelib.tasks import actions, buckets, flow, history, items, timing
-from chalicelib.tasks.model import DueMessage, InvalidTask, Status, Strategy, Task, TaskKey, iso, parse_due, read_task
-from chalicelib.tasks.store import RETRYING, Claim, Execution, Outcome, TaskStore
+from chalicelib.tasks.lifecycle import RETRYING, State
+from chalicelib.tasks.model import DueMessage, InvalidTask, Strategy, Task, TaskKey, iso, parse_due, read_task
+from chalicelib.tasks.store import Claim, Execution, Outcome, TaskStore
 
 SOURCE = "task_executor"
 
@@ -279,8 +280,8 @@ def _run(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: d
     if given_up is None and claim.found.attempts_before(due_text) == 0:
         _measure_lateness(deps, task, measured, since=since)
     outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since, seconds_left)
-    occurrences = _runs_before(claim.found) + 1 if task.recurrence and outcome.status is Status.DONE else None
-    next_due = timing.next_due(task, deps.clock(), occurrences or 0) if outcome.status is Status.DONE else None
+    occurrences = _runs_before(claim.found) + 1 if task.recurrence and outcome.status is State.DONE else None
+    next_due = timing.next_due(task, deps.clock(), occurrences or 0) if outcome.status is State.DONE else None
     kept = claim.found.with_entry(_history_entry(task, outcome, claimed, deps.clock(), since, claim.takeovers))
     settled = _persisted(deps, "the task's outcome", lambda: store.settle(
         task.key, task.due, owner, outcome, deps.clock(), next_due, occurrences=occurrences, kept=kept))
@@ -304,13 +305,13 @@ def _settled(deps: Deps, store: TaskStore, task: Task, message: DueMessage, imag
     _measure_outcome(deps, task, outcome, measured, retried=retried)
     _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
            outcome, message_id, body)
-    return "failed" if outcome.status is Status.FAILED else "done"
+    return "failed" if outcome.status is State.FAILED else "done"
 
 
 def _runs_before(found: Execution) -> int:
     """A recurring task's runs before this one (``max_occurrences``): its record's count, unless the record was
     finished before this claim -- an item written again after its task ended is a new task, counted anew. Pure."""
-    finished = found.status in (Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value)
+    finished = found.status in (State.DONE.value, State.FAILED.value, State.CANCELLED.value)
     return 0 if finished else found.occurrences
 
 
@@ -377,7 +378,7 @@ def _given_up(deps: Deps, task: Task, takeovers: int) -> Outcome | None:
              f"TASK_MAX_TAKEOVERS ({limit}); not run again (the action may have run up to {takeovers} times: "
              "see the task_executor logs)")
     logger.error("execution given up after too many takeovers", extra={"task_id": task.id, "takeovers": takeovers})
-    return Outcome(Status.FAILED, takeovers, None, error)
+    return Outcome(State.FAILED, takeovers, None, error)
 
 
 def _claim_lost(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
@@ -407,7 +408,7 @@ def _after(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
     for the one case where a send is repeated: docs/executor.md "Fail loudly"), a recurring task's next due time written
     to its item.  True when something was left to do."""
     did = False
-    if execution.state == Status.FAILED.value:
+    if execution.state == State.FAILED.value:
         dedupe_id = f"task-failed:{task.id}:{iso(task.due)}"
         error = outcome.error if outcome else execution.error
         attempts = outcome.attempts if outcome else execution.attempts
@@ -423,7 +424,7 @@ def _after(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
                 "attempts": attempts, "error": error, "dedupe_id": dedupe_id})
             _persisted(deps, "alerted on the record", lambda: store.mark(task.key, "alerted"))
             did = True
-    elif execution.state == Status.DONE.value and next_due is not None:
+    elif execution.state == State.DONE.value and next_due is not None:
         did = _persisted(deps, "the next due time", lambda: _recur(deps, store, task, message, image, next_due))
     return _callback(deps, store, task, execution, outcome) or did
 
@@ -434,7 +435,7 @@ def callback_outcome(task: Task, name: str, execution: Execution, outcome: Outco
     given: dict[str, Any] = {"callback": name, "task_id": task.id, "due": iso(task.due),
                              "attempt": outcome.attempts if outcome else execution.attempts,
                              "status": execution.state}
-    if execution.state == Status.DONE.value:
+    if execution.state == State.DONE.value:
         given["result"] = outcome.result if outcome else execution.result
     else:
         given["error"] = outcome.error if outcome else execution.error
@@ -456,9 +457,9 @@ def _callback(deps: Deps, store: TaskStore, task: Task, execution: Execution, ou
     given = callback_outcome(task, name, execution, outcome)
     ran = _run_with_retries(deps, replace(task, action=actions.with_outcome(spec, given)), since=deps.clock(),
                             callback=name)
-    note: dict[str, Any] = {"name": name, "status": Status.DONE.value if ran.status is Status.DONE else
-                            Status.FAILED.value, "attempts": ran.attempts, "at": iso(deps.clock())}
-    if ran.status is Status.DONE:
+    note: dict[str, Any] = {"name": name, "status": State.DONE.value if ran.status is State.DONE else
+                            State.FAILED.value, "attempts": ran.attempts, "at": iso(deps.clock())}
+    if ran.status is State.DONE:
         note["result"] = ran.result
         logger.info("task callback ran", extra={"task_id": task.id, "callback": name})
     else:
@@ -560,12 +561,12 @@ def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: d
     while True:
         attempt += 1
         try:
-            return Outcome(Status.DONE, attempt, actions.run_action(
+            return Outcome(State.DONE, attempt, actions.run_action(
                 deps, task.action, actions.Attempt(task.id, task.due, attempt, seconds_left, callback)))
         except actions.PermanentActionError as exc:  # a refused target, an unknown type: no attempt can succeed
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("task action refused; not retried", extra={"task_id": task.id, "error": error})
-            return Outcome(Status.FAILED, attempt, None, error)
+            return Outcome(State.FAILED, attempt, None, error)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             hint = exc.retry_after_seconds if isinstance(exc, actions.ActionRetryHint) else None
@@ -575,10 +576,10 @@ def _run_with_retries(deps: Deps, task: Task, attempts_before: int = 0, since: d
                                                         "next": step.kind, "delay_seconds": step.seconds})
             if step.kind == "give_up" or (callback and step.kind == "later"):
                 reason = step.reason if step.kind == "give_up" else "a callback retries within its delivery only"
-                return Outcome(Status.FAILED, attempt, None, f"{error} (not retried: {reason})"
+                return Outcome(State.FAILED, attempt, None, f"{error} (not retried: {reason})"
                                if attempt < policy.max_attempts else error)
             if step.kind == "later":
-                return Outcome(Status.PENDING, attempt, None, error, retry_at=now + timedelta(seconds=step.seconds))
+                return Outcome(State.PENDING, attempt, None, error, retry_at=now + timedelta(seconds=step.seconds))
             deps.sleep(step.seconds)
             slept += step.seconds
 
@@ -600,7 +601,7 @@ def _measure_outcome(deps: Deps, task: Task, outcome: Outcome, measured: m.LineP
     measured.record(m.TASKS_EXECUTED, task.strategy.value)
     if retried and outcome.attempts > 1:
         deps.metrics.task(m.TASKS_RETRIED, task.strategy.value, outcome.attempts - 1)
-    if outcome.status is Status.FAILED:
+    if outcome.status is State.FAILED:
         deps.metrics.task(m.TASKS_FAILED, task.strategy.value)
 
 

@@ -30,11 +30,11 @@ from typing import Any
 
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, STATE_TTL_ATTRIBUTE, Settings
 from chalicelib.sources import TaskSource
-from chalicelib.tasks import buckets, history
+from chalicelib.tasks import buckets, history, lifecycle
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import (
     TASK_ID,
     InvalidTask,
-    Status,
     Strategy,
     Task,
     TaskKey,
@@ -58,13 +58,13 @@ STATUS_KEY = "status_key"  # "<status>#<shard>": on a record in an indexed statu
 # The statuses the status index carries: those an operator lists at once, none on a task's ordinary path (created or
 # claimed PENDING, settled DONE), which so writes no index entry. PENDING and DONE are listed from the state table's
 # own keys (``TaskStore.scan_status``). docs/benchmarks.md, "The status index", prices both ways.
-INDEXED_STATUSES = frozenset(s.value for s in (Status.CANCELLED, Status.FAILED, Status.DEAD_LETTERED, Status.PAUSED))
+INDEXED_STATUSES = frozenset(s.value for s in (State.CANCELLED, State.FAILED, State.DEAD_LETTERED, State.PAUSED))
 # Each indexed status's entries are spread over this many partition keys by a stable hash of the task id, so that
 # no status is one hot partition key when many tasks fail or are cancelled at once.
 STATUS_SHARDS = 32
 LISTED = "listed"  # on the records of API tasks only: "<created_at>#<id>", the status index's sort key
 IMAGE_PREFIX = "IMAGE#"
-LISTED_STATUSES = (Status.PENDING, Status.DONE, Status.FAILED, Status.CANCELLED, Status.DEAD_LETTERED, Status.PAUSED)
+LISTED_STATUSES = (State.PENDING, State.DONE, State.FAILED, State.CANCELLED, State.DEAD_LETTERED, State.PAUSED)
 # The sort key of a task not made by the API (a task source's, another program's item): "@<source>#<task id>" (the
 # source "" for the tasks table's), so the status index lists them after the API's ("<created_at>#<id>", a digit
 # first) and one source's together: GET /tasks?source=<name> is a key condition (begins_with), not a filter.
@@ -73,8 +73,7 @@ API_SOURCE = "api"  # GET /tasks?source=api: the API's own tasks; source=items: 
 ITEMS_SOURCE = "items"
 # On a record the stream marked CANCELLED when it saw the task's item deleted by a user, or lose its due time (the
 # API's cancel does not write it): that cancel was of the item then, so an item written again is a task again.
-CANCELLED_BY = "cancelled_by"
-BY_ITEM = "item"
+CANCELLED_BY, BY_ITEM = lifecycle.CANCELLED_BY, lifecycle.BY_ITEM
 CREATE_FIELDS = frozenset({"id", "run_at", "strategy", "action", "recurrence", "timezone", "retry", "end_at",
                            "max_occurrences", "window_seconds", "on_success", "on_failure"})
 PATCH_FIELDS = frozenset({"run_at", "action"})
@@ -312,7 +311,7 @@ def record_of(task: Task, created_at: str | None, fingerprint: str | None = None
     item's own attributes): enough to show it when its item is gone."""
     record: dict[str, Any] = {
         **record_key(task.id), "id": task.id, "task_pk": task.key.pk, "task_sk": task.key.sk,
-        **status_fields(task.id, Status.PENDING.value), "run_at": iso(task.due), "strategy": task.strategy.value,
+        **status_fields(task.id, State.PENDING.value), "run_at": iso(task.due), "strategy": task.strategy.value,
         "action": task.action, "attempts": 0,
         "recurrence": task.recurrence, "timezone": task.timezone,
     }
@@ -392,7 +391,7 @@ def listed_in(listed: str, source: str | None) -> bool:
     return not listed.startswith(LISTED_SOURCE_MARK) if prefix is None else listed.startswith(prefix)
 
 
-FINISHED_STATUSES = (Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value)
+FINISHED_STATUSES = (State.DONE.value, State.FAILED.value, State.CANCELLED.value)
 
 
 def record_expiry(finished: datetime, settings: Settings) -> int:
@@ -422,43 +421,6 @@ def expired_record(key: TaskKey, item: dict[str, Any] | None, record: dict[str, 
     return None
 
 
-def claim_is_live(record: dict[str, Any], now: datetime, lease_seconds: int) -> bool:
-    """True while the claim on a task's record is within its lease: claimed (``claimed_at``, epoch seconds) no
-    more than ``lease_seconds`` (TASK_CLAIM_LEASE_SECONDS) before ``now``, the executor's own test
-    (``store.lost_reason``): past it, its worker counts as dead and the next delivery takes the claim over. Pure."""
-    claimed_at = record.get("claimed_at")
-    if not isinstance(claimed_at, int | float) or isinstance(claimed_at, bool):
-        return False
-    return float(claimed_at) >= now.timestamp() - lease_seconds
-
-
-def current_status(task: Task | None, record: dict[str, Any] | None, now: datetime | None = None,
-                   lease_seconds: int = 0) -> str:
-    """The status of a task, from its record only: its record's when the record says it is cancelled (but by the
-    stream for its item then, when an item is there now), or finished at the task's current due time; RUNNING
-    while an executor holds the claim of its current due time -- with ``now``, only while that claim is live
-    (``claim_is_live``): a claim whose lease ended is PENDING, as its execution waits for the next delivery to
-    take it over (docs/executor.md); PENDING otherwise. Pure."""
-    record = record or {}
-    recorded = str(record.get("status") or "")
-    if task is None or (recorded == Status.CANCELLED.value and not cancelled_by_item(record)) \
-            or recorded == Status.PAUSED.value:
-        return recorded or Status.PENDING.value
-    due = iso(task.due)
-    note = record.get("dead_letter")
-    if recorded == Status.DEAD_LETTERED.value and isinstance(note, dict) and note.get("run_at") == due:
-        return recorded  # its due message was dead-lettered: it waits for a retry (an item moved since: PENDING)
-    if record.get("exec_due") == due:
-        state = record.get("exec_state")
-        if state == Status.RUNNING.value:
-            if now is None or claim_is_live(record, now, lease_seconds):
-                return Status.RUNNING.value
-            return Status.PENDING.value
-        if state in (Status.DONE.value, Status.FAILED.value) and recorded == state:
-            return recorded  # a one-time task's end (a recurring task done goes on PENDING at its next time)
-    return Status.PENDING.value
-
-
 def cancelled_by_item(record: dict[str, Any] | None) -> bool:
     """True when the record was cancelled by the stream, for its item then: an item there now is a task again."""
     return (record or {}).get(CANCELLED_BY) == BY_ITEM
@@ -471,7 +433,7 @@ def view_of_task(task: Task, record: dict[str, Any] | None, created_at: str | No
     record = record or {}
     return {
         "id": task.id, "run_at": iso(task.due), "strategy": task.strategy.value,
-        "status": current_status(task, record, now, lease_seconds),
+        "status": lifecycle.state_of(record, iso(task.due), now, lease_seconds).value,
         "attempts": _count(record.get("attempts", 0)),
         "created_at": record.get("created_at") or created_at or task.item.get("created_at"),
         "action": task.action, "recurrence": task.recurrence, "timezone": task.timezone,

@@ -45,6 +45,7 @@ from chalicelib import ddb, schedule_expr
 from chalicelib.settings import DUE_EPOCH_ATTRIBUTE, Settings
 from chalicelib.sources import MissingAttribute, TaskSource, render, render_value
 from chalicelib.tasks.actions import ACTIONS, EMAIL, JsonObject, OptionalField, PartProblem, action_refusal
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.task_fields import InvalidTask, iso, parse_retry, shown
 
 API_PK_PREFIX = "TASK#"
@@ -70,20 +71,6 @@ class Strategy(StrEnum):
     EXACT = "exact"
     INTERVAL = "interval"
     LAZY = "lazy"
-
-
-class Status(StrEnum):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"      # claimed by an executor
-    DONE = "DONE"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    DEAD_LETTERED = "DEAD_LETTERED"  # its due message was dead-lettered: waits for a retry, a cancel or a change
-    PAUSED = "PAUSED"  # a recurring task whose occurrences are skipped until it is resumed
-
-    @property
-    def finished(self) -> bool:
-        return self in (Status.DONE, Status.FAILED, Status.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -184,8 +171,8 @@ class Task:
     def callback(self, status: str) -> tuple[str, dict[str, Any]] | None:
         """(name, action) of the callback an execution ending in ``status`` runs (DONE: ``on_success``, FAILED:
         ``on_failure``), or None."""
-        name, spec = {Status.DONE.value: ("on_success", self.on_success),
-                      Status.FAILED.value: ("on_failure", self.on_failure)}.get(status, ("", None))
+        name, spec = {State.DONE.value: ("on_success", self.on_success),
+                      State.FAILED.value: ("on_failure", self.on_failure)}.get(status, ("", None))
         return (name, spec) if spec is not None else None
 
     def retry_policy(self, settings: Settings) -> RetryPolicy:
@@ -639,7 +626,7 @@ class DueMessage:
                    hops if isinstance(hops, int) else 0, not_before, slot)
 
 
-__all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Status", "Strategy", "Task", "TaskKey",
+__all__ = ["DUE_EPOCH_ATTRIBUTE", "DueMessage", "InvalidTask", "NoDueTime", "RetryPolicy", "Strategy", "Task", "TaskKey",
            "check_action_target", "check_callback_targets", "default_action", "iso", "parse_action", "parse_callback",
            "parse_due", "parse_end", "parse_retry", "parse_window", "read_task", "retry_shown", "shown",
            "task_from_item", "task_from_source_item"]

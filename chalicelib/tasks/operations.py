@@ -28,10 +28,10 @@ from typing import Any, TypeVar
 from chalicelib.aws import Deps
 from chalicelib.log import logger
 from chalicelib.tasks import api, history, items, lifecycle, source_api, timing
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import (
     DueMessage,
     InvalidTask,
-    Status,
     Strategy,
     Task,
     TaskKey,
@@ -99,7 +99,7 @@ def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None, by: str) -> tu
         record = store.get_record(key.task_id)
         if record is not None and record.get("retry_id") == retry_id:  # a repeat of this retry got there first
             return _resend(deps, key, record, retry_id, "this retry was made already")
-        if (record or {}).get("status") == Status.DEAD_LETTERED.value and items.claim_is_live(
+        if (record or {}).get("status") == State.DEAD_LETTERED.value and lifecycle.claim_is_live(
                 record or {}, now, deps.settings.task_claim_lease_seconds):
             raise api.conflict(f"task {key.task_id!r} is DEAD_LETTERED with the claim its message left still live (a "
                                "worker may still be running its action); retry it once that claim's lease "
@@ -132,7 +132,7 @@ def pause(deps: Deps, task_id: str, by: str = "api") -> tuple[int, dict[str, Any
     """``POST /tasks/{id}/pause`` (``by``: the caller, kept in the task's history)."""
     key, item, record, task = _recurring(deps, task_id, "paused")
     status = _status_of(deps, task, record)
-    if status == Status.PAUSED.value:
+    if status == State.PAUSED.value:
         return 200, api.view(deps, key.task_id, item, record)
     if status not in lifecycle.allowed_from("pause"):
         raise api.conflict(f"task {key.task_id!r} is {status}; only a PENDING task can be paused", "status")
@@ -152,7 +152,7 @@ def resume(deps: Deps, task_id: str, by: str = "api") -> tuple[int, dict[str, An
     key, item, record, task = _recurring(deps, task_id, "resumed")
     status = _status_of(deps, task, record)
     if status not in lifecycle.allowed_from("resume"):
-        if status == Status.PENDING.value:
+        if status == State.PENDING.value:
             return 200, api.view(deps, key.task_id, item, record)
         raise api.conflict(f"task {key.task_id!r} is {status}; only a PAUSED task can be resumed", "status")
     now, store, settings = deps.clock(), TaskStore(deps), deps.settings
@@ -201,7 +201,9 @@ def _task(deps: Deps, key: TaskKey, item: dict[str, Any] | None) -> Task | None:
 
 
 def _status_of(deps: Deps, task: Task | None, record: dict[str, Any] | None) -> str:
-    return items.current_status(task, record, deps.clock(), deps.settings.task_claim_lease_seconds)
+    if task is None:
+        return api.shown_status(record, None)
+    return lifecycle.state_of(record, iso(task.due), deps.clock(), deps.settings.task_claim_lease_seconds).value
 
 
 def _field(call: Callable[[], T]) -> T:

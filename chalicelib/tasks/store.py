@@ -11,8 +11,9 @@ claims an execution and settles it with one conditional UpdateItem each on the
 task's record, which also keeps the outcome ``GET /tasks/{id}`` shows (or, for
 an action whose target drops a repeat, settles it with one: ``settle_once``).
 
-Every write of a task's record is here: for each transition of ``chalicelib.tasks.lifecycle``, the method
-``lifecycle.WRITERS`` names (the API's return the item of its transaction rather than writing).  The
+Every write of a task's record is here, one method per transition of ``chalicelib.tasks.lifecycle`` (the
+method ``lifecycle.WRITERS`` names), each built from the transition's declaration (``record_write``: its guard,
+the status and exec_state it sets); the API's return the item of its transaction rather than writing.  The
 record's ``status_key`` (``<status>#<shard>``, written with every ``status``:
 ``items.status_fields``) and ``listed`` are the keys of the sparse status index
 (a GSI) that ``GET /tasks`` pages through, so a task's outcome moves it in the
@@ -31,9 +32,23 @@ from botocore.exceptions import ClientError
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.expression import (
+    Condition,
+    Rendered,
+    Update,
+    any_of,
+    attr,
+    conditions,
+    if_not_exists,
+    list_append,
+    param,
+    render,
+    value,
+)
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
-from chalicelib.tasks import history, items
-from chalicelib.tasks.model import TASK_ID, InvalidTask, Status, Task, TaskKey, iso
+from chalicelib.tasks import history, items, lifecycle
+from chalicelib.tasks.lifecycle import RETRYING, State
+from chalicelib.tasks.model import TASK_ID, InvalidTask, Task, TaskKey, iso
 from chalicelib.throttle import error_code
 
 BATCH_GET_LIMIT = 100
@@ -83,11 +98,11 @@ def set_attributes(attributes: Mapping[str, Any], remove: Iterable[str] = ()) ->
     names: dict[str, str] = {}
     values: dict[str, Any] = {}
     sets: list[str] = []
-    for i, (name, value) in enumerate(attributes.items()):
-        if value is items.ABSENT:
+    for i, (name, given) in enumerate(attributes.items()):
+        if given is items.ABSENT:
             continue
         names[f"#a{i}"] = name
-        values[f":a{i}"] = value
+        values[f":a{i}"] = given
         sets.append(f"#a{i} = :a{i}")
     removes: list[str] = []
     absent = [name for name, value in attributes.items() if value is items.ABSENT]
@@ -100,20 +115,86 @@ def set_attributes(attributes: Mapping[str, Any], remove: Iterable[str] = ()) ->
     return expression, names, values
 
 
-RUNNING = Status.RUNNING.value
-SETTLED = (Status.DONE.value, Status.FAILED.value)
+SETTLED = (State.DONE.value, State.FAILED.value)
 # exec_state of an execution waiting to be retried (``settle_retry``, ``redrive``): the record is PENDING at its due
 # time, ``retry_due`` names that due time and ``retry_at_ms`` when a claim of it may start again.
-RETRYING = "RETRYING"
 RETRY_ATTRIBUTES = ("retry_due", "retry_at", "retry_at_ms", "retry_from")  # retry_id stays: a repeat is known
-PAUSED = "PAUSED"
+
+
+def record_write(name: str, task_id: str, payload: Update | None = None, params: Mapping[str, Any] | None = None,
+                 also: Condition | None = None) -> Rendered:
+    """The write of the transition ``name`` on a task's record, built from its declaration
+    (``lifecycle.transition``: UndeclaredTransition for a name it lacks): the ``status`` its target sets, with the
+    status index's ``status_key`` (``items.status_fields``: removed for a status the index does not carry), and its
+    ``exec_state``, then ``payload`` (which never writes those: an overlap is refused); its guard, with ``also``
+    (a condition of the write's own, such as its history's). Pure."""
+    transition = lifecycle.transition(name)
+    update = Update()
+    status = transition.status()
+    if status is not None:
+        update = update.set_values(items.status_fields(task_id, status), items.ABSENT)
+    if transition.exec_state is not None:
+        update = update.set("exec_state", value(transition.exec_state))
+    if payload is not None:
+        update = update.then(payload)
+    return render(update if update.paths() else None, conditions([transition.guard, also]), params)
+
+
+def record_item(name: str, record: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> tuple[
+        dict[str, Any], Rendered]:
+    """(the whole record a put of the transition ``name`` writes, its condition): ``record`` with the status its
+    target sets (``items.status_fields``), which ``record`` may hold already but not otherwise. Pure."""
+    transition = lifecycle.transition(name)
+    status = transition.status()
+    item = dict(record)
+    if status is not None:
+        fields = items.status_fields(str(record["PK"])[len(items.RECORD_PREFIX):], status)
+        if any(name in item and item[name] != v for name, v in fields.items()):
+            raise ValueError(f"{transition.name} writes status {status}, not {item.get('status')}")
+        item.update(fields)
+    return item, render(condition=transition.guard, params=params)
+
+
+def _without_status(changes: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``changes`` without the status fields the transition ``name`` writes itself (``record_write``), which they
+    may hold, equal. Pure."""
+    status = lifecycle.transition(name).status()
+    kept = {k: v for k, v in changes.items() if k not in ("status", items.STATUS_KEY)}
+    if "status" in changes and changes["status"] != status:
+        raise ValueError(f"{name} writes status {status}, not {changes['status']}")
+    return kept
+
+
+def _put_op(table: str, item: Mapping[str, Any], rendered: Rendered) -> dict[str, Any]:
+    """A TransactWriteItems Put of a record (its attributes not ``items.ABSENT``) on a built condition."""
+    return {"Put": {"TableName": table, "Item": ddb.serialize(items.present(dict(item))), **rendered.arguments()}}
+
+
+def _update_op(table: str, key: Mapping[str, str], rendered: Rendered) -> dict[str, Any]:
+    """A TransactWriteItems Update of a record, built (``record_write``)."""
+    return {"Update": {"TableName": table, "Key": ddb.serialize(key), **rendered.arguments()}}
+
+
+def _assign(attributes: Mapping[str, Any], remove: Iterable[str] = ()) -> Update:
+    """SET ``attributes`` (REMOVE those ``items.ABSENT``), and REMOVE each of ``remove`` not among them (set, it
+    stays)."""
+    return Update().set_values(attributes, items.ABSENT).remove(
+        *dict.fromkeys(name for name in remove if name not in attributes))
+
+
+def _if_absent(names: Mapping[str, Any]) -> Update:
+    """SET each attribute to its value where the record has none yet."""
+    update = Update()
+    for name, v in names.items():
+        update = update.set(name, if_not_exists(attr(name), value(v)))
+    return update
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What running a task's action came to: DONE with its result, or FAILED with the last error."""
 
-    status: Status  # DONE, FAILED, or PENDING: to be retried at ``retry_at``
+    status: State  # DONE, FAILED, or PENDING: to be retried at ``retry_at``
     attempts: int
     result: dict[str, Any] | None = None
     error: str | None = None
@@ -302,7 +383,7 @@ class TaskStore:
                 request = dict(response.get("UnprocessedKeys", {}))
         return found_items, found_records
 
-    def query_index(self, status: Status, after: str | None, limit: int,
+    def query_index(self, status: State, after: str | None, limit: int,
                     source: str | None = None) -> tuple[list[str], str | None]:
         """(task ids, the ``listed`` to continue after -- None: no more) of one page of a status in the status
         index (a sparse GSI of the state table over the records that carry ``listed``: ``status_key``,
@@ -314,7 +395,7 @@ class TaskStore:
                                   items.status_keys(status.value)))
         return items.merge_shards(pages, limit)
 
-    def list_status(self, status: Status, after: str | None, limit: int,
+    def list_status(self, status: State, after: str | None, limit: int,
                     source: str | None = None) -> tuple[list[str], str | None]:
         """One page of a status, from the status index for a status it carries (``query_index``), else from the
         state table's own keys (``scan_status``)."""
@@ -322,7 +403,7 @@ class TaskStore:
             return self.query_index(status, after, limit, source)
         return self.scan_status(status, after, limit, source)
 
-    def scan_status(self, status: Status, after: str | None, limit: int,
+    def scan_status(self, status: State, after: str | None, limit: int,
                     source: str | None = None) -> tuple[list[str], str | None]:
         """(task ids, the task id to continue after -- None: no more) of one page of a status the status index
         does not carry (PENDING, DONE): the state table's listed records in that status, in its own key order,
@@ -425,24 +506,23 @@ class TaskStore:
 
     def create(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """``create``: the new task's record (``items.record_of``), written with its item or not at all."""
-        return put(self.state_table, record, "attribute_not_exists(PK)")
+        item, rendered = record_item("create", record)
+        return _put_op(self.state_table, item, rendered)
 
     def cancel(self, record: Mapping[str, Any], stuck: bool) -> dict[str, Any]:
         """``cancel``: the record as CANCELLED (``record``: all of it, its status CANCELLED), on the condition
         that no executor claimed its due time since it was read (``stuck``: or that claim is one a dead-lettered
         due message left RUNNING)."""
-        condition, names, values = not_executing(str(record.get("run_at")), stuck)
-        return put(self.state_table, record, condition, names, values)
+        item, rendered = record_item("cancel", record, {"due": str(record.get("run_at")), "stuck": stuck})
+        return _put_op(self.state_table, item, rendered)
 
     def reschedule(self, key: TaskKey, changes: Mapping[str, Any], moved_from: str, stuck: bool) -> dict[str, Any]:
         """``reschedule``: the record's new due time and action (``changes``) and ``moved_from``, so that an
         executor that read the item before this write cannot claim the old time after it (docs/executor.md);
         the old time's dead-letter note goes. Same condition as ``cancel``."""
-        expression, names, values = set_attributes({**changes, "moved_from": moved_from}, ["dead_letter"])
-        condition, condition_names, condition_values = not_executing(moved_from, stuck)
-        return update(self.state_table, items.record_key(key.task_id), expression,
-                      condition.replace(":due", ":old_due"), {**names, **condition_names},
-                      {**values, **{k.replace(":due", ":old_due"): v for k, v in condition_values.items()}})
+        payload = _assign({**_without_status(changes, "reschedule"), "moved_from": moved_from}, ["dead_letter"])
+        return _update_op(self.state_table, items.record_key(key.task_id), record_write(
+            "reschedule", key.task_id, payload, {"old_due": moved_from, "stuck": stuck}))
 
     # --- the operator's transitions: retry a failure, pause and resume (chalicelib.tasks.operations) ------------
 
@@ -459,28 +539,16 @@ class TaskStore:
         the due message."""
         due_text = iso(due)
         attributes: dict[str, Any] = {
-            **items.status_fields(key.task_id, Status.PENDING.value), "exec_state": RETRYING, "exec_due": due_text,
-            "exec_due_ms": due_ms(due),
+            "exec_due": due_text, "exec_due_ms": due_ms(due),
             "retry_due": due_text, "retry_at": iso(run_at), "retry_at_ms": due_ms(run_at), "retry_from": iso(run_at),
             "retry_id": retry_id, "retry_token": token, "attempts": 0, "exec_takeovers": 0, "redriven_at": iso(now),
             **(kept or {})}
-        expression, names, values = set_attributes(attributes, [
+        payload = _assign(attributes, [
             "dead_letter", "dead_lettered", "alerted", "finished_at", "exec_owner", "claimed_at", STATE_TTL_ATTRIBUTE])
-        names.update({"#rs": "status", "#rr": "run_at", "#rd": "exec_due", "#re": "exec_state", "#rc": "claimed_at",
-                      "#ri": "retry_id"})
-        values.update({":r_failed": Status.FAILED.value, ":r_dead": Status.DEAD_LETTERED.value, ":r_due": due_text,
-                       ":r_running": RUNNING, ":r_stale": now.timestamp() - lease_seconds, ":r_id": retry_id})
-        condition = ("((#rs = :r_failed AND #rd = :r_due) OR (#rs = :r_dead AND #rr = :r_due AND (attribute_not_exists(#re)"
-                     " OR #re <> :r_running OR #rd <> :r_due OR #rc < :r_stale)))"
-                     " AND (attribute_not_exists(#ri) OR #ri <> :r_id)")
-        if kept:
-            seen, seen_names, seen_values = _history_seen(int(kept[history.COUNT]) - 1)
-            condition += f" AND {seen}"
-            names.update(seen_names)
-            values.update(seen_values)
-        if _applied(lambda: self._ddb.update_item(
-                TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression=expression, ConditionExpression=condition, **_expression_args(names, values))):
+        rendered = record_write("redrive", key.task_id, payload, {
+            "due": due_text, "stale": now.timestamp() - lease_seconds, "retry_id": retry_id},
+            _history_seen(int(kept[history.COUNT]) - 1) if kept else None)
+        if self._record_update(key, rendered):
             return True
         found = self.get_record(key.task_id) or {}
         return found.get("retry_id") == retry_id and found.get("retry_token") == token
@@ -491,33 +559,22 @@ class TaskStore:
         condition that it is PENDING (or has no record yet) and no executor claimed its due time ``due`` since it
         was read, so a pause and a claim never both win (``kept``: the history with the pause's entry). False when
         that condition failed. One UpdateItem."""
-        sets = {**items.status_fields(key.task_id, Status.PAUSED.value), "paused_at": iso(now), **(kept or {})}
-        creates = {k: v for k, v in record.items() if k not in ("PK", "SK", *sets) and v is not None}
-        expression, names, values = set_attributes(sets)
-        for i, (name, value) in enumerate(creates.items()):
-            names[f"#c{i}"], values[f":c{i}"] = name, value
-            expression += f", #c{i} = if_not_exists(#c{i}, :c{i})"
-        condition, condition_names, condition_values = not_executing(due, False)
-        names.update({**condition_names, "#ps": "status"})
-        values.update({**condition_values, ":p_pending": Status.PENDING.value})
-        return _applied(lambda: self._ddb.update_item(
-            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)), UpdateExpression=expression,
-            ConditionExpression=f"(attribute_not_exists(#ps) OR #ps = :p_pending) AND ({condition})",
-            **_expression_args(names, values)))
+        sets = {"paused_at": iso(now), **(kept or {})}
+        creates = {k: v for k, v in record.items()
+                   if k not in ("PK", "SK", "status", items.STATUS_KEY, *sets) and v is not None}
+        payload = Update().set_values(sets, items.ABSENT).then(_if_absent(creates))
+        return self._record_update(key, record_write("pause", key.task_id, payload, {"due": due}))
 
     def resume(self, key: TaskKey, run_at: str, moved_from: str | None,
                kept: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``resume``: the record PENDING again at ``run_at`` (the next occurrence after now; ``moved_from``: the
         due time it had, when that one passed while paused), as an item of the API's transaction with the item's
         new due time; on the condition that it is still PAUSED (``kept``: the history with the resume's entry)."""
-        changes: dict[str, Any] = {**items.status_fields(key.task_id, Status.PENDING.value), "run_at": run_at,
-                                   **(kept or {})}
+        changes: dict[str, Any] = {"run_at": run_at, **(kept or {})}
         if moved_from is not None:
             changes["moved_from"] = moved_from
-        expression, names, values = set_attributes(changes, ["paused_at"])
-        names["#ps"] = "status"
-        values[":p_paused"] = Status.PAUSED.value
-        return update(self.state_table, items.record_key(key.task_id), expression, "#ps = :p_paused", names, values)
+        payload = _assign(changes, ["paused_at"])
+        return _update_op(self.state_table, items.record_key(key.task_id), record_write("resume", key.task_id, payload))
 
     # --- executions: the claim and the outcome, on the task's record -----------------------------
 
@@ -534,40 +591,28 @@ class TaskStore:
         task's, deleted by its TTL)."""
         due_text, stamp = iso(due), now.timestamp()
         stale = stamp - lease_seconds
-        names = {"#s": "status", "#sk": items.STATUS_KEY}  # PENDING is not in the status index: its key goes
-        values = {":due": due_text, ":due_ms": due_ms(due), ":running": RUNNING, ":owner": owner, ":now": stamp,
-                  ":cancelled": Status.CANCELLED.value, ":pending": Status.PENDING.value, ":zero": 0,
-                  ":id": key.task_id, ":pk": key.pk, ":sk": key.sk, ":by_item": items.BY_ITEM,
-                  ":retrying": RETRYING, ":now_ms": due_ms(now), ":paused": PAUSED}
-        listed, listed_values = _listed_update(key)
-        values.update(listed_values)
-        shown = "".join(f", #shape{i} = :shape{i}" for i in range(len(shape or {}))) + listed
-        names.update({f"#shape{i}": name for i, name in enumerate(shape or {})})
-        values.update({f":shape{i}": value for i, value in enumerate((shape or {}).values())})
+        params = {"due": due_text, "due_ms": due_ms(due), "now_ms": due_ms(now), "owner": owner, "now": stamp}
+        payload = (Update().set("exec_due", param("due")).set("exec_due_ms", param("due_ms"))
+                   .set("exec_owner", param("owner")).set("claimed_at", param("now")).set("exec_takeovers", value(0))
+                   .then(_if_absent({"id": key.task_id, "task_pk": key.pk, "task_sk": key.sk}))
+                   .set("run_at", param("due")).set_values({**(shape or {}), **_listed(key)})
+                   .remove("dead_lettered", "alerted", "next_run_at", items.CANCELLED_BY, STATE_TTL_ATTRIBUTE))
         request: dict[str, Any] = {
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
-            "UpdateExpression": "SET exec_due = :due, exec_due_ms = :due_ms, exec_state = :running, "
-                                "exec_owner = :owner, claimed_at = :now, exec_takeovers = :zero, "
-                                "id = if_not_exists(id, :id), task_pk = if_not_exists(task_pk, :pk), "
-                                "task_sk = if_not_exists(task_sk, :sk), run_at = :due, "
-                                f"#s = :pending{shown} REMOVE #sk, "
-                                f"dead_lettered, alerted, next_run_at, {items.CANCELLED_BY}, {STATE_TTL_ATTRIBUTE}",
-            "ConditionExpression": CLAIMABLE, "ReturnValues": "ALL_OLD",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD", **_expression_args(names, values)}
+            "ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **record_write("claim", key.task_id, payload, params).arguments()}
         claim = self._claim_write(key, request, due, owner, stale)
         if claim.won or claim.lost != "released":
             return claim
         previous = claim.found.takeovers
-        takeover: dict[str, Any] = {  # its worker died: take it over, once per lease, counted
+        takeover = (Update().set("exec_owner", param("owner")).set("claimed_at", param("now"))
+                    .set("exec_due_ms", param("due_ms")).set_values(_listed(key)).add("exec_takeovers", value(1)))
+        request = {  # its worker died: take it over, once per lease, counted
             "TableName": self.state_table, "Key": ddb.serialize(items.record_key(key.task_id)),
-            "UpdateExpression": "SET exec_owner = :owner, claimed_at = :now, exec_due_ms = :due_ms, "
-                                f"#s = :pending{listed} REMOVE #sk ADD exec_takeovers :one",
-            "ConditionExpression": TAKEOVER, "ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            **_expression_args({"#s": "status", "#sk": items.STATUS_KEY}, {
-                ":due": due_text, ":running": RUNNING, ":owner": owner, ":now": stamp, ":stale": stale,
-                ":previous": claim.found.owner, ":cancelled": Status.CANCELLED.value, ":one": 1,
-                ":due_ms": due_ms(due), ":by_item": items.BY_ITEM, ":pending": Status.PENDING.value, **listed_values})}
-        claim = self._claim_write(key, takeover, due, owner, stale)
+            "ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **record_write("takeover", key.task_id, takeover,
+                           {**params, "stale": stale, "previous": claim.found.owner}).arguments()}
+        claim = self._claim_write(key, request, due, owner, stale)
         return replace(claim, takeovers=previous + 1) if claim.won else claim
 
     def _claim_write(self, key: TaskKey, request: dict[str, Any], due: datetime, owner: str,
@@ -581,9 +626,9 @@ class TaskStore:
                 found = Execution.of(ddb.deserialize(cast(Any, exc.response).get("Item") or {}))
             else:  # a hard error: the write may have been applied all the same
                 found = Execution.of(self.get_record(key.task_id))
-                if not (found.of_due(due_text) and found.owner == owner and found.state == RUNNING):
+                if not (found.of_due(due_text) and found.owner == owner and found.state == State.RUNNING):
                     raise
-        if found.of_due(due_text) and found.owner == owner and found.state == RUNNING:
+        if found.of_due(due_text) and found.owner == owner and found.state == State.RUNNING:
             return Claim(True, found=found)
         return Claim(False, lost_reason(found, due_text, stale, due_at_ms), found)
 
@@ -599,19 +644,15 @@ class TaskStore:
         worker took it over) or the API cancelled or moved the task since (a claim its dead-lettered due message
         left RUNNING)."""
         due_text = iso(due)
-        sets, removed = self._outcome(key, due, outcome, now, next_due)
+        name, sets, removed = self._outcome(due, outcome, now, next_due)
         sets.update(kept or {})
         if occurrences is not None:
             sets["occurrences"] = occurrences
             if next_due is None and outcome.retry_at is None:  # its last occurrence: none follows
                 removed.append("next_run_at")
-        expression, names, values = set_attributes(sets, removed)
-        alias = {name: placeholder for placeholder, name in names.items()}  # one placeholder per attribute
-        status, run_at = alias.get("status", "#st"), alias.get("run_at", "#ra")
-        names.update({"#ed": "exec_due", "#eo": "exec_owner", "#es": "exec_state", status: "status", run_at: "run_at"})
-        values.update({":due": due_text, ":me": owner, ":running": RUNNING, ":pending": Status.PENDING.value,
-                       ":dead_lettered": Status.DEAD_LETTERED.value})
-        found = self._update_or_found(key, expression, SETTLEABLE.format(status=status, run_at=run_at), names, values)
+        rendered = record_write("settle_" + name, key.task_id, _assign(sets, removed),
+                                {"due": due_text, "me": owner})
+        found = self._update_or_found(key, rendered)
         return found is None or _written(found, due_text, owner, outcome)
 
     def settle_once(self, key: TaskKey, due: datetime, owner: str, outcome: Outcome, now: datetime,
@@ -620,7 +661,7 @@ class TaskStore:
         """``settle_once_done``, ``_retry``, ``_failed``: the outcome of a one-time task's execution run without a
         claim (its action's target drops a repeat: ``executor.settles_once``), written as ``settle`` writes it,
         with what a claim would have written (``exec_due``, ``exec_due_ms``, ``run_at``, this worker's token, the
-        task's ``shape``), on the claim's condition for a new execution (``NEW_EXECUTION``): no execution of this
+        task's ``shape``), on the claim's condition for a new execution (``lifecycle``: its guard): no execution of this
         due time nor of a later one on the record, the task not paused, not cancelled at this time by the API nor
         moved from it.  One conditional UpdateItem; won when the outcome is there (this write, or an earlier
         attempt of it whose response was lost), else lost with the reason (``lost_reason``: done or failed -- a
@@ -629,76 +670,69 @@ class TaskStore:
         record is not read) while it holds fewer than ``history.KEEP`` entries; a full one is written whole
         (``history.appended``) by a second write, on the condition that no entry was added since."""
         due_text = iso(due)
-        sets, removed = self._outcome(key, due, outcome, now, None)  # a one-time task's (executor.settles_once)
+        name, sets, removed = self._outcome(due, outcome, now, None)  # a one-time task's (executor.settles_once)
         sets.update({"exec_due": due_text, "exec_due_ms": due_ms(due), "exec_owner": owner, "run_at": due_text,
-                     **(shape or {})})
-        listed = items.listed_of(key)
-        if listed is not None:
-            sets[items.LISTED] = listed
+                     **(shape or {}), **_listed(key)})
         removed += ["dead_lettered", "alerted", "claimed_at", "exec_takeovers", "next_run_at", items.CANCELLED_BY,
                     STATE_TTL_ATTRIBUTE]
-        expression, names, values = set_attributes(sets, removed)
-        for i, (name, value) in enumerate((("id", key.task_id), ("task_pk", key.pk), ("task_sk", key.sk))):
-            names[f"#k{i}"], values[f":k{i}"] = name, value
-            expression = expression.replace("SET ", f"SET #k{i} = if_not_exists(#k{i}, :k{i}), ", 1)
-        status = {name: placeholder for placeholder, name in names.items()}["status"]
-        values.update({":due": due_text, ":due_ms": due_ms(due), ":paused": PAUSED,
-                       ":cancelled": Status.CANCELLED.value, ":by_item": items.BY_ITEM})
-        condition = NEW_EXECUTION.replace("#s", status)
+        name = "settle_once_" + name
+        created = _if_absent({"id": key.task_id, "task_pk": key.pk, "task_sk": key.sk})
+        outcome_update = _assign(sets, removed)
+        params = {"due": due_text, "due_ms": due_ms(due)}
         if entry is None:
-            found = self._update_or_found(key, expression, condition, names, values)
+            found = self._update_or_found(key, record_write(name, key.task_id, created.then(outcome_update), params))
         else:
-            names.update({"#hh": history.HISTORY, "#hn": history.COUNT})
-            appended = expression.replace("SET ", "SET #hh = list_append(if_not_exists(#hh, :h_none), :h_entry), ", 1)
-            found = self._update_or_found(
-                key, appended + " ADD #hn :h_one", f"{condition} AND (attribute_not_exists(#hh) OR size(#hh) < :h_keep)",
-                names, {**values, ":h_none": [], ":h_entry": [dict(entry)], ":h_one": 1, ":h_keep": history.KEEP})
+            hh = attr(history.HISTORY)
+            appended = Update().set(hh, list_append(if_not_exists(hh, value([])), value([dict(entry)])))
+            found = self._update_or_found(key, record_write(
+                name, key.task_id, appended.then(created).then(outcome_update).add(history.COUNT, value(1)), params,
+                also=any_of(hh.missing(), hh.size().lt(value(history.KEEP)))))
             if found is not None and not _written(found, due_text, owner, outcome) and len(found.history) >= history.KEEP:
                 whole = found.with_entry(entry)  # a full history: written whole, if no entry was added since
-                found = self._update_or_found(
-                    key, expression.replace("SET ", "SET #hh = :h_all, #hn = :h_count, ", 1),
-                    f"{condition} AND #hn = :h_seen", names,
-                    {**values, ":h_all": whole[history.HISTORY], ":h_count": whole[history.COUNT],
-                     ":h_seen": found.history_count})
+                found = self._update_or_found(key, record_write(
+                    name, key.task_id, Update().set_values(whole).then(created).then(outcome_update), params,
+                    also=attr(history.COUNT).eq(value(found.history_count))))
         if found is None or _written(found, due_text, owner, outcome):
             return Claim(True, found=found or Execution())
         return Claim(False, lost_reason(found, due_text, now.timestamp() - lease_seconds, due_ms(due)), found)
 
-    def _outcome(self, key: TaskKey, due: datetime, outcome: Outcome, now: datetime,
-                 next_due: datetime | None) -> tuple[dict[str, Any], list[str]]:
-        """(attributes to set, to remove) of an execution's outcome on its record: status, attempts, result or
+    def _outcome(self, due: datetime, outcome: Outcome, now: datetime,
+                 next_due: datetime | None) -> tuple[str, dict[str, Any], list[str]]:
+        """(the settle it is -- ``done``, ``next``, ``retry``, ``failed`` --, attributes to set, to remove) of an
+        execution's outcome on its record (its status and exec_state are the transition's): attempts, result or
         error; a retry's time (RETRYING); a recurring task's next due time; a finished one's expiry."""
         due_text, stamp = iso(due), iso(now)
         retry = outcome.retry_at is not None
-        attributes: dict[str, Any] = {"exec_state": RETRYING if retry else outcome.status.value,
-                                      "attempts": outcome.attempts, "last_run_at": stamp}
+        attributes: dict[str, Any] = {"attempts": outcome.attempts, "last_run_at": stamp}
         removed: list[str] = [] if retry else list(RETRY_ATTRIBUTES)
-        for name, value in (("last_result", outcome.result), ("last_error", outcome.error)):
-            if value is not None:
-                attributes[name] = value
+        for name, v in (("last_result", outcome.result), ("last_error", outcome.error)):
+            if v is not None:
+                attributes[name] = v
             else:
                 removed.append(name)
         if outcome.retry_at is not None:  # settle_retry: PENDING at this due time, claimable again from retry_at
-            attributes.update({**items.status_fields(key.task_id, Status.PENDING.value), "retry_due": due_text,
-                               "retry_at": iso(outcome.retry_at),
+            attributes.update({"retry_due": due_text, "retry_at": iso(outcome.retry_at),
                                "retry_at_ms": due_ms(outcome.retry_at)})
-        elif next_due is not None and outcome.status is Status.DONE:
-            attributes.update({**items.status_fields(key.task_id, Status.PENDING.value), "run_at": iso(next_due),
-                               "next_run_at": iso(next_due)})
-        else:  # finished: the claim's lease and takeovers are read no more, and the record is kept 30 days
-            attributes.update({**items.status_fields(key.task_id, outcome.status.value), "finished_at": stamp,
-                               STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
-            removed += ["claimed_at", "exec_takeovers"]
-        return attributes, removed
+            return "retry", attributes, removed
+        if next_due is not None and outcome.status is State.DONE:
+            attributes.update({"run_at": iso(next_due), "next_run_at": iso(next_due)})
+            return "next", attributes, removed
+        # finished: the claim's lease and takeovers are read no more, and the record is kept 30 days
+        attributes.update({"finished_at": stamp, STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)})
+        removed += ["claimed_at", "exec_takeovers"]
+        return {State.DONE: "done", State.FAILED: "failed"}[outcome.status], attributes, removed
 
-    def _update_or_found(self, key: TaskKey, expression: str, condition: str, names: Mapping[str, str],
-                         values: Mapping[str, Any]) -> Execution | None:
-        """One conditional UpdateItem of the task's record: None when applied, else the record as it was."""
+    def _record_update(self, key: TaskKey, rendered: Rendered) -> bool:
+        """One built UpdateItem of the task's record (``record_write``): False when its condition failed."""
+        return _applied(lambda: self._ddb.update_item(
+            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)), **rendered.arguments()))
+
+    def _update_or_found(self, key: TaskKey, rendered: Rendered) -> Execution | None:
+        """One built UpdateItem of the task's record: None when applied, else the record as it was."""
         try:
             self._ddb.update_item(
                 TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression=expression, ConditionExpression=condition,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD", **_expression_args(names, values))
+                ReturnValuesOnConditionCheckFailure="ALL_OLD", **rendered.arguments())
             return None
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
@@ -708,9 +742,7 @@ class TaskStore:
     def mark(self, key: TaskKey, flag: str) -> None:
         """``mark_dead_lettered``, ``mark_alerted``: note on the record that a step after a failure
         (``dead_lettered``, ``alerted``) is done."""
-        self._ddb.update_item(
-            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-            UpdateExpression="SET #f = :true", **_expression_args({"#f": flag}, {":true": True}))
+        self._record_update(key, record_write("mark_" + flag, key.task_id, Update().set(flag, value(True))))
 
     def mark_callback(self, key: TaskKey, due: str, owner: str, note: Mapping[str, Any]) -> bool:
         """``mark_callback``: note on the record that the callback of the execution at ``due`` settled by
@@ -718,13 +750,9 @@ class TaskStore:
         holds that execution (a later occurrence's claim, a redrive's, is not marked).  False when it no longer
         does, or the record has left the state the settle left (DONE, FAILED; PENDING at a recurring task's next
         time): cancelled, paused or dead-lettered since."""
-        return _applied(lambda: self._ddb.update_item(
-            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-            UpdateExpression="SET #cb = :note",
-            ConditionExpression="exec_due = :due AND exec_owner = :owner AND #s IN (:pending, :done, :failed)",
-            **_expression_args({"#cb": "callback", "#s": "status"}, {
-                ":note": {**note, "run_at": due, "owner": owner}, ":due": due, ":owner": owner,
-                ":pending": Status.PENDING.value, ":done": Status.DONE.value, ":failed": Status.FAILED.value})))
+        return self._record_update(key, record_write(
+            "mark_callback", key.task_id, Update().set("callback", param("note")),
+            {"note": {**note, "run_at": due, "owner": owner}, "due": due, "owner": owner}))
 
     def put_back(self, image: Mapping[str, Any], changes: Mapping[str, Any], key: TaskKey | None = None) -> bool:
         """Put a lazy task's item back (DynamoDB JSON as it was, binary as bytes) with ``changes`` (DynamoDB
@@ -742,62 +770,27 @@ class TaskStore:
         task that runs without a claim, which recorded none; a task written by another program gets a record for
         it (listed by the status index like any other). A claim, a retry, a cancel or a reschedule leaves the
         state."""
-        listed, listed_values = _listed_update(key)
-        counted, counted_values = ("", {}) if attempts is None else (", attempts = :attempts", {":attempts": attempts})
-        self._ddb.update_item(
-            TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-            UpdateExpression="SET dead_letter = :note, id = if_not_exists(id, :id), "
-                             "task_pk = if_not_exists(task_pk, :pk), task_sk = if_not_exists(task_sk, :sk), "
-                             f"run_at = if_not_exists(run_at, :due), #s = :dead_lettered, #sk = :dead_key{listed}{counted}",
-            **_expression_args({"#s": "status", "#sk": items.STATUS_KEY}, {
-                ":dead_key": items.status_key(key.task_id, Status.DEAD_LETTERED.value),
-                ":note": dict(note), ":id": key.task_id, ":pk": key.pk, ":sk": key.sk,
-                ":due": iso(due), ":dead_lettered": Status.DEAD_LETTERED.value, **listed_values,
-                **counted_values}))
+        payload = (Update().set("dead_letter", param("note"))
+                   .then(_if_absent({"id": key.task_id, "task_pk": key.pk, "task_sk": key.sk, "run_at": iso(due)}))
+                   .set_values({**_listed(key), **({} if attempts is None else {"attempts": attempts})}))
+        self._record_update(key, record_write("note_dead_letter", key.task_id, payload, {"note": dict(note)}))
 
-    def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any], name: str) -> None:
-        """``note_stream_dead_letter``: keep ``note`` (as ``name``) on the task's record, unless a note of a later
+    def note_stream_dead_letter(self, key: TaskKey, note: Mapping[str, Any]) -> None:
+        """``note_stream_dead_letter``: keep ``note`` (as ``lifecycle.STREAM_NOTE``) on the task's record, unless a note of a later
         stream record is there (``chalicelib.tasks.stream_dead_letters``); a task written by another program gets
         a record for it. A task with no record, PENDING (not running) or DEAD_LETTERED is DEAD_LETTERED, so the
         status index lists it so; any other keeps its state (``note_stream_dead_letter_kept``: a second write,
         only then). One conditional UpdateItem."""
-        names = {"#n": name, "#q": "sequence", "#s": "status", "#sk": items.STATUS_KEY}
-        values: dict[str, Any] = {":note": dict(note), ":q": note["sequence"], ":id": key.task_id, ":pk": key.pk,
-                                  ":sk": key.sk}
-        sets = ["#n = :note", "id = if_not_exists(id, :id)", "task_pk = if_not_exists(task_pk, :pk)",
-                "task_sk = if_not_exists(task_sk, :sk)"]
-        if note.get("run_at"):
-            values[":due"] = note["run_at"]
-            sets.append("run_at = if_not_exists(run_at, :due)")
-        listed, listed_values = _listed_update(key)
-        if listed:
-            sets.append(listed.lstrip(", "))
-            values.update(listed_values)
-        newer = "(attribute_not_exists(#n) OR #n.#q < :q)"
-        dead = {":dead_lettered": Status.DEAD_LETTERED.value, ":pending": Status.PENDING.value, ":running": RUNNING,
-                ":dead_key": items.status_key(key.task_id, Status.DEAD_LETTERED.value)}
-        try:
-            self._ddb.update_item(
-                TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression="SET " + ", ".join([*sets, "#s = :dead_lettered", "#sk = :dead_key"]),
-                ConditionExpression=f"{newer} AND (attribute_not_exists(#s) OR #s = :dead_lettered OR (#s = :pending"
-                                    " AND (attribute_not_exists(exec_state) OR exec_state <> :running"
-                                    " OR exec_due <> run_at)))",
-                **_expression_args(names, {**values, **dead}))
+        name = lifecycle.STREAM_NOTE
+        created = {"id": key.task_id, "task_pk": key.pk, "task_sk": key.sk,
+                   **({"run_at": note["run_at"]} if note.get("run_at") else {})}
+        payload = Update().set(name, param("note")).then(_if_absent(created)).set_values(_listed(key))
+        params = {"note": dict(note), "sequence": note["sequence"]}
+        if self._record_update(key, record_write("note_stream_dead_letter", key.task_id, payload, params)):
             return
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-        values[":pending"] = Status.PENDING.value
-        del names["#sk"]  # a record with a status has the status_key of it already; a new one is PENDING: none
-        try:
-            self._ddb.update_item(
-                TableName=self.state_table, Key=ddb.serialize(items.record_key(key.task_id)),
-                UpdateExpression="SET " + ", ".join([*sets, "#s = if_not_exists(#s, :pending)"]),
-                ConditionExpression=newer, **_expression_args(names, values))
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        # a record with a status has the status_key of it already; a new one is PENDING: none
+        kept = payload.set("status", if_not_exists(attr("status"), value(State.PENDING.value)))
+        self._record_update(key, record_write("note_stream_dead_letter_kept", key.task_id, kept, params))
 
     # --- the stream's transition: a task's item deleted by a user, or no longer a task -------------
 
@@ -808,28 +801,15 @@ class TaskStore:
         Written when there is no record yet, it is PENDING (not RUNNING: a claim that runs settles it), or
         cancelled by an item before -- never over a finished task or the API's cancel. False when the record
         was not in one of those states. One conditional UpdateItem."""
-        attributes: dict[str, Any] = {**items.status_fields(task.id, Status.CANCELLED.value), "finished_at": at,
-                                      "id": task.id,
+        attributes: dict[str, Any] = {"finished_at": at, "id": task.id,
                                       "task_pk": task.key.pk, "task_sk": task.key.sk, "run_at": iso(task.due),
                                       "strategy": task.strategy.value, "action": task.action,
                                       items.CANCELLED_BY: items.BY_ITEM,
                                       STATE_TTL_ATTRIBUTE: items.record_expiry(now, self._settings)}
         attributes.update({k: v for k, v in (("recurrence", task.recurrence), ("timezone", task.timezone)) if v})
-        listed = items.listed_of(task.key)
-        if listed is not None:
-            attributes[items.LISTED] = listed
-        expression, names, values = set_attributes(attributes)
-        alias = {name: placeholder for placeholder, name in names.items()}
-        status, run_at, by = alias["status"], alias["run_at"], alias[items.CANCELLED_BY]
-        names.update({"#es": "exec_state", "#ed": "exec_due"})
-        values.update({":pending": Status.PENDING.value, ":running": RUNNING, ":by_item_c": items.BY_ITEM,
-                       ":cancelled_c": Status.CANCELLED.value})
-        condition = (f"attribute_not_exists(PK) OR ({status} = :pending AND (attribute_not_exists(#es) OR "
-                     f"#es <> :running OR #ed <> {run_at})) OR ({status} = :cancelled_c AND {by} = :by_item_c)")
+        attributes.update(_listed(task.key))
         # False: finished, cancelled by the API, or running (its own transition decides)
-        return _applied(lambda: self._ddb.update_item(
-            TableName=self.state_table, Key=ddb.serialize(items.record_key(task.id)), UpdateExpression=expression,
-            ConditionExpression=condition, **_expression_args(names, values)))
+        return self._record_update(task.key, record_write("cancel_by_item", task.id, Update().set_values(attributes)))
 
     # --- images of lazy items too large for a due message -------------------------
 
@@ -847,69 +827,27 @@ class TaskStore:
         return dict(image) if image is not None else None
 
 
-# A claim is new when the record has no execution of this due time nor of a later one, and the task was neither
-# cancelled at that time (but by the stream, for an item deleted then: one written again runs) nor moved away from
-# it by the API (PATCH) since it was read.  An earlier due time than the one claimed last is an old occurrence's
-# message coming back (a duplicate, a redelivery): it never runs again.
-NOT_CANCELLED_OR_MOVED = ("(attribute_not_exists(#s) OR #s <> :cancelled OR attribute_not_exists(run_at) OR run_at <> :due"
-                          " OR cancelled_by = :by_item)"
-                          " AND (attribute_not_exists(moved_from) OR moved_from <> :due)")
-# A retry of the execution at this due time (settle_retry, redrive) is claimable from its retry time on; a paused
-# task's occurrences are not claimed at all (skipped).
-CLAIMABLE = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms OR (exec_due = :due AND exec_state = :retrying"
-             " AND retry_due = :due AND retry_at_ms <= :now_ms)) AND (attribute_not_exists(#s) OR #s <> :paused) AND "
-             + NOT_CANCELLED_OR_MOVED)
-# A settle without a claim (settle_once): the claim's condition for a new execution, checked when the outcome is
-# written (no retry clause: a retry of the execution takes the claim).
-NEW_EXECUTION = ("(attribute_not_exists(exec_due) OR exec_due_ms < :due_ms) AND (attribute_not_exists(#s) OR #s <> :paused)"
-                 " AND " + NOT_CANCELLED_OR_MOVED)
-# A settle: the record is RUNNING (lifecycle.state_of) at this due time, under this worker's claim -- not
-# cancelled or moved by the API since (which it may do to a claim its dead-lettered due message left RUNNING).
-SETTLEABLE = ("#ed = :due AND #eo = :me AND #es = :running AND {status} IN (:pending, :dead_lettered)"
-              " AND {run_at} = :due")
-# A takeover: the execution of this due time is RUNNING under a lease that ran out, still held by the worker the
-# claim found (so two takers cannot both win).
-TAKEOVER = ("exec_due = :due AND exec_state = :running AND claimed_at < :stale AND exec_owner = :previous"
-            " AND " + NOT_CANCELLED_OR_MOVED)
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _listed_update(key: TaskKey) -> tuple[str, dict[str, Any]]:
-    """The part of an UpdateExpression that lists a task not made by the API in the status index (its
-    ``listed``, ``items.listed_of``: fixed by its key, so writing it again changes nothing), and its value;
-    nothing for an API task (its ``listed`` is written once, by ``create``)."""
+def _listed(key: TaskKey) -> dict[str, Any]:
+    """What lists a task not made by the API in the status index (its ``listed``, ``items.listed_of``: fixed by
+    its key, so writing it again changes nothing); nothing for an API task (its ``listed`` is written once, by
+    ``create``)."""
     listed = items.listed_of(key)
-    return ("", {}) if listed is None else (f", {items.LISTED} = :listed", {":listed": listed})
+    return {} if listed is None else {items.LISTED: listed}
 
 
-def _history_seen(count: int) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """A condition that the record's history has ``count`` entries written (as read), with its names and values."""
-    if count <= 0:
-        return "attribute_not_exists(#h_count)", {"#h_count": history.COUNT}, {}
-    return "#h_count = :h_seen", {"#h_count": history.COUNT}, {":h_seen": count}
-
-
-def not_executing(due: str, stuck: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """A condition on a task's record, with its names and values: no executor claimed its execution at ``due``
-    (or it waits for a retry of it, RETRYING) -- or, for a task DEAD_LETTERED (``stuck``), the claim its dead-lettered
-    due message left RUNNING -- so the API may still change the task."""
-    values: dict[str, Any] = {":due": due, ":retrying": RETRYING}
-    names: dict[str, str] = {}
-    condition = ("attribute_not_exists(PK) OR attribute_not_exists(exec_due) OR exec_due <> :due"
-                 " OR exec_state = :retrying")
-    if stuck:
-        values.update({":running": RUNNING, ":dead_lettered": Status.DEAD_LETTERED.value})
-        names["#nx_status"] = "status"
-        condition += " OR (exec_state = :running AND #nx_status = :dead_lettered)"
-    return condition, names, values
+def _history_seen(count: int) -> Condition:
+    """The record's history has ``count`` entries written (as read)."""
+    return attr(history.COUNT).missing() if count <= 0 else attr(history.COUNT).eq(value(count))
 
 
 def awaits_retry(record: Mapping[str, Any] | None, retry_id: str) -> bool:
     """True when the record is still as the redrive of ``retry_id`` left it: PENDING, RETRYING at the due time it
     retries, no attempt of it made (never claimed since: its due message may still be sent). Pure."""
     found = Execution.of(record)
-    return ((record or {}).get("retry_id") == retry_id and found.status == Status.PENDING.value
+    return ((record or {}).get("retry_id") == retry_id and found.status == State.PENDING.value
             and found.state == RETRYING and found.due is not None and found.retry_due == found.due == found.run_at
             and found.retry_at_ms is not None and found.attempts == 0)
 
@@ -923,13 +861,13 @@ def lost_reason(found: Execution, due: str, stale: float, due_at_ms: int | None 
     """Why a claim of ``due`` (``due_at_ms``) was refused, from the record as it was. Pure."""
     if found.moved_from == due:
         return "rescheduled"
-    if found.status == Status.CANCELLED.value and found.run_at == due:
+    if found.status == State.CANCELLED.value and found.run_at == due:
         return "cancelled"
-    if found.status == PAUSED:
+    if found.status == State.PAUSED.value:
         return "paused"
     if found.of_due(due) and found.state == RETRYING:
         return "retrying"
-    if found.of_due(due) and found.state == RUNNING:
+    if found.of_due(due) and found.state == State.RUNNING:
         return "running" if found.claimed_at >= stale else "released"
     if found.of_due(due) and found.state in SETTLED:
         return found.state.lower()

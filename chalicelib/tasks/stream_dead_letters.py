@@ -40,18 +40,20 @@ from botocore.exceptions import ClientError
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
-from chalicelib.tasks.model import Status, TaskKey
+from chalicelib.tasks import lifecycle
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.model import TaskKey
 from chalicelib.tasks.store import TaskStore
 from chalicelib.throttle import error_code
 
-NOTE = "stream_dead_letter"
+NOTE = lifecycle.STREAM_NOTE
 GONE = "gone"  # the version of an item that was removed
 MARKER_PREFIX = "STREAM#"  # the state table's memory of a keyless record: STREAM#<event id> / DEAD_LETTER
 MARKER_SK = "DEAD_LETTER"
 MARKER_RETENTION = timedelta(days=2)  # a DynamoDB stream keeps a record 24 hours
 SEQUENCE_DIGITS = 40  # a stream sequence number has 21 to 40 digits: zero-padded, text compares as numbers
-FINISHED = frozenset(s.value for s in Status if s.finished)
-DEAD_LETTERED = Status.DEAD_LETTERED.value
+FINISHED = frozenset(s.value for s in State if s.finished)
+DEAD_LETTERED = State.DEAD_LETTERED.value
 
 
 # --- pure ------------------------------------------------------------------------
@@ -118,7 +120,7 @@ def show_in(view: dict[str, Any], note: Mapping[str, Any] | None) -> dict[str, A
     (PENDING, or an item that is no task) is DEAD_LETTERED then. Pure."""
     if note is not None:
         view["dead_letter"] = dict(note)
-        if view.get("status") in (Status.PENDING.value, None):
+        if view.get("status") in (State.PENDING.value, None):
             view["status"] = DEAD_LETTERED
     return view
 
@@ -144,7 +146,7 @@ def keep_note(deps: Deps, where: Mapping[str, str], key: TaskKey | None, note: M
     none: an item of another program, as the executor's dead-letter note does); a keyless record's marker
     expires."""
     if key is not None:
-        TaskStore(deps).note_stream_dead_letter(key, note, NOTE)
+        TaskStore(deps).note_stream_dead_letter(key, note)
         return
     names = {"#n": NOTE, "#q": "sequence", "#ttl": STATE_TTL_ATTRIBUTE}
     values: dict[str, Any] = {":note": dict(note), ":q": note["sequence"],

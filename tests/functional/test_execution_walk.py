@@ -20,7 +20,7 @@ from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks import items, lifecycle
 from chalicelib.tasks.lifecycle import State
-from chalicelib.tasks.model import DueMessage, Status, TaskKey, iso
+from chalicelib.tasks.model import DueMessage, TaskKey, iso
 from chalicelib.tasks.store import Outcome, TaskStore
 from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
@@ -107,19 +107,30 @@ def _writer() -> str:
     return "a write outside the store"
 
 
+def _sets(op: dict[str, Any]) -> dict[str, Any]:
+    """The attributes a built update sets to a value (``#name = :value``), by name, with their values."""
+    names, values = op.get("ExpressionAttributeNames", {}), op.get("ExpressionAttributeValues", {})
+    clause = op.get("UpdateExpression", "").partition("SET ")[2].split(" REMOVE ")[0].split(" ADD ")[0]
+    found: dict[str, Any] = {}
+    for assignment in clause.split(", "):
+        left, _, right = assignment.partition(" = ")
+        if left in names and right in values:
+            found[names[left]] = ddb.deserialize({"v": values[right]})["v"]
+    return found
+
+
 def _transition(writer: str, op: dict[str, Any]) -> str:
-    if writer == "claim" and "exec_takeovers :one" in op.get("UpdateExpression", ""):
+    written = _sets(op)
+    if writer == "claim" and " ADD " in op.get("UpdateExpression", ""):  # ADD exec_takeovers 1
         return "takeover"
     if writer in ("settle", "settle_once"):  # named by the outcome it writes, not by the state it leads to
-        written = {name: ddb.deserialize({"v": op["ExpressionAttributeValues"][":" + alias[1:]]})["v"]
-                   for alias, name in op["ExpressionAttributeNames"].items() if alias.startswith("#a")}
         if "next_run_at" in written:
             return writer + "_next"
         return {"DONE": writer + "_done", "FAILED": writer + "_failed", "RETRYING": writer + "_retry"}.get(
             str(written.get("exec_state")), writer)
     if writer == "mark":
-        return "mark_" + str(op["ExpressionAttributeNames"]["#f"])
-    if writer == "note_stream_dead_letter" and ":dead_lettered" not in op["ExpressionAttributeValues"]:
+        return "mark_" + next(name for name in ("dead_lettered", "alerted") if written.get(name) is True)
+    if writer == "note_stream_dead_letter" and written.get("status") != State.DEAD_LETTERED.value:
         return writer + "_kept"  # the note only, on a task running, finished or paused
     return writer
 
@@ -343,9 +354,9 @@ def _walk_retries_and_pauses(walk: Walk) -> None:
     walk.put(copied, at)
     walk.due_dead_letter(copied, at)
     walk.run(copied, at)
-    outcomes = {"dead-done": Outcome(Status.DONE, 1, {}), "dead-failed": Outcome(Status.FAILED, 1, None, "e"),
-                "dead-retry": Outcome(Status.PENDING, 1, None, "e", retry_at=at + timedelta(hours=1)),
-                "dead-next": Outcome(Status.DONE, 1, {})}
+    outcomes = {"dead-done": Outcome(State.DONE, 1, {}), "dead-failed": Outcome(State.FAILED, 1, None, "e"),
+                "dead-retry": Outcome(State.PENDING, 1, None, "e", retry_at=at + timedelta(hours=1)),
+                "dead-next": Outcome(State.DONE, 1, {})}
     at = clock.now + timedelta(minutes=1)
     for name, outcome in outcomes.items():
         key = walk.key(name)
@@ -380,7 +391,7 @@ def test_a_worker_that_outlived_its_dead_lettered_message_does_not_settle_over_a
     that claim then finds its settle refused (RUNNING is the only state a settle leaves)."""
     walk = Walk(client, aws, deps, clock, RecordWrites(deps.clients.dynamodb, deps.settings.state_table))
     store = TaskStore(deps)
-    done = Outcome(Status.DONE, 1, {"type": "email"})
+    done = Outcome(State.DONE, 1, {"type": "email"})
     for name, change in (("slow-dropped", "cancel"), ("slow-moved", "reschedule")):
         key, at = walk.key(name), clock.now + timedelta(minutes=1)
         walk.put(key, at)
@@ -415,8 +426,8 @@ def _walk_unclaimed_settles(walk: Walk) -> None:
 
     store, lease = TaskStore(deps), deps.settings.task_claim_lease_seconds
     before, at = clock.now + timedelta(minutes=1), clock.now + timedelta(minutes=2)
-    outcomes = {"done": Outcome(Status.DONE, 1, {}), "failed": Outcome(Status.FAILED, 1, None, "e"),
-                "retry": Outcome(Status.PENDING, 1, None, "e", retry_at=at + timedelta(hours=1))}
+    outcomes = {"done": Outcome(State.DONE, 1, {}), "failed": Outcome(State.FAILED, 1, None, "e"),
+                "retry": Outcome(State.PENDING, 1, None, "e", retry_at=at + timedelta(hours=1))}
     for name, outcome in outcomes.items():
         for state in (State.NONE, State.PENDING, State.RUNNING, State.DONE, State.FAILED, State.CANCELLED,
                       State.DEAD_LETTERED):
@@ -427,7 +438,7 @@ def _walk_unclaimed_settles(walk: Walk) -> None:
             elif state in (State.RUNNING, State.DONE, State.FAILED):  # an earlier due time's claim, settled or not
                 walk.claim(key, before)
                 if state is not State.RUNNING:
-                    settled = Outcome(Status.DONE if state is State.DONE else Status.FAILED, 1, {})
+                    settled = Outcome(State.DONE if state is State.DONE else State.FAILED, 1, {})
                     assert store.settle(key, before, "dead-worker", settled, clock.now, None)
             elif state is State.CANCELLED:  # deleted by a user, written again with the same due time
                 walk.user_deletes(key)

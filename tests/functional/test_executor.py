@@ -403,7 +403,7 @@ def _claim_write(params: Mapping[str, Any]) -> bool:
 
 def _outcome_on_claim(params: Mapping[str, Any]) -> bool:
     """The settle: the outcome written on the record, on the condition that the claim is still this worker's."""
-    return "#eo = :me" in str(params.get("ConditionExpression", ""))
+    return "#exec_owner = :me" in str(params.get("ConditionExpression", ""))
 
 
 def _redeliver_until_settled(client: Client, aws: Aws, deps: Deps, clock: FakeClock, body: str) -> int:

@@ -51,7 +51,7 @@ def before_call(deps: Deps, operation: str, match: Callable[[dict[str, Any]], bo
 
 
 def _is_claim(params: dict[str, Any]) -> bool:
-    return "claimed_at = :now" in str(params.get("UpdateExpression", "")) and "exec_takeovers = :zero" in str(
+    return "claimed_at = :now" in str(params.get("UpdateExpression", "")) and "#exec_takeovers = " in str(
         params.get("UpdateExpression", ""))
 
 

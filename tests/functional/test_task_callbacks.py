@@ -118,7 +118,7 @@ def test_a_worker_that_dies_between_the_callback_and_its_note_leaves_it_to_run_a
     clock.advance(minutes=10)
     body = due_body(TaskKey.for_id("cb-crash"), parse_due(RUN_AT))
     faults.inject("dynamodb.UpdateItem", "crash",
-                  match=lambda p: "#cb = :note" in str(p.get("UpdateExpression", "")))  # the callback's note
+                  match=lambda p: "#callback = :note" in str(p.get("UpdateExpression", "")))  # the callback's note
     with pytest.raises(WorkerCrash):
         deliver(client, body)
     assert deliver(client, body) == set()  # the redelivery finds it DONE, not noted: the callback runs again

@@ -18,7 +18,7 @@ from chalicelib.tasks import actions, lifecycle
 from chalicelib.tasks.action_deps import ActionDeps
 from chalicelib.tasks.actions import Action, ActionRetryHint, Attempt, Check, any_text
 from chalicelib.tasks.lifecycle import State
-from chalicelib.tasks.model import DueMessage, Status, TaskKey, iso, parse_due
+from chalicelib.tasks.model import DueMessage, TaskKey, iso, parse_due
 from chalicelib.tasks.store import Outcome, TaskStore
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock
@@ -223,7 +223,7 @@ def test_a_retry_id_whose_write_lands_after_the_retry_was_made_answers_200_and_r
     assert len(sent) == {"nothing yet": 2, "started": 1, "settled": 0}[then]  # the late one re-sends it only while
     # the retry is not yet claimed
     if then == "started":
-        assert store.settle(key, due, "worker", Outcome(Status.DONE, 1, {"type": "email"}), clock.now, None)
+        assert store.settle(key, due, "worker", Outcome(State.DONE, 1, {"type": "email"}), clock.now, None)
     for body, _ in sent:
         assert deliver(client, body) == set()
     assert len(emails_sent()) == {"nothing yet": 1, "started": 0, "settled": 1}[then]  # one run: the worker's
@@ -249,7 +249,7 @@ def test_a_worker_that_dies_between_the_action_and_the_settle_of_a_retry_is_take
     assert post(client, "/tasks/crashy/retry", {"retry_id": "r-1", "run_at": iso(run_at)}).status_code == 202
     [(body, delay)] = aws.sent(deps.settings.due_queue)
     assert 299 <= delay <= 300  # it comes back by run_at (whole seconds, rounded down)
-    faults.inject("dynamodb.UpdateItem", "crash", match=lambda p: "#eo = :me" in str(p.get("ConditionExpression")))
+    faults.inject("dynamodb.UpdateItem", "crash", match=lambda p: "#exec_owner = :me" in str(p.get("ConditionExpression")))
     clock.now = run_at
     with pytest.raises(WorkerCrash):  # the email went, then the worker died before recording it
         deliver(client, body)

@@ -369,7 +369,7 @@ def expected_actions(hit: Hit, scenario: Scenario) -> int:
         return 0
     if hit.operation == "sesv2.SendEmail" and hit.applied():
         return 2
-    if hit.operation == "dynamodb.UpdateItem" and hit.writes("#eo = :me") and hit.kind == "crash":
+    if hit.operation == "dynamodb.UpdateItem" and hit.writes("#exec_owner = :me") and hit.kind == "crash":
         return 2  # the settle: the worker died before its outcome was written; the takeover runs it again
     return 1
 
@@ -379,7 +379,7 @@ def expected_sends(hit: Hit, operation: str, note: str, matches: Callable[[Mappi
     send applied and its answer lost or the worker dead after it, or the worker dead before noting it."""
     if hit.operation == operation and matches(hit.params) and hit.applied():
         return 2
-    if hit.operation == "dynamodb.UpdateItem" and hit.writes(f'"#f": "{note}"') and hit.kind == "crash":
+    if hit.operation == "dynamodb.UpdateItem" and hit.writes(f"#{note} = ") and hit.kind == "crash":
         return 2
     return 1
 

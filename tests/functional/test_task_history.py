@@ -13,7 +13,8 @@ from chalice.test import Client
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks import history, items
-from chalicelib.tasks.model import Status, TaskKey, parse_due
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.model import TaskKey, parse_due
 from chalicelib.tasks.store import Outcome, TaskStore
 from tests.fixtures import Emitted, FakeClock
 from tests.functional.task_support import (
@@ -124,11 +125,11 @@ def test_a_settle_without_a_claim_appends_to_a_full_history_by_writing_it_whole(
     key, due = TaskKey.for_id("once"), parse_due(RUN_AT)
     old = [history.operator_entry(history.PAUSE, f"op-{i}", clock.now) for i in range(history.KEEP)]
     deps.clients.dynamodb.put_item(TableName=deps.settings.state_table, Item=ddb.serialize({
-        **items.record_key(key.task_id), "id": key.task_id, "status": Status.PENDING.value, "run_at": RUN_AT,
+        **items.record_key(key.task_id), "id": key.task_id, "status": State.PENDING.value, "run_at": RUN_AT,
         history.HISTORY: old, history.COUNT: 14}))
     entry = history.run_entry(due, due, due, 1, "DONE")
     store = TaskStore(deps)
-    assert store.settle_once(key, due, "me", Outcome(Status.DONE, 1, {"ok": True}), due, 60, entry=entry).won
+    assert store.settle_once(key, due, "me", Outcome(State.DONE, 1, {"ok": True}), due, 60, entry=entry).won
     record = record_of(deps, key) or {}
     assert record[history.HISTORY] == [*old[1:], entry]
     assert record[history.COUNT] == 15

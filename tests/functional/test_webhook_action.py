@@ -228,7 +228,7 @@ def test_an_execution_run_again_after_a_crash_before_its_settle_sends_the_same_k
     clock.advance(minutes=10)
     body = due_body(TaskKey.for_id("again"), parse_due(RUN_AT))
     faults.inject("dynamodb.UpdateItem", "crash",
-                  match=lambda p: "#eo = :me" in str(p.get("ConditionExpression", "")))  # the settle
+                  match=lambda p: "#exec_owner = :me" in str(p.get("ConditionExpression", "")))  # the settle
     with pytest.raises(WorkerCrash):
         deliver(client, body)
     clock.advance(seconds=deps.settings.task_claim_lease_seconds + 1)  # the claim's lease ends: taken over

@@ -14,7 +14,8 @@ from chalice.test import Client
 import app as app_module
 from chalicelib import console
 from chalicelib.aws import Deps
-from chalicelib.tasks.model import Status, Strategy
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.model import Strategy
 
 # What turns text into markup or code in a browser: none of it may appear in the console's files.
 SINKS = re.compile(r"\b(innerHTML|outerHTML|insertAdjacentHTML|document\s*\.\s*write(?:ln)?|eval|execScript)\b"
@@ -100,14 +101,14 @@ def served_filters(client: Client) -> dict[str, list[str]]:
 def test_the_task_lists_filters_offer_every_status_and_strategy_the_api_takes(deps: Deps) -> None:
     with Client(app_module.app) as client:
         filters = served_filters(client)
-        taken = [status.value for status in Status
+        taken = [status.value for status in State
                  if client.http.get(f"/tasks?status={status.value}&limit=1").status_code == 200]
     assert filters["statuses"] == taken and "PAUSED" in taken
     assert filters["strategies"] == [strategy.value for strategy in Strategy]
 
 
 def test_a_tasks_page_offers_the_operations_the_api_allows_in_its_status_from_the_lifecycles_declaration() -> None:
-    from chalicelib.tasks.lifecycle import OPERATIONS, TRANSITIONS, State, allowed_from
+    from chalicelib.tasks.lifecycle import OPERATIONS, TRANSITIONS, allowed_from
 
     with Client(app_module.app) as client:
         script = client.http.get("/console/app.js").body.decode()

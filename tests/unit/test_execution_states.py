@@ -16,10 +16,14 @@ from chalicelib.tasks.store import TaskStore
 DOC = Path(__file__).resolve().parents[2] / "docs" / "executor.md"
 
 
-def drawn() -> str:
+def drawings() -> list[str]:
     blocks = [b for b in re.findall(r"```mermaid\n(.*?)```", DOC.read_text(), re.S) if "stateDiagram-v2" in b]
-    assert len(blocks) == 1, "docs/executor.md draws the execution's states once"
-    return str(blocks[0])
+    assert len(blocks) == 2, "docs/executor.md draws the main path, then every transition"
+    return [str(b) for b in blocks]
+
+
+def drawn() -> str:
+    return drawings()[1]
 
 
 def test_the_diagram_in_the_docs_has_the_declared_transitions_and_no_other() -> None:
@@ -29,13 +33,32 @@ def test_the_diagram_in_the_docs_has_the_declared_transitions_and_no_other() -> 
     assert declared - shown == set(), "declared but not drawn"
 
 
-def test_the_diagram_is_the_one_the_declaration_draws() -> None:
+def test_the_diagram_is_the_one_the_declaration_draws_one_edge_per_transition() -> None:
     assert drawn().strip() == lifecycle.mermaid().strip()
+    labelled = [line for line in drawn().splitlines() if "-->" in line and ":" in line]
+    assert sorted(line.rpartition(": ")[2] for line in labelled) == sorted(t.name for t in lifecycle.TRANSITIONS)
+
+
+def test_the_main_path_drawn_first_is_the_declarations_own_edges_at_most_eight() -> None:
+    main = drawings()[0]
+    assert main.strip() == lifecycle.mermaid_main().strip()
+    shown = lifecycle.parse_mermaid(main)
+    assert shown <= lifecycle.edges() and len(main.strip().splitlines()) - 1 == len(shown) <= 8
+    assert {name for name, _, _ in shown} == {"create", "claim", "settle_done", "settle_next", "settle_retry",
+                                              "settle_failed", "note_dead_letter", "cancel"}
+
+
+def test_a_main_path_edge_the_declaration_lacks_is_refused() -> None:
+    with pytest.raises(KeyError):
+        lifecycle.main_path((*lifecycle.MAIN_PATH, ("settle_done", State.PAUSED)))
 
 
 def test_a_diagram_with_an_edge_the_declaration_lacks_is_told_apart() -> None:
     extra = lifecycle.mermaid() + "\n    DONE --> PENDING: settle_done"
     assert lifecycle.parse_mermaid(extra) - lifecycle.edges() == {("settle_done", State.DONE, State.PENDING)}
+    grouped = 'stateDiagram-v2\n    state "none, FAILED" as g\n    g --> g: note\n    g --> DONE: done'
+    assert lifecycle.parse_mermaid(grouped) == {("note", State.NONE, State.PENDING), ("note", State.FAILED, State.FAILED),
+                                                ("done", State.NONE, State.DONE), ("done", State.FAILED, State.DONE)}
 
 
 def test_each_transition_names_a_store_method_that_exists() -> None:

@@ -22,7 +22,8 @@ TREES = ("app.py", "chalicelib", "deploy", "local", "bench", "tests")
 # Lowest first: each a name and its modules (``package.*``: every module under it; the longest match wins).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pure helpers", (
-        "chalicelib", "chalicelib.names", "chalicelib.log", "chalicelib.ddb", "chalicelib.events", "chalicelib.web",
+        "chalicelib", "chalicelib.names", "chalicelib.log", "chalicelib.ddb", "chalicelib.expression", "chalicelib.events",
+        "chalicelib.web",
         "chalicelib.openapi", "chalicelib.chalice_local", "chalicelib.metrics", "chalicelib.schedule_expr",
         "chalicelib.schedule_fire", "chalicelib.tasks", "chalicelib.tasks.lifecycle", "chalicelib.tasks.task_fields",
         "chalicelib.tasks.action_deps", "chalicelib.backups", "chalicelib.backups.rules",

@@ -6,7 +6,8 @@ import json
 from datetime import UTC, datetime
 
 from chalicelib.tasks import actions
-from chalicelib.tasks.model import Status, Strategy, Task, TaskKey
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.model import Strategy, Task, TaskKey
 
 OUTCOME = {"callback": "on_failure", "task_id": "t", "due": "2026-01-01T00:00:00Z", "attempt": 3,
            "status": "FAILED", "error": "boom"}
@@ -29,10 +30,10 @@ def test_the_outcome_goes_in_each_json_object_field_and_in_a_text_that_holds_a_j
 def test_done_runs_on_success_failed_runs_on_failure_and_nothing_else_runs_one() -> None:
     task = Task(TaskKey.for_id("t"), datetime(2026, 1, 1, tzinfo=UTC), Strategy.EXACT, {"type": "email"},
                 on_success={"type": "sqs"}, on_failure={"type": "sns"})
-    assert task.callback(Status.DONE.value) == ("on_success", {"type": "sqs"})
-    assert task.callback(Status.FAILED.value) == ("on_failure", {"type": "sns"})
-    assert task.callback("RETRYING") is None and task.callback(Status.PENDING.value) is None
-    assert Task(task.key, task.due, task.strategy, task.action).callback(Status.DONE.value) is None
+    assert task.callback(State.DONE.value) == ("on_success", {"type": "sqs"})
+    assert task.callback(State.FAILED.value) == ("on_failure", {"type": "sns"})
+    assert task.callback("RETRYING") is None and task.callback(State.PENDING.value) is None
+    assert Task(task.key, task.due, task.strategy, task.action).callback(State.DONE.value) is None
 
 
 def test_a_callbacks_call_has_a_key_of_its_own() -> None:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from chalicelib.settings import Settings
-from chalicelib.tasks import items
-from chalicelib.tasks.model import InvalidTask, Status, Strategy, TaskKey, task_from_item
+from chalicelib.tasks import api, items, lifecycle
+from chalicelib.tasks.lifecycle import State
+from chalicelib.tasks.model import InvalidTask, Strategy, Task, TaskKey, iso, task_from_item
 
 SETTINGS = Settings.from_env({})
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -18,6 +19,12 @@ ACTION = {"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:123456789012:people
 
 def request(**body: Any) -> items.TaskRequest:
     return items.parse_request({"run_at": "2026-11-22T12:10:00Z", "action": ACTION, **body}, SETTINGS)
+
+
+
+def status_of(task: Task, record: dict[str, Any] | None, now: datetime | None = None, lease: int = 0) -> str:
+    """The status the API shows of ``task`` (``lifecycle.state_of`` at its item's due time)."""
+    return lifecycle.state_of(record, iso(task.due), now, lease).value
 
 
 def test_the_strategy_defaults_to_the_stage_default() -> None:
@@ -87,8 +94,8 @@ def test_a_cancel_seen_by_the_stream_is_of_the_item_then_and_an_item_written_aga
         record: dict[str, Any], status: str) -> None:
     task = task_from_item({"PK": "USER#a", "SK": "R", "run_at": "2026-11-22T13:00:00Z", "email": "a@example.com"},
                           SETTINGS)
-    assert items.current_status(task, record) == status
-    assert items.current_status(None, record) == record["status"]  # the item gone: the record tells
+    assert status_of(task, record) == status
+    assert api.shown_status(record, None) == record["status"]  # the item gone: the record tells
 
 
 LEASE = 300
@@ -103,10 +110,10 @@ def test_get_shows_running_only_while_a_live_claim_of_the_current_due_time_is_he
     task = task_from_item(items.new_item("standup", request(), SETTINGS, NOW), SETTINGS)
     record = {"status": "PENDING", "exec_due": "2026-11-22T12:10:00Z", "exec_state": "RUNNING", "exec_owner": "w",
               "claimed_at": NOW.timestamp() - claimed_seconds_ago}
-    assert items.current_status(task, record, NOW, LEASE) == shown
+    assert status_of(task, record, NOW, LEASE) == shown
     assert items.view_of_task(task, record, now=NOW, lease_seconds=LEASE)["status"] == shown
-    assert items.claim_is_live(record, NOW, LEASE) is (shown == "RUNNING")
-    assert items.current_status(task, {**record, "exec_due": "2026-11-22T12:09:00Z"}, NOW, LEASE) == "PENDING"
+    assert lifecycle.claim_is_live(record, NOW, LEASE) is (shown == "RUNNING")
+    assert status_of(task, {**record, "exec_due": "2026-11-22T12:09:00Z"}, NOW, LEASE) == "PENDING"
 
 
 @pytest.mark.parametrize("own", [{}, {"status": "PENDING"}, {"status": "DONE", "attempts": 3}])
@@ -131,7 +138,7 @@ def test_a_page_of_a_status_merges_its_shards_by_listed_and_never_passes_a_shard
 
 
 def test_only_the_statuses_an_operator_lists_at_once_are_filed_in_the_status_index() -> None:
-    assert {s.value for s in Status if items.status_key("a", s.value) is not None} \
+    assert {s.value for s in State if items.status_key("a", s.value) is not None} \
         == {"CANCELLED", "FAILED", "DEAD_LETTERED", "PAUSED"}
     assert items.status_fields("a", "DONE") == {"status": "DONE", "status_key": items.ABSENT}  # removed by the write
     assert items.present(items.status_fields("a", "PENDING")) == {"status": "PENDING"}
