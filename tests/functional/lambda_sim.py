@@ -19,7 +19,8 @@ the next (no real waiting):
 - EventBridge Scheduler: one-time ``at()`` schedules of the app's group fire
   their input into the due queue (``schedule_lateness`` after their time) and
   delete themselves;
-- EventBridge rules: the interval processor every ``processor_period``.
+- EventBridge rules: the interval processor every ``processor_period``, with its configured time in its context
+  (Chalice's test client gives 3 s, under which the sweeper's tick stops at once).
 
 The emulation's own reads and writes go through clients no fault hooks, so a
 test's faults hit the app's calls only.  A handler that dies (``WorkerCrash``)
@@ -42,6 +43,7 @@ from chalicelib.aws import Deps
 from chalicelib.tasks.model import DueMessage, InvalidTask
 from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
+from tests.configured_lambda import ConfiguredLambdaClient
 from tests.faults import WorkerCrash
 from tests.fixtures import ACCOUNT, FakeClock
 
@@ -279,8 +281,11 @@ class LambdaSim:
     def _invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any] | None:
         """The handler's response, or None when the invocation failed (an exception, a crashed worker)."""
         self.invocations[function] += 1
+        lambda_ = self.client.lambda_
+        if function == "interval_processor" and not isinstance(lambda_, ConfiguredLambdaClient):
+            lambda_ = ConfiguredLambdaClient.of(self.client)
         try:
-            payload = self.client.lambda_.invoke(function, event).payload
+            payload = lambda_.invoke(function, event).payload
         except (Exception, WorkerCrash):
             self.failed_invocations += 1
             return None
