@@ -19,8 +19,9 @@ the next (no real waiting):
 - EventBridge Scheduler: one-time ``at()`` schedules of the app's group fire
   their input into the due queue (``schedule_lateness`` after their time) and
   delete themselves;
-- EventBridge rules: the interval processor every ``processor_period``, with its configured time in its context
-  (Chalice's test client gives 3 s, under which the sweeper's tick stops at once).
+- EventBridge rules: the interval processor every ``processor_period``; with ``sweeping`` its configured time in
+  its context (Chalice's test client gives 3 s, under which the sweeper's tick stops at once: the queries of a
+  sweep each minute would slow the long emulations that have no task for it).
 
 The emulation's own reads and writes go through clients no fault hooks, so a
 test's faults hit the app's calls only.  A handler that dies (``WorkerCrash``)
@@ -80,6 +81,7 @@ class LambdaSim:
     due_duplicates: tuple[timedelta, ...] = ()
     # How late Scheduler fires a schedule after its at() time (AWS: within 60 s, "60 second precision").
     schedule_lateness: timedelta = timedelta(0)
+    sweeping: bool = False  # the interval processor's tick has its configured time: the sweeper sweeps
     failed_invocations: int = 0
     invocations: Counter[str] = field(default_factory=Counter)  # per handler
     ttl_deletes: int = 0
@@ -282,7 +284,7 @@ class LambdaSim:
         """The handler's response, or None when the invocation failed (an exception, a crashed worker)."""
         self.invocations[function] += 1
         lambda_ = self.client.lambda_
-        if function == "interval_processor" and not isinstance(lambda_, ConfiguredLambdaClient):
+        if self.sweeping and function == "interval_processor" and not isinstance(lambda_, ConfiguredLambdaClient):
             lambda_ = ConfiguredLambdaClient.of(self.client)
         try:
             payload = lambda_.invoke(function, event).payload

@@ -58,7 +58,7 @@ def test_by_default_a_task_31_minutes_ahead_is_swept_by_the_processors_minute_an
     use_settings(deps, sweep_shards=1)  # (fewer queries a tick: the same path)
     interval.save_progress(deps, int(clock.now.timestamp()) - 1, sweep_plan.PROGRESS_KEY)  # it has been sweeping
     put_exact(deps, clock.now + timedelta(minutes=31, seconds=0.4))
-    sim = LambdaSim(deps, client, clock, processor_period=timedelta(minutes=10))  # swept 0 to 10 min ahead
+    sim = LambdaSim(deps, client, clock, processor_period=timedelta(minutes=10), sweeping=True)  # 0-10 min ahead
     run_until_executed(sim, emitted, timedelta(minutes=40))
     assert sim.schedules_fired == 0
     assert deps.clients.scheduler.list_schedules(GroupName=deps.settings.schedule_group)["Schedules"] == []
