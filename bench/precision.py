@@ -89,9 +89,10 @@ def exact_target(label: str, precision: str, count: int, p99: float) -> Target:
 
 
 def precision_env(precision: str, env: Mapping[str, str]) -> dict[str, str]:
-    """A phase's runtime environment at ``precision`` (set even for the default: not the shell's)."""
+    """A phase's runtime environment at ``precision`` (set even for the default: not the shell's); past the horizon,
+    Scheduler's path (the sweeper's keeps only tasks due 12 minutes ahead or more)."""
     assert precision in PRECISIONS, precision
-    return {**env, "TASK_PRECISION": precision}
+    return {**env, "PAST_HORIZON": "scheduler", "TASK_PRECISION": precision}
 
 
 @dataclass(frozen=True)

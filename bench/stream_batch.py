@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -166,7 +166,8 @@ def _app_deps(stage: task_stage.Stage) -> tuple[Deps, CallCounter]:
     built = task_stage.build_all(clients)
     Latency(LATENCY).attach(*built)
     counter = CallCounter().attach(*built)
-    return Deps(settings=stage.settings, clients=clients, clock=lambda: NOW), counter
+    # past the horizon, Scheduler's path (P2 measures its batch): not the default sweeper's
+    return Deps(settings=replace(stage.settings, past_horizon="scheduler"), clients=clients, clock=lambda: NOW), counter
 
 
 def _ours(deps: Deps) -> Callable[[list[dict[str, Any]]], None]:

@@ -602,10 +602,10 @@ class Settings:
         "queue with a delay (at most 900 s a message; past 900 the executor sends it back once, cheaper than a "
         "schedule: [Benchmarks](benchmarks.md#the-due-queues-horizon)). "
         "At most 1800: one re-queue hop.", integer(0, 1800))
-    past_horizon: str = setting("PAST_HORIZON", "scheduler",
-        "Exact tasks due past the horizon: `scheduler` (an EventBridge Scheduler schedule each) or `sweeper` (an "
-        "entry in STATE_TABLE each, which the interval processor's minute sends to the due queue with its delay "
-        "once due within 10 minutes; due within 12 minutes: sent directly): "
+    past_horizon: str = setting("PAST_HORIZON", "sweeper",
+        "Exact tasks due past the horizon: `sweeper` (an entry in STATE_TABLE each, which the interval processor's "
+        "minute sends to the due queue with its delay once due within 10 minutes; due within 12 minutes: sent "
+        "directly) or `scheduler` (an EventBridge Scheduler schedule each): "
         "[Strategies](strategies.md#the-sweeper).", choice("scheduler", "sweeper"))
     sweep_shards: int = setting("SWEEP_SHARDS", "16",
         "Partitions of each minute of the sweeper's entries (at most 1,000 writes a second each).", integer(1, 100))

@@ -1,4 +1,5 @@
-"""An exact task beyond the direct-queue horizon goes through EventBridge Scheduler, which the runtime fires."""
+"""With PAST_HORIZON=scheduler an exact task beyond the direct-queue horizon goes through EventBridge Scheduler, which
+the runtime fires."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def stage() -> Iterator[LocalStage]:
     local = LocalSettings(aws_port=0, api_port=0, scheduler_jitter_seconds=0, ttl_lag_seconds=1)
-    overrides = {**DEMO_ENVIRONMENT, "DIRECT_QUEUE_HORIZON_SECONDS": "0", "SCHEDULE_LEAD_SECONDS": "2",
-                 "LOG_LEVEL": "INFO"}
+    overrides = {**DEMO_ENVIRONMENT, "PAST_HORIZON": "scheduler", "DIRECT_QUEUE_HORIZON_SECONDS": "0",
+                 "SCHEDULE_LEAD_SECONDS": "2", "LOG_LEVEL": "INFO"}
     started = start_local_stage(local, overrides=overrides, out=lambda line: None)
     yield started
     started.stop()

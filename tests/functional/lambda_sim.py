@@ -19,7 +19,9 @@ the next (no real waiting):
 - EventBridge Scheduler: one-time ``at()`` schedules of the app's group fire
   their input into the due queue (``schedule_lateness`` after their time) and
   delete themselves;
-- EventBridge rules: the interval processor every ``processor_period``.
+- EventBridge rules: the interval processor every ``processor_period``; with ``sweeping`` its configured time in
+  its context (Chalice's test client gives 3 s, under which the sweeper's tick stops at once: the queries of a
+  sweep each minute would slow the long emulations that have no task for it).
 
 The emulation's own reads and writes go through clients no fault hooks, so a
 test's faults hit the app's calls only.  A handler that dies (``WorkerCrash``)
@@ -42,6 +44,7 @@ from chalicelib.aws import Deps
 from chalicelib.tasks.model import DueMessage, InvalidTask
 from deploy.provision import MAX_RECEIVE_COUNT
 from tests import events
+from tests.configured_lambda import ConfiguredLambdaClient
 from tests.faults import WorkerCrash
 from tests.fixtures import ACCOUNT, FakeClock
 
@@ -78,6 +81,7 @@ class LambdaSim:
     due_duplicates: tuple[timedelta, ...] = ()
     # How late Scheduler fires a schedule after its at() time (AWS: within 60 s, "60 second precision").
     schedule_lateness: timedelta = timedelta(0)
+    sweeping: bool = False  # the interval processor's tick has its configured time: the sweeper sweeps
     failed_invocations: int = 0
     invocations: Counter[str] = field(default_factory=Counter)  # per handler
     ttl_deletes: int = 0
@@ -279,8 +283,11 @@ class LambdaSim:
     def _invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any] | None:
         """The handler's response, or None when the invocation failed (an exception, a crashed worker)."""
         self.invocations[function] += 1
+        lambda_ = self.client.lambda_
+        if self.sweeping and function == "interval_processor" and not isinstance(lambda_, ConfiguredLambdaClient):
+            lambda_ = ConfiguredLambdaClient.of(self.client)
         try:
-            payload = self.client.lambda_.invoke(function, event).payload
+            payload = lambda_.invoke(function, event).payload
         except (Exception, WorkerCrash):
             self.failed_invocations += 1
             return None

@@ -12,7 +12,8 @@ from chalice.test import Client
 
 from chalicelib.aws import Deps
 from chalicelib.settings import Settings, SettingsError
-from tests.fixtures import Emitted, FakeClock
+from chalicelib.tasks import interval, sweep_plan
+from tests.fixtures import Emitted, FakeClock, use_settings
 from tests.functional.lambda_sim import LambdaSim
 from tests.functional.task_support import put_item
 
@@ -42,13 +43,29 @@ def test_a_task_25_minutes_ahead_takes_the_due_queue_is_sent_back_once_and_runs_
     assert 0 <= late < 1000  # never early, within the second
 
 
-def test_a_task_31_minutes_ahead_gets_a_schedule(
+def test_a_task_31_minutes_ahead_gets_a_schedule_with_past_horizon_scheduler(
         client: Client, deps: Deps, clock: FakeClock, emitted: Emitted) -> None:
+    use_settings(deps, past_horizon="scheduler")
     put_exact(deps, clock.now + timedelta(minutes=31))
     sim = LambdaSim(deps, client, clock, processor_period=timedelta(days=1))
     run_until_executed(sim, emitted, timedelta(minutes=40))
     assert sim.schedules_fired == 1
     assert emitted.total("TasksExecuted", Strategy="exact") == 1
+
+
+def test_by_default_a_task_31_minutes_ahead_is_swept_by_the_processors_minute_and_runs_once_within_the_second(
+        client: Client, deps: Deps, clock: FakeClock, emitted: Emitted) -> None:
+    use_settings(deps, sweep_shards=1)  # (fewer queries a tick: the same path)
+    interval.save_progress(deps, int(clock.now.timestamp()) - 1, sweep_plan.PROGRESS_KEY)  # it has been sweeping
+    put_exact(deps, clock.now + timedelta(minutes=31, seconds=0.4))
+    sim = LambdaSim(deps, client, clock, processor_period=timedelta(minutes=10), sweeping=True)  # 0-10 min ahead
+    run_until_executed(sim, emitted, timedelta(minutes=40))
+    assert sim.schedules_fired == 0
+    assert deps.clients.scheduler.list_schedules(GroupName=deps.settings.schedule_group)["Schedules"] == []
+    assert sim.queue(deps.settings.due_queue).delivered == 1  # swept with its delay: no re-queue hop
+    assert emitted.total("TasksExecuted", Strategy="exact") == 1
+    [late] = emitted.values("TaskLateness", Strategy="exact")
+    assert 0 <= late < 1000  # never early, within the second
 
 
 def test_a_task_moved_while_its_message_is_on_its_first_hop_runs_once_at_its_new_time(

@@ -61,7 +61,7 @@ class SchedulerRequests:
 
 @pytest.fixture
 def table(deps: Deps) -> Table:
-    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
+    use_settings(deps, due_attribute="REMINDER_TIMESTAMP", past_horizon="scheduler")
     return Table(deps)
 
 

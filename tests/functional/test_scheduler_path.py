@@ -12,7 +12,7 @@ import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from tests.fixtures import Emitted, FakeClock
+from tests.fixtures import Emitted, FakeClock, use_settings
 from tests.functional.backup_support import CallCounter
 from tests.functional.lambda_sim import LambdaSim
 from tests.functional.task_support import emails_sent, put_item
@@ -26,6 +26,7 @@ CALLS_A_TASK = {"scheduler:CreateSchedule": 1, "sqs:SendMessage": 1, "dynamodb:G
 @pytest.mark.parametrize("late", [0, 59], ids=["scheduler on time", "scheduler 59 s late"])
 def test_a_task_via_scheduler_runs_once_within_the_second_of_its_time_with_one_hop_and_no_other_call(
         late: int, client: Client, deps: Deps, clock: FakeClock, emitted: Emitted) -> None:
+    use_settings(deps, past_horizon="scheduler")  # not the default (the sweeper's path: test_due_horizon.py)
     due = clock.now + timedelta(minutes=40, seconds=0.37)
     put_item(deps, {"PK": "SCHEDULED#1", "SK": "TASK", "run_at": due.isoformat(), "strategy": "exact",
                     "action": {"type": "email", "to": "ada@example.com", "subject": "via scheduler", "body": "b"}})

@@ -58,7 +58,7 @@ def test_every_task_runs_once_or_is_dead_lettered_and_every_table_is_backed_up_u
     # One thread per handler: the chaos faults' throttling switches moto off for the whole process while it
     # answers (tests/faults.py), which a concurrent call would see.
     use_settings(deps, stream_concurrency=1, executor_concurrency=1, backup_table_pattern=re.compile(r"soak-\d+"),
-                 aws_retry_mode="standard")
+                 aws_retry_mode="standard", past_horizon="scheduler")  # its exact tasks 30 min on: Scheduler's
     deps.clients = Clients(deps.settings)
     faults = Faults(deps.clients)
     limits = AwsLimits(deps.clients)

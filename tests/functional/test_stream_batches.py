@@ -186,6 +186,7 @@ def test_one_keys_records_keep_stream_order_across_the_batches_of_other_keys(
     first = table.put(seed(ADA, clock, minutes=10))
     others = [table.put(seed(key(n), clock, minutes=10)) for n in range(12)]
     second = table.put(seed(ADA, clock, minutes=5))
+    use_settings(deps, past_horizon="scheduler")
     third = table.put(seed(ADA, clock, hours=3))  # to Scheduler, once both messages are out
     calls: list[str] = []
     sqs = FailingEntries(deps, lambda message: calls.append(f"send {message.due:%H:%M}")
@@ -204,7 +205,7 @@ def test_one_keys_records_keep_stream_order_across_the_batches_of_other_keys(
 def test_a_cold_container_looks_its_queue_url_and_arn_up_once_when_its_threads_start_together(
         deps: Deps, clock: FakeClock, table: Table) -> None:
     # A stage whose settings do not name the due queue's URL and ARN (provisioning sets them: no look-up then).
-    use_settings(deps, stream_concurrency=20, due_queue_url="", due_queue_arn="")
+    use_settings(deps, stream_concurrency=20, due_queue_url="", due_queue_arn="", past_horizon="scheduler")
     records = [table.put({**seed(key(n), clock, hours=3)}) for n in range(20)]
     urls = InFlight(deps.clients.sqs, "get_queue_url", expected=2, timeout=0.5, grace=0.0)
     sqs = InFlight(urls, "get_queue_attributes", expected=2, timeout=0.5, grace=0.0)
@@ -218,6 +219,7 @@ def test_a_cold_container_looks_its_queue_url_and_arn_up_once_when_its_threads_s
 
 def test_a_container_whose_settings_name_the_due_queue_looks_nothing_up(
         deps: Deps, clock: FakeClock, table: Table) -> None:
+    use_settings(deps, past_horizon="scheduler")  # a schedule's target: the queue's ARN
     records = [table.put({**seed(key(n), clock, hours=3)}) for n in range(3)]
     urls = InFlight(deps.clients.sqs, "get_queue_url", expected=1, timeout=0.0, grace=0.0)
     sqs = InFlight(urls, "get_queue_attributes", expected=1, timeout=0.0, grace=0.0)

@@ -25,7 +25,7 @@ GRACE = TaskKey("grace@example.com", "reminder")
 
 @pytest.fixture
 def table(deps: Deps) -> Table:
-    use_settings(deps, due_attribute="REMINDER_TIMESTAMP")
+    use_settings(deps, due_attribute="REMINDER_TIMESTAMP", past_horizon="scheduler")  # the sweeper's: test_sweeper.py
     return Table(deps)
 
 

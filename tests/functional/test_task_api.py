@@ -339,6 +339,7 @@ def test_a_finished_task_cannot_be_cancelled(client: Client, clock: FakeClock) -
 
 
 def test_cancel_deletes_the_schedule_through_the_tables_own_stream(client: Client, deps: Deps) -> None:
+    use_settings(deps, past_horizon="scheduler")  # the sweeper's cancel: test_sweeper.py
     scheduler, group = deps.clients.scheduler, deps.settings.schedule_group
     name = schedule_name(TaskKey.for_id("standup"))
     table_stream = TableStream(deps)

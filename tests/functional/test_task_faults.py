@@ -256,7 +256,8 @@ class Lab:
             RECORDER.attach(clients.session)
         limits = AwsLimits(clients)  # a request AWS would reject fails the test, though moto accepts it
         provisioned = provision(clients, settings)
-        settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
+        # exact-later is Scheduler's path (PAST_HORIZON=scheduler); the sweeper's failed and repeated writes: test_sweeper.py
+        settings = replace(settings, past_horizon="scheduler", alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
                            tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"],
                            due_queue_url=provisioned.environment["DUE_QUEUE_URL"],
                            due_queue_arn=provisioned.environment["DUE_QUEUE_ARN"])

@@ -15,7 +15,8 @@ from tests.functional.lambda_sim import LambdaSim
 from tests.functional.task_support import put_item
 
 # Due at arbitrary fractions of a second: four through the due queue's delay, one through a Scheduler schedule
-# (40 minutes ahead: past DIRECT_QUEUE_HORIZON_SECONDS), whose message the executor re-queues.
+# (40 minutes ahead: past DIRECT_QUEUE_HORIZON_SECONDS, PAST_HORIZON=scheduler), whose message the executor
+# re-queues.  The sweeper's: test_due_horizon.py.
 AHEAD = (timedelta(minutes=2), timedelta(minutes=2, seconds=7.3), timedelta(minutes=2, seconds=11.999),
          timedelta(minutes=40, seconds=0.25))
 
@@ -23,7 +24,7 @@ AHEAD = (timedelta(minutes=2), timedelta(minutes=2, seconds=7.3), timedelta(minu
 @pytest.mark.parametrize("precision", ["second", "subsecond"])
 def test_no_task_runs_early_and_second_runs_within_the_second_without_waiting(
         precision: str, client: Client, deps: Deps, clock: FakeClock, emitted: Emitted) -> None:
-    use_settings(deps, task_precision=precision)
+    use_settings(deps, task_precision=precision, past_horizon="scheduler")
     start = clock.now
     for i, ahead in enumerate(AHEAD):
         put_item(deps, {"PK": f"PRECISION#{i}", "SK": "TASK", "run_at": (start + ahead).isoformat(),

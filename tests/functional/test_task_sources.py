@@ -24,7 +24,7 @@ from chalicelib.tasks import interval
 from chalicelib.tasks.model import DueMessage, InvalidTask, TaskKey, parse_due
 from tests import events
 from tests.faults import Faults, Kind
-from tests.fixtures import Aws, FakeClock
+from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.source_support import (
     APPOINTMENTS_TABLE,
     SEED_SOURCES,
@@ -249,6 +249,7 @@ def test_a_recurring_sources_item_runs_again_with_its_due_time_in_its_own_form(
     sources = {"hourly": {"table": "hourly", "due_attribute": "REMINDER_TIMESTAMP", "recurrence": "rate(1 hour)",
                           "key": ["PK", "SK"]}}
     for stage in _stage(monkeypatch, deps, clock, sources, streams):
+        use_settings(deps, past_horizon="scheduler")  # the next run, an hour on, by a schedule
         first = stage.epoch(minutes=2)
         stage.put("hourly", {"PK": "U", "SK": "R", "REMINDER_TIMESTAMP": first, "email": "hourly@example.com"})
         stage.run(minutes=5)

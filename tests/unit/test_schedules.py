@@ -27,11 +27,13 @@ from chalicelib.tasks.schedules import (
     SendDue,
     SetBucket,
     SetTtl,
+    SweepEntry,
 )
 from tests import events
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
-SETTINGS = replace(Settings.from_env(), due_attribute="REMINDER_TIMESTAMP")
+# The Scheduler path's plan (PAST_HORIZON=scheduler); the default, the sweeper's: test_*_by_default_* below.
+SETTINGS = replace(Settings.from_env(), due_attribute="REMINDER_TIMESTAMP", past_horizon="scheduler")
 KEY = TaskKey("USER#42", "REMINDER#1")
 
 
@@ -421,3 +423,15 @@ def test_an_exact_task_with_a_window_is_sent_for_its_slot_by_queue_and_by_schedu
     [put] = far
     assert isinstance(put, PutSchedule)
     assert put.fire_at == NOW + timedelta(hours=2, minutes=15) - timedelta(seconds=SETTINGS.schedule_lead_seconds)
+
+
+def test_by_default_an_exact_task_past_the_horizon_is_one_sweeper_entry_at_its_slot_and_no_schedule() -> None:
+    settings = replace(SETTINGS, past_horizon=Settings.from_env().past_horizon)
+    far, later = NOW + timedelta(hours=2, seconds=70), NOW + timedelta(hours=3)
+    assert plan(change("INSERT", seed_item(far, window_seconds=900)), settings) == [
+        SweepEntry(DueMessage(KEY, far), NOW + timedelta(hours=2, minutes=15))]
+    assert plan(change("MODIFY", seed_item(later), seed_item(far)), settings) == [  # moved: its old entry skipped
+        SweepEntry(DueMessage(KEY, later), later)]
+    near = NOW + timedelta(minutes=5)  # moved within the horizon: sent, a schedule it may have had (PAST_HORIZON
+    assert plan(change("MODIFY", seed_item(near), seed_item(later)), settings) == [  # was scheduler) deleted
+        DeleteSchedule(KEY), SendDue(DueMessage(KEY, near), 300)]
