@@ -152,6 +152,21 @@ def _thaw(world: _Provisioned) -> None:
         dict.__setitem__(bd[account], region, backend)
 
 
+def provision_world(clients: Clients, settings: Settings) -> tuple[Settings, str]:
+    """What ``make deploy`` provisions, in moto, plus a queue capturing the alert topic's messages: the stage's
+    settings with the provisioned names, and that queue's URL."""
+    provisioned = provision(clients, settings)
+    settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
+                       tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"],
+                       due_queue_url=provisioned.environment["DUE_QUEUE_URL"],
+                       due_queue_arn=provisioned.environment["DUE_QUEUE_ARN"])
+    capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
+    capture_arn = clients.sqs.get_queue_attributes(
+        QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    clients.sns.subscribe(TopicArn=settings.alert_topic_arn, Protocol="sqs", Endpoint=capture_arn)
+    return settings, capture
+
+
 @contextlib.contextmanager
 def moto_aws(clock: FakeClock | None = None) -> Iterator[Aws]:
     """The ``aws`` fixture's world (a module may share one: ``pytest.fixture(scope="module")``); with a
@@ -176,16 +191,7 @@ def moto_aws(clock: FakeClock | None = None) -> Iterator[Aws]:
         RECORDER.attach(clients.session)  # app code's calls are checked against the IAM policy
         limits = AwsLimits(clients)  # a request AWS would reject fails the test, though moto accepts it
         if made is None:
-            provisioned = provision(clients, settings)
-            settings = replace(settings, alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
-                               tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"],
-                               due_queue_url=provisioned.environment["DUE_QUEUE_URL"],
-                               due_queue_arn=provisioned.environment["DUE_QUEUE_ARN"])
-            capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
-            capture_arn = clients.sqs.get_queue_attributes(
-                QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-            clients.sns.subscribe(TopicArn=settings.alert_topic_arn, Protocol="sqs", Endpoint=capture_arn)
-            made = _PROVISIONED[key] = _freeze(settings, capture)
+            made = _PROVISIONED[key] = _freeze(*provision_world(clients, settings))
         settings, capture = made.settings, made.alert_queue_url
         yield Aws(clients=clients, settings=settings, alert_queue_url=capture, limits=limits)
         if limits.violations and not limits.expected:

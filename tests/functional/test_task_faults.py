@@ -36,12 +36,12 @@ from chalicelib.aws import Clients, Deps
 from chalicelib.settings import Settings
 from chalicelib.tasks import executor, interval, stream
 from chalicelib.tasks.model import TaskKey, iso
-from deploy.provision import MAX_RECEIVE_COUNT, provision
+from deploy.provision import MAX_RECEIVE_COUNT
 from local import moto_speed
 from tests import events
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults, Kind, WorkerCrash
-from tests.fixtures import ACCOUNT, Aws, FakeClock
+from tests.fixtures import ACCOUNT, Aws, FakeClock, provision_world
 from tests.functional.lambda_sim import Message
 from tests.functional.stream_support import TableStream
 from tests.functional.task_support import FlakySes, emails_sent, record_of, use_client
@@ -255,16 +255,9 @@ class Lab:
         if record:  # app code's calls are checked against the IAM policy (not the clean runs of collection)
             RECORDER.attach(clients.session)
         limits = AwsLimits(clients)  # a request AWS would reject fails the test, though moto accepts it
-        provisioned = provision(clients, settings)
+        settings, capture = provision_world(clients, settings)
         # exact-later is Scheduler's path (PAST_HORIZON=scheduler); the sweeper's failed and repeated writes: test_sweeper.py
-        settings = replace(settings, past_horizon="scheduler", alert_topic_arn=provisioned.environment["ALERT_TOPIC_ARN"],
-                           tasks_stream_arn=provisioned.environment["TASKS_STREAM_ARN"],
-                           due_queue_url=provisioned.environment["DUE_QUEUE_URL"],
-                           due_queue_arn=provisioned.environment["DUE_QUEUE_ARN"])
-        capture = clients.sqs.create_queue(QueueName="alert-capture")["QueueUrl"]
-        capture_arn = clients.sqs.get_queue_attributes(
-            QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        clients.sns.subscribe(TopicArn=settings.alert_topic_arn, Protocol="sqs", Endpoint=capture_arn)
+        settings = replace(settings, past_horizon="scheduler")
         lab = cls(Aws(clients, settings, capture, limits), Faults(clients), TableStream(
             Deps(settings=settings, clients=clients)), clients.ses)
         for client in (clients.dynamodb, clients.sqs, clients.sns, clients.ses, clients.scheduler):
