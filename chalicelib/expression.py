@@ -200,7 +200,11 @@ class Update:
         return Update(self.sets, (*self.removes, *(_path(n) for n in names)), self.adds)
 
     def add(self, name: str | Attr, operand: Operand) -> Update:
-        return Update(self.sets, self.removes, (*self.adds, (_path(name), operand)))
+        """``ADD``: DynamoDB takes it on a top-level attribute only (a nested path is a ValidationException)."""
+        path = _path(name)
+        if len(path.parts) != 1:
+            raise ValueError(f"ADD takes a top-level attribute, not {path.parts}")
+        return Update(self.sets, self.removes, (*self.adds, (path, operand)))
 
     def then(self, other: Update) -> Update:
         """This update's clauses, then ``other``'s."""

@@ -78,6 +78,8 @@ def test_overlapping_paths_a_missing_parameter_and_an_empty_update_are_refused()
         render(condition=attr("a").eq(param("due")))
     with pytest.raises(ValueError):
         render(Update())
+    with pytest.raises(ValueError, match="top-level"):  # AWS: ADD takes top-level attributes only
+        Update().add(attr("summary", "count"), value(1))
 
 
 def test_a_condition_without_values_carries_no_values_map() -> None:
