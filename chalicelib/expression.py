@@ -1,21 +1,24 @@
 """DynamoDB condition and update expressions built as values, rendered once with their names and values. Pure.
 
-A condition is made of attributes (``attr("status")``, ``attr("dead_letter", "sequence")`` for a nested one),
-values (``value("PAUSED")``) and parameters (``param("due")``: given when the expression is rendered), compared
-(``eq``, ``ne``, ``lt``, ``le``, ``is_in``), tested (``exists``, ``missing``) and combined (``all_of``,
-``any_of``).  An update sets, removes and adds attributes (``Update``), ``if_not_exists`` and ``list_append``
-included.  ``render`` writes both with placeholders it allocates: every attribute name goes through one
-``#n<i>`` (reserved words never matter), every parameter and value through one ``:v<i>``, and only those the
-expressions use are returned -- DynamoDB refuses an ExpressionAttributeNames or ExpressionAttributeValues entry
-no expression uses, and an empty map of either, which moto accepts.  No expression is ever edited as text.
+A condition is made of attributes (``attr("status")``, ``attr("dead_letter", "sequence")`` for a nested one,
+``attr("tables", param("table"), "status")`` for a map key given when rendered), values (``value("PAUSED")``)
+and parameters (``param("due")``: given when the expression is rendered), compared (``eq``, ``ne``, ``lt``,
+``le``, ``is_in``), tested (``exists``, ``missing``) and combined (``all_of``, ``any_of``).  An update sets,
+removes and adds attributes (``Update``), ``if_not_exists`` and ``list_append`` included.  ``suffixed`` names the
+parameters of one of several alike apart (one write of several records of an item).  ``render`` writes both with
+placeholders it allocates: every attribute name goes through one ``#<name>`` (``#<parameter>`` for a map key
+given, ``#n<i>`` for a name that is no token: reserved words never matter), every parameter and value through one
+``:<name>`` or ``:v<i>``, and only those the expressions use are returned -- DynamoDB refuses an
+ExpressionAttributeNames or ExpressionAttributeValues entry no expression uses, and an empty map of either, which
+moto accepts.  No expression is ever edited as text.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, TypeVar, cast
 
 from chalicelib import ddb
 
@@ -23,9 +26,10 @@ from chalicelib import ddb
 
 @dataclass(frozen=True)
 class Attr:
-    """An attribute (``parts``: its path, a map's keys below the top-level name)."""
+    """An attribute (``parts``: its path, a map's keys below the top-level name; a ``Param``: a key given when
+    rendered)."""
 
-    parts: tuple[str, ...]
+    parts: tuple[str | Param, ...]
 
     def eq(self, other: Operand) -> Condition:
         return Compare("=", self, other)
@@ -89,7 +93,7 @@ class ListAppend:
 Operand = Attr | Value | Param | Size | IfNotExists | ListAppend
 
 
-def attr(name: str, *below: str) -> Attr:
+def attr(name: str | Param, *below: str | Param) -> Attr:
     return Attr((name, *below))
 
 
@@ -196,7 +200,11 @@ class Update:
         return Update(self.sets, (*self.removes, *(_path(n) for n in names)), self.adds)
 
     def add(self, name: str | Attr, operand: Operand) -> Update:
-        return Update(self.sets, self.removes, (*self.adds, (_path(name), operand)))
+        """``ADD``: DynamoDB takes it on a top-level attribute only (a nested path is a ValidationException)."""
+        path = _path(name)
+        if len(path.parts) != 1:
+            raise ValueError(f"ADD takes a top-level attribute, not {path.parts}")
+        return Update(self.sets, self.removes, (*self.adds, (path, operand)))
 
     def then(self, other: Update) -> Update:
         """This update's clauses, then ``other``'s."""
@@ -245,10 +253,12 @@ class _Writer:
         self._by_name: dict[str, str] = {}
         self._by_value: dict[tuple[str, str], str] = {}
 
-    def name(self, name: str) -> str:
-        """``#<name>`` (``#n<i>`` for a name that is not a token), one per attribute name."""
+    def name(self, name: str, named: str | None = None) -> str:
+        """``#<parameter>`` for a map key given as a parameter, ``#<name>`` for a name that is a token, ``#n<i>``
+        for another; one per attribute name."""
         if name not in self._by_name:
-            self._by_name[name] = _free(f"#{name}" if _TOKEN.fullmatch(name) else "#n0", self.names)
+            token = named if named is not None else name
+            self._by_name[name] = _free(f"#{token}" if _TOKEN.fullmatch(token) else "#n0", self.names)
             self.names[self._by_name[name]] = name
         return self._by_name[name]
 
@@ -262,15 +272,24 @@ class _Writer:
             self.values[self._by_value[key]] = v
         return self._by_value[key]
 
+    def given(self, name: str) -> Any:
+        if name not in self.params:
+            raise KeyError(f"the expression's parameter {name!r} was not given")
+        return self.params[name]
+
+    def path(self, path: Attr) -> tuple[str, ...]:
+        """The attribute's path, its keys given as parameters filled in."""
+        return tuple(p if isinstance(p, str) else str(self.given(p.name)) for p in path.parts)
+
     def operand(self, operand: Operand) -> str:
         if isinstance(operand, Attr):
-            return ".".join(self.name(part) for part in operand.parts)
+            return ".".join(self.name(part) if isinstance(part, str) else self.name(str(self.given(part.name)),
+                                                                                     part.name)
+                            for part in operand.parts)
         if isinstance(operand, Value):
             return self.literal(operand.value)
         if isinstance(operand, Param):
-            if operand.name not in self.params:
-                raise KeyError(f"the expression's parameter {operand.name!r} was not given")
-            return self.literal(self.params[operand.name], operand.name)
+            return self.literal(self.given(operand.name), operand.name)
         if isinstance(operand, Size):
             return f"size({self.operand(operand.path)})"
         if isinstance(operand, IfNotExists):
@@ -294,7 +313,7 @@ class _Writer:
         return f"({joiner.join(texts)})" if nested and texts else joiner.join(texts)
 
     def update(self, update: Update) -> str:
-        paths = [tuple(p.parts) for p in update.paths()]
+        paths = [self.path(p) for p in update.paths()]
         for i, path in enumerate(paths):
             for other in paths[i + 1:]:
                 if path[:len(other)] == other or other[:len(path)] == path:
@@ -312,6 +331,7 @@ class _Writer:
         return " ".join(clauses)
 
 
+_Node = TypeVar("_Node")
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
@@ -321,6 +341,22 @@ def _free(wanted: str, taken: Mapping[str, Any]) -> str:
         return wanted
     stem = wanted.rstrip("0123456789")
     return next(f"{stem}{i}" for i in range(len(taken) + 2) if f"{stem}{i}" not in taken)
+
+
+def suffixed(node: _Node, suffix: str) -> _Node:
+    """``node`` (an update, a condition or an operand) with each of its parameters' names ending in ``suffix``:
+    one of several alike in one write, each rendered with its own parameters. Pure."""
+    return cast(_Node, _suffixed(node, suffix))
+
+
+def _suffixed(node: Any, suffix: str) -> Any:
+    if isinstance(node, Param):
+        return Param(node.name + suffix)
+    if isinstance(node, tuple):
+        return tuple(_suffixed(n, suffix) for n in node)
+    if isinstance(node, Value) or not is_dataclass(node) or isinstance(node, type):
+        return node
+    return replace(node, **{f.name: _suffixed(getattr(node, f.name), suffix) for f in fields(node)})
 
 
 def render(update: Update | None = None, condition: Condition | None = None,
@@ -354,4 +390,4 @@ def conditions(parts: Iterable[Condition | None]) -> Condition | None:
 
 
 __all__ = ["Attr", "Condition", "Operand", "Param", "Rendered", "Update", "Value", "all_of", "any_of", "attr",
-           "conditions", "if_not_exists", "list_append", "param", "referenced", "render", "value", "when"]
+           "conditions", "if_not_exists", "list_append", "param", "referenced", "render", "suffixed", "value", "when"]

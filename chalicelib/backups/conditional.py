@@ -10,14 +10,15 @@ otherwise another worker's write stands in the way.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from chalicelib import ddb
 from chalicelib.aws import Deps, Sleep
-from chalicelib.backups.expression_builder import Update
 from chalicelib.backups.retry import retry_transient
+from chalicelib.expression import Condition, Update, render, value
 from chalicelib.throttle import error_code
 
 
@@ -60,12 +61,14 @@ class ConditionalItems:
         return self._send(key, write_id, f"{sets}, write_id = :write_id" + (f" REMOVE {removes}" if removes else ""),
                           condition, names or {}, {**(values or {}), ":write_id": write_id}, returning)
 
-    def apply(self, key: dict[str, Any], update: Update, returning: bool = False) -> tuple[bool, dict[str, Any]]:
-        """``update`` (built: expression_builder.py) of the item, as ``update`` does it."""
+    def apply(self, key: dict[str, Any], update: Update, condition: Condition | None, params: Mapping[str, Any],
+              returning: bool = False) -> tuple[bool, dict[str, Any]]:
+        """``update`` if ``condition`` holds (built: chalicelib/expression.py, with ``params``) of the item, as
+        ``update`` does it."""
         write_id = uuid.uuid4().hex
-        stamped = update.stamped("write_id", write_id)
-        return self._send(key, write_id, stamped.expression, stamped.condition, stamped.names, stamped.values,
-                          returning)
+        rendered = render(update.set("write_id", value(write_id)), condition, params)
+        return self._send(key, write_id, rendered.update or "", rendered.condition or "", rendered.names,
+                          rendered.values, returning)
 
     def _send(self, key: dict[str, Any], write_id: str, expression: str, condition: str, names: dict[str, str],
               values: dict[str, Any], returning: bool) -> tuple[bool, dict[str, Any]]:

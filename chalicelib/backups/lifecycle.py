@@ -4,7 +4,7 @@
 for runs recorded before pages), ``VERIFICATION`` one restore verification of the run, ``RESTORE`` a restore
 on demand's record (restore_store.py). Each conditional write of one of them is one or more transitions below,
 by the one store method ``writers`` names, and its ConditionExpression and UpdateExpression are built from them
-(``Machine.write``): the status in the transition's sources (none when it leaves every state) and its
+(``Machine.write``, with chalicelib/expression.py): the status in the transition's sources (none when it leaves every state) and its
 ``guard``, then the status set to its target and its ``sets`` and ``removes``. A write of several transitions
 holds when one of them does. A name the declaration lacks is refused (``UndeclaredTransition``).
 
@@ -15,28 +15,27 @@ verifications are written whole by the run's claimant, not by a transition (``en
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.backups.expression_builder import (
-    Added,
-    All,
-    Compare,
-    Cond,
-    Each,
-    Either,
-    Exists,
-    In,
+from chalicelib.expression import (
+    Attr,
+    Condition,
     Operand,
+    Param,
+    Rendered,
     Update,
-    Value,
-    both,
-    build,
-    const,
-    merge,
+    all_of,
+    any_of,
+    attr,
+    conditions,
     param,
+    render,
+    suffixed,
+    value,
 )
 
 NONE = "none"  # no record yet
@@ -50,14 +49,49 @@ class UndeclaredTransition(KeyError):
     """A write names a transition its machine does not declare."""
 
 
+def at(path: str) -> Attr:
+    """The attribute at a dotted ``path``; a segment in braces is a map key the caller gives (``tables.{table}``)."""
+    return attr(*(Param(p.strip("{}")) if p.startswith("{") else p for p in path.split(".")))
+
+
+@dataclass(frozen=True)
+class Added:
+    """A count that starts at zero, added ``by`` (``ADD``)."""
+
+    by: Operand
+
+
+@dataclass(frozen=True)
+class Each:
+    """``path.<key>`` set to its value for each key of the caller's map ``name``."""
+
+    name: str
+
+
+Field = Operand | Added | Each
+_KEY = re.compile(r"^[a-z_]+$")  # a map key an ``Each`` writes
+
+
+@dataclass(frozen=True)
+class Write:
+    """One UpdateItem's update, under ``condition``, with the caller's ``params``."""
+
+    update: Update
+    condition: Condition | None
+    params: Mapping[str, Any]
+
+    def render(self) -> Rendered:
+        return render(self.update, self.condition, self.params)
+
+
 @dataclass(frozen=True)
 class Transition:
     name: str
     sources: tuple[str, ...]
     targets: tuple[str, ...]  # (): the state stays; several: the caller names one (``:status``)
     meaning: str
-    guard: Cond | None = None
-    sets: tuple[tuple[str, Operand], ...] = ()
+    guard: Condition | None = None
+    sets: tuple[tuple[str, Field], ...] = ()
     removes: tuple[str, ...] = ()
     source_named: bool = False  # the caller names which of the sources (``#s = :status``)
 
@@ -83,54 +117,69 @@ class Machine:
                 return t
         raise UndeclaredTransition(f"{self.name} declares no transition {name!r}")
 
-    def write(self, names: Sequence[str], params: Mapping[str, Any], source: str = "", target: str = "",
-              suffix: str = "") -> Update:
-        """The expressions of one write making one of the transitions ``names`` (their targets and fields the
-        same), with the caller's ``params``; ``source``/``target``: the one of several the caller names."""
+    def write(self, names: Sequence[str], params: Mapping[str, Any], source: str = "", target: str = "") -> Write:
+        """The write making one of the transitions ``names`` (their targets and fields the same), with the
+        caller's ``params``; ``source``/``target``: the one of several the caller names."""
         chosen = [self.transition(n) for n in names]
         first = chosen[0]
         if any((t.targets, t.sets, t.removes) != (first.targets, first.sets, first.removes) for t in chosen):
             raise ValueError(f"{names} set different fields: not one write")
         values = dict(params)
-        sets: list[tuple[str, Operand]] = []
+        update = Update()
         if first.targets:
-            sets.append((self.status, self._state_value(first.targets, target, values)))
-        return build([*sets, *first.sets], first.removes, self._condition(chosen, source, values), values, suffix)
+            update = update.set(at(self.status), self._state_value(first.targets, target, values))
+        for path, operand in first.sets:
+            if isinstance(operand, Added):
+                update = update.add(at(path), operand.by)
+            elif isinstance(operand, Each):
+                for key, v in values[operand.name].items():
+                    if not _KEY.fullmatch(key):
+                        raise ValueError(f"{key!r} is not a plain attribute name")
+                    update = update.set(at(f"{path}.{key}"), value(v))
+            else:
+                update = update.set(at(path), operand)
+        return Write(update.remove(*(at(p) for p in first.removes)), self._condition(chosen, source, values), values)
 
-    def condition(self, name: str, params: Mapping[str, Any]) -> Update:
+    def condition(self, name: str, params: Mapping[str, Any]) -> Rendered:
         """Only the condition of transition ``name`` (of a write that puts the record whole: ``create``)."""
         values = dict(params)
-        return build([], (), self._condition([self.transition(name)], "", values), values)
+        return render(condition=self._condition([self.transition(name)], "", values), params=values)
 
-    def _condition(self, chosen: Sequence[Transition], source: str, values: dict[str, Any]) -> Cond | None:
-        conditions = [both(self._from(t, source, values), t.guard) for t in chosen]
-        parts = tuple(c for c in conditions if c is not None)
-        if len(conditions) == 1:
-            return conditions[0]
-        return Either(parts) if len(parts) == len(conditions) else None
+    def _condition(self, chosen: Sequence[Transition], source: str, values: dict[str, Any]) -> Condition | None:
+        found = [conditions([self._from(t, source, values), t.guard]) for t in chosen]
+        parts = [c for c in found if c is not None]
+        if len(found) == 1:
+            return found[0]
+        return any_of(*parts) if len(parts) == len(found) else None
 
-    def write_each(self, name: str, params: Sequence[Mapping[str, Any]]) -> Update:
-        """One write making transition ``name`` of several records of one item (a page's tables), all or none."""
-        return merge([self.write([name], p, suffix=str(i)) for i, p in enumerate(params)])
+    def write_each(self, name: str, params: Sequence[Mapping[str, Any]]) -> Write:
+        """One write making transition ``name`` of several records of one item (a page's tables), all or none:
+        each record's parameters their own (``suffixed``)."""
+        writes = [self.write([name], p) for p in params]
+        update, condition = Update(), None
+        for i, w in enumerate(writes):
+            update = update.then(suffixed(w.update, str(i)))
+            condition = conditions([condition, suffixed(w.condition, str(i))])
+        return Write(update, condition, {f"{k}{i}": v for i, w in enumerate(writes) for k, v in w.params.items()})
 
-    def _state_value(self, states: tuple[str, ...], named: str, values: dict[str, Any]) -> Value:
+    def _state_value(self, states: tuple[str, ...], named: str, values: dict[str, Any]) -> Operand:
         if len(states) == 1 and not named:
-            return const(":" + states[0].lower(), states[0])
+            return value(states[0])
         if named not in states or values.get("status", named) != named:
             raise ValueError(f"{named!r} is not one of {states}")
         values["status"] = named
         return param("status")
 
-    def _from(self, t: Transition, source: str, values: dict[str, Any]) -> Cond | None:
+    def _from(self, t: Transition, source: str, values: dict[str, Any]) -> Condition | None:
         if t.source_named:
-            return Compare(self.status, "=", self._state_value(t.sources, source, values))
+            return at(self.status).eq(self._state_value(t.sources, source, values))
         if t.sources == (NONE,):
-            return Exists("PK", present=False)
+            return attr("PK").missing()
         if set(t.sources) == set(self.states) - {NONE}:
             return None
         if len(t.sources) == 1:
-            return Compare(self.status, "=", const(":" + t.sources[0].lower(), t.sources[0]))
-        return In(self.status, tuple(const(":" + s.lower(), s) for s in t.sources))
+            return at(self.status).eq(value(t.sources[0]))
+        return at(self.status).is_in(*(value(s) for s in t.sources))
 
     def edges(self) -> set[tuple[str, str, str]]:
         """Every (transition, from, to) the declaration allows."""
@@ -161,26 +210,26 @@ def parse_mermaid(text: str) -> set[tuple[str, str, str]]:
     return found
 
 
-T, F, ZERO, ONE = const(":t", True), const(":f", False), const(":zero", 0), const(":one", 1)
+T, F, ZERO, ONE = value(True), value(False), value(0), value(1)
 NOW = param("now")
-CLAIMED = Compare("claimed_at", "=", param("claimed"))  # the claim this worker holds
+CLAIMED = at("claimed_at").eq(param("claimed"))  # the claim this worker holds
 LIVE = (STARTING, RUNNING, FINISHING, VERIFYING, COMPLETE)
-POLL_SETS: tuple[tuple[str, Operand], ...] = (
+POLL_SETS: tuple[tuple[str, Field], ...] = (
     ("poll", param("next")), ("poll_queued", F), ("advanced_at", NOW), ("poll_message", param("message")))
 
 RUN = Machine("run", "status", (NONE, *LIVE), "RunStore", (
     Transition("create", (NONE,), (STARTING,), "the trigger's first write, before its tables are chosen"),
     Transition("reclaim_start", (STARTING,), (), "take over a start whose claim is stale or was let go",
-               Either((Compare("claimed_at", "<", param("stale")), Compare("released", "=", T))),
+               any_of(at("claimed_at").lt(param("stale")), at("released").eq(T)),
                (("claimed_at", NOW), ("handed_off", F), ("released", F))),
     Transition("record_tables", (STARTING,), (), "the tables chosen: counts and verification plan", CLAIMED,
                (("tables", param("tables")), ("verify_plan", param("plan")))),
     Transition("release_start", (STARTING,), (), "a try that failed lets its claim go, the failure counted",
-               CLAIMED, (("released", T), ("start_failures", Added(ONE, ZERO)))),
+               CLAIMED, (("released", T), ("start_failures", Added(ONE)))),
     Transition("hand_off", (STARTING,), (), "a starter out of time lets its claim lapse, marked handed off",
                CLAIMED, (("claimed_at", param("expired")), ("handed_off", T))),
     Transition("take_handoff", (STARTING,), (), "the watch claims a run handed off",
-               All((CLAIMED, Compare("handed_off", "=", T))), (("claimed_at", NOW), ("handed_off", F))),
+               all_of(CLAIMED, at("handed_off").eq(T)), (("claimed_at", NOW), ("handed_off", F))),
     Transition("started", (STARTING,), (RUNNING,), "the backups started: monitor message 0 expected", CLAIMED,
                (("tables", param("tables")), ("poll", ZERO), ("poll_queued", F), ("advanced_at", NOW))),
     Transition("abandon", (STARTING,), (COMPLETE,), "a start that stopped (or failed three times) closed",
@@ -188,24 +237,24 @@ RUN = Machine("run", "status", (NONE, *LIVE), "RunStore", (
     Transition("unabandon", (COMPLETE,), (STARTING,), "abandon undone: its alert could not be sent", CLAIMED,
                removes=("finished_at",)),
     Transition("claim_stale_poll", (RUNNING, VERIFYING), (), "a poll that stopped moving: the trigger sends it again",
-               All((Compare("poll", "=", param("poll")), Compare("advanced_at", "=", param("seen")))),
+               all_of(at("poll").eq(param("poll")), at("advanced_at").eq(param("seen"))),
                (("advanced_at", NOW), ("poll_queued", F))),
     Transition("mark_queued", LIVE, (), "the message of the poll is in the queue",
-               Compare("poll", "=", param("poll")), (("poll_queued", T),)),
+               at("poll").eq(param("poll")), (("poll_queued", T),)),
     Transition("claim_resend", LIVE, (), "send the poll's message for a worker that advanced to it and died",
-               All((Compare("poll", "=", param("poll")), Compare("poll_queued", "=", F),
-                    Compare("advanced_at", "=", param("seen")))), (("advanced_at", NOW),)),
+               all_of(at("poll").eq(param("poll")), at("poll_queued").eq(F),
+                      at("advanced_at").eq(param("seen"))), (("advanced_at", NOW),)),
     Transition("claim_poll", (RUNNING,), (), "a monitor message claims its poll (or a later one)",
-               Compare("poll", "<=", param("poll")), POLL_SETS),
+               at("poll").le(param("poll")), POLL_SETS),
     Transition("claim_verifying_poll", (VERIFYING,), (), "a verification's monitor message claims its poll",
-               Compare("poll", "=", param("poll")), POLL_SETS),
+               at("poll").eq(param("poll")), POLL_SETS),
     Transition("finish", (RUNNING,), (FINISHING,), "the poll that settled every table claims the finish",
-               Compare("poll", "=", param("poll")), (("claimed_at", NOW),)),
+               at("poll").eq(param("poll")), (("claimed_at", NOW),)),
     Transition("take_finish", (FINISHING,), (FINISHING,), "take over a finish whose claim is stale",
-               Compare("claimed_at", "<", param("stale")), (("claimed_at", NOW),)),
+               at("claimed_at").lt(param("stale")), (("claimed_at", NOW),)),
     Transition("release_finish", (FINISHING,), (), "retention out of time: the claim released, the pass counted",
-               CLAIMED, (("claimed_at", const(":released", RELEASED.isoformat())),
-                         ("retention_deleted", Added(param("n"), ZERO)), ("retention_passes", Added(ONE, ZERO)),
+               CLAIMED, (("claimed_at", value(RELEASED.isoformat())),
+                         ("retention_deleted", Added(param("n"))), ("retention_passes", Added(ONE)),
                          ("retention_windowed", param("windowed")))),
     Transition("complete", (STARTING, FINISHING), (COMPLETE,),
                "retention done and no verification planned (from STARTING: no table to back up)", None,
@@ -228,11 +277,11 @@ TABLE = Machine("table", IN_TABLE + "status", (PENDING, AVAILABLE, FAILED, STUCK
                ((IN_TABLE + "error", param("error")), (IN_TABLE + "alerted", param("alerted")))),
     Transition("settle_available", (PENDING,), (AVAILABLE,), "a page's tables whose backups are AVAILABLE"),
     Transition("claim_alert", (FAILED,), (), "the alert of a table that failed to start, claimed once",
-               Compare(IN_TABLE + "alerted", "=", F), ((IN_TABLE + "alerted", T),)),
+               at(IN_TABLE + "alerted").eq(F), ((IN_TABLE + "alerted", T),)),
     Transition("release_alert", (PENDING, AVAILABLE, FAILED, STUCK), (), "claim_alert undone: the alert failed",
-               Exists("PK"), ((IN_TABLE + "alerted", F),)),
+               attr("PK").exists(), ((IN_TABLE + "alerted", F),)),
     Transition("unsettle_table", (PENDING, AVAILABLE, FAILED, STUCK), (PENDING,),
-               "settle_table undone: its alert failed", Exists("PK"), ((IN_TABLE + "alerted", F),)),
+               "settle_table undone: its alert failed", attr("PK").exists(), ((IN_TABLE + "alerted", F),)),
 ), {"settle_table": "settle_table", "settle_available": "settle_available", "claim_alert": "claim_alert",
     "release_alert": "release_alert", "unsettle_table": "unsettle_table"}, entries=(PENDING, FAILED))
 
@@ -243,19 +292,19 @@ VERIFICATION = Machine("verification", "status", (RESTORING, PASSED, FAILED, SKI
     Transition("unsettle_verification", (PASSED, FAILED), (RESTORING,), "settle undone: its alert failed",
                source_named=True),
     Transition("restore_table_deleted", (RESTORING, PASSED, FAILED, SKIPPED), (),
-               "its temporary table deleted", Exists("PK"), (("table_deleted", T),)),
+               "its temporary table deleted", attr("PK").exists(), (("table_deleted", T),)),
 ), {"settle_verification": "settle_verification", "unsettle_verification": "unsettle_verification",
     "restore_table_deleted": "restore_table_deleted"}, entries=(RESTORING, SKIPPED))
 
-POLL_CLAIM: tuple[tuple[str, Operand], ...] = (
+POLL_CLAIM: tuple[tuple[str, Field], ...] = (
     ("poll", param("next")), ("poll_message", param("message")), ("polled_at", NOW))
 RESTORE = Machine("restore", "status", (NONE, RESTORING, ACTIVE, FAILED), "RestoreStore", (
     Transition("create", (NONE,), (RESTORING,), "POST /backups/restores: the record, its listing and its target's "
                "claim in one transaction"),
     Transition("claim_poll", (RESTORING,), (), "a monitor message claims its poll",
-               Compare("poll", "=", param("poll")), POLL_CLAIM),
+               at("poll").eq(param("poll")), POLL_CLAIM),
     Transition("claim_poll_again", (RESTORING,), (), "a redelivery of the message that claimed it claims it again",
-               All((Compare("poll", "=", param("next")), Compare("poll_message", "=", param("message")))),
+               all_of(at("poll").eq(param("next")), at("poll_message").eq(param("message"))),
                POLL_CLAIM),
     Transition("settle", (RESTORING,), (ACTIVE, FAILED), "the outcome, once: its winner alerts", None,
                (("finished_at", NOW), ("error", param("error")), ("comparison", param("comparison")),

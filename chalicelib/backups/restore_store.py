@@ -120,10 +120,11 @@ class RestoreStore(StateStore):
         if previous_owner:  # that restore is settled and its table gone: the name is free again
             taken.update(ConditionExpression="attribute_not_exists(PK) OR restore_id = :previous",
                          ExpressionAttributeValues={":previous": {"S": previous_owner}})
+        record: Any = {"TableName": self._table, "Item": ddb.serialize({**restore.to_item(), "write_id": write_id}),
+                       **RESTORE.condition("create", {}).arguments()}
         try:
             retry_transient(lambda: self._ddb.transact_write_items(TransactItems=[
-                {"Put": {"TableName": self._table, "Item": ddb.serialize({**restore.to_item(), "write_id": write_id}),
-                         "ConditionExpression": RESTORE.condition("create", {}).condition}},
+                {"Put": record},
                 {"Put": {"TableName": self._table, "Item": ddb.serialize(listed)}},
                 {"Put": taken},
             ]), self._sleep)
@@ -158,7 +159,8 @@ class RestoreStore(StateStore):
         """Every conditional update of the record: one of RESTORE's ``transitions`` (lifecycle.py; an undeclared one
         is refused) with ``params`` (conditional.py: this call's own earlier attempt counts as done); with
         ``returning``, the record as written."""
-        return self._items.apply(self._key(restore_id), RESTORE.write(transitions, params, source, target), returning)
+        write = RESTORE.write(transitions, params, source, target)
+        return self._items.apply(self._key(restore_id), write.update, write.condition, write.params, returning)
 
     def claim_poll(self, restore_id: str, poll: int, now: datetime, message_id: str) -> Restore | None:
         """Claim poll ``poll`` of a RESTORING restore for SQS message ``message_id``, reading the record in

@@ -297,7 +297,7 @@ class RunStore(StateStore):
         new = RUN.condition("create", {})
         try:
             retry_transient(lambda: self._ddb.put_item(
-                TableName=self._table, Item=item, ConditionExpression=new.condition), self._sleep)
+                TableName=self._table, Item=item, **new.arguments()), self._sleep)
         except ClientError as exc:
             if not conditional_failed(exc):
                 raise
@@ -469,7 +469,7 @@ class RunStore(StateStore):
             write = machine.write_each(transitions[0], params)
         else:
             write = machine.write(transitions, params, source, target)
-        return self._items.apply(self._key(run_id, page), write, returning)
+        return self._items.apply(self._key(run_id, page), write.update, write.condition, write.params, returning)
 
     def _done(self, machine: Machine, transitions: tuple[str, ...], run_id: str, params: dict[str, Any],
               page: int | str = INLINE, source: str = "", target: str = "") -> bool:

@@ -280,7 +280,7 @@ def _summary_subject(run_id: str, alerts: list[dict[str, Any]]) -> str:
 def test_one_error_writing_the_started_run_leaves_it_running_with_its_monitor_queued(
         world: World, faults: Faults) -> None:
     """Defect 8: the write after the backups were made failed once, and the run stayed STARTING for a day."""
-    faults.inject("dynamodb.UpdateItem", "error", match=lambda p: ":running" in p.get("ExpressionAttributeValues", {})
+    faults.inject("dynamodb.UpdateItem", "error", match=lambda p: ":RUNNING" in p.get("ExpressionAttributeValues", {})
                   and "tables" in p["UpdateExpression"])
     start = world.clock.now
 
@@ -294,7 +294,7 @@ def test_one_error_writing_the_started_run_leaves_it_running_with_its_monitor_qu
 
 def test_a_lost_answer_to_the_started_write_is_recognised_as_this_triggers_own(world: World, faults: Faults) -> None:
     faults.inject("dynamodb.UpdateItem", "retried",
-                  match=lambda p: "tables" in p["UpdateExpression"] and ":running" in p["ExpressionAttributeValues"])
+                  match=lambda p: "tables" in p["UpdateExpression"] and ":RUNNING" in p["ExpressionAttributeValues"])
 
     trigger.start_run(world.deps, "schedule", run_id=trigger.new_run_id(world.clock.now, "scheduled"))
 
@@ -319,7 +319,7 @@ def test_a_create_backup_whose_lost_answer_botocore_would_retry_makes_one_backup
 def test_a_trigger_that_died_after_its_backups_is_resumed_by_the_start_watch_without_a_second_backup(
         world: World, faults: Faults) -> None:
     faults.inject("dynamodb.UpdateItem", "crash",  # the backups are made, the run not yet RUNNING
-                  match=lambda p: "tables" in p["UpdateExpression"] and ":running" in p["ExpressionAttributeValues"])
+                  match=lambda p: "tables" in p["UpdateExpression"] and ":RUNNING" in p["ExpressionAttributeValues"])
     start = world.clock.now
 
     world.scheduled_trigger(start)

@@ -81,7 +81,7 @@ class Watched:
             return write()[0]
         method = self._writer()
         candidates = [(m, t) for m in self._machines for t in m.transitions if m.writers[t.name] == method]
-        tables = [v for k, v in names.items() if k.startswith("#table")]
+        tables = [v for k, v in names.items() if re.fullmatch(r"#table\d*", k)]
         machine = candidates[0][0] if candidates else (
             RESTORE if pk == RESTORES else TABLE if tables else VERIFICATION if key["SK"]["S"].startswith(VERIFY_KEY)
             else RUN)

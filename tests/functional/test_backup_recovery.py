@@ -51,7 +51,7 @@ def _strand_a_starter(deps: Deps, clock: FakeClock) -> str:
     real = deps.clients.dynamodb
 
     def die(**kwargs: Any) -> None:
-        if "#s = :running" in kwargs["UpdateExpression"]:
+        if "#status = :RUNNING" in kwargs["UpdateExpression"]:
             raise WorkerCrash("the starter died")  # no try that fails: its claim lapses only after the lease
 
     deps.clients.dynamodb = Intercept(real, "update_item", die)  # type: ignore[assignment]
@@ -75,7 +75,7 @@ def test_two_deliveries_racing_on_one_claimed_poll_send_one_next_message(
 
     def twin_first(**kwargs: Any) -> None:
         # The twin delivery reads the same run and claims the poll before this one's claim lands.
-        if kwargs.get("UpdateExpression", "").startswith("SET poll = :next") and not twin_ran:
+        if kwargs.get("UpdateExpression", "").startswith("SET #poll = :next") and not twin_ran:
             twin_ran.append(True)
             deps.clients.dynamodb = real
             assert monitor.check_run(deps, body, "twin") == "requeued"

@@ -416,7 +416,7 @@ def test_a_restore_two_deliveries_settle_at_once_has_one_outcome_and_one_alert(w
     twin: list[str] = []
 
     def redelivered(params: dict[str, Any], **_: Any) -> None:  # the twin runs whole before the first one settles
-        if not twin and str(params.get("UpdateExpression", "")).startswith("SET #s = :status"):
+        if not twin and str(params.get("UpdateExpression", "")).startswith("SET #status = :status"):
             twin.append("running")
             twin[0] = monitor.check_run(deps, body, "m-1")
 
@@ -441,7 +441,7 @@ def test_a_failed_restore_whose_settle_answer_is_lost_still_sends_its_one_alert(
     post(client, {"table": "orders", "latest": True, "target": world.target, "restore_id": restore_id})
     world.clock.advance(minutes=deps.settings.backup_deadline_minutes + 1)
     settle = world.faults.inject("dynamodb.UpdateItem", "lost",
-                                 match=lambda p: str(p.get("UpdateExpression", "")).startswith("SET #s = :status"))
+                                 match=lambda p: str(p.get("UpdateExpression", "")).startswith("SET #status = :status"))
     assert deliver(world) == ["failed"]
     assert settle.hits == 1 and shown(client, restore_id)["status"] == "FAILED"
     [alert] = world.aws.alerts()

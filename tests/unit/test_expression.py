@@ -10,7 +10,7 @@ from moto.dynamodb.comparisons import get_filter_expression
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
 from chalicelib import ddb
-from chalicelib.expression import Update, all_of, any_of, attr, if_not_exists, list_append, param, referenced, render, value, when
+from chalicelib.expression import Update, all_of, any_of, attr, if_not_exists, list_append, param, referenced, render, suffixed, value, when
 from tests.aws_limits import LimitExceeded, check_placeholders
 
 
@@ -78,12 +78,33 @@ def test_overlapping_paths_a_missing_parameter_and_an_empty_update_are_refused()
         render(condition=attr("a").eq(param("due")))
     with pytest.raises(ValueError):
         render(Update())
+    with pytest.raises(ValueError, match="top-level"):  # AWS: ADD takes top-level attributes only
+        Update().add(attr("summary", "count"), value(1))
 
 
 def test_a_condition_without_values_carries_no_values_map() -> None:
     assert render(condition=all_of(None, attr("PK").missing())).arguments() == {
         "ConditionExpression": "attribute_not_exists(#PK)", "ExpressionAttributeNames": {"#PK": "PK"}}
-    assert "ExpressionAttributeValues" not in render(Update().remove("x")).arguments()
+    assert render(Update().remove("x")).arguments() == {  # an update of only the clauses it has
+        "UpdateExpression": "REMOVE #x", "ExpressionAttributeNames": {"#x": "x"}}
+
+
+def test_a_map_key_given_as_a_parameter_is_named_after_it_and_suffixed_parts_take_their_own() -> None:
+    status = attr("tables", param("table"), "status")
+    one = (Update().set(status, value("AVAILABLE")), status.eq(param("from")))
+    assert render(*one, params={"table": "a-b", "from": "PENDING"}).arguments() == {
+        "UpdateExpression": "SET #tables.#table.#status = :AVAILABLE",
+        "ConditionExpression": "#tables.#table.#status = :from",
+        "ExpressionAttributeNames": {"#tables": "tables", "#table": "a-b", "#status": "status"},
+        "ExpressionAttributeValues": {":AVAILABLE": {"S": "AVAILABLE"}, ":from": {"S": "PENDING"}}}
+    both = render(suffixed(one[0], "0").then(suffixed(one[0], "1")),
+                  all_of(suffixed(one[1], "0"), suffixed(one[1], "1")),
+                  {"table0": "a", "table1": "b", "from0": "PENDING", "from1": "PENDING"})
+    assert both.update == "SET #tables.#table0.#status = :AVAILABLE, #tables.#table1.#status = :AVAILABLE"
+    assert both.condition == "#tables.#table0.#status = :from0 AND #tables.#table1.#status = :from1"
+    assert both.names == {"#tables": "tables", "#table0": "a", "#table1": "b", "#status": "status"}
+    with pytest.raises(ValueError, match="overlapping"):  # one key given twice: one path written twice
+        render(suffixed(one[0], "0").then(suffixed(one[0], "1")), params={"table0": "a", "table1": "a"})
 
 
 def test_the_limits_refuse_an_unused_name_or_value_and_an_empty_map_as_aws_does() -> None:

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "chalicelib.openapi", "chalicelib.chalice_local", "chalicelib.metrics", "chalicelib.schedule_expr",
         "chalicelib.schedule_fire", "chalicelib.tasks", "chalicelib.tasks.lifecycle", "chalicelib.tasks.task_fields",
         "chalicelib.tasks.action_deps", "chalicelib.backups", "chalicelib.backups.rules",
-        "chalicelib.backups.lifecycle", "chalicelib.backups.expression_builder")),
+        "chalicelib.backups.lifecycle")),
     # What the settings parse at import: the task sources, with the actions and webhooks they name (typed by
     # chalicelib.tasks.action_deps' protocols, not by the settings and clients above them).
     ("settings parsers", ("chalicelib.tasks.webhook", "chalicelib.tasks.actions", "chalicelib.tasks.actions.*",
