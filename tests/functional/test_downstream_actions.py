@@ -238,6 +238,7 @@ def test_the_apps_own_functions_and_targets_not_allowed_are_refused_by_the_api_t
         response = post_task(client, {"id": "elsewhere", "run_at": RUN_AT, "action": action})
         assert (response.status_code, response.json_body.get("field")) == (400, field_name), response.body
     # Another program's items through the stream: an allowed target is scheduled, an own function dead-lettered.
+    use_settings(deps, past_horizon="scheduler")  # "scheduled": a schedule each, as Scheduler's path makes them
     later = (clock.now + timedelta(hours=3)).isoformat()
     table = Table(deps)
     allowed, inward = TaskKey("USER#ada", "bill"), TaskKey("USER#mallory", "inward")
