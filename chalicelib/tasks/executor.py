@@ -51,8 +51,9 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -72,6 +73,49 @@ from chalicelib.tasks.store import Claim, Execution, Outcome, TaskStore
 SOURCE = "task_executor"
 
 T = TypeVar("T")
+
+
+class Kind(Enum):
+    """What became of a due message (``Handled``); the value is the outcome's text on the log line."""
+    DONE = "done"
+    FAILED = "failed"
+    RETRY_LATER = "retry later"
+    FINISHED = "finished"  # a settled execution's follow-ups, left undone, done by this delivery
+    REQUEUED = "requeued"
+    SKIPPED = "skipped"
+    RAN_AFTER = "ran after"  # the action ran; the API changed the task after it was read
+    DEAD_LETTERED = "dead-lettered"
+
+
+@dataclass(frozen=True)
+class Handled:
+    """The outcome of one due message: its kind and, for some, why (``text``: the log line's ``outcome``)."""
+    kind: Kind
+    reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.kind.value if self.reason is None else f"{self.kind.value}: {self.reason}"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Context:
+    """One execution, as steps 3 to 6 are given it: the task read, the message that brought it, the item image it
+    carries (a lazy task's), this attempt's ``owner`` token on the claim, and what the delivery's line and its
+    dead-letter record need (``measured``, ``message_id``, ``body``)."""
+    deps: Deps
+    store: TaskStore
+    task: Task
+    message: DueMessage
+    image: dict[str, Any] | None
+    owner: str
+    message_id: str
+    body: str
+    measured: m.LinePoints
+    seconds_left: Callable[[], float] | None = None
 
 
 def run_batch(deps: Deps, records: Sequence[dict[str, Any]],
@@ -142,17 +186,17 @@ def _read_due_items(deps: Deps, records: Sequence[dict[str, Any]]) -> Mapping[Ta
         return {}
 
 
-def _log_handled(deps: Deps, message_id: str, outcome: str, measured: m.LinePoints) -> None:
+def _log_handled(deps: Deps, message_id: str, outcome: Handled, measured: m.LinePoints) -> None:
     """One INFO line per execution, with its outcome (and its task: ``about``) and the fields of its line metrics
     (``measured``: TaskLateness, TasksExecuted; chalicelib/metrics.py ``LINE_METRICS``), which the metric filters
     on the executor's log group read; ingested logs are billed by the byte, so the message's id (the task names
     it) is on the DEBUG line of a message only sent back for being early, which is no execution, and the first
     execution line of an invocation is written at its end, on the invocation's EMF document when it has one
     (``Metrics.carry``): a lone task's line and metrics are one JSON line."""
-    if outcome.startswith("requeued"):
-        logger.debug("due message handled", extra={"message_id": message_id, "outcome": outcome})
+    if outcome.kind is Kind.REQUEUED:
+        logger.debug("due message handled", extra={"message_id": message_id, "outcome": outcome.text})
         return
-    fields = {"outcome": outcome, **measured.fields(deps.metrics.stage)}
+    fields = {"outcome": outcome.text, **measured.fields(deps.metrics.stage)}
     line = line_fields(logging.INFO, "due message handled", **fields)
     if line is not None and not (line.get(REQUEST_ID) and deps.metrics.carry(line)):  # no flush without one
         logger.info("due message handled", extra=fields)
@@ -183,7 +227,7 @@ def _source_bucket_minutes(task: Task, settings: Settings) -> int | None:
 
 def execute(deps: Deps, body: str, message_id: str,
             items_read: Mapping[TaskKey, dict[str, Any] | None] | None = None, *,
-            measured: m.LinePoints | None = None, seconds_left: Callable[[], float] | None = None) -> str:
+            measured: m.LinePoints | None = None, seconds_left: Callable[[], float] | None = None) -> Handled:
     """Handle one due message; returns what happened (for the log and the tests).  ``items_read``: the batch's
     items read at once, by key (a key not there is read here); ``measured`` takes the execution's line metrics
     (its log line carries them: ``_log_handled``)."""
@@ -193,16 +237,16 @@ def execute(deps: Deps, body: str, message_id: str,
         message = DueMessage.from_json(body)
     except InvalidTask as exc:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id, f"unreadable due message: {exc.message}", body)
-        return "dead-lettered"
+        return Handled(Kind.DEAD_LETTERED)
     if message.key.source and settings.source(message.key.source) is None:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id,
                     f"the due message names task source {message.key.source!r}, which the stage does not declare "
                     "(TASK_SOURCES)", body)
-        return "dead-lettered"
+        return Handled(Kind.DEAD_LETTERED)
     arrival = timing.arrival(message.runs_at, deps.clock(), settings.task_precision)
     if arrival.kind == "requeue":
         _send_back(deps, message, int(arrival.seconds))
-        return "requeued"
+        return Handled(Kind.REQUEUED)
     if arrival.kind == "wait":
         deps.sleep(arrival.seconds)
     store = TaskStore(deps)
@@ -210,7 +254,7 @@ def execute(deps: Deps, body: str, message_id: str,
     if message.carries_item and image is None:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id,
                     f"the item image kept for task {message.key.task_id} is gone", _payload(body))
-        return "dead-lettered"
+        return Handled(Kind.DEAD_LETTERED)
     item: dict[str, Any] | None
     if image is not None:
         item = ddb.deserialize(image)
@@ -220,25 +264,25 @@ def execute(deps: Deps, body: str, message_id: str,
         item = store.get_item(message.key)
     if item is None:  # deleted: cancelled by the API or by its own program (the message does not say its strategy)
         deps.metrics.task(m.TASKS_SKIPPED_CANCELLED, None)
-        return "skipped: gone"
+        return Handled(Kind.SKIPPED, "gone")
     try:
         task = read_task(item, message.key, settings)
     except InvalidTask as exc:
         dead_letter(deps, settings.task_dlq, SOURCE, message_id,
                     f"task {message.key.task_id} is not a valid task: {exc.message}", _payload(body),
                     smaller=_without_image(message))
-        return "dead-lettered"
+        return Handled(Kind.DEAD_LETTERED)
     bucket_minutes = _source_bucket_minutes(task, settings)
     reason = skip_reason(task, message, bucket_minutes)
     if reason:
         _measure_skip(deps, task, reason)
-        return "skipped: " + reason
+        return Handled(Kind.SKIPPED, reason)
     if retimed(task, message, bucket_minutes):
         message = replace(message, due=task.due)  # never early: at the task's own time, in the bucket
         later = timing.arrival(task.due, deps.clock(), settings.task_precision)
         if later.kind == "requeue":
             _send_back(deps, message, int(later.seconds))
-            return "requeued: due later in its bucket"
+            return Handled(Kind.REQUEUED, "due later in its bucket")
     early = (task.due - deps.clock()).total_seconds()
     if early > 0:  # the message's time was rounded down to the second
         deps.sleep(early)
@@ -247,9 +291,9 @@ def execute(deps: Deps, body: str, message_id: str,
     if gate.wait is not None:  # over its target's rate or concurrency: it waits, unclaimed (no attempt spent)
         _send_back(deps, replace(message, slot=gate.slot), timing.queue_delay(gate.wait, settings.task_precision))
         deps.metrics.task(m.TASKS_PACED, task.strategy.value)
-        return "requeued: " + gate.reason
+        return Handled(Kind.REQUEUED, gate.reason)
     with flow.holding(deps, gate):
-        return _run(deps, store, task, message, image, owner, message_id, body, measured, seconds_left)
+        return _run(Context(deps, store, task, message, image, owner, message_id, body, measured, seconds_left))
 
 
 def _gate(deps: Deps, task: Task, message: DueMessage, owner: str,
@@ -261,25 +305,25 @@ def _gate(deps: Deps, task: Task, message: DueMessage, owner: str,
     return flow.admit(deps, task.action, task.key.source, slot, owner, lease)
 
 
-def _run(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None, owner: str,
-         message_id: str, body: str, measured: m.LinePoints, seconds_left: Callable[[], float] | None) -> str:
+def _run(ctx: Context) -> Handled:
     """Steps 3 to 6: the claim, the action, the settle and what follows."""
+    deps, store, task, owner = ctx.deps, ctx.store, ctx.task, ctx.owner
     settings = deps.settings
     shape = {"strategy": task.strategy.value, "action": task.action}
-    if settles_once(task, message):
-        return _execute_once(deps, store, task, message, owner, shape, message_id, body, measured, seconds_left)
+    if settles_once(task, ctx.message):
+        return _execute_once(ctx, shape)
     claimed = deps.clock()
     claim = store.claim(task.key, task.due, claimed, settings.task_claim_lease_seconds, owner, shape=shape)
     if not claim.won:
         _measure_skip(deps, task, claim.lost)
-        return _claim_lost(deps, store, task, message, image, claim, message_id, body)
+        return _claim_lost(ctx, claim)
     given_up = _given_up(deps, task, claim.takeovers)
     due_text = iso(task.due)
     # a retry's own due time (a redrive's run_at, a retry's first): its age and its lateness count from it
     since = parse_due(claim.found.retry_from) if claim.found.retry_due == due_text and claim.found.retry_from else task.due
     if given_up is None and claim.found.attempts_before(due_text) == 0:
-        _measure_lateness(deps, task, measured, since=since)
-    outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since, seconds_left)
+        _measure_lateness(deps, task, ctx.measured, since=since)
+    outcome = given_up or _run_with_retries(deps, task, claim.found.attempts_before(due_text), since, ctx.seconds_left)
     occurrences = _runs_before(claim.found) + 1 if task.recurrence and outcome.status is State.DONE else None
     next_due = timing.next_due(task, deps.clock(), occurrences or 0) if outcome.status is State.DONE else None
     kept = claim.found.with_entry(_history_entry(task, outcome, claimed, deps.clock(), since, claim.takeovers))
@@ -288,24 +332,22 @@ def _run(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: d
     if not settled:
         logger.warning("the claim was taken over while the action ran; its outcome is the other worker's",
                        extra={"task_id": task.id, "status": outcome.status.value})
-        return "skipped: taken over by another worker"
-    return _settled(deps, store, task, message, image, owner, outcome, next_due, message_id, body, measured,
-                    retried=given_up is None)
+        return Handled(Kind.SKIPPED, "taken over by another worker")
+    return _settled(ctx, outcome, next_due, retried=given_up is None)
 
 
-def _settled(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None, owner: str,
-             outcome: Outcome, next_due: datetime | None, message_id: str, body: str, measured: m.LinePoints,
-             retried: bool = True) -> str:
+def _settled(ctx: Context, outcome: Outcome, next_due: datetime | None, retried: bool = True) -> Handled:
     """What follows this worker's settle: a retry's message sent back, or the outcome measured and its follow-ups
     (``_after``)."""
+    deps, task = ctx.deps, ctx.task
     if outcome.retry_at is not None:  # settle_retry: the same due message comes back at the retry time
-        _send_back(deps, replace(message, not_before=outcome.retry_at), _delay_until(outcome.retry_at, deps.clock()))
+        _send_back(deps, replace(ctx.message, not_before=outcome.retry_at),
+                   _delay_until(outcome.retry_at, deps.clock()))
         deps.metrics.task(m.TASKS_RETRIED, task.strategy.value)
-        return "retry later"
-    _measure_outcome(deps, task, outcome, measured, retried=retried)
-    _after(deps, store, task, message, image, Execution(iso(task.due), outcome.status.value, owner), next_due,
-           outcome, message_id, body)
-    return "failed" if outcome.status is State.FAILED else "done"
+        return Handled(Kind.RETRY_LATER)
+    _measure_outcome(deps, task, outcome, ctx.measured, retried=retried)
+    _after(ctx, Execution(iso(task.due), outcome.status.value, ctx.owner), next_due, outcome)
+    return Handled(Kind.FAILED if outcome.status is State.FAILED else Kind.DONE)
 
 
 def _runs_before(found: Execution) -> int:
@@ -326,36 +368,35 @@ def settles_once(task: Task, message: DueMessage) -> bool:
             and task.strategy is not Strategy.LAZY and not message.carries_item and message.not_before is None)
 
 
-def _execute_once(deps: Deps, store: TaskStore, task: Task, message: DueMessage, owner: str,
-                  shape: dict[str, Any], message_id: str, body: str, measured: m.LinePoints,
-                  seconds_left: Callable[[], float] | None = None) -> str:
+def _execute_once(ctx: Context, shape: dict[str, Any]) -> Handled:
     """Steps 3 to 5 for a task that ``settles_once``: the action runs (retried as step 4 says), then its outcome
     is written with one conditional UpdateItem (``TaskStore.settle_once``).  A settle refused because the
     execution is settled already is a duplicate delivery (the target dropped its repeat): what the settled one
     left undone is finished.  Refused because the API cancelled the task or moved it after the read: the action
     ran all the same; logged and counted (``TasksRanAfterChange``), the record left as the API wrote it."""
+    deps, store, task = ctx.deps, ctx.store, ctx.task
     started = deps.clock()
-    outcome = _run_with_retries(deps, task, seconds_left=seconds_left)
+    outcome = _run_with_retries(deps, task, seconds_left=ctx.seconds_left)
     lease = deps.settings.task_claim_lease_seconds
     entry = _history_entry(task, outcome, started, deps.clock(), task.due)
     settled = _persisted(deps, "the task's outcome", lambda: store.settle_once(
-        task.key, task.due, owner, outcome, deps.clock(), lease, shape, entry=entry))
+        task.key, task.due, ctx.owner, outcome, deps.clock(), lease, shape, entry=entry))
     if settled.won:
-        _measure_lateness(deps, task, measured, started)
-        return _settled(deps, store, task, message, None, owner, outcome, None, message_id, body, measured)
+        _measure_lateness(deps, task, ctx.measured, started)
+        return _settled(ctx, outcome, None)
     found, lost = settled.found, settled.lost
     if lost in ("done", "failed"):
-        if _after(deps, store, task, message, None, found, None, None, message_id, body):
-            return f"finished: {lost}"
-        return "skipped: " + lost
+        if _after(ctx, found, None, None):
+            return Handled(Kind.FINISHED, lost)
+        return Handled(Kind.SKIPPED, lost)
     if lost in ("cancelled", "rescheduled", "paused"):
         logger.warning("the action ran, but the task was changed after it was read; its outcome is not recorded",
                        extra={"task_id": task.id, "change": lost, "status": outcome.status.value})
         deps.metrics.task(m.TASKS_RAN_AFTER_CHANGE, task.strategy.value)
-        return "ran after: " + lost
+        return Handled(Kind.RAN_AFTER, lost)
     logger.info("the action ran again; the execution is another delivery's",
                 extra={"task_id": task.id, "found": lost})
-    return "skipped: " + lost
+    return Handled(Kind.SKIPPED, lost)
 
 
 def _history_entry(task: Task, outcome: Outcome, started: datetime, finished: datetime, since: datetime,
@@ -381,41 +422,39 @@ def _given_up(deps: Deps, task: Task, takeovers: int) -> Outcome | None:
     return Outcome(State.FAILED, takeovers, None, error)
 
 
-def _claim_lost(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
-                claim: Claim, message_id: str, body: str) -> str:
+def _claim_lost(ctx: Context, claim: Claim) -> Handled:
     """A duplicate or late delivery: wait for a live claim, finish what a settled one left undone, or stop."""
-    found = claim.found
+    deps, message, found = ctx.deps, ctx.message, claim.found
     if claim.lost in ("running", "released"):
         _send_back(deps, message, timing.claim_held_delay(
             found.claimed_at, deps.settings.task_claim_lease_seconds, deps.clock()))
-        return "requeued: claimed by another worker"
+        return Handled(Kind.REQUEUED, "claimed by another worker")
     if claim.lost == "retrying" and found.retry_at_ms is not None:  # a copy of the retry's message: it waits too
         retry_at = datetime.fromtimestamp(found.retry_at_ms / 1000, UTC)
         _send_back(deps, replace(message, not_before=retry_at), _delay_until(retry_at, deps.clock()))
-        return "requeued: to be retried later"
+        return Handled(Kind.REQUEUED, "to be retried later")
     if claim.lost in ("done", "failed"):
         next_due = parse_due(found.next_run_at) if found.next_run_at else None
-        if _after(deps, store, task, message, image, found, next_due, None, message_id, body):
-            return f"finished: {claim.lost}"
-    return "skipped: " + claim.lost
+        if _after(ctx, found, next_due, None):
+            return Handled(Kind.FINISHED, claim.lost)
+    return Handled(Kind.SKIPPED, claim.lost)
 
 
-def _after(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
-           execution: Execution, next_due: datetime | None, outcome: Outcome | None, message_id: str,
-           body: str) -> bool:
+def _after(ctx: Context, execution: Execution, next_due: datetime | None, outcome: Outcome | None) -> bool:
     """What follows a settled execution: a failure dead-lettered and alerted (each noted on the record right
     after it, so a redelivery redoes only what is left; both carry ``dedupe_id``, one per task and due time,
     for the one case where a send is repeated: docs/executor.md "Fail loudly"), a recurring task's next due time written
     to its item.  True when something was left to do."""
+    deps, store, task = ctx.deps, ctx.store, ctx.task
     did = False
     if execution.state == State.FAILED.value:
         dedupe_id = f"task-failed:{task.id}:{iso(task.due)}"
         error = outcome.error if outcome else execution.error
         attempts = outcome.attempts if outcome else execution.attempts
         if not execution.dead_lettered:
-            dead_letter(deps, deps.settings.task_dlq, SOURCE, message_id,
-                        f"task {task.id} failed after {attempts} attempts: {error}", _payload(body),
-                        smaller=_without_image(message), dedupe_id=dedupe_id, strategy=task.strategy.value)
+            dead_letter(deps, deps.settings.task_dlq, SOURCE, ctx.message_id,
+                        f"task {task.id} failed after {attempts} attempts: {error}", _payload(ctx.body),
+                        smaller=_without_image(ctx.message), dedupe_id=dedupe_id, strategy=task.strategy.value)
             _persisted(deps, "dead_lettered on the record", lambda: store.mark(task.key, "dead_lettered"))
             did = True
         if not execution.alerted:
@@ -425,8 +464,8 @@ def _after(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
             _persisted(deps, "alerted on the record", lambda: store.mark(task.key, "alerted"))
             did = True
     elif execution.state == State.DONE.value and next_due is not None:
-        did = _persisted(deps, "the next due time", lambda: _recur(deps, store, task, message, image, next_due))
-    return _callback(deps, store, task, execution, outcome) or did
+        did = _persisted(deps, "the next due time", lambda: _recur(ctx, next_due))
+    return _callback(ctx, execution, outcome) or did
 
 
 def callback_outcome(task: Task, name: str, execution: Execution, outcome: Outcome | None) -> dict[str, Any]:
@@ -442,7 +481,7 @@ def callback_outcome(task: Task, name: str, execution: Execution, outcome: Outco
     return given
 
 
-def _callback(deps: Deps, store: TaskStore, task: Task, execution: Execution, outcome: Outcome | None) -> bool:
+def _callback(ctx: Context, execution: Execution, outcome: Outcome | None) -> bool:
     """The task's ``on_success`` after a DONE execution (each occurrence of a recurring task), its ``on_failure``
     after a FAILED one, run once: then noted on the record (``mark_callback``: the execution, by its due time and
     owner), so a redelivery that finds it noted does not run it again; the window of "Fail loudly" applies (run,
@@ -450,6 +489,7 @@ def _callback(deps: Deps, store: TaskStore, task: Task, execution: Execution, ou
     action is given the outcome (``actions.with_outcome``), allow-listed as the task's own, and retried by the
     task's retry policy within this delivery only (a wait the delivery cannot make gives up).  Its failure is
     logged, alerted and noted; it never changes the task's outcome.  True when it ran."""
+    deps, task = ctx.deps, ctx.task
     chosen = task.callback(execution.state)
     if chosen is None or execution.callback_ran():
         return False
@@ -469,16 +509,16 @@ def _callback(deps: Deps, store: TaskStore, task: Task, execution: Execution, ou
         alerts.publish(deps, f"Task {task.id}: its {name} callback failed after {ran.attempts} attempts", {
             "task_id": task.id, "due": iso(task.due), "callback": name, "action": spec["type"],
             "attempts": ran.attempts, "error": ran.error, "dedupe_id": f"task-callback-failed:{task.id}:{iso(task.due)}"})
-    _persisted(deps, "the callback on the record", lambda: store.mark_callback(
+    _persisted(deps, "the callback on the record", lambda: ctx.store.mark_callback(
         task.key, execution.due or iso(task.due), execution.owner, note))
     return True
 
 
-def _recur(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image: dict[str, Any] | None,
-           next_due: datetime) -> bool:
+def _recur(ctx: Context, next_due: datetime) -> bool:
     """Write a recurring task's next due time: on its item, if it still is at this due time; a lazy task's item
     comes back exactly as it was (sets, binary, numbers), with the next TTL.  False when the item moved on."""
-    settings = deps.settings
+    task, store, image = ctx.task, ctx.store, ctx.image
+    settings = ctx.deps.settings
     source = settings.source(task.key.source) if task.key.source else None
     if source is not None:
         changes = items.source_due_changes(task, source, next_due)
@@ -486,7 +526,7 @@ def _recur(deps: Deps, store: TaskStore, task: Task, message: DueMessage, image:
         has_due = settings.due_attribute in task.item or task.strategy is not Strategy.LAZY
         changes = items.due_attributes(task.key, task.strategy, next_due, settings,
                                        task.item.get(settings.due_attribute), has_due)
-    if message.carries_item:
+    if ctx.message.carries_item:
         if image is None:
             return False
         return store.put_back(image, ddb.serialize(changes), task.key)

@@ -116,7 +116,7 @@ def item_task(deps: Deps, task_id: str, action: dict[str, Any]) -> str:
 def run(deps: Deps, clock: FakeClock, body: str) -> str:
     if clock.now < DUE:
         clock.now = DUE
-    return executor.execute(deps, body, "m-1")
+    return executor.execute(deps, body, "m-1").text
 
 
 # --- what each target receives ------------------------------------------------------------

@@ -77,7 +77,7 @@ def create(client: Client, task_id: str, machine: str, once: bool = True, **extr
 
 def run(deps: Deps, clock: FakeClock, body: str) -> str:
     clock.now = max(clock.now, DUE)
-    return executor.execute(deps, body, "m-1")
+    return executor.execute(deps, body, "m-1").text
 
 
 def executions(aws: Aws, machine: str, task_id: str) -> list[str]:
