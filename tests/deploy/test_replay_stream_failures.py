@@ -19,13 +19,19 @@ from chalicelib.tasks import stream as task_stream
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from deploy import cli, replay
 from tests import events
-from tests.fixtures import Aws, FakeClock
+from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.stream_support import schedule_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ADA = TaskKey("USER#ada", "REMINDER#standup")
 GRACE = TaskKey("grace@example.com", "reminder")
 API_IDENTITY_OF_TTL = {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}  # as GetRecords spells it
+
+
+@pytest.fixture(autouse=True)
+def scheduler_path(deps: Deps) -> None:
+    """A replayed exact insert shows as its schedule: Scheduler's path (the sweeper is the default)."""
+    use_settings(deps, past_horizon="scheduler")
 
 
 @pytest.fixture
