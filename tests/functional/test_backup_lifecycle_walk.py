@@ -191,6 +191,7 @@ def test_every_edge_is_walked_by_its_writer_and_no_write_leaves_the_declaration(
         assert store.settle_table(b.run_id, _settled(b, table, status))
     assert store.settle_available(b.run_id, [b.tables["d"], b.tables["e"]]) == [b.tables["d"], b.tables["e"]]
     assert store.claim_alert(b.run_id, b.tables["f"])
+    assert not store.claim_alert(b.run_id, b.tables["f"])  # claimed once: one alert
     for table in "gacf":
         store.release_alert(b.run_id, b.tables[table])
     for table in "gabc":

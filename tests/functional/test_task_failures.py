@@ -19,7 +19,7 @@ from chalicelib.tasks.action_deps import ActionDeps
 from chalicelib.tasks.actions import Action, ActionRetryHint, Attempt, Check, any_text
 from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import DueMessage, TaskKey, iso, parse_due
-from chalicelib.tasks.store import Outcome, TaskStore
+from chalicelib.tasks.store import RETRY_ATTRIBUTES, Outcome, TaskStore
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock
 from tests.functional.task_support import (
@@ -341,3 +341,30 @@ def test_a_one_time_task_cannot_be_paused_because_it_has_no_occurrence_to_skip(c
     refused = post(client, "/tasks/once/pause")
     assert (refused.status_code, refused.json_body["field"]) == (409, "recurrence")
     assert "one-time" in refused.json_body["error"]
+
+
+def test_an_execution_done_after_a_retry_keeps_none_of_the_retrys_times_on_its_record(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, hinted: type[HintedAction]) -> None:
+    assert post_task(client, {"id": "hint-done", "run_at": RUN_AT, "action": {"type": "hinted", "note": "n"}}
+                     ).status_code == 201
+    clock.now = parse_due(RUN_AT)
+    body = due_body(TaskKey.for_id("hint-done"), parse_due(RUN_AT))
+    assert deliver(client, body) == set()
+    [(retry, _)] = aws.sent(deps.settings.due_queue)
+    assert {"retry_due", "retry_at", "retry_at_ms"} <= (record_of(deps, TaskKey.for_id("hint-done")) or {}).keys()
+    clock.advance(seconds=120)
+    assert deliver(client, retry) == set()
+    record = record_of(deps, TaskKey.for_id("hint-done")) or {}
+    assert (record["status"], record["attempts"]) == ("DONE", 2)
+    assert not set(RETRY_ATTRIBUTES) & record.keys()  # a later claim of this due time counts no old attempt
+
+
+def test_a_callback_whose_retry_cannot_wait_in_its_delivery_fails_at_once_saying_why(
+        client: Client, deps: Deps, clock: FakeClock, hinted: type[HintedAction]) -> None:
+    assert post_task(client, {"id": "hint-cb", "run_at": RUN_AT, "action": EMAIL_ACTION,
+                              "on_success": {"type": "hinted", "note": "n"}}).status_code == 201
+    clock.now = parse_due(RUN_AT)
+    assert deliver(client, due_body(TaskKey.for_id("hint-cb"), parse_due(RUN_AT))) == set()
+    record = record_of(deps, TaskKey.for_id("hint-cb")) or {}
+    assert (record["status"], record["callback"]["status"], hinted.runs) == ("DONE", "FAILED", 1)
+    assert record["callback"]["error"].endswith("(not retried: a callback retries within its delivery only)")
