@@ -55,6 +55,10 @@ destroy: $(STAMP)
 	$(BIN)/python -m deploy.cli destroy --stage $(STAGE)
 
 ## test: lint, types and the whole suite (mypy checks while the suite runs: its output follows the suite's)
+# The suite's processes (two workers, moto servers, the offline runtime's handlers, the AWS CLI) import the
+# same modules: Python's bytecode cache is written even where the environment turns it off (PYTHONDONTWRITEBYTECODE),
+# so each module compiles once, not once a process.
+test: export PYTHONDONTWRITEBYTECODE=
 test: $(STAMP)
 	$(BIN)/ruff check .
 	@$(BIN)/mypy app.py chalicelib deploy local tests bench > $(VENV)/.mypy.out 2>&1 & types=$$!; \

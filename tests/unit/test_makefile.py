@@ -32,3 +32,23 @@ def test_the_install_prints_a_timed_line_per_step_and_lets_the_installer_show_it
                for line in installs), recipe
     assert any(f"{venv}/bin/pip install --progress-bar on -r requirements-dev.txt" in line for line in installs), recipe
     assert not any("--quiet" in line or " -q " in line for line in installs), recipe
+
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_the_suite_writes_bytecode_once_for_all_its_processes_even_where_the_environment_turns_it_off(
+        tmp_path: Path) -> None:
+    """`make test` turns PYTHONDONTWRITEBYTECODE off for itself: with it on (as on some CI machines) each of the
+    suite's processes compiled every module it imported again (about 16 s of CPU a worker's collection alone).
+    Run for real with a venv whose ruff, mypy and pytest only report what they were given."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    seen = tmp_path / "seen"
+    for tool in ("ruff", "mypy", "pytest"):
+        script = venv / "bin" / tool
+        script.write_text(f'#!/bin/sh\necho "{tool}=[$PYTHONDONTWRITEBYTECODE]" >> {seen}\n')
+        script.chmod(0o755)
+    (venv / ".installed").touch()
+    subprocess.run(["make", f"VENV={venv}", "test"], cwd=ROOT, capture_output=True, text=True, check=True,
+                   env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert sorted(seen.read_text().split()) == ["mypy=[]", "pytest=[]", "ruff=[]"]
