@@ -245,6 +245,17 @@ def _max_concurrency(value: str, env: _Reader) -> int:
     return number
 
 
+WARM_WRITES_DEFAULT = 4_000  # a new on-demand table's warm write throughput (write units a second)
+WARM_WRITES_MAX = 40_000  # AWS's default quota of write units a second of one on-demand table
+
+
+def _warm_write_units(value: str, env: _Reader) -> int:
+    number = int(value)
+    if number != 0 and not WARM_WRITES_DEFAULT <= number <= WARM_WRITES_MAX:
+        raise ValueError("")
+    return number
+
+
 def _target_limits(value: str, env: _Reader) -> tuple[tuple[str, Limit], ...]:
     if not value.strip():
         return ()
@@ -450,6 +461,11 @@ class Settings:
         "Log level of the structured JSON logs.", choice("DEBUG", "INFO", "WARNING", "ERROR"))
     state_table: str = setting("STATE_TABLE", "timekeeper-state",
         "The app's state table: backup runs, claims, processor progress.", TABLE)
+    state_table_warm_write_units: int = setting("STATE_TABLE_WARM_WRITE_UNITS", "0",
+        "Deployed stages: the state table's warm throughput (`WarmThroughput`) in write units a second, which "
+        "provisioning raises the table to and never lowers (a new on-demand table takes 4,000 at once; AWS bills the "
+        "raise once); 0: none ([Scale](scale.md#a-million-exact-tasks-due-in-the-same-second)).",
+        Parse(_warm_write_units, f"expected 0 or a whole number from {WARM_WRITES_DEFAULT} to {WARM_WRITES_MAX}"))
     alert_topic_arn: str = setting("ALERT_TOPIC_ARN", "",
         "SNS topic for alerts and run summaries (empty: alerts are only logged).", OPTIONAL_ARN)
     # backups

@@ -175,9 +175,10 @@ def _code(exc: ClientError) -> str:
 
 def ensure_table(clients: Clients, name: str, result: Provisioned, *,
                  stream: bool = False, ttl_attribute: str | None = None,
-                 indexes: list[Index] | None = None) -> dict[str, Any]:
-    """A PAY_PER_REQUEST table with string keys PK/SK (+ stream, TTL, GSIs as asked); a GSI missing from a
-    table made before it was added is created on it (DynamoDB backfills it while the table stays in use)."""
+                 indexes: list[Index] | None = None, warm_write_units: int = 0) -> dict[str, Any]:
+    """A PAY_PER_REQUEST table with string keys PK/SK (+ stream, TTL, GSIs, warm write throughput as asked); a
+    GSI missing from a table made before it was added is created on it (DynamoDB backfills it while the table stays
+    in use). An existing table's warm throughput is left to ``ensure_warm_writes`` (once its indexes are built)."""
     ddb = clients.dynamodb
     indexes = indexes or []
     try:
@@ -199,6 +200,8 @@ def ensure_table(clients: Clients, name: str, result: Provisioned, *,
                 attributes += [a for a in index.attributes() if a not in attributes]
             kwargs["GlobalSecondaryIndexes"] = [index.definition() for index in indexes]
         kwargs["AttributeDefinitions"] = attributes
+        if warm_write_units:
+            kwargs["WarmThroughput"] = {"WriteUnitsPerSecond": warm_write_units}
         table = ddb.create_table(**kwargs)["TableDescription"]
         ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         table = ddb.describe_table(TableName=name)["Table"]
@@ -219,6 +222,23 @@ def ensure_table(clients: Clients, name: str, result: Provisioned, *,
                 "Enabled": True, "AttributeName": ttl_attribute})
             result.changes.append(f"enabled TTL on {name}.{ttl_attribute}")
     return cast(dict[str, Any], table)
+
+
+def warm_writes(table: Mapping[str, Any]) -> int:
+    """A table's warm write throughput as DescribeTable gives it (0: none given)."""
+    return int((table.get("WarmThroughput") or {}).get("WriteUnitsPerSecond") or 0)
+
+
+def ensure_warm_writes(clients: Clients, name: str, units: int, result: Provisioned) -> None:
+    """Raise the table's warm write throughput to ``units`` when it is lower (UpdateTable ``WarmThroughput``;
+    AWS bills the raise once and never lowers it): never lower it, nothing to do when ``units`` is 0 or reached."""
+    if not units:
+        return
+    have = warm_writes(clients.dynamodb.describe_table(TableName=name)["Table"])
+    if have >= units:
+        return
+    clients.dynamodb.update_table(TableName=name, WarmThroughput={"WriteUnitsPerSecond": units})
+    result.changes.append(f"raised the warm write throughput of {name} from {have} to {units} write units a second")
 
 
 def ensure_queue(clients: Clients, name: str, result: Provisioned, *,
@@ -342,11 +362,14 @@ def _as_document(value: Any) -> Any:
 def provision(clients: Clients, settings: Settings, scheduler_role_arn: str = "") -> Provisioned:
     """Every resource the app needs; returns the stage environment naming them."""
     result = Provisioned()
-    ensure_table(clients, settings.state_table, result, ttl_attribute=STATE_TTL_ATTRIBUTE, indexes=state_indexes())
+    ensure_table(clients, settings.state_table, result, ttl_attribute=STATE_TTL_ATTRIBUTE, indexes=state_indexes(),
+                 warm_write_units=settings.state_table_warm_write_units)
     if settings.state_table not in result.created:  # a table made just now holds no record of an earlier layout
         replace_status_index(clients, settings.state_table, result)
         wait_for_indexes(clients, settings.state_table)
         unindex_statuses(clients, settings.state_table, result)
+        # The burst's writes (claims and settles) are the state table's own; its status index carries none of them.
+        ensure_warm_writes(clients, settings.state_table, settings.state_table_warm_write_units, result)
     tasks = ensure_table(clients, settings.tasks_table, result, stream=True, ttl_attribute=settings.ttl_attribute,
                          indexes=tasks_indexes(settings))
     _, monitor_dlq_arn = ensure_queue(clients, settings.backup_monitor_dlq, result)

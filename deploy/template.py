@@ -47,6 +47,11 @@ def _table(name: str, indexes: list[Index], **extra: Any) -> dict[str, Any]:
             "Properties": props}
 
 
+def _warm(write_units: int) -> dict[str, Any]:
+    """The table's ``WarmThroughput``, as provision() sets it (nothing for 0)."""
+    return {"WarmThroughput": {"WriteUnitsPerSecond": write_units}} if write_units else {}
+
+
 def _queue(name: str, visibility: int = DEFAULT_VISIBILITY_SECONDS, delay: int = 0,
            dlq: str | None = None) -> dict[str, Any]:
     props: dict[str, Any] = {"QueueName": name, "VisibilityTimeout": visibility,
@@ -135,7 +140,8 @@ def _resources(settings: Settings) -> dict[str, Any]:
         "Resources": {
             # Execution claims expire by STATE_TTL_ATTRIBUTE, as provision() enables it.
             "StateTable": _table(settings.state_table, state_indexes(),
-                                 TimeToLiveSpecification={"AttributeName": STATE_TTL_ATTRIBUTE, "Enabled": True}),
+                                 TimeToLiveSpecification={"AttributeName": STATE_TTL_ATTRIBUTE, "Enabled": True},
+                                 **_warm(settings.state_table_warm_write_units)),
             "TasksTable": _table(
                 settings.tasks_table, tasks_indexes(settings),
                 StreamSpecification={"StreamViewType": "NEW_AND_OLD_IMAGES"},

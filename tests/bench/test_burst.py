@@ -12,6 +12,7 @@ import pytest
 from bench import burst
 from bench.burst import INF, Executor, OfflineRun, Quotas, Route
 from bench.core import TINY
+from deploy import stage
 
 #: No DynamoDB and no email limit: only what a case names binds.
 UNBOUND = Quotas(table_write_units_per_s=INF, partition_write_units_per_s=INF, email_per_s=INF)
@@ -87,14 +88,32 @@ def test_the_sweeper_sends_at_its_batch_calls_times_ten_with_no_scheduler_cap() 
     assert fast.last == math.ceil(1_000_000 / (1_000 * 20))   # all visible at the due time: Lambda's rate alone
 
 
-def test_each_path_is_modelled_and_the_sweeper_with_a_warm_table_runs_a_million_within_five_minutes() -> None:
+def test_each_path_is_modelled_and_the_deployed_stage_is_the_last() -> None:
     results = {name: burst.simulate(burst.TASKS, route, quotas, TWENTY)
                for name, route, quotas in burst.scenarios(TWENTY)}
     scheduler = results["Scheduler, default quotas"]
     assert (scheduler.last, scheduler.binding) == (940, "Scheduler invocations")   # 1,000/s less its 60 s lead
-    assert results["sweeper, state table warm at 12,000 write units"].last <= burst.TARGET_SECONDS
+    assert burst.scenarios(TWENTY)[-1] == burst.deployed(burst.deployed_settings())
     measured = burst.scenarios(TWENTY, burst.Sweeper(calls_per_s=50))   # the lead plugs in the sweeper's figures
     assert measured[-1][1].rate == 500
+
+
+def test_the_target_row_is_the_prod_stage_as_its_config_deploys_it_and_runs_a_million_within_five_minutes() -> None:
+    """The state table's write units are prod's STATE_TABLE_WARM_WRITE_UNITS, read from .chalice/config.json; the
+    same stage with it at 0 is a new on-demand table's 4,000 and misses the five minutes."""
+    config = stage.load_config()
+    prod = burst.deployed_settings(config)
+    assert prod.past_horizon == "sweeper"   # the default: the sweeper's route is the target's
+    [*_, deployed] = burst.section(Executor(), "defaults", None).rows
+    section = burst.section(Executor(), "defaults", None, settings=prod)
+    assert section.rows[-1] == deployed and section.rows[-1][0].startswith("prod as deployed: sweeper")
+    assert [t.figure for t in section.targets] == deployed[2:5]
+    assert all(t.met for t in section.targets), [t.describe() for t in section.targets]
+    assert burst.deployed(prod)[2].table_write_units_per_s == prod.state_table_warm_write_units
+    config["stages"]["prod"]["environment_variables"]["STATE_TABLE_WARM_WRITE_UNITS"] = "0"
+    cold = burst.section(Executor(), "defaults", None, settings=burst.deployed_settings(config))
+    assert burst.deployed(burst.deployed_settings(config))[2].table_write_units_per_s == 4_000
+    assert cold.targets[-1].figure > burst.TARGET_SECONDS and not cold.targets[-1].met
 
 
 def test_the_model_against_ts_offline_rounds_uses_their_floor_and_batch() -> None:
@@ -129,7 +148,7 @@ def test_the_offline_model_uses_the_runs_concurrency_batch_and_invocation_time()
 def test_the_section_at_tiny_scale_is_the_model_alone(tmp_path: Path) -> None:
     [section] = burst.run(TINY, tmp_path)
     assert section.key == "B" and len(section.rows) == len(burst.scenarios(Executor()))
-    assert section.targets[0].figure == section.rows[-1][4]
+    assert [t.figure for t in section.targets] == section.rows[-1][2:5]   # p50, p99, last of the deployed stage
     assert "71,429 s" not in " ".join(section.notes) and "19.8 h" in " ".join(section.notes)
 
 

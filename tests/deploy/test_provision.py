@@ -14,17 +14,22 @@ from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
 from deploy.provision import (
     MAX_RECEIVE_COUNT,
     SCHEDULER_ROLE_POLICY,
+    Provisioned,
     cloudwatch_client,
     dead_letter_queues,
     dlq_alarm,
+    ensure_table,
+    ensure_warm_writes,
     iam_client,
     provision,
+    warm_writes,
 )
 
 STAGE_ENV = {"STAGE": "prod", "AWS_REGION": "us-east-1", "STATE_TABLE": "tk-prod-state", "TASKS_TABLE": "tk-prod-tasks",
              "BACKUP_MONITOR_QUEUE": "tk-prod-monitor", "BACKUP_MONITOR_DLQ": "tk-prod-monitor-dlq",
              "DUE_QUEUE": "tk-prod-due", "TASK_DLQ": "tk-prod-task-dlq", "DUE_DLQ": "tk-prod-due-dlq", "SCHEDULE_GROUP": "tk-prod",
-             "BACKUP_MONITOR_DELAY_SECONDS": "120", "SENDER_EMAIL": "reminders@example.com"}
+             "BACKUP_MONITOR_DELAY_SECONDS": "120", "SENDER_EMAIL": "reminders@example.com",
+             "STATE_TABLE_WARM_WRITE_UNITS": "12000"}
 
 
 @pytest.fixture
@@ -52,6 +57,7 @@ def test_the_tasks_table_has_a_stream_ttl_and_the_due_bucket_index(clients: Clie
     assert clients.dynamodb.describe_table(TableName="tk-prod-state")["Table"]["TableStatus"] == "ACTIVE"
     state_ttl = clients.dynamodb.describe_time_to_live(TableName="tk-prod-state")["TimeToLiveDescription"]
     assert state_ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": STATE_TTL_ATTRIBUTE}
+    assert warm_writes(clients.dynamodb.describe_table(TableName="tk-prod-state")["Table"]) == 12_000
 
 
 def test_queues_have_their_delays_visibility_and_redrive_to_their_dead_letter_queues(clients: Clients) -> None:
@@ -184,7 +190,9 @@ def test_a_state_table_with_the_status_index_keyed_by_status_alone_gets_the_shar
     assert [(i["IndexName"], [k["AttributeName"] for k in i["KeySchema"]]) for i in table["GlobalSecondaryIndexes"]] \
         == [("task-status-shard-index", ["status_key", "listed"])]
     assert {"created index task-status-shard-index on tk-prod-state", "wrote status_key on 1 records of tk-prod-state",
-            "deleted index task-status-index on tk-prod-state"} <= set(changes)
+            "deleted index task-status-index on tk-prod-state",
+            "raised the warm write throughput of tk-prod-state from 4000 to 12000 write units a second"} <= set(changes)
+    assert warm_writes(ddb.describe_table(TableName="tk-prod-state")["Table"]) == 12_000
     found = ddb.query(TableName="tk-prod-state", IndexName="task-status-shard-index",
                       KeyConditionExpression="status_key = :k",
                       ExpressionAttributeValues={":k": {"S": str(items.status_key("c", "FAILED"))}})["Items"]
@@ -192,7 +200,8 @@ def test_a_state_table_with_the_status_index_keyed_by_status_alone_gets_the_shar
     for task_id in ("a", "b", "unlisted"):  # PENDING, DONE: not in the index
         record = ddb.get_item(TableName="tk-prod-state", Key={"PK": {"S": f"TASK#{task_id}"}, "SK": {"S": "RECORD"}})
         assert "status_key" not in record["Item"]
-    assert not [c for c in provision(clients, clients.settings).changes if "index" in c or "status_key" in c]
+    assert not [c for c in provision(clients, clients.settings).changes
+                if "index" in c or "status_key" in c or "warm" in c]
 
 
 def test_a_status_index_that_carried_pending_and_done_is_left_with_the_statuses_it_carries_now(
@@ -220,3 +229,25 @@ def test_a_state_table_made_by_this_run_is_not_searched_for_records_of_an_earlie
     assert queried == []  # a table of an earlier layout: 64 Queries, one a status shard (the test above)
     provision(clients, clients.settings)
     assert queried and set(queried) == {"task-status-shard-index"}
+
+
+def test_warm_write_throughput_is_set_at_creation_raised_when_lower_and_never_lowered(clients: Clients) -> None:
+    """AWS: warm throughput can be raised, never lowered; a new on-demand table has 4,000 write units a second."""
+    def warm(name: str) -> int:
+        return warm_writes(clients.dynamodb.describe_table(TableName=name)["Table"])
+
+    made = Provisioned()
+    ensure_table(clients, "made-warm", made, warm_write_units=12_000)
+    ensure_table(clients, "made-cold", made)
+    assert (warm("made-warm"), warm("made-cold")) == (12_000, 4_000)
+    for name, units, left in (("made-warm", 12_000, 12_000), ("made-warm", 8_000, 12_000), ("made-cold", 0, 4_000)):
+        again = Provisioned()
+        ensure_warm_writes(clients, name, units, again)   # reached, lower or off: no call, nothing lowered
+        assert (again.changes, warm(name)) == ([], left)
+    raised = Provisioned()
+    ensure_warm_writes(clients, "made-cold", 12_000, raised)
+    assert raised.changes == ["raised the warm write throughput of made-cold from 4000 to 12000 write units a second"]
+    assert warm("made-cold") == 12_000
+    second = Provisioned()
+    ensure_warm_writes(clients, "made-cold", 12_000, second)
+    assert second.changes == []

@@ -17,9 +17,9 @@ import pytest
 from moto import mock_aws
 
 from chalicelib.aws import Clients
-from chalicelib.settings import STATE_TTL_ATTRIBUTE, Settings
+from chalicelib.settings import STATE_TTL_ATTRIBUTE, WARM_WRITES_DEFAULT, Settings
 from deploy import stage
-from deploy.provision import cloudwatch_client, logs_client, provision
+from deploy.provision import cloudwatch_client, logs_client, provision, warm_writes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,6 +58,7 @@ def template_table(props: dict[str, Any]) -> dict[str, Any]:
         "GlobalSecondaryIndexes": _by_name([
             {k: g[k] for k in ("IndexName", "KeySchema", "Projection")}
             for g in props.get("GlobalSecondaryIndexes", [])]),
+        "WarmWriteUnits": (props.get("WarmThroughput") or {}).get("WriteUnitsPerSecond"),
     }
 
 
@@ -74,6 +75,8 @@ def provisioned_table(clients: Clients, name: str) -> dict[str, Any]:
         "GlobalSecondaryIndexes": _by_name([
             {"IndexName": g["IndexName"], "KeySchema": g["KeySchema"], "Projection": g["Projection"]}
             for g in table.get("GlobalSecondaryIndexes", [])]),
+        # a table provision() did not pre-warm shows a new on-demand table's 4,000: the template sets none
+        "WarmWriteUnits": warm if (warm := warm_writes(table)) > WARM_WRITES_DEFAULT else None,
     }
 
 

@@ -114,3 +114,12 @@ def test_a_restore_target_pattern_that_pins_no_fixed_part_of_the_name_is_refused
 @pytest.mark.parametrize("pattern", ["<table>-restored-*", "restore-<table>", "*-copy", "<table>.bak"])
 def test_a_restore_target_pattern_with_a_fixed_part_is_accepted(pattern: str) -> None:
     assert Settings.from_env({"RESTORE_TARGET_PATTERN": pattern}).restore_target_pattern == pattern
+
+
+@pytest.mark.parametrize("value", ["1", "3999", "40001", "-1", "warm"])
+def test_the_state_tables_warm_write_units_are_0_or_from_a_new_tables_4000_to_the_tables_default_quota(
+        value: str) -> None:
+    with pytest.raises(SettingsError, match=r"STATE_TABLE_WARM_WRITE_UNITS='.*' is invalid: expected 0 or a whole"):
+        Settings.from_env({"STATE_TABLE_WARM_WRITE_UNITS": value})
+    assert Settings.from_env({"STATE_TABLE_WARM_WRITE_UNITS": "12000"}).state_table_warm_write_units == 12_000
+    assert Settings.from_env({}).state_table_warm_write_units == 0
