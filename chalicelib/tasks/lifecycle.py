@@ -62,6 +62,14 @@ class State(StrEnum):
     def finished(self) -> bool:
         return self in (State.DONE, State.FAILED, State.CANCELLED)
 
+    @property
+    def recorded(self) -> str | None:
+        """The ``status`` a record in this state holds (None: no record): RUNNING's is PENDING, a claim being the
+        ``exec_state`` of a PENDING record."""
+        if self is State.NONE:
+            return None
+        return State.PENDING.value if self is State.RUNNING else self.value
+
 
 ANY = frozenset(State)
 
@@ -78,9 +86,7 @@ class Transition:
     def status(self) -> str | None:
         """The ``status`` its write sets (None: left as it is): its target's, PENDING for RUNNING (a claimed
         execution is a PENDING record whose ``exec_state`` is RUNNING at ``exec_due`` = ``run_at``)."""
-        if self.target is None:
-            return None
-        return State.PENDING.value if self.target is State.RUNNING else self.target.value
+        return None if self.target is None else self.target.recorded
 
     def edges(self) -> list[tuple[State, State]]:
         """(from, to) of each state this transition leaves."""
