@@ -261,8 +261,7 @@ def shown_status(record: dict[str, Any] | None, task: Task | None) -> str:
     item, its record's, a claim shown PENDING (its due time cannot be checked) and no record PENDING."""
     if task is not None:
         return lifecycle.state_of(record, iso(task.due)).value
-    state = lifecycle.state_of(record)
-    return (State.PENDING if state in (State.NONE, State.RUNNING) else state).value
+    return lifecycle.state_of(record).recorded or State.PENDING.value
 
 
 def cancel(deps: Deps, task_id: str, by: str = "api") -> tuple[int, dict[str, Any]]:

@@ -301,8 +301,9 @@ def allows(source: State, target: State) -> bool:
 
 def state_of(record: Mapping[str, Any] | None, due: str | None = None, now: datetime | None = None,
              lease_seconds: int = 0) -> State:
-    """The state a task's record is in (None or empty: no record), the one reading of it (the walk, the API, the
-    operations, the tests). Pure.
+    """The state a task's record is in (None or empty: no record), the one reading of it (the API and its listing,
+    the operations, the dead letters, the store's ``Execution``, the walk, the tests; ``tests/unit/test_state_reads.py``
+    fails on another module reading ``status``). Pure.
 
     With ``due`` (the due time its item holds now, ``iso``), the state of the task as the API shows it: the
     record's when it is PAUSED or CANCELLED (but by the stream for its item then, when an item is there now), when
