@@ -70,18 +70,18 @@ def _key_of(task_id: str) -> TaskKey | None:
 
 def _view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: dict[str, Any] | None) -> dict[str, Any]:
     view = _plain_view(deps, task_id, item, record)
-    stuck = _dead_letter(record, view.get("run_at"), str(view.get("status")))
+    stuck = _dead_letter(record, view)
     if stuck is not None:
         view["dead_letter"] = stuck
         return view
     return stream_dead_letters.show_in(view, stream_dead_letters.shown(record, item, view))
 
 
-def _dead_letter(record: dict[str, Any] | None, run_at: Any, status: str) -> dict[str, Any] | None:
-    """Why a PENDING or RUNNING task will not run (its due message was dead-lettered,
+def _dead_letter(record: dict[str, Any] | None, view: dict[str, Any]) -> dict[str, Any] | None:
+    """Why a task ``view`` shows PENDING or RUNNING will not run (its due message was dead-lettered,
     ``chalicelib.tasks.dead_letters``), or None: the note is of its current due time only."""
     note = (record or {}).get("dead_letter")
-    if not isinstance(note, dict) or note.get("run_at") != run_at or status not in (
+    if not isinstance(note, dict) or note.get("run_at") != view.get("run_at") or str(view.get("status")) not in (
             State.PENDING.value, State.RUNNING.value, State.DEAD_LETTERED.value):
         return None
     return {k: note.get(k) for k in ("run_at", "at", "reason", "receive_count", "claim")}
@@ -89,7 +89,7 @@ def _dead_letter(record: dict[str, Any] | None, run_at: Any, status: str) -> dic
 
 def _plain_view(deps: Deps, task_id: str, item: dict[str, Any] | None,
                 record: dict[str, Any] | None) -> dict[str, Any]:
-    if record is not None and (item is None or (record.get("status") == State.CANCELLED.value
+    if record is not None and (item is None or (lifecycle.state_of(record) is State.CANCELLED
                                                 and not items.cancelled_by_item(record))):
         return items.view_of_record(record)
     assert item is not None
@@ -232,7 +232,7 @@ def _listed_view(deps: Deps, task_id: str, item: dict[str, Any] | None, record: 
     if record is not None and record.get(LISTED, "").startswith(items.LISTED_SOURCE_MARK):
         listed = str(record[LISTED])
         view = {**items.view_of_record(record), "source": listed[1:listed.index("#")] or items.ITEMS_SOURCE}
-        stuck = _dead_letter(record, view.get("run_at"), str(view.get("status")))
+        stuck = _dead_letter(record, view)
         if stuck is not None:
             view["dead_letter"] = stuck
             return view
@@ -261,8 +261,7 @@ def shown_status(record: dict[str, Any] | None, task: Task | None) -> str:
     item, its record's, a claim shown PENDING (its due time cannot be checked) and no record PENDING."""
     if task is not None:
         return lifecycle.state_of(record, iso(task.due)).value
-    state = lifecycle.state_of(record)
-    return (State.PENDING if state in (State.NONE, State.RUNNING) else state).value
+    return lifecycle.state_of(record).recorded or State.PENDING.value
 
 
 def cancel(deps: Deps, task_id: str, by: str = "api") -> tuple[int, dict[str, Any]]:

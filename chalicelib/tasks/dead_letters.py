@@ -39,6 +39,7 @@ from chalicelib import alerts
 from chalicelib.aws import Deps
 from chalicelib.deadletter import dead_letter
 from chalicelib.log import about, logger
+from chalicelib.tasks import lifecycle
 from chalicelib.tasks.executor import settles_once, skip_reason
 from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import DueMessage, InvalidTask, Task, iso, read_task
@@ -140,13 +141,14 @@ def _moot(deps: Deps, store: TaskStore, message: DueMessage, record: dict[str, A
         return f"its execution is {execution.state.lower()}", None
     if execution.due_ms is not None and execution.due_ms > due_ms(message.due):
         return "a later due time was claimed since", None
-    if record is not None and record.get("run_at") == due and record.get("status") == State.CANCELLED.value:
+    recorded = lifecycle.state_of(record)
+    if record is not None and record.get("run_at") == due and recorded is State.CANCELLED:
         return "cancelled", None
     if execution.moved_from == due:
         return "rescheduled", None
     if message.carries_item:
-        if record is not None and record.get("run_at") == due and State(record.get("status", "PENDING")).finished:
-            return str(record["status"]).lower(), None
+        if record is not None and record.get("run_at") == due and recorded.finished:
+            return recorded.value.lower(), None
         return None, None
     if message.key.source and deps.settings.source(message.key.source) is None:
         return None, None  # a source the stage no longer declares: shown as stuck

@@ -353,8 +353,7 @@ def _settled(ctx: Context, outcome: Outcome, next_due: datetime | None, retried:
 def _runs_before(found: Execution) -> int:
     """A recurring task's runs before this one (``max_occurrences``): its record's count, unless the record was
     finished before this claim -- an item written again after its task ended is a new task, counted anew. Pure."""
-    finished = found.status in (State.DONE.value, State.FAILED.value, State.CANCELLED.value)
-    return 0 if finished else found.occurrences
+    return 0 if found.recorded.finished else found.occurrences
 
 
 def settles_once(task: Task, message: DueMessage) -> bool:

@@ -391,9 +391,6 @@ def listed_in(listed: str, source: str | None) -> bool:
     return not listed.startswith(LISTED_SOURCE_MARK) if prefix is None else listed.startswith(prefix)
 
 
-FINISHED_STATUSES = (State.DONE.value, State.FAILED.value, State.CANCELLED.value)
-
-
 def record_expiry(finished: datetime, settings: Settings) -> int:
     """When a finished task's record expires (the state table's TTL, epoch seconds): TASK_RECORD_RETENTION_DAYS
     after it finished. Written by the same write that settles or cancels the task. Pure."""
@@ -408,12 +405,12 @@ def expired_record(key: TaskKey, item: dict[str, Any] | None, record: dict[str, 
     passed. Deleted while the item stays (a one-time API task's item is never written after it ran): an
     API task's item (the API writes its record in the same transaction) whose record is gone. Pure."""
     if record is not None:
-        expires = record.get(STATE_TTL_ATTRIBUTE)
-        if record.get("status") not in FINISHED_STATUSES or not isinstance(expires, int | float) \
+        expires, state = record.get(STATE_TTL_ATTRIBUTE), lifecycle.state_of(record)
+        if not state.finished or not isinstance(expires, int | float) \
                 or isinstance(expires, bool) or expires > now.timestamp():
             return None
         at = datetime.fromtimestamp(float(expires), tz=now.tzinfo)
-        return (f"task {key.task_id!r} was {record.get('status')} at {record.get('finished_at')} and its record "
+        return (f"task {key.task_id!r} was {state.value} at {record.get('finished_at')} and its record "
                 f"expired at {iso(at)} (TASK_RECORD_RETENTION_DAYS after it finished)")
     if item is not None and key == TaskKey.for_id(key.task_id) and "created_at" in item:
         return (f"task {key.task_id!r} finished and its record expired (TASK_RECORD_RETENTION_DAYS after it "
@@ -479,10 +476,11 @@ def _count(value: Any) -> int:
 
 
 def view_of_record(record: dict[str, Any]) -> dict[str, Any]:
-    """What the API shows of a task whose item is gone (lazy after expiry, cancelled)."""
+    """What the API shows of a task whose item is gone (lazy after expiry, cancelled): its status as the record
+    holds it (``State.recorded``: a claimed execution shows PENDING)."""
     return {
         "id": record["id"], "run_at": record.get("run_at"), "strategy": record.get("strategy"),
-        "status": record.get("status"), "attempts": _count(record.get("attempts", 0)),
+        "status": lifecycle.state_of(record).recorded, "attempts": _count(record.get("attempts", 0)),
         "created_at": record.get("created_at"), "action": record.get("action"),
         "recurrence": record.get("recurrence"), "timezone": record.get("timezone"),
         "last_result": record.get("last_result"), "last_error": record.get("last_error"),

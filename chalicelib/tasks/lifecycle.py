@@ -62,6 +62,14 @@ class State(StrEnum):
     def finished(self) -> bool:
         return self in (State.DONE, State.FAILED, State.CANCELLED)
 
+    @property
+    def recorded(self) -> str | None:
+        """The ``status`` a record in this state holds (None: no record): RUNNING's is PENDING, a claim being the
+        ``exec_state`` of a PENDING record."""
+        if self is State.NONE:
+            return None
+        return State.PENDING.value if self is State.RUNNING else self.value
+
 
 ANY = frozenset(State)
 
@@ -78,9 +86,7 @@ class Transition:
     def status(self) -> str | None:
         """The ``status`` its write sets (None: left as it is): its target's, PENDING for RUNNING (a claimed
         execution is a PENDING record whose ``exec_state`` is RUNNING at ``exec_due`` = ``run_at``)."""
-        if self.target is None:
-            return None
-        return State.PENDING.value if self.target is State.RUNNING else self.target.value
+        return None if self.target is None else self.target.recorded
 
     def edges(self) -> list[tuple[State, State]]:
         """(from, to) of each state this transition leaves."""
@@ -295,8 +301,9 @@ def allows(source: State, target: State) -> bool:
 
 def state_of(record: Mapping[str, Any] | None, due: str | None = None, now: datetime | None = None,
              lease_seconds: int = 0) -> State:
-    """The state a task's record is in (None or empty: no record), the one reading of it (the walk, the API, the
-    operations, the tests). Pure.
+    """The state a task's record is in (None or empty: no record), the one reading of it (the API and its listing,
+    the operations, the dead letters, the store's ``Execution``, the walk, the tests; ``tests/unit/test_state_reads.py``
+    fails on another module reading ``status``). Pure.
 
     With ``due`` (the due time its item holds now, ``iso``), the state of the task as the API shows it: the
     record's when it is PAUSED or CANCELLED (but by the stream for its item then, when an item is there now), when

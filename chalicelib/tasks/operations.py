@@ -99,7 +99,7 @@ def _retry(deps: Deps, key: TaskKey, body: dict[str, Any] | None, by: str) -> tu
         record = store.get_record(key.task_id)
         if record is not None and record.get("retry_id") == retry_id:  # a repeat of this retry got there first
             return _resend(deps, key, record, retry_id, "this retry was made already")
-        if (record or {}).get("status") == State.DEAD_LETTERED.value and lifecycle.claim_is_live(
+        if lifecycle.state_of(record) is State.DEAD_LETTERED and lifecycle.claim_is_live(
                 record or {}, now, deps.settings.task_claim_lease_seconds):
             raise api.conflict(f"task {key.task_id!r} is DEAD_LETTERED with the claim its message left still live (a "
                                "worker may still be running its action); retry it once that claim's lease "

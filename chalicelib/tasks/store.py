@@ -215,7 +215,6 @@ class Execution:
     next_run_at: str | None = None
     dead_lettered: bool = False
     alerted: bool = False
-    status: str = ""
     run_at: str | None = None
     moved_from: str | None = None
     attempts: int = 0
@@ -230,6 +229,7 @@ class Execution:
     callback_of: str = ""  # the execution ("<due> <owner>") whose callback ran (``mark_callback``)
     history: tuple[dict[str, Any], ...] = ()  # the record's history entries (chalicelib.tasks.history)
     history_count: int = 0
+    recorded: State = State.NONE  # the record's state (``lifecycle.state_of``)
 
     @classmethod
     def of(cls, record: Mapping[str, Any] | None) -> Execution:
@@ -239,7 +239,7 @@ class Execution:
         return replace(cls(_text(record.get("exec_due")), str(record.get("exec_state", "")), str(record.get("exec_owner", "")),
                    float(record.get("claimed_at", 0) or 0), str(next_run) if next_run else None,
                    record.get("dead_lettered") is True, record.get("alerted") is True,
-                   str(record.get("status", "")), _text(record.get("run_at")), _text(record.get("moved_from")),
+                   _text(record.get("run_at")), _text(record.get("moved_from")),
                    int(record.get("attempts", 0) or 0), _text(record.get("last_error")),
                    int(record["exec_due_ms"]) if record.get("exec_due_ms") is not None else None,
                    int(record.get("exec_takeovers", 0) or 0), _text(record.get("retry_due")),
@@ -248,7 +248,8 @@ class Execution:
                        occurrences=int(record.get("occurrences", 0) or 0),
                        result=record.get("last_result"),
                        callback_of=f"{ran.get('run_at')} {ran.get('owner')}" if isinstance(ran, dict) else "",
-                       history=tuple(history.entries_of(record)), history_count=history.count_of(record))
+                       history=tuple(history.entries_of(record)), history_count=history.count_of(record),
+                       recorded=lifecycle.state_of(record))
 
     def with_entry(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         """The record's history attributes with ``entry`` added (``history.appended``)."""
@@ -847,7 +848,7 @@ def awaits_retry(record: Mapping[str, Any] | None, retry_id: str) -> bool:
     """True when the record is still as the redrive of ``retry_id`` left it: PENDING, RETRYING at the due time it
     retries, no attempt of it made (never claimed since: its due message may still be sent). Pure."""
     found = Execution.of(record)
-    return ((record or {}).get("retry_id") == retry_id and found.status == State.PENDING.value
+    return ((record or {}).get("retry_id") == retry_id and found.recorded is State.PENDING
             and found.state == RETRYING and found.due is not None and found.retry_due == found.due == found.run_at
             and found.retry_at_ms is not None and found.attempts == 0)
 
@@ -861,9 +862,9 @@ def lost_reason(found: Execution, due: str, stale: float, due_at_ms: int | None 
     """Why a claim of ``due`` (``due_at_ms``) was refused, from the record as it was. Pure."""
     if found.moved_from == due:
         return "rescheduled"
-    if found.status == State.CANCELLED.value and found.run_at == due:
+    if found.recorded is State.CANCELLED and found.run_at == due:
         return "cancelled"
-    if found.status == State.PAUSED.value:
+    if found.recorded is State.PAUSED:
         return "paused"
     if found.of_due(due) and found.state == RETRYING:
         return "retrying"

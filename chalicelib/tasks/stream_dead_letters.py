@@ -110,7 +110,7 @@ def listed(record: Mapping[str, Any]) -> dict[str, Any] | None:
     the API): the note while the record is DEAD_LETTERED by it (``TaskStore.note_stream_dead_letter``), else None.
     Pure."""
     note = record.get(NOTE)
-    if not isinstance(note, dict) or record.get("status") != DEAD_LETTERED:
+    if not isinstance(note, dict) or lifecycle.state_of(record) is not State.DEAD_LETTERED:
         return None
     return _view(note)
 

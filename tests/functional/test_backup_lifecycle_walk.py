@@ -265,3 +265,13 @@ def test_a_write_only_the_store_knows_is_refused_or_seen(deps: Deps) -> None:
     with pytest.raises(AssertionError, match="reopen_by_hand made run COMPLETE -> RUNNING"):
         store.reopen_by_hand(run.run_id)  # around the declaration: the watch sees it
     assert watcher.seen == {("run", "create", "none", "STARTING"), ("run", "complete", "STARTING", "COMPLETE")}
+
+
+def test_a_page_another_poll_settled_in_part_is_settled_table_by_table_returning_only_this_writers(
+        deps: Deps) -> None:
+    store, now = RunStore(deps), deps.clock()
+    run = _run(store, "20261122T120000Z-p", now, {name: "PENDING" for name in "xyz"})
+    assert store.settle_table(run.run_id, _settled(run, "y", "AVAILABLE"))  # another poll settled y first
+    page = [_settled(run, name, "AVAILABLE") for name in "xyz"]
+    assert [r.table for r in store.settle_available(run.run_id, page)] == ["x", "z"]
+    assert store.settle_available(run.run_id, page) == []  # a redelivery settles none of them again

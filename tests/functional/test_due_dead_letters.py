@@ -9,6 +9,8 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.tasks import lifecycle
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from chalicelib.tasks.store import due_ms
 from deploy.provision import MAX_RECEIVE_COUNT
@@ -133,7 +135,8 @@ def test_a_dead_lettered_task_is_not_retried_while_the_claim_its_message_left_is
     assert "still live" in refused.json_body["error"]
     assert aws.sent(deps.settings.due_queue) == []
     record = record_of(deps, KEY) or {}
-    assert (record["status"], record["exec_state"], record["exec_owner"]) == ("DEAD_LETTERED", "RUNNING", "a-worker")
+    assert (lifecycle.state_of(record), record["exec_state"], record["exec_owner"]) == (
+        State.DEAD_LETTERED, "RUNNING", "a-worker")
     clock.advance(seconds=deps.settings.task_claim_lease_seconds + 1)  # its lease ran out: the worker is dead
     made = client.http.post("/tasks/standup/retry", **retry)
     assert (made.status_code, made.json_body["status"]) == (202, "PENDING")

@@ -11,7 +11,9 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
+from chalicelib.tasks import lifecycle
 from chalicelib.tasks.executor import WRITE_ATTEMPTS
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from tests import events
 from tests.faults import Faults, WorkerCrash
@@ -177,7 +179,7 @@ def test_a_lazy_snapshot_message_runs_once(client: Client, aws: Aws, deps: Deps,
     record = ddb.deserialize(aws.clients.dynamodb.get_item(
         TableName=deps.settings.state_table, Key={"PK": {"S": "TASK#grace@example.com|reminder"},
                                                   "SK": {"S": "RECORD"}})["Item"])
-    assert (record["status"], record["attempts"]) == ("DONE", 1)
+    assert (lifecycle.state_of(record), record["attempts"]) == (State.DONE, 1)
 
 
 def test_a_recurring_lazy_task_is_put_back_with_its_next_expiry(

@@ -9,7 +9,9 @@ whose call outlives the lease), never by patching our code.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from chalice.test import Client
 
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import TaskKey, parse_due
+from chalicelib.tasks.store import TaskStore
 from tests.faults import Faults, WorkerCrash
 from tests.fixtures import Aws, FakeClock
 from tests.functional.stream_support import Table, stream
@@ -168,3 +171,31 @@ def test_get_shows_running_only_while_a_live_claim_is_held(
     assert deliver(client, body) == set()  # the message comes back: the claim is taken over, the task runs
     shown = client.http.get("/tasks/standup").json_body
     assert (shown["status"], shown["attempts"], len(emails_sent())) == ("DONE", 1, 1)
+
+
+def _is_takeover(params: dict[str, Any]) -> bool:
+    return "ADD #exec_takeovers" in str(params.get("UpdateExpression", ""))
+
+
+def test_a_takeover_lost_to_another_takers_claim_already_stale_sends_the_message_back(
+        client: Client, aws: Aws, deps: Deps, clock: FakeClock, faults: Faults) -> None:
+    assert post_task(client, {"id": "standup", "run_at": RUN_AT, "action": EMAIL_ACTION}).status_code == 201
+    clock.advance(minutes=5)
+    key, due, lease = TaskKey.for_id("standup"), parse_due(RUN_AT), deps.settings.task_claim_lease_seconds
+    body = due_body(key, due)
+    faults.inject("sesv2.SendEmail", "crash")  # the first worker dies in its action: its claim stays RUNNING
+    with pytest.raises(WorkerCrash):
+        deliver(client, body)
+    clock.advance(seconds=2 * lease + 10)
+
+    def a_taker_whose_clock_is_behind_takes_it_first() -> None:  # its claim is stale already by this clock
+        behind = clock.now - timedelta(seconds=lease + 9)
+        assert TaskStore(deps).claim(key, due, behind, lease, "a worker whose clock is behind").won
+
+    before_call(deps, "dynamodb.UpdateItem", _is_takeover, a_taker_whose_clock_is_behind_takes_it_first)
+    assert deliver(client, body) == set()  # its takeover lost: the claim found is released, not this worker's
+    assert emails_sent() == []
+    sent_back = [json.loads(sent) for sent, _ in aws.sent(deps.settings.due_queue)]  # not dropped
+    assert [(m["pk"], m["due"], m["hops"]) for m in sent_back] == [(key.pk, RUN_AT, 1)]
+    record = TaskStore(deps).get_record(key.task_id) or {}
+    assert (record["exec_owner"], record["exec_takeovers"]) == ("a worker whose clock is behind", 1)

@@ -19,8 +19,9 @@ from chalice.test import Client
 
 from chalicelib import metrics as m
 from chalicelib.aws import Deps
-from chalicelib.tasks import executor
+from chalicelib.tasks import executor, lifecycle
 from chalicelib.tasks.actions import execution_name
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import DueMessage, TaskKey, parse_due
 from deploy.provision import MAX_RECEIVE_COUNT
 from tests.faults import Faults, WorkerCrash
@@ -124,7 +125,7 @@ def test_the_settles_lost_answer_is_its_own_and_a_crash_before_it_runs_the_actio
     faults.inject("states.StartExecution", "crash_after")  # started, then the worker died before its settle
     with pytest.raises(WorkerCrash):
         run(deps, clock, crashed)
-    assert (record_of(deps, TaskKey.for_id("crashed")) or {})["status"] == "PENDING"  # nothing held: no lease to wait out
+    assert lifecycle.state_of(record_of(deps, TaskKey.for_id("crashed"))) is State.PENDING  # nothing held: no lease to wait out
     assert run(deps, clock, crashed) == "done"  # the redelivery starts it again (one execution) and settles
     assert executions(aws, allowed, "crashed") == [execution_name("crashed", DUE)]
     assert get_task(client, "crashed")["attempts"] == 1

@@ -13,7 +13,8 @@ from botocore.exceptions import ClientError
 from chalice.test import Client
 
 from chalicelib.aws import Deps
-from chalicelib.tasks import interval, sweep_plan, sweeper
+from chalicelib.tasks import interval, lifecycle, sweep_plan, sweeper
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import DueMessage, TaskKey
 from chalicelib.tasks.schedules import MAX_DELAY_SECONDS
 from tests import events
@@ -174,7 +175,7 @@ def test_a_moved_task_is_swept_at_its_new_time_and_its_old_message_skipped_a_can
     at(clock, new)
     deliver(client, message.to_json())
     assert emails_sent() == []
-    assert (record_of(deps, ADA) or {}).get("status") == "CANCELLED"
+    assert lifecycle.state_of(record_of(deps, ADA)) is State.CANCELLED
 
 
 def test_a_busy_minute_goes_out_ten_to_a_batch(

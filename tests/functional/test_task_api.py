@@ -11,7 +11,8 @@ from chalice.test import Client
 
 from chalicelib import ddb
 from chalicelib.aws import Deps
-from chalicelib.tasks import items
+from chalicelib.tasks import items, lifecycle
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import TaskKey, parse_due
 from chalicelib.tasks.schedules import schedule_name
 from chalicelib.tasks.store import TaskStore
@@ -431,7 +432,7 @@ def test_a_finished_tasks_record_keeps_no_claim_lease(client: Client, clock: Fak
     clock.advance(minutes=10)
     deliver(client, due_body(TaskKey.for_id("standup"), parse_due(RUN_AT)))
     record = TaskStore(deps).get_record("standup") or {}
-    assert record["status"] == "DONE" and record["exec_owner"]
+    assert lifecycle.state_of(record) is State.DONE and record["exec_owner"]
     assert not {"claimed_at", "exec_takeovers", "status_key"} & set(record)  # kept 30 days: each byte is billed
 
 

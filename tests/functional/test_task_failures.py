@@ -355,7 +355,7 @@ def test_an_execution_done_after_a_retry_keeps_none_of_the_retrys_times_on_its_r
     clock.advance(seconds=120)
     assert deliver(client, retry) == set()
     record = record_of(deps, TaskKey.for_id("hint-done")) or {}
-    assert (record["status"], record["attempts"]) == ("DONE", 2)
+    assert (lifecycle.state_of(record), record["attempts"]) == (State.DONE, 2)
     assert not set(RETRY_ATTRIBUTES) & record.keys()  # a later claim of this due time counts no old attempt
 
 
@@ -366,5 +366,5 @@ def test_a_callback_whose_retry_cannot_wait_in_its_delivery_fails_at_once_saying
     clock.now = parse_due(RUN_AT)
     assert deliver(client, due_body(TaskKey.for_id("hint-cb"), parse_due(RUN_AT))) == set()
     record = record_of(deps, TaskKey.for_id("hint-cb")) or {}
-    assert (record["status"], record["callback"]["status"], hinted.runs) == ("DONE", "FAILED", 1)
+    assert (lifecycle.state_of(record), record["callback"]["status"], hinted.runs) == (State.DONE, "FAILED", 1)
     assert record["callback"]["error"].endswith("(not retried: a callback retries within its delivery only)")

@@ -34,7 +34,7 @@ import app as app_module
 from chalicelib import ddb
 from chalicelib.aws import Clients, Deps
 from chalicelib.settings import Settings
-from chalicelib.tasks import executor, interval, stream
+from chalicelib.tasks import executor, interval, lifecycle, stream
 from chalicelib.tasks.model import TaskKey, iso
 from deploy.provision import MAX_RECEIVE_COUNT
 from local import moto_speed
@@ -404,7 +404,7 @@ def test_every_write_under_every_fault_settles_with_the_action_run_once(
                                           ConsistentRead=True).get("Item")
     assert "status" not in (item or {}), "the executor wrote to the task's item"
     record = record_of(deps, KEY) or {}
-    status = record.get("status")
+    status = lifecycle.state_of(record).value
     assert status in ("DONE", "FAILED"), f"the task was left {status}"
     assert record.get("exec_state") == ("FAILED" if scenario.action_fails else "DONE")
     if scenario.action_fails:

@@ -14,7 +14,8 @@ from chalice.test import Client
 from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.settings import STATE_TTL_ATTRIBUTE
-from chalicelib.tasks import items
+from chalicelib.tasks import items, lifecycle
+from chalicelib.tasks.lifecycle import State
 from chalicelib.tasks.model import TaskKey, parse_due
 from tests.faults import Faults
 from tests.fixtures import FakeClock, use_settings
@@ -35,7 +36,7 @@ def test_a_finished_tasks_record_gets_its_expiry_in_the_write_that_settles_it(
     _run(client, clock)
 
     record = record_of(deps, KEY)
-    assert record is not None and record["status"] == "DONE"
+    assert record is not None and lifecycle.state_of(record) is State.DONE
     assert record[STATE_TTL_ATTRIBUTE] == int((clock.now + timedelta(days=30)).timestamp())
     assert faults.calls["dynamodb.UpdateItem"] == 2  # the claim and the settle: no write of its own
 
@@ -75,6 +76,6 @@ def test_a_recurring_task_that_goes_on_keeps_its_record(client: Client, deps: De
     _run(client, clock, recurrence="rate(1 day)")
 
     record = record_of(deps, KEY)
-    assert record is not None and record["status"] == "PENDING" and STATE_TTL_ATTRIBUTE not in record
+    assert record is not None and lifecycle.state_of(record) is State.PENDING and STATE_TTL_ATTRIBUTE not in record
     clock.advance(days=60)
     assert client.http.get("/tasks/standup").status_code == 200

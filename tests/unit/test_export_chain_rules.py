@@ -13,13 +13,16 @@ from chalicelib.backups.export_rules import (
     FULL,
     IN_PROGRESS,
     INCREMENTAL,
+    STUCK,
     VANISHED,
     Link,
     chain_verdicts,
     change,
     next_export,
     restore_chain,
+    settle,
 )
+from chalicelib.settings import Settings
 
 T0 = datetime(2026, 11, 22, 12, tzinfo=UTC)
 DAY = timedelta(hours=24)
@@ -114,3 +117,10 @@ def test_a_chain_is_kept_as_long_as_the_rules_keep_its_newest_restore_point() ->
     assert not any(v.delete for v in kept.values())
     assert kept[chain[0][0].run_id].expires == kept[chain[2][0].run_id].expires == at(40 + 48)
     assert all(v.delete for v in chain_verdicts(chain, at(89), policy) if v.run_id != chain[3][0].run_id)
+
+
+def test_an_export_in_progress_is_stuck_only_once_its_deadline_in_minutes_has_passed() -> None:
+    deadline = Settings.from_env().export_deadline_minutes  # EXPORT_DEADLINE_MINUTES, the stage's
+    late = [settle(IN_PROGRESS, T0, T0 + timedelta(minutes=deadline, seconds=s), deadline) for s in (-60, 0, 1)]
+    assert late == [IN_PROGRESS, IN_PROGRESS, STUCK]
+    assert [settle(s, T0, at(1000), deadline) for s in (COMPLETED, FAILED, "")] == [COMPLETED, FAILED, VANISHED]

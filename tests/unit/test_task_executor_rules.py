@@ -60,7 +60,7 @@ def test_a_status_on_the_item_is_not_read_the_record_decides() -> None:
 
 def test_a_claim_is_refused_for_what_the_record_says() -> None:
     assert lost_reason(Execution(moved_from=DUE_TEXT), DUE_TEXT, STALE) == "rescheduled"
-    assert lost_reason(Execution(status="CANCELLED", run_at=DUE_TEXT), DUE_TEXT, STALE) == "cancelled"
+    assert lost_reason(Execution(recorded=lifecycle.State.CANCELLED, run_at=DUE_TEXT), DUE_TEXT, STALE) == "cancelled"
     assert lost_reason(Execution(DUE_TEXT, "RUNNING", "w", STALE + 1), DUE_TEXT, STALE) == "running"
     assert lost_reason(Execution(DUE_TEXT, "DONE", "w", STALE + 1), DUE_TEXT, STALE) == "done"
     assert lost_reason(Execution(DUE_TEXT, "FAILED", "w", STALE + 1), DUE_TEXT, STALE) == "failed"
@@ -81,7 +81,7 @@ def test_due_times_are_ordered_by_their_milliseconds_where_their_text_would_not_
 
 def test_a_later_cancellation_does_not_stop_an_earlier_execution_and_vice_versa() -> None:
     later = "2026-11-23T12:00:00Z"
-    assert lost_reason(Execution(status="CANCELLED", run_at=later), DUE_TEXT, STALE) == "changed"
+    assert lost_reason(Execution(recorded=lifecycle.State.CANCELLED, run_at=later), DUE_TEXT, STALE) == "changed"
 
 
 def test_the_status_comes_from_the_record_of_the_current_due_time() -> None:
