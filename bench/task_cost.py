@@ -25,7 +25,8 @@ DeleteMessageBatch per batch it delivers (its idle long polls are a fixed cost).
 queries are shared by the interval tasks due meanwhile (a fixed cost per minute: the more tasks, the cheaper
 each); for the other strategies they are not counted.  Scheduler's delivery into the due queue is an SQS
 request (one per schedule fired), as the poller's are.  Every service's requests are priced
-(``prices.SERVICE_PRICES``).
+(``prices.SERVICE_PRICES``).  The dollars target of exact tasks due past the horizon is the path the stage's
+PAST_HORIZON chooses (``past_horizon``); the other path's row is printed without one.
 
 Logs: the handlers run at the stage's LOG_LEVEL (.chalice/config.json), their JSON lines and EMF documents
 counted in bytes (not printed) per invocation, priced as CloudWatch Logs ingestion, and so are Lambda's own
@@ -42,7 +43,7 @@ import math
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
@@ -88,8 +89,9 @@ WEBHOOK_PARAMETER = "/bench/p4/webhook"
 POLLER_REQUESTS_PER_BATCH = 2
 STREAM_BATCH = 100
 TARGET_CALLS = {"exact via SQS delay": 5.0, "exact via Scheduler": 6.0}
-#: $ a million beyond the action, every unit counted: one task a batch, full batches of 10, the Scheduler path.
-TARGET_DOLLARS = {"exact via SQS delay": 3.0, "exact via SQS delay, 10 due together": 2.0, "exact via Scheduler": 4.5}
+#: $ a million beyond the action, every unit counted: one task a batch, full batches of 10 (the path past the horizon:
+#: ``TARGET_PAST_HORIZON_DOLLARS``).
+TARGET_DOLLARS = {"exact via SQS delay": 3.0, "exact via SQS delay, 10 due together": 2.0}
 
 
 @dataclass(frozen=True)
@@ -590,7 +592,7 @@ def measure(workloads: Sequence[Workload], tasks: int,
 
 
 def sweeper_row(section: Section, figures: dict[str, Any], measured: Sequence[Measured]) -> None:
-    """The sweeper's row against Scheduler's: its target, and the processor's fixed cost a month."""
+    """The sweeper's row against Scheduler's: the processor's fixed cost a month."""
     by_name = {m.workload.name: m for m in measured}
     swept = by_name.get(SWEPT)
     idle = swept.idle_tick if swept is not None else None
@@ -606,12 +608,39 @@ def sweeper_row(section: Section, figures: dict[str, Any], measured: Sequence[Me
         f"a query of each of SWEEP_SHARDS partitions, its duration and lines, measured on {IDLE_TICKS} idle ticks) "
         f"is a fixed ${month:.2f} a month, shared in the row by {SWEEPER_TASKS_PER_MINUTE:g} tasks a minute past "
         "the horizon; what a tick costs beyond an idle one (the entries read, the sends ten to a call) is the tasks'")
-    section.targets.append(Target(f"{SWEPT}: $ per million tasks beyond the action", dollars, TARGET_SWEPT_DOLLARS,
+
+
+#: Exact tasks due past the horizon, every unit counted, on the stage's default path (PAST_HORIZON): Scheduler's, or
+#: a cheaper one of the same precision (the sweeper).
+TARGET_PAST_HORIZON_DOLLARS = 4.50
+#: Each path an exact task due past the horizon may take (PAST_HORIZON's values) and the workload measuring it.
+PAST_HORIZON_PATHS = {dict(w.settings)["past_horizon"]: w.name for w in WORKLOADS if "past_horizon" in dict(w.settings)}
+
+
+def past_horizon(stage_name: str = "prod") -> str:
+    """The stage's PAST_HORIZON in .chalice/config.json (the stage's, then the top-level one; the setting's default
+    when neither sets it): the default path of exact tasks due past the horizon."""
+    config = json.loads((PROJECT / ".chalice" / "config.json").read_text())
+    env = {**config.get("environment_variables", {}),
+           **config.get("stages", {}).get(stage_name, {}).get("environment_variables", {})}
+    return Settings.from_env({k: str(v) for k, v in env.items() if k == "PAST_HORIZON"}).past_horizon
+
+
+def past_horizon_targets(dollars: Mapping[str, float], default: str) -> tuple[list[Target], list[str]]:
+    """(the target of the ``default`` path past the horizon, dollars a million beyond the action, and a note of
+    each other path measured, which has none: optional) from each workload's ``dollars``. Pure."""
+    targets, notes = [], []
+    for value, name in PAST_HORIZON_PATHS.items():
+        if name not in dollars:
+            continue
+        if value == default:
+            targets.append(Target(f"exact tasks due past the horizon, the stage's default path (PAST_HORIZON={value}): "
+                                  "$ per million tasks beyond the action", dollars[name], TARGET_PAST_HORIZON_DOLLARS,
                                   "$"))
-
-
-#: The path past the horizon, every unit counted (Scheduler's: $7.85 a million in a quick run).
-TARGET_SWEPT_DOLLARS = 4.50
+        else:
+            notes.append(f"{name}, the optional path past the horizon (PAST_HORIZON={value}; the stage's is "
+                         f"{default}): ${dollars[name]:.2f} a million beyond the action, no target")
+    return targets, notes
 
 
 # --- the executor alone: one message, and full batches of 10 ---------------------------------------------------
@@ -811,6 +840,11 @@ def run(scale: Scale, plots: Path) -> list[Section]:
                                           "seed's", dollars, seed_dollars, "$"))
     by_name = {m.workload.name: prices.per_million(m.usage()) for m in measured}
     sweeper_row(section, figures, measured)
+    default = past_horizon()
+    targets, notes = past_horizon_targets(by_name, default)
+    figures["past_horizon"] = {"default": default, "paths": dict(PAST_HORIZON_PATHS)}
+    section.targets += targets
+    section.notes += notes
     if ONE_HOP in by_name and "exact via Scheduler" in by_name:
         hop, schedule = by_name[ONE_HOP], by_name["exact via Scheduler"]
         figures["one_hop_vs_scheduler"] = {"one_hop": hop, "scheduler": schedule, "saved": schedule - hop}

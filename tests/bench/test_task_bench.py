@@ -211,12 +211,41 @@ def test_the_cost_targets_report_the_figures_of_the_table(sections: dict[str, An
     for path, calls_limit in (("exact via SQS delay", 5), ("exact via Scheduler", 6)):
         assert targets[f"{path}: AWS calls per task"]["figure"] == rows[path][3]
         assert targets[f"{path}: AWS calls per task"]["limit"] == calls_limit
-    for path, limit in (("exact via SQS delay", 3), ("exact via SQS delay, 10 due together", 2),
-                        ("exact via Scheduler", 4.5)):
+    for path, limit in (("exact via SQS delay", 3), ("exact via SQS delay, 10 due together", 2)):
         if path in rows:
             dollars = targets[f"{path}: $ per million tasks beyond the action"]
             assert dollars["figure"] == pytest.approx(p4["figures"]["workloads"][path]["dollars_per_million"])
             assert dollars["limit"] == limit
+    # Past the horizon: one dollars target, the stage's PAST_HORIZON path's; the other path's figure, no target.
+    default = Settings.from_env().past_horizon
+    assert p4["figures"]["past_horizon"]["default"] == default == task_cost.past_horizon()
+    paths = p4["figures"]["past_horizon"]["paths"]
+    assert set(paths) == {"scheduler", "sweeper"} and set(paths.values()) <= set(rows)
+    past = [t for t in p4["targets"] if t["name"].startswith("exact tasks due past the horizon")]
+    assert [(t["name"], t["limit"]) for t in past] == [
+        (f"exact tasks due past the horizon, the stage's default path (PAST_HORIZON={default}): $ per million tasks "
+         "beyond the action", 4.5)]
+    assert past[0]["figure"] == pytest.approx(p4["figures"]["workloads"][paths[default]]["dollars_per_million"])
+    for value, path in paths.items():
+        assert f"{path}: $ per million tasks beyond the action" not in targets, path
+        if value != default:
+            assert any(n.startswith(f"{path}, the optional path past the horizon") for n in p4["notes"]), path
+
+
+def test_the_past_horizon_target_follows_the_stages_default_path_and_the_other_path_has_none() -> None:
+    dollars = {"exact via Scheduler": 5.92, task_cost.SWEPT: 4.13, "exact via SQS delay": 2.99}
+    for default, other in (("sweeper", "scheduler"), ("scheduler", "sweeper")):
+        targets, notes = task_cost.past_horizon_targets(dollars, default)
+        figure = dollars[task_cost.PAST_HORIZON_PATHS[default]]
+        assert [(t.name, t.figure, t.limit) for t in targets] == [
+            (f"exact tasks due past the horizon, the stage's default path (PAST_HORIZON={default}): $ per million "
+             "tasks beyond the action", figure, task_cost.TARGET_PAST_HORIZON_DOLLARS)], default
+        assert notes == [f"{task_cost.PAST_HORIZON_PATHS[other]}, the optional path past the horizon "
+                         f"(PAST_HORIZON={other}; the stage's is {default}): ${dollars[task_cost.PAST_HORIZON_PATHS[other]]:.2f} "
+                         "a million beyond the action, no target"], default
+    # the paths are PAST_HORIZON's choices, each measured by its own workload
+    assert sorted(task_cost.PAST_HORIZON_PATHS) == ["scheduler", "sweeper"]
+    assert task_cost.PAST_HORIZON_PATHS["sweeper"] == task_cost.SWEPT
 
 
 def test_the_dollars_count_schedulers_delivery_the_log_lines_and_the_records_kept(sections: dict[str, Any]) -> None:
