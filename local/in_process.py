@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import boto3
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from moto.core.botocore_stubber import MockRawResponse
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -46,6 +47,11 @@ class InProcessTransport:
         """Route ``client``'s requests to moto through this process (returns the client)."""
         client.meta.events.register_last("before-send", self.send)
         return client
+
+    def attach_session(self, session: boto3.session.Session) -> boto3.session.Session:
+        """Route the requests of every client ``session`` makes from now on to moto through this process."""
+        session.events.register_last("before-send", cast(Any, self.send))  # its answer ends the request
+        return session
 
     def serving(self) -> bool:
         return self._serving()
