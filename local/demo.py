@@ -46,6 +46,7 @@ import boto3
 
 from chalicelib.tasks.webhook import IDEMPOTENCY_HEADER, idempotency_key
 from local.client import ApiClient, TimedOut, emails_to, wait_until
+from local.run import end_process
 from local.stage import LOCAL_WEBHOOK_SECRET, SAMPLE_TABLES, LocalSettings, LocalSettingsError, LocalStage, start_local_stage
 
 # The local stage as config.json has it, made quick for a two-minute demo.
@@ -445,4 +446,6 @@ def main(argv: Iterable[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Ended as make run ends (local/run.py): once stdout and stderr are flushed, without the interpreter's
+    # teardown of moto's state (seconds of it after a demo, for nothing: the stage is stopped already).
+    end_process(main())
