@@ -9,9 +9,9 @@ same GIL as the handler that made it.  Measured under bench T, that plumbing
 was more of the process's CPU than moto's own work (docs/offline-throughput.md).
 
 ``InProcessTransport.attach(client)`` answers a client's requests to moto's
-endpoint by calling moto's WSGI application (the one its server serves, built
-the same way: ``DomainDispatcherApplication(create_backend_app)``, over the
-same backends) in the calling thread, from botocore's ``before-send`` event,
+endpoint by calling moto's WSGI application (the one its server serves:
+``DomainDispatcherApplication(create_backend_app)``, over the same backends)
+in the calling thread, from botocore's ``before-send`` event,
 registered last (a fault injector's own ``before-send`` answers first).
 Everything above the socket is unchanged: the request is signed, serialised and
 retried by botocore as before, moto parses and answers it as its server would,
@@ -37,11 +37,13 @@ from werkzeug.test import EnvironBuilder, run_wsgi_app
 class InProcessTransport:
     """Sends requests for ``endpoint`` straight to moto's WSGI application while ``serving()``."""
 
-    def __init__(self, endpoint: str, serving: Callable[[], bool]) -> None:
+    def __init__(self, endpoint: str, serving: Callable[[], bool],
+                 app: DomainDispatcherApplication | None = None) -> None:
         parts = urlsplit(endpoint)
         self.endpoint = f"{parts.scheme}://{parts.netloc}"
         self._serving = serving
-        self._app = DomainDispatcherApplication(create_backend_app)
+        # the server's own application when given (each service's app then built once), else one built alike
+        self._app = app if app is not None else DomainDispatcherApplication(create_backend_app)
 
     def attach(self, client: Any) -> Any:
         """Route ``client``'s requests to moto through this process (returns the client)."""
