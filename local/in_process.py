@@ -23,15 +23,17 @@ server as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Iterator
+from io import BytesIO
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 import boto3
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
-from moto.core.botocore_stubber import MockRawResponse
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+if TYPE_CHECKING:  # moto is imported where it runs, never by a handler process (local/handler_processes.py)
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 
 class InProcessTransport:
@@ -43,7 +45,11 @@ class InProcessTransport:
         self.endpoint = f"{parts.scheme}://{parts.netloc}"
         self._serving = serving
         # the server's own application when given (each service's app then built once), else one built alike
-        self._app = app if app is not None else DomainDispatcherApplication(create_backend_app)
+        if app is None:
+            from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+            app = DomainDispatcherApplication(create_backend_app)
+        self._app = app
 
     def attach(self, client: Any) -> Any:
         """Route ``client``'s requests to moto through this process (returns the client)."""
@@ -101,5 +107,16 @@ def request_parts(request: AWSPreparedRequest) -> RequestParts:
     return request.method, request.url, headers, data
 
 
+class RawResponse(BytesIO):
+    """An answer's body as botocore reads a raw response (as moto's own MockRawResponse, without importing moto
+    into a handler process)."""
+
+    def stream(self, **kwargs: Any) -> Iterator[bytes]:
+        contents = self.read()
+        while contents:
+            yield contents
+            contents = self.read()
+
+
 def response(url: str, status: int, headers: dict[str, str], content: bytes) -> AWSResponse:
-    return AWSResponse(url, status, cast(Any, headers), MockRawResponse(content))
+    return AWSResponse(url, status, cast(Any, headers), RawResponse(content))
