@@ -23,7 +23,7 @@ invocation lines, the API's access log, handler tracebacks) is kept, and printed
 failed, to show what happened.
 
 ``python -m local.demo --quick`` runs the same flows with the tests' timing (QUICK_TIMING: tasks due in
-a few seconds, a backup monitored a second after it is made): about 10 s instead of 30.
+a few seconds, a backup run monitored at once): about 10 s instead of 30.
 """
 
 from __future__ import annotations
@@ -75,10 +75,10 @@ class DemoTiming:
     cancel_margin: float = 10.0
 
 
-# `--quick` (the tests' timing): leads of a few seconds, and a backup monitored a second after it is made.
+# `--quick` (the tests' timing): leads of a few seconds, and a backup run monitored at once (moto makes backups at once).
 QUICK_TIMING = DemoTiming(task_lead=timedelta(seconds=4), seed_lead=timedelta(seconds=2),
                           cancel_lead=timedelta(seconds=3), cancel_margin=4.0)
-QUICK_ENVIRONMENT = {"BACKUP_MONITOR_DELAY_SECONDS": "1"}
+QUICK_ENVIRONMENT = {"BACKUP_MONITOR_DELAY_SECONDS": "0"}
 
 Flow = tuple[str, Callable[["Demo"], str]]
 
