@@ -47,6 +47,7 @@ class MotoServer:
         self.port = port
         self._running = False
         self._server: BaseWSGIServer | None = None
+        self._app: DomainDispatcherApplication | None = None  # the server's WSGI application, shared in process
         self._thread: threading.Thread | None = None
         self._counted = False  # among the servers running in this process
 
@@ -66,8 +67,9 @@ class MotoServer:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per AWS call
         moto_corrections.install()  # moto's departures from AWS, corrected
         moto_speed.install()  # moto made fast and small enough to run for days (change feeds, memory bounds)
-        self._server = make_server(self.host, self.port, DomainDispatcherApplication(create_backend_app),
-                                   threaded=True, request_handler=MotoRequestHandler)
+        self._app = DomainDispatcherApplication(create_backend_app)
+        self._server = make_server(self.host, self.port, self._app, threaded=True,
+                                   request_handler=MotoRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_SECONDS,),
                                         name="moto-server", daemon=True)
         self._thread.start()
@@ -90,7 +92,7 @@ class MotoServer:
 
     def in_process(self) -> InProcessTransport:
         """Answers this process's own clients without a socket while the server runs (local/in_process.py)."""
-        return InProcessTransport(self.endpoint, lambda: self._running)
+        return InProcessTransport(self.endpoint, lambda: self._running, self._app)
 
     def stop(self) -> None:
         if self._running:

@@ -9,9 +9,9 @@ same GIL as the handler that made it.  Measured under bench T, that plumbing
 was more of the process's CPU than moto's own work (docs/offline-throughput.md).
 
 ``InProcessTransport.attach(client)`` answers a client's requests to moto's
-endpoint by calling moto's WSGI application (the one its server serves, built
-the same way: ``DomainDispatcherApplication(create_backend_app)``, over the
-same backends) in the calling thread, from botocore's ``before-send`` event,
+endpoint by calling moto's WSGI application (the one its server serves:
+``DomainDispatcherApplication(create_backend_app)``, over the same backends)
+in the calling thread, from botocore's ``before-send`` event,
 registered last (a fault injector's own ``before-send`` answers first).
 Everything above the socket is unchanged: the request is signed, serialised and
 retried by botocore as before, moto parses and answers it as its server would,
@@ -23,29 +23,43 @@ server as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Iterator
+from io import BytesIO
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
+import boto3
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
-from moto.core.botocore_stubber import MockRawResponse
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+if TYPE_CHECKING:  # moto is imported where it runs, never by a handler process (local/handler_processes.py)
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 
 class InProcessTransport:
     """Sends requests for ``endpoint`` straight to moto's WSGI application while ``serving()``."""
 
-    def __init__(self, endpoint: str, serving: Callable[[], bool]) -> None:
+    def __init__(self, endpoint: str, serving: Callable[[], bool],
+                 app: DomainDispatcherApplication | None = None) -> None:
         parts = urlsplit(endpoint)
         self.endpoint = f"{parts.scheme}://{parts.netloc}"
         self._serving = serving
-        self._app = DomainDispatcherApplication(create_backend_app)
+        # the server's own application when given (each service's app then built once), else one built alike
+        if app is None:
+            from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+            app = DomainDispatcherApplication(create_backend_app)
+        self._app = app
 
     def attach(self, client: Any) -> Any:
         """Route ``client``'s requests to moto through this process (returns the client)."""
         client.meta.events.register_last("before-send", self.send)
         return client
+
+    def attach_session(self, session: boto3.session.Session) -> boto3.session.Session:
+        """Route the requests of every client ``session`` makes from now on to moto through this process."""
+        session.events.register_last("before-send", cast(Any, self.send))  # its answer ends the request
+        return session
 
     def serving(self) -> bool:
         return self._serving()
@@ -93,5 +107,16 @@ def request_parts(request: AWSPreparedRequest) -> RequestParts:
     return request.method, request.url, headers, data
 
 
+class RawResponse(BytesIO):
+    """An answer's body as botocore reads a raw response (as moto's own MockRawResponse, without importing moto
+    into a handler process)."""
+
+    def stream(self, **kwargs: Any) -> Iterator[bytes]:
+        contents = self.read()
+        while contents:
+            yield contents
+            contents = self.read()
+
+
 def response(url: str, status: int, headers: dict[str, str], content: bytes) -> AWSResponse:
-    return AWSResponse(url, status, cast(Any, headers), MockRawResponse(content))
+    return AWSResponse(url, status, cast(Any, headers), RawResponse(content))

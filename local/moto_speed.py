@@ -59,6 +59,7 @@ functional tests' fixture calls it, since an e2e test in the same pytest worker 
   serializer): the same bytes.
   Every request found its handler's method names by ``inspect.getmembers`` over the
   response class (a tenth of moto's CPU for a CreateSchedule): they are listed once per class.
+  moto reads botocore's service models through the loader the process's clients share (local/shared_loaders.py).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
+from local import shared_loaders
 from local.moto_corrections import WRITE_LOCK, check_moto_version, installed_moto_version
 
 # listener(table name, key in DynamoDB JSON, attribute(name) -> DynamoDB JSON or None): after each item write
@@ -413,6 +415,7 @@ def install() -> None:
         _fast_stream_records()
         _announce_schedule_changes()
         _method_names_once()
+        _service_models_shared()
         _installed = True
 
 
@@ -446,6 +449,14 @@ def _list_services_once() -> None:
 
     services = tuple(backends.list_of_moto_modules())
     _patch(backends, "list_of_moto_modules", lambda: services)
+
+
+def _service_models_shared() -> None:
+    """moto reads a service's model through the process's shared botocore loader (local/shared_loaders.py),
+    which its clients have parsed already, instead of a loader of its own that parses it again."""
+    from moto.core import utils
+
+    _patch(utils, "create_loader", shared_loaders.shared_loader)
 
 
 def _method_names_once() -> None:

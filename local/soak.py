@@ -408,8 +408,10 @@ class ActionCounter:
 
 
 def run_soak(tasks: int = TASKS, burst_size: int = BURST, *, in_flight: int = IN_FLIGHT,
+             lead_seconds: tuple[int, int] = LEAD_SECONDS,
              out: Callable[[str], None] = print, python: str = sys.executable) -> SoakResult:
-    """The whole soak (see the module's docstring); never raises for a failed check."""
+    """The whole soak (see the module's docstring), each task due ``lead_seconds`` (from, to) after it is
+    created; never raises for a failed check."""
     began = time.monotonic()
     result = SoakResult(tasks=tasks)
     token = secrets.token_urlsafe(24)
@@ -438,7 +440,7 @@ def run_soak(tasks: int = TASKS, burst_size: int = BURST, *, in_flight: int = IN
         with ThreadPoolExecutor(8) as pool:
             def create(index: int) -> None:
                 task_id = f"t{tag}-{index}"
-                lead = LEAD_SECONDS[0] + (index * 7919) % (LEAD_SECONDS[1] - LEAD_SECONDS[0] + 1)
+                lead = lead_seconds[0] + (index * 7919) % (lead_seconds[1] - lead_seconds[0] + 1)
                 answer = _post(api, task_body(task_id, STRATEGIES[index % 3], queue_url, lead))
                 if answer.status == 201:
                     result.expected.add(task_id)
@@ -452,7 +454,7 @@ def run_soak(tasks: int = TASKS, burst_size: int = BURST, *, in_flight: int = IN
                         raise TimeoutError(f"no task ran for {STALL_SECONDS:g}s")
                 if index == middle:
                     result.conflict_status, result.replay_status, result.cancelled_id = \
-                        _conflict_and_cancel(api, aws, tag, queue_url, result)
+                        _conflict_and_cancel(api, aws, tag, queue_url, result, lead_seconds[1] + QUIET_SECONDS)
                 pool.submit(create, index)
                 result.created += 1
                 if index and index % 1000 == 0:
@@ -505,9 +507,10 @@ def _post(api: ApiClient, body: dict[str, Any], attempts: int = 3) -> Response:
 
 
 def _conflict_and_cancel(api: ApiClient, aws: dict[str, Any], tag: str, queue_url: str,
-                         result: SoakResult) -> tuple[int, int, str]:
+                         result: SoakResult, cancelled_lead: float) -> tuple[int, int, str]:
     """A POST whose transaction is cancelled (409), the same POST as an earlier one (200), and a task
-    cancelled before its time.  (status of the conflict, of the replay, the cancelled id)"""
+    cancelled before its time, ``cancelled_lead`` seconds ahead (the latest task's lead and the quiet time
+    after it: about when the soak counts).  (status of the conflict, of the replay, the cancelled id)"""
     taken = f"x{tag}-taken"
     boto3.client("dynamodb", **aws).put_item(TableName=TASKS_TABLE, Item={
         "PK": {"S": f"TASK#{taken}"}, "SK": {"S": "TASK"}, "note": {"S": "written by another program"}})
@@ -517,7 +520,7 @@ def _conflict_and_cancel(api: ApiClient, aws: dict[str, Any], tag: str, queue_ur
         result.expected.add(replayed["id"])
     replay = _post(api, replayed).status
     cancelled = f"x{tag}-cancelled"
-    created = _post(api, task_body(cancelled, "exact", queue_url, 20)).status
+    created = _post(api, task_body(cancelled, "exact", queue_url, cancelled_lead)).status
     gone = api.delete(f"/tasks/{cancelled}").status if created == 201 else created
     if gone != 200:
         result.create_failures.append(f"{cancelled}: create {created}, cancel {gone}")

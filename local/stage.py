@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import boto3
 from chalice.app import Chalice
 
 from chalicelib.auth import PUBLIC_ROUTES
@@ -358,7 +359,8 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
             environment["API_TOKEN"] = environ.get("API_TOKEN") or secrets.token_urlsafe(24)
         apply(environ, environment, saved)
         settings = Settings.from_env(environ)
-        clients = Clients(settings)
+        transport = moto.in_process()
+        clients = Clients(settings, transport.attach_session(boto3.session.Session()))  # provisioning: no socket
         provisioned = provision(clients, settings)
         ensure_export_bucket(clients, settings)
         create_sample_tables(clients, list(SAMPLE_TABLES), SAMPLE_ROWS, provisioned)
@@ -374,7 +376,6 @@ def start_local_stage(local: LocalSettings, *, overrides: Mapping[str, str] | No
         apply(environ, provisioned.environment, saved)
         report = ShellReport.of(shell, environment)
         app_module = load_app(project_dir)
-        transport = moto.in_process()
         chalice_config = load_chalice_config(project_dir, stage)
         if local.handler_processes:  # they import the app while this process does
             handlers = HandlerProcesses(local.handler_processes, transport, environ, project_dir, stage,

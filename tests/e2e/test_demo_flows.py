@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from chalicelib.settings import Settings
 from deploy import observability
 from deploy.provision import cloudwatch_client, provision
 from local.client import ApiClient
-from local.demo import Demo, DemoTiming, demo_flows, demo_for, run_demo
+from local.demo import QUICK_TIMING, Demo, demo_flows, demo_for, run_demo
 from local.stage import LocalStage
 from tests.e2e.stage_support import demo_stage
 
@@ -63,11 +62,9 @@ def test_the_local_stage_has_the_alarms_and_the_dashboard_a_deployed_stage_has(s
 
 def test_make_demos_five_flows_pass_and_print_the_summary_table(stage: LocalStage) -> None:
     """backups + retention, one task per strategy, the seed's boto3 items, a cancelled task, a webhook task."""
-    quick = DemoTiming(task_lead=timedelta(seconds=4), seed_lead=timedelta(seconds=2),
-                       cancel_lead=timedelta(seconds=3), cancel_margin=4.0)
     lines: list[str] = []
     started = time.monotonic()
-    ok = run_demo(stage, lines.append, flows=demo_flows(quick, tag()))
+    ok = run_demo(stage, lines.append, flows=demo_flows(QUICK_TIMING, tag()))
     assert time.monotonic() - started < 120
     table = "\n".join(lines)
     assert ok, table

@@ -25,7 +25,7 @@ from chalicelib.backups import retention, rules
 from chalicelib.settings import Settings
 from local.client import wait_until
 from local.demo import Demo, demo_for
-from local.stage import LocalStage
+from local.stage import PROJECT_DIR, LocalStage
 from tests.e2e.stage_support import demo_stage
 
 pytestmark = pytest.mark.e2e
@@ -60,8 +60,11 @@ def doc_cli_commands(page: str, after: str, names: dict[str, str]) -> list[list[
     return [shlex.split(line, comments=True) for line in lines if line.startswith("aws ")]
 
 
-# .venv/bin/aws's own entry point, once for each command, all in one process (a process a command: 1 s each)
+# .venv/bin/aws's own entry point, once for each command, all in one process (a process a command: 1 s each),
+# its sessions reading botocore's data files through one loader (local/shared_loaders.py: parsed once, not per command)
 AWS_CLI = """import json, sys
+from local import shared_loaders
+shared_loaders.install()
 from awscli.clidriver import create_clidriver
 for n, argv in enumerate(json.loads(sys.stdin.read())):
     if create_clidriver().main(argv) != 0:
@@ -76,7 +79,7 @@ def aws_cli(stage: LocalStage, commands: list[list[str]]) -> str:
            "AWS_MAX_ATTEMPTS": "1", "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
     argvs = [[*argv[1:], "--endpoint-url", stage.aws_endpoint] for argv in commands]
     done = subprocess.run([sys.executable, "-c", AWS_CLI], input=json.dumps(argvs), env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=60, check=False, cwd=PROJECT_DIR)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

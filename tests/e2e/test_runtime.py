@@ -51,6 +51,17 @@ class Seen:
             return hit
 
 
+@dataclass(frozen=True)
+class Schedules:
+    """The Scheduler tests' schedules, made as the runtime starts (their times pass while the other tests run)."""
+
+    when: datetime          # when each is due: a whole second, a few seconds after they are made
+    target_url: str         # "once"'s SQS target
+    dlq_url: str            # "lost"'s dead-letter queue
+    topic: str              # "publish"'s SNS target ...
+    subscriber_url: str     # ... and the queue subscribed to it
+
+
 @dataclass
 class World:
     runtime: Runtime
@@ -61,6 +72,7 @@ class World:
     table: str
     ttl_table: str
     stream_arn: str
+    schedules: Schedules
 
     def client(self, service: str) -> Any:
         return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION)  # type: ignore[call-overload]
@@ -136,10 +148,53 @@ def world() -> Iterator[World]:
                       writes=watch_writes, schedule_changes=watch_schedules)  # moto's feeds, as `make run`
     runtime.start()
     try:
-        yield World(runtime, seen, moto.endpoint, queue_url, queue_arn, "tiny-items", "tiny-expiring", stream_arn)
+        yield World(runtime, seen, moto.endpoint, queue_url, queue_arn, "tiny-items", "tiny-expiring", stream_arn,
+                    make_schedules(session, moto.endpoint))
     finally:
         runtime.stop()
         moto.stop()
+
+
+def _queue(sqs: Any, name: str) -> tuple[str, str]:
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def _at(moment: datetime) -> str:
+    return f"at({moment.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
+
+
+def make_schedules(session: boto3.session.Session, endpoint: str) -> Schedules:
+    """One-time schedules, all due at the same whole second 3 s ahead: "once" to an SQS queue (deleted after),
+    "call" to the app's on_schedule handler, "lost" to a queue that does not exist (retried once, then
+    dead-lettered), "publish" to an SNS topic."""
+    scheduler = session.client("scheduler", endpoint_url=endpoint)
+    sqs = session.client("sqs", endpoint_url=endpoint)
+    sns = session.client("sns", endpoint_url=endpoint)
+    target_url, target_arn = _queue(sqs, "tiny-scheduled")
+    dlq_url, dlq_arn = _queue(sqs, "tiny-dlq")
+    topic = sns.create_topic(Name="tiny-topic")["TopicArn"]
+    subscriber_url, subscriber_arn = _queue(sqs, "tiny-subscriber")
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=subscriber_arn)
+    when = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+    role = "arn:aws:iam::123456789012:role/tiny"
+    scheduler.create_schedule(
+        Name="once", GroupName="tiny", ScheduleExpression=_at(when), ScheduleExpressionTimezone="UTC",
+        FlexibleTimeWindow={"Mode": "OFF"}, ActionAfterCompletion="DELETE",
+        Target={"Arn": target_arn, "RoleArn": role, "Input": '{"hello": 1}'})
+    scheduler.create_schedule(
+        Name="call", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:tiny-local-on_schedule",
+                "RoleArn": role, "Input": '{"task": "t-1"}'})
+    scheduler.create_schedule(
+        Name="lost", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": "arn:aws:sqs:us-east-1:123456789012:no-such-queue", "RoleArn": "arn:aws:iam::1:role/x",
+                "Input": "lost", "RetryPolicy": {"MaximumRetryAttempts": 1, "MaximumEventAgeInSeconds": 60},
+                "DeadLetterConfig": {"Arn": dlq_arn}})
+    scheduler.create_schedule(
+        Name="publish", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": topic, "RoleArn": role, "Input": '{"via": "sns"}'})
+    return Schedules(when, target_url, dlq_url, topic, subscriber_url)
 
 
 def _sqs_deliveries(world: World, body: str) -> list[dict[str, Any]]:
@@ -242,20 +297,10 @@ def test_an_expired_item_is_removed_by_the_ttl_service_and_a_user_delete_is_not(
     assert "Item" in ddb.get_item(TableName=world.ttl_table, Key={"PK": {"S": "ttl-future"}})
 
 
-def _at(moment: datetime) -> str:
-    return f"at({moment.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
-
-
 def test_a_one_time_schedule_with_jitter_0_delivers_to_sqs_within_a_second_and_is_deleted(world: World) -> None:
     scheduler = world.client("scheduler")
     sqs = world.client("sqs")
-    target_url = sqs.create_queue(QueueName="tiny-scheduled")["QueueUrl"]
-    target_arn = sqs.get_queue_attributes(QueueUrl=target_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    when = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
-    scheduler.create_schedule(
-        Name="once", GroupName="tiny", ScheduleExpression=_at(when), ScheduleExpressionTimezone="UTC",
-        FlexibleTimeWindow={"Mode": "OFF"}, ActionAfterCompletion="DELETE",
-        Target={"Arn": target_arn, "RoleArn": "arn:aws:iam::123456789012:role/tiny", "Input": '{"hello": 1}'})
+    target_url, when = world.schedules.target_url, world.schedules.when
 
     def received() -> list[Any]:
         return list(sqs.receive_message(QueueUrl=target_url, WaitTimeSeconds=1,
@@ -270,35 +315,23 @@ def test_a_one_time_schedule_with_jitter_0_delivers_to_sqs_within_a_second_and_i
 
 def test_a_schedule_with_a_lambda_target_invokes_the_apps_handler_with_its_input(world: World) -> None:
     scheduler = world.client("scheduler")
-    when = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
-    scheduler.create_schedule(
-        Name="call", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
-        Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:tiny-local-on_schedule",
-                "RoleArn": "arn:aws:iam::123456789012:role/tiny", "Input": '{"task": "t-1"}'})
+    when = world.schedules.when
     at, event = wait_until(lambda: list(world.seen.scheduled), 6, "the handler to be invoked")[0]
     assert event == {"task": "t-1"}
     assert abs((at - when).total_seconds()) < 1.5
-    time.sleep(1.5)  # one-time: never again (the schedule stays: no ActionAfterCompletion)
-    assert len(world.seen.scheduled) == 1
+    time.sleep(max(0.0, 1.5 - (datetime.now(UTC) - at).total_seconds()))  # one-time: never again (the
+    assert len(world.seen.scheduled) == 1                                   # schedule stays: no ActionAfterCompletion)
     assert scheduler.get_schedule(Name="call", GroupName="tiny")["Name"] == "call"
 
 
 def test_a_schedule_whose_target_is_missing_is_retried_then_dead_lettered(world: World) -> None:
-    scheduler = world.client("scheduler")
     sqs = world.client("sqs")
-    dlq_url = sqs.create_queue(QueueName="tiny-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    when = (datetime.now(UTC) + timedelta(seconds=1)).replace(microsecond=0)
-    scheduler.create_schedule(
-        Name="lost", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
-        Target={"Arn": "arn:aws:sqs:us-east-1:123456789012:no-such-queue", "RoleArn": "arn:aws:iam::1:role/x",
-                "Input": "lost", "RetryPolicy": {"MaximumRetryAttempts": 1, "MaximumEventAgeInSeconds": 60},
-                "DeadLetterConfig": {"Arn": dlq_arn}})
+    dlq_url = world.schedules.dlq_url
 
     def dead() -> list[Any]:
         return list(sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1,
                                         MessageAttributeNames=["All"]).get("Messages", []))
-    message = wait_until(dead, 30, "the dead-lettered delivery")[0]  # 2-3 s unloaded
+    message = wait_until(dead, 30, "the dead-lettered delivery")[0]  # 2-3 s after its time unloaded
     assert message["Body"] == "lost"
     attributes = {k: v["StringValue"] for k, v in message["MessageAttributes"].items()}
     assert attributes["EXHAUSTED_RETRY_CONDITION"] == "MaximumRetryAttempts"
@@ -369,15 +402,8 @@ def test_a_latest_handler_never_sees_records_written_before_the_runtime_started(
 
 
 def test_a_schedule_with_an_sns_target_publishes_to_the_topics_subscribers(world: World) -> None:
-    sns, sqs, scheduler = world.client("sns"), world.client("sqs"), world.client("scheduler")
-    topic = sns.create_topic(Name="tiny-topic")["TopicArn"]
-    url = sqs.create_queue(QueueName="tiny-subscriber")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
-    when = (datetime.now(UTC) + timedelta(seconds=1)).replace(microsecond=0)
-    scheduler.create_schedule(
-        Name="publish", GroupName="tiny", ScheduleExpression=_at(when), FlexibleTimeWindow={"Mode": "OFF"},
-        Target={"Arn": topic, "RoleArn": "arn:aws:iam::123456789012:role/tiny", "Input": '{"via": "sns"}'})
+    sqs = world.client("sqs")
+    topic, url = world.schedules.topic, world.schedules.subscriber_url
 
     def received() -> list[Any]:
         return list(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages", []))

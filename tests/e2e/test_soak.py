@@ -1,4 +1,5 @@
-"""`make soak` in small: the same driver, 30 tasks and a burst of 20, so that it cannot rot."""
+"""`make soak` in small: the same driver, 30 tasks and a burst of 20, so that it cannot rot.  Its tasks are due 2 to
+5 s after they are created (the soak's 3 to 12 s spread thousands of tasks over time; 30 need no spreading)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ pytestmark = pytest.mark.e2e
 
 def test_a_small_soak_runs_every_task_once_within_memory_and_stops_on_sigterm() -> None:
     lines: list[str] = []
-    result = run_soak(tasks=30, burst_size=20, out=lines.append)
+    result = run_soak(tasks=30, burst_size=20, lead_seconds=(2, 5), out=lines.append)
     report = "\n".join(result.report())
     assert result.ok, report + "\n" + "\n".join(lines)
     assert result.burst is not None and result.burst.statuses == {201: 20} and result.burst.resets == 0
