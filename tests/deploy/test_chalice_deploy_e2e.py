@@ -33,6 +33,7 @@ import pytest
 
 from chalicelib.auth import PUBLIC_ROUTES
 from deploy import event_sources, iam, stage
+from tests.deploy.chalice_cache import NO_BYTECODE_WRITES, shared_deployments
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -122,7 +123,8 @@ def environment(endpoint: str) -> dict[str, str]:
     """What a user's shell has for a deploy, pointed at moto: no test settings leak into the stage."""
     basics = {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR") if name in os.environ}
     return {**basics, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION}
+            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
+            **NO_BYTECODE_WRITES}  # chalice's package cache: tests/deploy/chalice_cache.py
 
 
 @dataclass(frozen=True)
@@ -253,7 +255,8 @@ def deployment(endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Deplo
     env = environment(endpoint)
     session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
     create_user_tables(session, endpoint)
-    first = make(project, env, "deploy", "STAGE=prod")
+    with shared_deployments(project, tmp_path_factory):  # the package built earlier in this run, if one was
+        first = make(project, env, "deploy", "STAGE=prod")
     deployed = console(session, endpoint)
     subprocess.run([str(Path(sys.prefix) / "bin" / "chalice"), "package", "--stage", "prod", "out"], cwd=project,
                    env=env, check=True, capture_output=True, timeout=600)

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from chalice.config import Config
 
+from tests.deploy.chalice_cache import NO_BYTECODE_WRITES, shared_deployments
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CONFIG: dict[str, Any] = json.loads((ROOT / ".chalice" / "config.json").read_text())
@@ -71,7 +73,8 @@ def test_each_stage_deploys_the_schedules_its_config_sets(stage: str) -> None:
         "backup_trigger": variables["BACKUP_SCHEDULE"], "interval_processor": variables["PROCESSOR_SCHEDULE"], **exports}
 
 
-def test_chalice_package_puts_the_stage_schedules_on_the_functions_rules(tmp_path: Path) -> None:
+def test_chalice_package_puts_the_stage_schedules_on_the_functions_rules(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """A copy of the project whose prod stage sets other schedules, provisioned, packaged by plain chalice."""
     project = tmp_path / "project"
     project.mkdir()
@@ -87,8 +90,9 @@ def test_chalice_package_puts_the_stage_schedules_on_the_functions_rules(tmp_pat
         SCHEDULER_ROLE_ARN="arn:aws:iam::123456789012:role/timekeeper-prod-scheduler")
     (project / ".chalice" / "config.json").write_text(json.dumps(config))
     out = project / "out"
-    subprocess.run([str(BIN / "chalice"), "package", "--stage", "prod", str(out)], cwd=project,
-                   env=bare_environment(), check=True, capture_output=True, timeout=600)
+    with shared_deployments(project, tmp_path_factory):  # the package built earlier in this run, if one was
+        subprocess.run([str(BIN / "chalice"), "package", "--stage", "prod", str(out)], cwd=project,
+                       env=bare_environment(**NO_BYTECODE_WRITES), check=True, capture_output=True, timeout=600)
     resources = json.loads((out / "sam.json").read_text())["Resources"]
     schedules = {props["Handler"]: [event["Properties"]["Schedule"] for event in props.get("Events", {}).values()
                                     if event["Type"] == "Schedule"]

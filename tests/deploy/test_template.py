@@ -19,6 +19,7 @@ import pytest
 from chalice.config import Config
 
 from deploy import bytecode, cli, stage
+from tests.deploy.chalice_cache import NO_BYTECODE_WRITES, shared_deployments
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -27,7 +28,7 @@ BIN = Path(sys.executable).parent
 @pytest.fixture(scope="module")
 def packaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The prod stage packaged from a copy of the project as ``make deploy`` runs chalice (the deployment zip
-    cache is reused)."""
+    cache is reused: the project's, and the one built earlier in this run)."""
     project = tmp_path_factory.mktemp("project")
     for name in ("app.py", "requirements.txt"):
         shutil.copy(ROOT / name, project / name)
@@ -45,7 +46,10 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shell.delenv(name, raising=False)
         shell.setenv("AWS_CONFIG_FILE", str(project / "no-aws-config"))
         shell.setenv("AWS_EC2_METADATA_DISABLED", "true")
-        cli.package("prod", out, dict(os.environ), project)
+        for name, value in NO_BYTECODE_WRITES.items():
+            shell.setenv(name, value)
+        with shared_deployments(project, tmp_path_factory):
+            cli.package("prod", out, dict(os.environ), project)
     return out / "sam.json"
 
 

@@ -467,7 +467,7 @@ def test_the_header_search_finds_a_task_by_id_prefix_and_source_key_on_every_vie
     shows(browser, "Act on it")
     search(browser, f"find-{TAG}-")  # a prefix: the tasks whose id starts with it
     shows(browser, "Tasks whose id starts with")
-    assert sorted(a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")) == [
+    assert sorted(link_texts(browser)) == [
         f"find-{TAG}-alpha", f"find-{TAG}-beta"]
     search(browser, f"api/find-{TAG}-beta")  # source/key, the API's own tasks too
     wait(browser, lambda d: d.current_url.endswith(f"#/task/find-{TAG}-beta"), "the API task's page")
@@ -485,6 +485,18 @@ def test_the_header_search_finds_a_task_by_id_prefix_and_source_key_on_every_vie
     no_script_ran(browser)
 
 
+def due_times(driver: Any) -> list[str]:
+    """The listed rows' times, read in one call (not one WebDriver round trip per row)."""
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll('main tbody time')].map((t) => t.getAttribute('datetime'))"))
+
+
+def link_texts(driver: Any) -> list[str]:
+    """The listed rows' links as shown, read in one call."""
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll('main tbody a')].map((a) => a.innerText.trim())"))
+
+
 def test_the_lists_are_sorted_by_due_time_or_a_clicked_column_and_the_now_view_is_capped(api: ApiClient,
                                                                                        browser: Any) -> None:
     now = datetime.now(UTC)
@@ -496,18 +508,16 @@ def test_the_lists_are_sorted_by_due_time_or_a_clicked_column_and_the_now_view_i
     go(browser, "#/tasks?status=PENDING")
     shows(browser, f"due-24-{TAG}")
 
-    def due_times() -> list[str]:
-        return [t.get_attribute("datetime") for t in browser.find_elements(By.CSS_SELECTOR, "main tbody time")]
-
-    assert due_times() == sorted(due_times()) and len(due_times()) > 25, due_times()
-    ours = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a") if a.text.startswith("due-")]
+    due = due_times(browser)
+    assert due == sorted(due) and len(due) > 25, due
+    ours = [text for text in link_texts(browser) if text.startswith("due-")]
     assert ours == [f"due-{i:02d}-{TAG}" for i in range(25)], ours
     [by_task] = [b for b in browser.find_elements(By.CSS_SELECTOR, "main th button") if b.text == "task"]
     by_task.click()
-    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    ids = link_texts(browser)
     assert ids == sorted(ids), ids
     by_task.click()  # again: the other way
-    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    ids = link_texts(browser)
     assert ids == sorted(ids, reverse=True), ids
 
     go(browser, "#/now")
@@ -515,7 +525,7 @@ def test_the_lists_are_sorted_by_due_time_or_a_clicked_column_and_the_now_view_i
     wait(browser, lambda d: d.find_elements(By.ID, "due-more"), "the link to the rest")
     rows = browser.find_elements(By.CSS_SELECTOR, "main tbody tr")
     assert len(rows) == 20, len(rows)
-    shown = [t.get_attribute("datetime") for t in browser.find_elements(By.CSS_SELECTOR, "main tbody time")]
+    shown = due_times(browser)
     assert shown == sorted(shown), shown
     browser.find_element(By.ID, "due-more").find_element(By.TAG_NAME, "a").click()
     wait(browser, lambda d: d.current_url.endswith("#/tasks?status=PENDING"), "the pending tasks")
@@ -694,7 +704,7 @@ def test_failures_are_grouped_by_cause_and_the_shown_ones_retried_once_each(
     screenshot(browser, "failures")
     cells[1].find_element(By.TAG_NAME, "a").click()
     shows(browser, "one cause")
-    listed = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")]
+    listed = link_texts(browser)
     assert set(ids) <= set(listed), listed
     browser.find_element(By.ID, "retry-all").click()
     wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "one confirmation for all")
@@ -742,7 +752,7 @@ def test_the_dead_letter_view_groups_dead_lettered_tasks_by_reason_and_counts_th
     screenshot(browser, "dead-letters")
     rows[cause].find_elements(By.TAG_NAME, "td")[1].find_element(By.TAG_NAME, "a").click()
     shows(browser, "one cause")
-    assert {t["id"] for t in dead} <= {a.text for a in browser.find_elements(By.CSS_SELECTOR, "main tbody a")}
+    assert {t["id"] for t in dead} <= set(link_texts(browser))
     assert "task_stream:sessions" in main_text(browser)  # who dead-lettered it
     browser.find_element(By.ID, "retry-all").click()
     wait(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation")

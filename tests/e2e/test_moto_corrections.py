@@ -39,8 +39,10 @@ def make_table(moto: MotoServer, name: str, rows: int = 0) -> tuple[Any, str]:
         AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )["TableDescription"]["LatestStreamArn"]
-    for row in range(rows):
-        ddb.put_item(TableName=name, Item={"PK": {"S": f"row-{row}"}, "data": {"S": "x" * 200}})
+    for first in range(0, rows, 25):  # BatchWriteItem's most: the same items, a 25th of the requests
+        ddb.batch_write_item(RequestItems={name: [
+            {"PutRequest": {"Item": {"PK": {"S": f"row-{row}"}, "data": {"S": "x" * 200}}}}
+            for row in range(first, min(first + 25, rows))]})
     return ddb, arn
 
 
