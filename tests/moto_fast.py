@@ -5,17 +5,15 @@ each shortcut with the machinery it bypasses); local/moto_corrections.py holds t
 answers, and local/moto_speed.py the offline runtime's own speed-ups, which the tests never install.
 
 A state item of a large backup run holds tens of thousands of DynamoDB attribute values, each walked member by
-member through generic, shape-driven code: botocore's parameter validation of a request, and moto's response
-serializer (six alias lookups a member, a method found by name a value). At 10,000 tables, reading a run back
-spent most of its time there. Within ``attribute_values_fast()``:
-
-* **moto's JSON serializer** encodes a DynamoDB ``AttributeValue`` that holds only plain values (one member of
-  S, N, SS, NS, M, L, NULL, BOOL; strings, lists and dicts of them, booleans; names that are non-empty
-  strings) straight into what its generic path produces; anything else (a binary, a None, a value of another
-  type, a response transformer) goes through moto's own path, errors included.
-* **botocore's parameter validation** skips an ``AttributeValue`` that its checks would pass (every member known,
-  each value of the type its shape allows, and no constraint on those shapes beyond types); any other value
-  goes through botocore's checks, which report what they always reported.
+member through generic, shape-driven code five times a request: botocore validates and serializes the request,
+moto parses it, moto serializes the answer (six alias lookups a member, a method found by name a value) and
+botocore parses it. At 10,000 tables, reading a run back spent most of its time there. Within
+``attribute_values_fast()``, a DynamoDB ``AttributeValue`` that holds only plain values (one member of S, N, SS,
+NS, M, L, NULL, BOOL; strings, lists and dicts of them, booleans; names that are non-empty strings) is
+converted in one step into what each generic walk makes of it (``encode``), and botocore's validation skips one
+its checks would pass (``passes``: every member known, each value of the type its shape allows, the shapes
+constrained by nothing but types). Anything else (a binary, a None, a value of another type, a response
+transformer, another protocol's parser or serializer) goes the generic way, errors included.
 """
 
 from __future__ import annotations
@@ -30,6 +28,9 @@ _MEMBERS = (("S", "string"), ("N", "string"), ("B", "blob"), ("SS", "list"), ("N
 
 class _NotPlain(Exception):
     """A value the shortcut does not handle: the generic path takes it."""
+
+
+_NOT_PLAIN = object()
 
 
 def _is_attribute_value(shape: Any, known: dict[int, tuple[Any, bool]]) -> bool:
@@ -109,36 +110,71 @@ def passes(value: Any) -> bool:
 @contextlib.contextmanager
 def attribute_values_fast() -> Iterator[None]:
     """The shortcuts (see the module's docstring) installed for the block, then taken off."""
-    from botocore.validate import ParamValidator
-    from moto.core.serialize import BaseJSONSerializer
+    from botocore import parsers, serialize, validate
+    from moto.core import parse
+    from moto.core import serialize as moto_serialize
 
-    serializer: Any = BaseJSONSerializer
-    validator: Any = ParamValidator
-    original_serialize = serializer._serialize
-    original_validate = validator._validate
-    serialized_shapes: dict[int, tuple[Any, bool]] = {}
-    validated_shapes: dict[int, tuple[Any, bool]] = {}
+    known: dict[int, tuple[Any, bool]] = {}  # AttributeValue or not, by shape object
+    response_serializer: Any = moto_serialize.BaseJSONSerializer
+    request_parser: Any = parse.JSONParser
+    validator: Any = validate.ParamValidator
+    request_serializer: Any = serialize.JSONSerializer
+    response_parser: Any = parsers.JSONParser
+    serialize_response, parse_request, validate_request, serialize_request, parse_response = (
+        response_serializer._serialize, request_parser._parse_shape, validator._validate,
+        request_serializer._serialize, response_parser._parse_shape)
 
-    def _serialize(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
-        if type(key) is str and key and _is_attribute_value(shape, serialized_shapes) \
+    def encoded(value: Any) -> Any:
+        try:
+            return encode(value)
+        except _NotPlain:
+            return _NOT_PLAIN
+
+    def moto_serializes(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if type(key) is str and key and self.MAP_TYPE is dict and _is_attribute_value(shape, known) \
                 and self.service_model.service_name == "dynamodb" \
-                and not getattr(self._value_picker, "response_transformers", None):
-            try:
-                encoded = encode(value)
-            except _NotPlain:
-                pass
-            else:
-                serialized[self.get_serialized_name(shape, key)] = encoded
-                return
-        original_serialize(self, serialized, value, shape, key)
-
-    def _validate(self: Any, params: Any, shape: Any, errors: Any, name: str) -> None:
-        if _is_attribute_value(shape, validated_shapes) and passes(params):
+                and not getattr(self._value_picker, "response_transformers", None) \
+                and (out := encoded(value)) is not _NOT_PLAIN:
+            serialized[self.get_serialized_name(shape, key)] = out
             return
-        original_validate(self, params, shape, errors, name)
+        serialize_response(self, serialized, value, shape, key)
 
-    serializer._serialize, validator._validate = _serialize, _validate
+    def moto_parses(self: Any, shape: Any, node: Any) -> Any:
+        if type(self) is request_parser and self.MAP_TYPE is dict and _is_attribute_value(shape, known) \
+                and self.operation_model.service_model.service_name == "dynamodb" \
+                and (out := encoded(node)) is not _NOT_PLAIN:
+            return out
+        return parse_request(self, shape, node)
+
+    def botocore_validates(self: Any, params: Any, shape: Any, errors: Any, name: str) -> None:
+        if _is_attribute_value(shape, known) and passes(params):
+            return
+        validate_request(self, params, shape, errors, name)
+
+    def botocore_serializes(self: Any, serialized: Any, value: Any, shape: Any, key: Any = None) -> None:
+        if type(self) is request_serializer and key is not None and self.MAP_TYPE is dict \
+                and _is_attribute_value(shape, known) and (out := encoded(value)) is not _NOT_PLAIN:
+            serialized[key] = out
+            return
+        serialize_request(self, serialized, value, shape, key)
+
+    def botocore_parses(self: Any, shape: Any, node: Any) -> Any:
+        if type(self) is response_parser and _is_attribute_value(shape, known) \
+                and (out := encoded(node)) is not _NOT_PLAIN:
+            return out
+        return parse_response(self, shape, node)
+
+    replaced = [(response_serializer, "_serialize", moto_serializes), (request_parser, "_parse_shape", moto_parses),
+                (validator, "_validate", botocore_validates), (request_serializer, "_serialize", botocore_serializes),
+                (response_parser, "_parse_shape", botocore_parses)]
+    own = [vars(owner).get(name, _NOT_PLAIN) for owner, name, _ in replaced]  # an inherited method: none of its own
+    for owner, name, method in replaced:
+        setattr(owner, name, method)
     try:
         yield
     finally:
-        serializer._serialize, validator._validate = original_serialize, original_validate
+        for (owner, name, _), method in zip(replaced, own, strict=True):
+            if method is _NOT_PLAIN:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, method)

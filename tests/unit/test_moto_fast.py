@@ -3,6 +3,7 @@ report to the letter; and they are taken (fewer generic steps), and taken off af
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import botocore.session
@@ -15,6 +16,7 @@ from tests.moto_fast import attribute_values_fast
 MODEL = botocore.session.get_session().get_service_model("dynamodb")  # botocore's, as a client validates
 MOTO_MODEL = get_service_model("dynamodb")  # moto's, as its handler serializes
 PUT_ITEM: Any = MODEL.operation_model("PutItem").input_shape
+QUERY_OUTPUT: Any = MODEL.operation_model("Query").output_shape
 
 PLAIN: list[dict[str, Any]] = [
     {"S": "text"}, {"S": ""}, {"N": "12.5"}, {"SS": ["a", "b"]}, {"NS": ["1", "2"]}, {"NULL": True},
@@ -100,3 +102,39 @@ def test_botocore_checks_fewer_values_with_the_shortcut_and_all_of_them_after_it
     validator: Any = ParamValidator
     assert BaseJSONSerializer._serialize.__qualname__ == "ResponseSerializer._serialize"
     assert validator._validate.__qualname__ == "ParamValidator._validate"
+
+
+def _walks(value: Any) -> tuple[str, str, str]:
+    """What botocore sends for a PutItem with ``value`` (as an attribute and in a map), what moto parses from that
+    body, and what botocore parses from a Query answer holding such an item: each, or the error it raised."""
+    from botocore.parsers import create_parser
+    from botocore.serialize import create_serializer
+    from moto.core.parse import JSONParser
+
+    item = {"PK": {"S": "k"}, "v": value, "m": {"M": {"v": value}}, "l": {"L": [value]}}
+    out: list[str] = []
+    for walk in (
+            lambda: create_serializer("json").serialize_to_request(
+                {"TableName": "t", "Item": item}, MODEL.operation_model("PutItem"))["body"],
+            lambda: JSONParser(MOTO_MODEL.operation_model("PutItem")).parse({  # type: ignore[typeddict-item]
+                "body": json.dumps({"TableName": "t", "Item": item}).encode(), "headers": {}}),
+            lambda: create_parser("json").parse(
+                {"body": json.dumps({"Items": [item], "Count": 1}).encode(), "headers": {}, "status_code": 200},
+                QUERY_OUTPUT)):
+        try:
+            result = walk()
+        except Exception as exc:
+            result = exc
+        out.append(f"{type(result).__name__} {result!r}")
+    return out[0], out[1], out[2]
+
+
+def test_botocore_and_moto_send_and_parse_every_value_as_without_the_shortcut() -> None:
+    values = PLAIN + ODD
+    generic = [_walks(value) for value in values]
+    with attribute_values_fast():
+        fast = [_walks(value) for value in values]
+
+    assert fast == generic
+    assert [_walks(value) for value in values] == generic
+    assert all("Error" not in walk for walks in generic[:len(PLAIN)] for walk in walks)
