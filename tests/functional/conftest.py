@@ -11,6 +11,7 @@ from chalice.test import Client
 
 import app as app_module
 from chalicelib.aws import Deps
+from tests import moto_fast
 from tests.functional.openapi_support import CheckedClient
 from tests.functional.task_support import hooks, receiver
 
@@ -44,3 +45,11 @@ def error_lines() -> Iterator[list[str]]:
         yield handler.lines
     finally:
         app_logger.removeHandler(handler)
+
+
+@pytest.fixture(scope="module")
+def attribute_values_fast() -> Iterator[None]:
+    """tests/moto_fast.py's speed-only shortcuts for a whole module (``pytestmark = pytest.mark.usefixtures(...)``):
+    DynamoDB attribute values serialized by moto and validated by botocore with the same results, in less time."""
+    with moto_fast.attribute_values_fast():
+        yield

@@ -46,6 +46,8 @@ from tests.fixtures import ACCOUNT, Aws, FakeClock, use_settings
 from tests.functional.backup_support import create_tables, moto_backups, our_backup
 from tests.policy_recorder import RECORDER
 
+pytestmark = pytest.mark.usefixtures("attribute_values_fast")  # speed only: tests/moto_fast.py
+
 TABLES = ("orders",)          # one table to back up (a second would only repeat the same calls)
 MISSING = "gone"
 OLD_DAYS = (5, 6)             # existing good backups; retention (3 days, keep 2) deletes the 6 day old one

@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from chalice.test import Client
 
 from chalicelib.aws import Deps
@@ -24,6 +25,8 @@ from tests.functional.backup_support import (
     set_status,
     vanish,
 )
+
+pytestmark = pytest.mark.usefixtures("attribute_values_fast")  # speed only: tests/moto_fast.py
 
 # ListBackups pages and honours its time bounds as on AWS; backups carry the injected clock's time.
 

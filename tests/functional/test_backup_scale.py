@@ -36,6 +36,8 @@ from tests.functional.backup_support import (
     vanish,
 )
 
+pytestmark = pytest.mark.usefixtures("attribute_values_fast")  # speed only: tests/moto_fast.py
+
 ITEM_BOUND = 40_000  # bytes: far below DynamoDB's 400 KB
 
 

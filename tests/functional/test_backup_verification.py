@@ -21,6 +21,8 @@ from tests.faults import Faults
 from tests.fixtures import Aws, Emitted, FakeClock, use_settings
 from tests.functional.backup_support import CallCounter, monitor_messages, moto_backups
 
+pytestmark = pytest.mark.usefixtures("attribute_values_fast")  # speed only: tests/moto_fast.py
+
 TABLES = ("orders", "users")
 ITEMS = 5
 

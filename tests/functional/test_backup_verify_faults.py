@@ -32,6 +32,8 @@ from tests.faults import Faults, Kind
 from tests.fixtures import Aws, FakeClock, use_settings
 from tests.functional.test_backup_faults import KINDS, MISSING, TABLES, World, aws, provisioned, unhooked_faults  # noqa: F401
 
+pytestmark = pytest.mark.usefixtures("attribute_values_fast")  # speed only: tests/moto_fast.py
+
 ITEMS = 3
 HOURS = 3
 # The verification's writes in a clean run, and the first occurrence of each that is the verification's

@@ -31,6 +31,8 @@ from tests.functional.backup_support import (
     moto_backups,
 )
 
+pytestmark = pytest.mark.usefixtures("attribute_values_fast")  # speed only: tests/moto_fast.py
+
 TABLES = ("orders", "audit")
 CALENDAR = Calendar(daily=7, weekly=4, monthly=2)
 # The time a monitor invocation has left when the message arrives: far less than the function's 240 s,
