@@ -95,6 +95,8 @@ class LambdaSim:
     _next_schedule: datetime | None = None
     _next_expiry: datetime | None = None
     _iterators: dict[str, str] = field(default_factory=dict)  # stream ARN -> the iterator after the last record read
+    # (name, created, last modified) of a schedule read -> its at() time (None: not one) and input
+    _schedules: dict[tuple[Any, ...], tuple[datetime | None, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.deps.settings
@@ -262,18 +264,27 @@ class LambdaSim:
         self._next_schedule = None
         for page in self._scheduler.get_paginator("list_schedules").paginate(GroupName=group):
             for summary in page["Schedules"]:
-                schedule = self._scheduler.get_schedule(Name=summary["Name"], GroupName=group)
-                match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
-                if match is None:
+                # ListSchedules does not say a schedule's time: each version of it (an update or a new schedule of
+                # the same name changes its dates) is read once
+                version = (summary["Name"], summary.get("CreationDate"), summary.get("LastModificationDate"))
+                if version not in self._schedules:
+                    schedule = self._scheduler.get_schedule(Name=summary["Name"], GroupName=group)
+                    match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
+                    self._schedules[version] = (
+                        (datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC), schedule["Target"]["Input"])
+                        if match else (None, ""))
+                due, payload = self._schedules[version]
+                if due is None:
                     continue
-                at = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC) + self.schedule_lateness
+                at = due + self.schedule_lateness
                 if at > self.clock.now:
                     self._next_schedule = min(at, self._next_schedule or at)
                     continue
                 queue = self._queues[self.deps.settings.due_queue]
                 self._ids += 1
-                queue.messages.append(Message(schedule["Target"]["Input"], self.clock.now, f"s{self._ids}"))
+                queue.messages.append(Message(payload, self.clock.now, f"s{self._ids}"))
                 self._scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
+                del self._schedules[version]
                 self.schedules_fired += 1
                 fired = True
         return fired
