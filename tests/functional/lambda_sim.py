@@ -243,13 +243,18 @@ class LambdaSim:
         now = int(self.clock.now.timestamp())
         if self._next_expiry is not None and self._next_expiry > self.clock.now and not self._pending_records:
             return False  # nothing expires before the next known TTL, and no write since may have set one
+        from moto.dynamodb.models import dynamodb_backends
+
         expired: list[dict[str, Any]] = []
         later: list[int] = []
-        for page in self.ddb.get_paginator("scan").paginate(
-                TableName=s.tasks_table, FilterExpression="attribute_exists(#t)", ExpressionAttributeNames={"#t": s.ttl_attribute}):
-            for item in page["Items"]:
-                ttl = int(float(item[s.ttl_attribute].get("N", "0")))
-                (expired.append(item) if ttl <= now else later.append(ttl))
+        # "the service" reads the table's items where moto keeps them (a Scan through a client answered the same,
+        # serialising the whole table each step); it deletes through its client, as before
+        for kept in dynamodb_backends[ACCOUNT][s.region].get_table(s.tasks_table).all_items():
+            attribute = kept.attrs.get(s.ttl_attribute)
+            if attribute is None:
+                continue
+            ttl = int(float(attribute.value if attribute.type == "N" else "0"))
+            (expired.append(kept.to_json()["Attributes"]) if ttl <= now else later.append(ttl))
         self._next_expiry = datetime.fromtimestamp(min(later), UTC) if later else None
         for item in expired:
             key = {"PK": item["PK"], "SK": item["SK"]}
