@@ -4,7 +4,8 @@ Importing this module sets the stage environment app.py and ``Settings`` read
 at import (the shared ``environment_variables`` of .chalice/config.json, dummy
 credentials, the test stage's ARNs), keeping any value already set -- the
 suite's conftest.py sets its own first.  ``stage()`` starts moto, provisions
-every resource with the same ``deploy.provision`` that ``make deploy`` runs,
+every resource with the same ``deploy.provision`` that ``make deploy`` runs
+(once a process: a later stage starts from a copy of moto's backends as provisioned),
 and hands back the settings that name them and a client bundle the bench uses
 for its own set-up, whose calls are never counted as the app's.  moto runs with
 the offline runtime's corrections and speed-ups (``local.moto_corrections`` and
