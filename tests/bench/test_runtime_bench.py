@@ -3,14 +3,12 @@ they cannot rot; and the pure pieces they count with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from bench import precision, throughput
-from bench.core import FULL, TINY, Section
+from bench.core import FULL, TINY
 from bench.offline import Lateness, Planned, peak_concurrency, webhook_times
 
 
@@ -67,18 +65,9 @@ def test_each_precision_has_its_own_exact_bound_named_in_its_target() -> None:
     assert sqs.first + sqs.seconds <= horizon < scheduler.first - 10
 
 
-@pytest.fixture(scope="module")
-def throughput_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[list[Section]]]:
-    """T at tiny scale, started at once on a thread of its own: it runs while P3's phases do (both mostly wait for
-    due times on runtimes of their own, as P3's two phases do at tiny scale), instead of after them."""
-    plots = tmp_path_factory.mktemp("throughput")
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="t-tiny") as pool:
-        yield pool.submit(throughput.run, TINY, plots)
-
-
 @pytest.mark.e2e
 def test_precision_at_tiny_scale_runs_every_task_of_every_path_once_never_early_and_plots_it(
-        tmp_path: Path, throughput_run: Future[list[Section]]) -> None:
+        tmp_path: Path) -> None:
     [section] = precision.run(TINY, tmp_path)
     labels = [row[0] for row in section.rows]
     exact = {f"{path}, {p}": p for p in ("second", "subsecond")
@@ -114,8 +103,8 @@ def test_precision_at_tiny_scale_runs_every_task_of_every_path_once_never_early_
 
 @pytest.mark.e2e
 def test_throughput_at_tiny_scale_executes_every_due_task_once_against_a_floor_and_reads_the_memory(
-        throughput_run: Future[list[Section]]) -> None:
-    [section] = throughput_run.result()
+        tmp_path: Path) -> None:
+    [section] = throughput.run(TINY, tmp_path)
     [round_] = section.figures["rounds"]
     assert round_["completed"], section.notes
     assert round_["written"] == round_["executed"] == round_["tasks"] == 10 and round_["doubled"] == 0
