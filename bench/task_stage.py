@@ -4,7 +4,8 @@ Importing this module sets the stage environment app.py and ``Settings`` read
 at import (the shared ``environment_variables`` of .chalice/config.json, dummy
 credentials, the test stage's ARNs), keeping any value already set -- the
 suite's conftest.py sets its own first.  ``stage()`` starts moto, provisions
-every resource with the same ``deploy.provision`` that ``make deploy`` runs,
+every resource with the same ``deploy.provision`` that ``make deploy`` runs
+(once a process: a later stage starts from a copy of moto's backends as provisioned),
 and hands back the settings that name them and a client bundle the bench uses
 for its own set-up, whose calls are never counted as the app's.  moto runs with
 the offline runtime's corrections and speed-ups (``local.moto_corrections`` and
@@ -60,15 +61,28 @@ class Stage:
     setup: Clients
 
 
+#: The provisioned world of each stage's settings and what provisioning answered, made once a process: ``provision``
+#: is some 125 requests to moto; each later stage starts from a deep copy of moto's backends as provisioned (the
+#: functional tests' pattern, tests/fixtures.py), the same world in a fraction of the time.
+_PROVISIONED: dict[str, tuple[Any, dict[str, str]]] = {}
+
+
 @contextmanager
 def stage(**changes: Any) -> Iterator[Stage]:
     """moto, provisioned as ``make deploy`` provisions AWS; ``changes`` override settings."""
+    from tests.fixtures import _freeze, _thaw  # after the environment: it imports app.py
+
     moto_corrections.install()
     moto_speed.install()
     with mock_aws(config={"lambda": {"use_docker": False}}):  # the lambda action's functions: invoked, never run
         settings = Settings.from_env()
-        setup = Clients(settings)
-        environment = provision(setup, settings).environment
+        key = repr(settings)
+        if key in _PROVISIONED:
+            world, environment = _PROVISIONED[key]
+            _thaw(world)
+        else:
+            environment = provision(Clients(settings), settings).environment
+            _PROVISIONED[key] = (_freeze(settings, ""), environment)
         settings = replace(settings, alert_topic_arn=environment["ALERT_TOPIC_ARN"],
                            tasks_stream_arn=environment["TASKS_STREAM_ARN"],
                            scheduler_dlq_arn=environment["SCHEDULER_DLQ_ARN"],

@@ -13,15 +13,18 @@ import pytest
 
 from bench import capacity, task_cost
 from bench.capacity import Index, Table, index_write_units, write_units
+from chalicelib import ddb
 from tests.aws_limits import item_size
+from tests.fixtures import ACCOUNT
 
 # --- the run: every unit the meter counted, against units worked out from whole-table snapshots ------------------
 
 
 class TableDiff:
     """Write and read units of the calls a DynamoDB client makes, worked out from snapshots of the tables the call
-    names, each taken whole (a Scan) before and after it: the table's items, and each index's entries as moto
-    itself keeps them (a Scan of the index, its key and projection as DescribeTable says).  An index pays for the
+    names, each taken whole (a Scan) before and after a write: the table's items, and each index's entries as moto
+    itself keeps them (a Scan of the index, its key and projection as DescribeTable says); a read's, from the items
+    it names before it (GetItem, BatchGetItem) or those it answered (Query, Scan).  An index pays for the
     entries that appeared (a put), disappeared (a delete) or changed (an update: a moved key shows as a delete
     and a put).  The client's calls are made one at a time, so that a snapshot's changes are the call's own."""
 
@@ -32,6 +35,7 @@ class TableDiff:
         self.read_units = 0.0
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._described: dict[str, dict[str, Any]] = {}
 
     def attach(self, client: Any) -> None:
         client.meta.events.register("provide-client-params.dynamodb.*", self._params)
@@ -39,25 +43,39 @@ class TableDiff:
         client.meta.events.register("after-call.dynamodb.*", self._after)
         client.meta.events.register("after-call-error.dynamodb.*", lambda **_: self._lock.release())
 
-    def _scan(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        while True:
-            page = self.reader.scan(**kwargs)
-            yield from page["Items"]
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    def _scan(self, table: str, index: str | None = None) -> Iterator[dict[str, Any]]:
+        """A Scan of the table (or of one of its indexes) as moto answers it, asked of moto's backend itself: each
+        item (index entry) it keeps, without a request's signing, dispatch and serialising."""
+        from moto.dynamodb.models import dynamodb_backends
 
-    def _snapshot(self, table: str) -> dict[str, dict[Any, dict[str, Any]]]:
-        """The table's items by key, and each index's entries by their item's key: ``{"": items, index: entries}``."""
-        described = self.reader.describe_table(TableName=table)["Table"]
+        kept: Any = dynamodb_backends[ACCOUNT][self.reader.meta.region_name].get_table(table)  # its Scan takes None
+        start = None
+        while True:
+            items, _, start = kept.scan({}, None, start, index_name=index)
+            yield from (ddb.binary_as_bytes(item.to_json()["Attributes"]) for item in items)
+            if start is None:
+                return
+
+    def _describe(self, table: str) -> dict[str, Any]:
+        """DescribeTable's answer, asked once a table (the run changes no table's keys or indexes)."""
+        if table not in self._described:
+            self._described[table] = self.reader.describe_table(TableName=table)["Table"]
+        return self._described[table]
+
+    def _snapshot(self, table: str, indexes: bool = True) -> dict[str, dict[Any, dict[str, Any]]]:
+        """The table's items by key, and (``indexes``) each index's entries by their item's key:
+        ``{"": items, index: entries}``."""
+        described = self._describe(table)
         keys = [k["AttributeName"] for k in described["KeySchema"]]
 
         def by_key(items: Iterator[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
             return {tuple(sorted((k, str(item[k])) for k in keys)): item for item in items}
 
-        snapshot = {"": by_key(self._scan(TableName=table))}
+        snapshot = {"": by_key(self._scan(table))}
+        if not indexes:
+            return snapshot
         for index in described.get("GlobalSecondaryIndexes", []) + described.get("LocalSecondaryIndexes", []):
-            snapshot[index["IndexName"]] = by_key(self._scan(TableName=table, IndexName=index["IndexName"]))
+            snapshot[index["IndexName"]] = by_key(self._scan(table, index["IndexName"]))
         return snapshot
 
     @staticmethod
@@ -72,14 +90,23 @@ class TableDiff:
         self._local.params = params
 
     def _before(self, model: Any, **_: Any) -> None:
+        """The snapshots the call's units are worked out from: a write's, whole (its indexes too), before and after
+        it; a GetItem's or BatchGetItem's, of the tables' items before it; none for a Query or Scan (its answer's
+        items are what it read)."""
         self._lock.acquire()
-        self._local.before = {t: self._snapshot(t) for t in self._tables(self._local.params)}
+        tables = self._tables(self._local.params)
+        if model.name in capacity.WRITES:
+            self._local.before = {t: self._snapshot(t) for t in tables}
+        elif model.name in ("GetItem", "BatchGetItem"):
+            self._local.before = {t: self._snapshot(t, indexes=False) for t in tables}
+        else:
+            self._local.before = {}
 
     def _after(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         try:
             params, before = self._local.params, self._local.before
-            after = {t: self._snapshot(t) for t in before}
             if model.name in capacity.WRITES:
+                after = {t: self._snapshot(t) for t in before}
                 self._writes(model.name, params, before, after, str(parsed.get("Error", {}).get("Code", "")))
             elif http_response.status_code < 300:
                 self._reads(model.name, params, parsed, before)
@@ -99,7 +126,7 @@ class TableDiff:
         else:
             named = [(params["TableName"], params.get("Key") or params["Item"], 1)]
         for table, named_item, times in named:
-            keys = [k["AttributeName"] for k in self.reader.describe_table(TableName=table)["Table"]["KeySchema"]]
+            keys = [k["AttributeName"] for k in self._describe(table)["KeySchema"]]
             key = tuple(sorted((k, str(named_item[k])) for k in keys))
             old, new = before[table][""].get(key), after[table][""].get(key)
             largest = max(item_size(old or {}), item_size(new or {}))
@@ -121,7 +148,7 @@ class TableDiff:
         kb = [max(1, -(-item_size(e) // 1024)) for e in (old, new) if e is not None]
         if len(kb) == 1:
             return kb[0]
-        described = self.reader.describe_table(TableName=table)["Table"]
+        described = self._describe(table)
         schema = next(i["KeySchema"] for i in described.get("GlobalSecondaryIndexes", [])
                       + described.get("LocalSecondaryIndexes", []) if i["IndexName"] == index)
         assert old is not None and new is not None
@@ -131,7 +158,7 @@ class TableDiff:
 
     def _reads(self, name: str, params: dict[str, Any], parsed: dict[str, Any], before: Any) -> None:
         def size(table: str, key: dict[str, Any]) -> int:
-            keys = [k["AttributeName"] for k in self.reader.describe_table(TableName=table)["Table"]["KeySchema"]]
+            keys = [k["AttributeName"] for k in self._describe(table)["KeySchema"]]
             return item_size(before[table][""].get(tuple(sorted((k, str(key[k])) for k in keys))) or {})
 
         share = {True: 1.0, False: 0.5}

@@ -95,6 +95,8 @@ class LambdaSim:
     _next_schedule: datetime | None = None
     _next_expiry: datetime | None = None
     _iterators: dict[str, str] = field(default_factory=dict)  # stream ARN -> the iterator after the last record read
+    # (name, created, last modified) of a schedule read -> its at() time (None: not one) and input
+    _schedules: dict[tuple[Any, ...], tuple[datetime | None, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.deps.settings
@@ -241,13 +243,18 @@ class LambdaSim:
         now = int(self.clock.now.timestamp())
         if self._next_expiry is not None and self._next_expiry > self.clock.now and not self._pending_records:
             return False  # nothing expires before the next known TTL, and no write since may have set one
+        from moto.dynamodb.models import dynamodb_backends
+
         expired: list[dict[str, Any]] = []
         later: list[int] = []
-        for page in self.ddb.get_paginator("scan").paginate(
-                TableName=s.tasks_table, FilterExpression="attribute_exists(#t)", ExpressionAttributeNames={"#t": s.ttl_attribute}):
-            for item in page["Items"]:
-                ttl = int(float(item[s.ttl_attribute].get("N", "0")))
-                (expired.append(item) if ttl <= now else later.append(ttl))
+        # "the service" reads the table's items where moto keeps them (a Scan through a client answered the same,
+        # serialising the whole table each step); it deletes through its client, as before
+        for kept in dynamodb_backends[ACCOUNT][s.region].get_table(s.tasks_table).all_items():
+            attribute = kept.attrs.get(s.ttl_attribute)
+            if attribute is None:
+                continue
+            ttl = int(float(attribute.value if attribute.type == "N" else "0"))
+            (expired.append(kept.to_json()["Attributes"]) if ttl <= now else later.append(ttl))
         self._next_expiry = datetime.fromtimestamp(min(later), UTC) if later else None
         for item in expired:
             key = {"PK": item["PK"], "SK": item["SK"]}
@@ -262,18 +269,27 @@ class LambdaSim:
         self._next_schedule = None
         for page in self._scheduler.get_paginator("list_schedules").paginate(GroupName=group):
             for summary in page["Schedules"]:
-                schedule = self._scheduler.get_schedule(Name=summary["Name"], GroupName=group)
-                match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
-                if match is None:
+                # ListSchedules does not say a schedule's time: each version of it (an update or a new schedule of
+                # the same name changes its dates) is read once
+                version = (summary["Name"], summary.get("CreationDate"), summary.get("LastModificationDate"))
+                if version not in self._schedules:
+                    schedule = self._scheduler.get_schedule(Name=summary["Name"], GroupName=group)
+                    match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
+                    self._schedules[version] = (
+                        (datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC), schedule["Target"]["Input"])
+                        if match else (None, ""))
+                due, payload = self._schedules[version]
+                if due is None:
                     continue
-                at = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC) + self.schedule_lateness
+                at = due + self.schedule_lateness
                 if at > self.clock.now:
                     self._next_schedule = min(at, self._next_schedule or at)
                     continue
                 queue = self._queues[self.deps.settings.due_queue]
                 self._ids += 1
-                queue.messages.append(Message(schedule["Target"]["Input"], self.clock.now, f"s{self._ids}"))
+                queue.messages.append(Message(payload, self.clock.now, f"s{self._ids}"))
                 self._scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
+                del self._schedules[version]
                 self.schedules_fired += 1
                 fired = True
         return fired
