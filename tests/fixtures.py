@@ -27,7 +27,7 @@ from chalicelib.metrics import LINE_METRIC_NAMES, Metrics
 from chalicelib.settings import Settings
 from deploy.provision import provision
 from local import moto_corrections, moto_speed
-from tests import metric_filters
+from tests import metric_filters, moto_cpu
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
 from tests.policy_recorder import ACCOUNT, RECORDER, report, suite_problems
@@ -378,6 +378,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "last: runs after every other test (it checks what they did)")
     moto_corrections.install()  # wherever a test uses moto (mock_aws), moto behaves as AWS where it knows how
+    moto_cpu.install()  # and spends less CPU per request, answering the same (tests/moto_cpu.py)
     share_botocore_loaders()
 
 
