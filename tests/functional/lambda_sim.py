@@ -31,6 +31,7 @@ timeout, its stream batch is retried.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from typing import Any
 import boto3
 from chalice.test import Client
 
+from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import DueMessage, InvalidTask
 from deploy.provision import MAX_RECEIVE_COUNT
@@ -243,11 +245,9 @@ class LambdaSim:
             return False  # nothing expires before the next known TTL, and no write since may have set one
         expired: list[dict[str, Any]] = []
         later: list[int] = []
-        for page in self.ddb.get_paginator("scan").paginate(
-                TableName=s.tasks_table, FilterExpression="attribute_exists(#t)", ExpressionAttributeNames={"#t": s.ttl_attribute}):
-            for item in page["Items"]:
-                ttl = int(float(item[s.ttl_attribute].get("N", "0")))
-                (expired.append(item) if ttl <= now else later.append(ttl))
+        for item in stored_items(s.region, s.tasks_table, having=s.ttl_attribute):
+            ttl = int(float(item[s.ttl_attribute].get("N", "0")))
+            (expired.append(item) if ttl <= now else later.append(ttl))
         self._next_expiry = datetime.fromtimestamp(min(later), UTC) if later else None
         for item in expired:
             key = {"PK": item["PK"], "SK": item["SK"]}
@@ -260,23 +260,30 @@ class LambdaSim:
         group = self.deps.settings.schedule_group
         fired = False
         self._next_schedule = None
-        for page in self._scheduler.get_paginator("list_schedules").paginate(GroupName=group):
-            for summary in page["Schedules"]:
-                schedule = self._scheduler.get_schedule(Name=summary["Name"], GroupName=group)
-                match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
-                if match is None:
-                    continue
-                at = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC) + self.schedule_lateness
-                if at > self.clock.now:
-                    self._next_schedule = min(at, self._next_schedule or at)
-                    continue
-                queue = self._queues[self.deps.settings.due_queue]
-                self._ids += 1
-                queue.messages.append(Message(schedule["Target"]["Input"], self.clock.now, f"s{self._ids}"))
-                self._scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
-                self.schedules_fired += 1
-                fired = True
+        for schedule in self._schedules(group):
+            match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
+            if match is None:
+                continue
+            at = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC) + self.schedule_lateness
+            if at > self.clock.now:
+                self._next_schedule = min(at, self._next_schedule or at)
+                continue
+            queue = self._queues[self.deps.settings.due_queue]
+            self._ids += 1
+            queue.messages.append(Message(schedule["Target"]["Input"], self.clock.now, f"s{self._ids}"))
+            self._scheduler.delete_schedule(Name=schedule["Name"], GroupName=group)
+            self.schedules_fired += 1
+            fired = True
         return fired
+
+    def _schedules(self, group: str) -> list[dict[str, Any]]:
+        """The group's schedules as ListSchedules lists them (newest first) and GetSchedule shows each, read from
+        moto's backend: the emulation looks at every step, and these requests were a fifth of a long run's."""
+        from moto.scheduler.models import scheduler_backends
+
+        found = scheduler_backends[ACCOUNT][self.deps.settings.region].schedule_groups.get(group)
+        schedules = sorted(found.schedules.values(), key=lambda x: x.creation_date, reverse=True) if found else []
+        return [schedule.to_dict() for schedule in schedules]
 
     # --- invocations -------------------------------------------------------------------------------------
 
@@ -306,6 +313,18 @@ class LambdaSim:
     def queue(self, name: str) -> SimQueue:
         """The emulated queue ``name`` (its messages, the dead ones, how many it delivered)."""
         return self._queues[name]
+
+
+def stored_items(region: str, table: str, having: str) -> list[dict[str, Any]]:
+    """The items of ``table`` that have the attribute ``having``, as a Scan answers them (DynamoDB JSON, binary
+    values as bytes, in moto's scan order), read from moto's backend: the emulation looks at its tables at many
+    steps, and a Scan each time was a tenth of a long emulation's requests."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.utilities import dynamo_json_dump
+
+    items = dynamodb_backends[ACCOUNT][region].get_table(table).all_items()
+    return [ddb.binary_as_bytes(json.loads(dynamo_json_dump(item.to_json()))["Attributes"])
+            for item in items if having in item.attrs]
 
 
 def _first_hop(body: str) -> bool:
