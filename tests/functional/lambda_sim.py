@@ -193,6 +193,9 @@ class LambdaSim:
         None), read as Lambda's poller reads: GetRecords on the NextShardIterator of the previous read, a new
         iterator (DescribeStream, GetShardIterator) only for a stream's first read or when no next one was given."""
         iterator = self._iterators.pop(arn, None)
+        if iterator is not None and _read_through(iterator, self.deps.settings.region):
+            self._iterators[arn] = iterator  # GetRecords would answer no record, and an iterator to the same place
+            return []
         if iterator is None:
             [shard] = self._streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
             where: dict[str, Any] = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
@@ -313,6 +316,18 @@ class LambdaSim:
     def queue(self, name: str) -> SimQueue:
         """The emulated queue ``name`` (its messages, the dead ones, how many it delivered)."""
         return self._queues[name]
+
+
+def _read_through(iterator: str, region: str) -> bool:
+    """Whether GetRecords on the shard iterator would find no record (moto's backend looked at, not asked): the
+    emulation reads each stream at every step, mostly to find nothing new."""
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    kept = dynamodbstreams_backends[ACCOUNT][region].shard_iterators.get(iterator)
+    if kept is None:
+        return False
+    shard = kept.stream_shard
+    return int(kept.sequence_number) - int(shard.starting_sequence_number) >= len(shard.items)
 
 
 def stored_items(region: str, table: str, having: str) -> list[dict[str, Any]]:
