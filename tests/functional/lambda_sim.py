@@ -263,7 +263,7 @@ class LambdaSim:
         group = self.deps.settings.schedule_group
         fired = False
         self._next_schedule = None
-        for schedule in self._schedules(group):
+        for schedule in stored_schedules(self.deps.settings.region, group):
             match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
             if match is None:
                 continue
@@ -278,15 +278,6 @@ class LambdaSim:
             self.schedules_fired += 1
             fired = True
         return fired
-
-    def _schedules(self, group: str) -> list[dict[str, Any]]:
-        """The group's schedules as ListSchedules lists them (newest first) and GetSchedule shows each, read from
-        moto's backend: the emulation looks at every step, and these requests were a fifth of a long run's."""
-        from moto.scheduler.models import scheduler_backends
-
-        found = scheduler_backends[ACCOUNT][self.deps.settings.region].schedule_groups.get(group)
-        schedules = sorted(found.schedules.values(), key=lambda x: x.creation_date, reverse=True) if found else []
-        return [schedule.to_dict() for schedule in schedules]
 
     # --- invocations -------------------------------------------------------------------------------------
 
@@ -316,6 +307,16 @@ class LambdaSim:
     def queue(self, name: str) -> SimQueue:
         """The emulated queue ``name`` (its messages, the dead ones, how many it delivered)."""
         return self._queues[name]
+
+
+def stored_schedules(region: str, group: str) -> list[dict[str, Any]]:
+    """The group's schedules as ListSchedules lists them (newest first) and GetSchedule shows each, read from
+    moto's backend: an emulation looks at every step, and these requests were a fifth of a long run's."""
+    from moto.scheduler.models import scheduler_backends
+
+    found = scheduler_backends[ACCOUNT][region].schedule_groups.get(group)
+    schedules = sorted(found.schedules.values(), key=lambda x: x.creation_date, reverse=True) if found else []
+    return [schedule.to_dict() for schedule in schedules]
 
 
 def _read_through(iterator: str, region: str) -> bool:
