@@ -176,7 +176,8 @@ def moto_aws(clock: FakeClock | None = None) -> Iterator[Aws]:
     ``make deploy`` runs) and kept as a deep copy of moto's backends; each later world starts from a copy of it."""
     # moto plus its corrections toward AWS's behaviour (local/moto_corrections.py: transactions, serialised
     # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
-    # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
+    # (local/moto_speed.py) beyond the CPU caches of tests/moto_cpu.py: the app is proven against what AWS does,
+    # not against the project's own moto.
     # moto's backups are made at the test's clock, so that ListBackups' time bounds mean what they mean on AWS.
     moto_corrections.install()
     moto_speed.uninstall()  # installed in this process if this xdist worker ran an e2e test before
