@@ -27,7 +27,7 @@ from chalicelib.metrics import LINE_METRIC_NAMES, Metrics
 from chalicelib.settings import Settings
 from deploy.provision import provision
 from local import moto_corrections, moto_speed
-from tests import metric_filters
+from tests import metric_filters, moto_cpu
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
 from tests.policy_recorder import ACCOUNT, RECORDER, report, suite_problems
@@ -176,7 +176,8 @@ def moto_aws(clock: FakeClock | None = None) -> Iterator[Aws]:
     ``make deploy`` runs) and kept as a deep copy of moto's backends; each later world starts from a copy of it."""
     # moto plus its corrections toward AWS's behaviour (local/moto_corrections.py: transactions, serialised
     # conditional writes for the handlers that run threads, ...), never the offline runtime's speed-ups
-    # (local/moto_speed.py): the app is proven against what AWS does, not against the project's own moto.
+    # (local/moto_speed.py) beyond the CPU caches of tests/moto_cpu.py: the app is proven against what AWS does,
+    # not against the project's own moto.
     # moto's backups are made at the test's clock, so that ListBackups' time bounds mean what they mean on AWS.
     moto_corrections.install()
     moto_speed.uninstall()  # installed in this process if this xdist worker ran an e2e test before
@@ -378,6 +379,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "last: runs after every other test (it checks what they did)")
     moto_corrections.install()  # wherever a test uses moto (mock_aws), moto behaves as AWS where it knows how
+    moto_cpu.install()  # and spends less CPU per request, answering the same (tests/moto_cpu.py)
     share_botocore_loaders()
 
 

@@ -31,6 +31,7 @@ timeout, its stream batch is retried.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from typing import Any
 import boto3
 from chalice.test import Client
 
+from chalicelib import ddb
 from chalicelib.aws import Deps
 from chalicelib.tasks.model import DueMessage, InvalidTask
 from deploy.provision import MAX_RECEIVE_COUNT
@@ -95,8 +97,6 @@ class LambdaSim:
     _next_schedule: datetime | None = None
     _next_expiry: datetime | None = None
     _iterators: dict[str, str] = field(default_factory=dict)  # stream ARN -> the iterator after the last record read
-    # (name, created, last modified) of a schedule read -> its at() time (None: not one) and input
-    _schedules: dict[tuple[Any, ...], tuple[datetime | None, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.deps.settings
@@ -193,6 +193,9 @@ class LambdaSim:
         None), read as Lambda's poller reads: GetRecords on the NextShardIterator of the previous read, a new
         iterator (DescribeStream, GetShardIterator) only for a stream's first read or when no next one was given."""
         iterator = self._iterators.pop(arn, None)
+        if iterator is not None and _read_through(iterator, self.deps.settings.region):
+            self._iterators[arn] = iterator  # GetRecords would answer no record, and an iterator to the same place
+            return []
         if iterator is None:
             [shard] = self._streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
             where: dict[str, Any] = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
@@ -243,18 +246,11 @@ class LambdaSim:
         now = int(self.clock.now.timestamp())
         if self._next_expiry is not None and self._next_expiry > self.clock.now and not self._pending_records:
             return False  # nothing expires before the next known TTL, and no write since may have set one
-        from moto.dynamodb.models import dynamodb_backends
-
         expired: list[dict[str, Any]] = []
         later: list[int] = []
-        # "the service" reads the table's items where moto keeps them (a Scan through a client answered the same,
-        # serialising the whole table each step); it deletes through its client, as before
-        for kept in dynamodb_backends[ACCOUNT][s.region].get_table(s.tasks_table).all_items():
-            attribute = kept.attrs.get(s.ttl_attribute)
-            if attribute is None:
-                continue
-            ttl = int(float(attribute.value if attribute.type == "N" else "0"))
-            (expired.append(kept.to_json()["Attributes"]) if ttl <= now else later.append(ttl))
+        for item in stored_items(s.region, s.tasks_table, having=s.ttl_attribute):
+            ttl = int(float(item[s.ttl_attribute].get("N", "0")))
+            (expired.append(item) if ttl <= now else later.append(ttl))
         self._next_expiry = datetime.fromtimestamp(min(later), UTC) if later else None
         for item in expired:
             key = {"PK": item["PK"], "SK": item["SK"]}
@@ -267,31 +263,20 @@ class LambdaSim:
         group = self.deps.settings.schedule_group
         fired = False
         self._next_schedule = None
-        for page in self._scheduler.get_paginator("list_schedules").paginate(GroupName=group):
-            for summary in page["Schedules"]:
-                # ListSchedules does not say a schedule's time: each version of it (an update or a new schedule of
-                # the same name changes its dates) is read once
-                version = (summary["Name"], summary.get("CreationDate"), summary.get("LastModificationDate"))
-                if version not in self._schedules:
-                    schedule = self._scheduler.get_schedule(Name=summary["Name"], GroupName=group)
-                    match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
-                    self._schedules[version] = (
-                        (datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC), schedule["Target"]["Input"])
-                        if match else (None, ""))
-                due, payload = self._schedules[version]
-                if due is None:
-                    continue
-                at = due + self.schedule_lateness
-                if at > self.clock.now:
-                    self._next_schedule = min(at, self._next_schedule or at)
-                    continue
-                queue = self._queues[self.deps.settings.due_queue]
-                self._ids += 1
-                queue.messages.append(Message(payload, self.clock.now, f"s{self._ids}"))
-                self._scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
-                del self._schedules[version]
-                self.schedules_fired += 1
-                fired = True
+        for schedule in stored_schedules(self.deps.settings.region, group):
+            match = re.fullmatch(r"at\((.+)\)", schedule["ScheduleExpression"])
+            if match is None:
+                continue
+            at = datetime.fromisoformat(match.group(1)).replace(tzinfo=UTC) + self.schedule_lateness
+            if at > self.clock.now:
+                self._next_schedule = min(at, self._next_schedule or at)
+                continue
+            queue = self._queues[self.deps.settings.due_queue]
+            self._ids += 1
+            queue.messages.append(Message(schedule["Target"]["Input"], self.clock.now, f"s{self._ids}"))
+            self._scheduler.delete_schedule(Name=schedule["Name"], GroupName=group)
+            self.schedules_fired += 1
+            fired = True
         return fired
 
     # --- invocations -------------------------------------------------------------------------------------
@@ -322,6 +307,40 @@ class LambdaSim:
     def queue(self, name: str) -> SimQueue:
         """The emulated queue ``name`` (its messages, the dead ones, how many it delivered)."""
         return self._queues[name]
+
+
+def stored_schedules(region: str, group: str) -> list[dict[str, Any]]:
+    """The group's schedules as ListSchedules lists them (newest first) and GetSchedule shows each, read from
+    moto's backend: an emulation looks at every step, and these requests were a fifth of a long run's."""
+    from moto.scheduler.models import scheduler_backends
+
+    found = scheduler_backends[ACCOUNT][region].schedule_groups.get(group)
+    schedules = sorted(found.schedules.values(), key=lambda x: x.creation_date, reverse=True) if found else []
+    return [schedule.to_dict() for schedule in schedules]
+
+
+def _read_through(iterator: str, region: str) -> bool:
+    """Whether GetRecords on the shard iterator would find no record (moto's backend looked at, not asked): the
+    emulation reads each stream at every step, mostly to find nothing new."""
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    kept = dynamodbstreams_backends[ACCOUNT][region].shard_iterators.get(iterator)
+    if kept is None:
+        return False
+    shard = kept.stream_shard
+    return int(kept.sequence_number) - int(shard.starting_sequence_number) >= len(shard.items)
+
+
+def stored_items(region: str, table: str, having: str) -> list[dict[str, Any]]:
+    """The items of ``table`` that have the attribute ``having``, as a Scan answers them (DynamoDB JSON, binary
+    values as bytes, in moto's scan order), read from moto's backend: the emulation looks at its tables at many
+    steps, and a Scan each time was a tenth of a long emulation's requests."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.utilities import dynamo_json_dump
+
+    items = dynamodb_backends[ACCOUNT][region].get_table(table).all_items()
+    return [ddb.binary_as_bytes(json.loads(dynamo_json_dump(item.to_json()))["Attributes"])
+            for item in items if having in item.attrs]
 
 
 def _first_hop(body: str) -> bool:

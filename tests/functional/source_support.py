@@ -22,7 +22,7 @@ from chalicelib.aws import Deps
 from chalicelib.sources import TaskSource
 from tests import events
 from tests.fixtures import use_settings
-from tests.functional.lambda_sim import LambdaSim
+from tests.functional.lambda_sim import LambdaSim, stored_items
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,15 +142,14 @@ class SourceSim(LambdaSim):
                                 self.ddb.describe_table(TableName=stream.source.table)["Table"]["KeySchema"]]
         key_names = stream.key_names
         expired = False
-        for page in self.ddb.get_paginator("scan").paginate(TableName=stream.source.table):
-            for item in page["Items"]:
-                ttl = item.get(attribute, {}).get("N")
-                if ttl is not None and now - TTL_IGNORED_AFTER < float(ttl) <= now:
-                    key = {k: item[k] for k in key_names}
-                    self.ddb.delete_item(TableName=stream.source.table, Key=key)
-                    stream.ttl_keys.add(events.item_key(key))
-                    self.source_ttl_deletes += 1
-                    expired = True
+        for item in stored_items(self.deps.settings.region, stream.source.table, having=attribute):
+            ttl = item.get(attribute, {}).get("N")
+            if ttl is not None and now - TTL_IGNORED_AFTER < float(ttl) <= now:
+                key = {k: item[k] for k in key_names}
+                self.ddb.delete_item(TableName=stream.source.table, Key=key)
+                stream.ttl_keys.add(events.item_key(key))
+                self.source_ttl_deletes += 1
+                expired = True
         return expired
 
     def _deliver_source(self, stream: _SourceStream) -> bool:

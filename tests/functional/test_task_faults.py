@@ -42,7 +42,7 @@ from tests import events
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults, Kind, WorkerCrash
 from tests.fixtures import ACCOUNT, Aws, FakeClock, provision_world
-from tests.functional.lambda_sim import Message
+from tests.functional.lambda_sim import Message, stored_schedules
 from tests.functional.stream_support import TableStream
 from tests.functional.task_support import FlakySes, emails_sent, record_of, use_client
 from tests.policy_recorder import RECORDER
@@ -148,18 +148,15 @@ class World:
     def _scheduler_fires(self) -> None:
         """EventBridge Scheduler: each schedule whose at() time has come sends its input, then deletes itself."""
         scheduler, group = self.deps.clients.scheduler, self.deps.settings.schedule_group
-        for summary in scheduler.list_schedules(GroupName=group).get("Schedules", []):
-            schedule = scheduler.get_schedule(Name=summary["Name"], GroupName=group)
+        for schedule in stored_schedules(self.deps.settings.region, group):
             at = datetime.fromisoformat(schedule["ScheduleExpression"][3:-1] + "+00:00")
             if at <= self.clock.now:
                 self.due.append(Message(schedule["Target"]["Input"], self.clock.now, f"s-{next(self._ids)}"))
-                scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
+                scheduler.delete_schedule(Name=schedule["Name"], GroupName=group)
 
     def _next_schedule(self) -> datetime | None:
-        scheduler, group = self.deps.clients.scheduler, self.deps.settings.schedule_group
-        times = [datetime.fromisoformat(scheduler.get_schedule(Name=s["Name"], GroupName=group)
-                                        ["ScheduleExpression"][3:-1] + "+00:00")
-                 for s in scheduler.list_schedules(GroupName=group).get("Schedules", [])]
+        times = [datetime.fromisoformat(s["ScheduleExpression"][3:-1] + "+00:00")
+                 for s in stored_schedules(self.deps.settings.region, self.deps.settings.schedule_group)]
         return min(times, default=None)
 
     def _tick(self) -> None:
