@@ -13,9 +13,7 @@ import pytest
 
 from bench import capacity, task_cost
 from bench.capacity import Index, Table, index_write_units, write_units
-from chalicelib import ddb
 from tests.aws_limits import item_size
-from tests.fixtures import ACCOUNT
 
 # --- the run: every unit the meter counted, against units worked out from whole-table snapshots ------------------
 
@@ -43,18 +41,13 @@ class TableDiff:
         client.meta.events.register("after-call.dynamodb.*", self._after)
         client.meta.events.register("after-call-error.dynamodb.*", lambda **_: self._lock.release())
 
-    def _scan(self, table: str, index: str | None = None) -> Iterator[dict[str, Any]]:
-        """A Scan of the table (or of one of its indexes) as moto answers it, asked of moto's backend itself: each
-        item (index entry) it keeps, without a request's signing, dispatch and serialising."""
-        from moto.dynamodb.models import dynamodb_backends
-
-        kept: Any = dynamodb_backends[ACCOUNT][self.reader.meta.region_name].get_table(table)  # its Scan takes None
-        start = None
+    def _scan(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         while True:
-            items, _, start = kept.scan({}, None, start, index_name=index)
-            yield from (ddb.binary_as_bytes(item.to_json()["Attributes"]) for item in items)
-            if start is None:
+            page = self.reader.scan(**kwargs)
+            yield from page["Items"]
+            if "LastEvaluatedKey" not in page:
                 return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _describe(self, table: str) -> dict[str, Any]:
         """DescribeTable's answer, asked once a table (the run changes no table's keys or indexes)."""
@@ -71,11 +64,11 @@ class TableDiff:
         def by_key(items: Iterator[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
             return {tuple(sorted((k, str(item[k])) for k in keys)): item for item in items}
 
-        snapshot = {"": by_key(self._scan(table))}
+        snapshot = {"": by_key(self._scan(TableName=table))}
         if not indexes:
             return snapshot
         for index in described.get("GlobalSecondaryIndexes", []) + described.get("LocalSecondaryIndexes", []):
-            snapshot[index["IndexName"]] = by_key(self._scan(table, index["IndexName"]))
+            snapshot[index["IndexName"]] = by_key(self._scan(TableName=table, IndexName=index["IndexName"]))
         return snapshot
 
     @staticmethod
