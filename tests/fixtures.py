@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import json
 import logging
 import pickle
@@ -26,7 +25,7 @@ from chalicelib.log import logger
 from chalicelib.metrics import LINE_METRIC_NAMES, Metrics
 from chalicelib.settings import Settings
 from deploy.provision import provision
-from local import moto_corrections, moto_speed
+from local import moto_corrections, moto_speed, shared_loaders
 from tests import metric_filters, moto_cpu
 from tests.aws_limits import AwsLimits
 from tests.faults import Faults
@@ -371,12 +370,7 @@ def share_botocore_loaders() -> None:
     tests/faults.py and tests/aws_limits.py): with a loader each, re-parsing the JSON models was about 0.25 s
     of every moto test's setup. The files and what botocore builds from them are the same: a loader only caches
     what it read, and one session already shares it between all its clients."""
-    botocore.session.create_loader = _shared_loader
-
-
-@functools.cache
-def _shared_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
-    return botocore.loaders.create_loader(search_path_string)
+    shared_loaders.install()  # the offline processes' own (local/shared_loaders.py)
 
 
 # --- the IAM policy check over the whole suite, also when pytest-xdist splits it -------------
